@@ -1,0 +1,45 @@
+import type { Sql } from 'postgres';
+import { newWorkspaceToken, sha256 } from '../secrets.js';
+import { AdminError } from './workspaces.js';
+
+// Workspace tokens: minted for a scope, shown once, stored as SHA-256, revoked at once.
+
+export type Scope = 'read' | 'write';
+
+export interface TokenInfo {
+  id: string;
+  workspace_id: string;
+  label: string;
+  scope: Scope;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export function parseScope(value: string | undefined): Scope {
+  if (value === 'read' || value === 'write') return value;
+  throw new AdminError(`scope must be read or write, got "${value ?? ''}"`);
+}
+
+export async function createToken(sql: Sql, workspaceId: string, scope: Scope, label: string, actor: string): Promise<{ id: string; token: string }> {
+  if (label.length > 200) throw new AdminError('a token label has at most 200 characters');
+  const token = newWorkspaceToken();
+  const [{ id }] = await sql<{ id: string }[]>`
+    SELECT tally.create_token(${workspaceId}, ${scope}, ${label}, ${sha256(token)}, ${actor}) AS id`;
+  return { id, token };
+}
+
+export async function listTokens(sql: Sql, workspaceId?: string): Promise<TokenInfo[]> {
+  return sql<TokenInfo[]>`
+    SELECT id, workspace_id, label, scope, created_at, last_used_at, revoked_at FROM public.api_tokens
+     WHERE ${workspaceId ?? null}::uuid IS NULL OR workspace_id = ${workspaceId ?? null}::uuid
+     ORDER BY created_at`;
+}
+
+/** Revokes a token; `workspaceId` limits it to one workspace (the settings page). */
+export async function revokeToken(sql: Sql, tokenId: string, workspaceId: string | null, actor: string): Promise<void> {
+  if (!/^[0-9a-f-]{36}$/i.test(tokenId)) throw new AdminError(`"${tokenId}" is not a token id`);
+  const [{ revoked }] = await sql<{ revoked: boolean }[]>`
+    SELECT tally.revoke_token(${tokenId}, ${workspaceId}, ${actor}) AS revoked`;
+  if (!revoked) throw new AdminError(`no active token with id ${tokenId}`);
+}

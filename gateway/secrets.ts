@@ -1,0 +1,31 @@
+import { createHash, randomInt, timingSafeEqual } from 'node:crypto';
+
+// Workspace tokens (tally_ws_…) and publishable keys (tally_pk_…): a prefix and 40 random
+// base62 characters (~238 bits). Only their SHA-256 is stored.
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+function randomBase62(length: number): string {
+  let out = '';
+  for (let i = 0; i < length; i++) out += BASE62[randomInt(62)];
+  return out;
+}
+
+export const TOKEN_PREFIX = 'tally_ws_';
+export const KEY_PREFIX = 'tally_pk_';
+
+export const newWorkspaceToken = (): string => TOKEN_PREFIX + randomBase62(40);
+export const newPublishableKey = (): string => KEY_PREFIX + randomBase62(40);
+
+export function sha256(secret: string): Buffer {
+  return createHash('sha256').update(secret, 'utf8').digest();
+}
+
+/** Constant-time comparison of two hashes (or any equal-length secrets). */
+export function sameHash(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** The shape of a workspace token, checked before any database work. */
+export const looksLikeWorkspaceToken = (value: string): boolean => /^tally_ws_[0-9A-Za-z]{32,128}$/.test(value);
+export const looksLikePublishableKey = (value: string): boolean => /^tally_pk_[0-9A-Za-z]{32,128}$/.test(value);

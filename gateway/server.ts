@@ -1,0 +1,52 @@
+import express, { type ErrorRequestHandler, type Express } from 'express';
+import type { Server } from 'node:http';
+import type { AppContext } from './context.js';
+import { ApiError, internalError } from './errors.js';
+
+// The one HTTP server: every surface is a router mounted here.
+
+export function createApp(ctx: AppContext): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar
+  app.set('trust proxy', process.env.TALLY_TRUST_PROXY === '1' ? 1 : false);
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', async (_req, res) => {
+    try {
+      await ctx.db`SELECT 1`;
+      res.json({ status: 'ready' });
+    } catch {
+      res.status(503).set('Retry-After', '5').json({ status: 'unavailable', message: 'The database is not reachable' });
+    }
+  });
+
+  app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
+  app.use(errorHandler);
+  return app;
+}
+
+/** Turns anything thrown into the one error shape; an unexpected error is a logged 500. */
+export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
+  let error: ApiError;
+  if (err instanceof ApiError) error = err;
+  else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.too.large') {
+    error = new ApiError(413, 'PGRST413', 'The request body is too large');
+  } else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.parse.failed') {
+    error = new ApiError(400, 'PGRST102', 'Invalid JSON in the request body');
+  } else {
+    console.error('tally: unexpected error', err instanceof Error ? err.stack : err);
+    error = internalError();
+  }
+  if (res.headersSent) return;
+  res.status(error.status).set(error.headers).json(error.body());
+};
+
+export function listen(app: Express, port: number, host: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(port, host, () => resolve(server));
+    server.once('error', reject);
+  });
+}

@@ -1,0 +1,147 @@
+-- Up Migration
+-- Roles, the internal schema `tally`, and the internal tables that API roles never see.
+--
+-- Roles are cluster-wide, so they are created only when missing (several databases on one
+-- cluster share them) and are not dropped by the down migration; what belongs to this
+-- database (schemas, tables, grants) is.
+
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'anon') THEN
+    CREATE ROLE anon NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'api_read') THEN
+    CREATE ROLE api_read NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'api_write') THEN
+    CREATE ROLE api_write NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'authenticator') THEN
+    -- The gateway's login role: it has no privileges of its own (NOINHERIT) and only
+    -- becomes one of the API roles with SET LOCAL ROLE inside a request's transaction.
+    CREATE ROLE authenticator LOGIN NOINHERIT;
+  END IF;
+END
+$$;
+
+GRANT api_read TO api_write;
+GRANT anon, api_read, api_write TO authenticator;
+
+CREATE SCHEMA tally;
+REVOKE ALL ON SCHEMA tally FROM PUBLIC;
+GRANT USAGE ON SCHEMA tally TO anon, api_read, api_write;
+
+-- Functions are executable by PUBLIC by default; Tally's are granted one by one.
+ALTER DEFAULT PRIVILEGES IN SCHEMA tally REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+
+CREATE TABLE public.workspaces (
+  id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  name        text NOT NULL CONSTRAINT workspaces_name_length CHECK (char_length(name) BETWEEN 1 AND 200),
+  currency    text NOT NULL DEFAULT 'USD' CONSTRAINT workspaces_currency_iso4217 CHECK (currency ~ '^[A-Z]{3}$'),
+  api_enabled boolean NOT NULL DEFAULT true,
+  created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX workspaces_name_key ON public.workspaces (lower(name));
+
+CREATE TABLE public.user_credentials (
+  id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  email         text NOT NULL CONSTRAINT user_credentials_email_format CHECK (email ~ '^[^@\s]+@[^@\s]+$'),
+  password_hash text,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  updated_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX user_credentials_email_key ON public.user_credentials (lower(email));
+
+CREATE TABLE public.workspace_members (
+  workspace_id uuid NOT NULL REFERENCES public.workspaces (id) ON DELETE CASCADE,
+  user_id      uuid NOT NULL REFERENCES public.user_credentials (id) ON DELETE CASCADE,
+  role         text NOT NULL CONSTRAINT workspace_members_role_check CHECK (role IN ('owner', 'admin', 'member')),
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workspace_id, user_id)
+);
+
+CREATE TABLE public.billing_accounts (
+  workspace_id  uuid PRIMARY KEY REFERENCES public.workspaces (id) ON DELETE CASCADE,
+  plan          text NOT NULL DEFAULT 'free',
+  billing_email text,
+  created_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- Workspace tokens: only the SHA-256 of the secret is stored.
+CREATE TABLE public.api_tokens (
+  id           uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  workspace_id uuid NOT NULL REFERENCES public.workspaces (id) ON DELETE CASCADE,
+  label        text NOT NULL DEFAULT '' CONSTRAINT api_tokens_label_length CHECK (char_length(label) <= 200),
+  scope        text NOT NULL CONSTRAINT api_tokens_scope_check CHECK (scope IN ('read', 'write')),
+  token_hash   bytea NOT NULL UNIQUE CONSTRAINT api_tokens_hash_length CHECK (octet_length(token_hash) = 32),
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  last_used_at timestamptz,
+  revoked_at   timestamptz
+);
+CREATE INDEX api_tokens_workspace_idx ON public.api_tokens (workspace_id);
+
+-- Publishable (public client) keys for the direct table interface: hashed as well.
+CREATE TABLE public.publishable_keys (
+  id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  label      text NOT NULL DEFAULT '',
+  key_hash   bytea NOT NULL UNIQUE CONSTRAINT publishable_keys_hash_length CHECK (octet_length(key_hash) = 32),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  revoked_at timestamptz
+);
+
+-- The claims of the request's JWT, as the gateway sets them for the transaction.
+CREATE FUNCTION tally.jwt_claims() RETURNS jsonb
+LANGUAGE sql STABLE
+AS $$ SELECT coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb $$;
+
+-- The workspace of the request; NULL without a JWT, so that RLS lets no row through.
+CREATE FUNCTION tally.current_workspace_id() RETURNS uuid
+LANGUAGE sql STABLE
+AS $$ SELECT nullif(tally.jwt_claims() ->> 'workspace_id', '')::uuid $$;
+
+GRANT EXECUTE ON FUNCTION tally.jwt_claims(), tally.current_workspace_id() TO anon, api_read, api_write;
+
+-- The pre-request check, run in every request's transaction. A JWT outlives neither the
+-- revocation of its workspace token nor the workspace's API switch: both are read here, on
+-- every request, so they act on the very next one. SQLSTATE PT401/PT403 carry the HTTP
+-- status, as PostgREST's convention for raised errors has it.
+CREATE FUNCTION tally.check_request() RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public
+AS $$
+DECLARE
+  claims jsonb := tally.jwt_claims();
+  token_id uuid;
+  token record;
+BEGIN
+  IF claims ->> 'sub' IS NULL THEN
+    RETURN; -- no JWT (anon) or a JWT not minted from a workspace token: nothing to check
+  END IF;
+  BEGIN
+    token_id := (claims ->> 'sub')::uuid;
+  EXCEPTION WHEN invalid_text_representation THEN
+    RAISE SQLSTATE 'PT401' USING MESSAGE = 'The access token does not belong to a workspace token',
+      HINT = 'Exchange a workspace token at /api/v1/token for a new access token';
+  END;
+  SELECT t.revoked_at, t.workspace_id, w.api_enabled INTO token
+    FROM api_tokens t JOIN workspaces w ON w.id = t.workspace_id
+   WHERE t.id = token_id;
+  IF NOT FOUND OR token.revoked_at IS NOT NULL
+     OR token.workspace_id::text IS DISTINCT FROM claims ->> 'workspace_id' THEN
+    RAISE SQLSTATE 'PT401' USING MESSAGE = 'The workspace token behind this access token has been revoked',
+      HINT = 'Ask a workspace owner for a new workspace token';
+  END IF;
+  IF NOT token.api_enabled THEN
+    RAISE SQLSTATE 'PT403' USING MESSAGE = 'API access is switched off for this workspace',
+      HINT = 'A workspace owner can switch it on in the workspace settings';
+  END IF;
+END
+$$;
+GRANT EXECUTE ON FUNCTION tally.check_request() TO anon, api_read, api_write;
+
+-- Down Migration
+DROP FUNCTION IF EXISTS tally.check_request();
+DROP TABLE IF EXISTS public.publishable_keys, public.api_tokens, public.billing_accounts,
+  public.workspace_members, public.user_credentials, public.workspaces;
+DROP SCHEMA IF EXISTS tally CASCADE;
+-- Roles are cluster-wide and may serve other databases: they stay.

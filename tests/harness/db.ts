@@ -1,0 +1,104 @@
+import postgres, { type Sql, type TransactionSql } from 'postgres';
+import { randomBytes } from 'node:crypto';
+
+// Per-file databases cloned from the migrated template, and helpers to act as a request would:
+// inside a transaction, as an API role, with the JWT claims of a workspace.
+
+export interface TestDatabase {
+  name: string;
+  /** Owner URL of this file's database. */
+  url: string;
+  /** An owner connection (superuser: bypasses RLS, for arranging and checking state). */
+  admin: Sql;
+  drop(): Promise<void>;
+}
+
+function clusterUrl(): string {
+  const url = process.env.TALLY_TEST_CLUSTER_URL;
+  if (!url) throw new Error('the test harness did not start Postgres (jest globalSetup)');
+  return url;
+}
+
+export function databaseUrl(database: string): string {
+  const u = new URL(clusterUrl());
+  u.pathname = '/' + database;
+  return u.toString();
+}
+
+/** A new database: a clone of the migrated template, or empty with `{ empty: true }`. */
+export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
+  const name = 'tally_test_' + randomBytes(6).toString('hex');
+  const cluster = postgres(clusterUrl(), { max: 1, onnotice: () => {} });
+  try {
+    // CREATE DATABASE … TEMPLATE fails while another session is connected to the template;
+    // files start in parallel, so retry briefly.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await cluster.unsafe(options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${process.env.TALLY_TEST_TEMPLATE}`);
+        break;
+      } catch (err) {
+        if (attempt > 50 || (err as { code?: string }).code !== '55006') throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  } finally {
+    await cluster.end();
+  }
+  const url = databaseUrl(name);
+  const admin = postgres(url, { max: 4, onnotice: () => {} });
+  return {
+    name,
+    url,
+    admin,
+    async drop() {
+      await admin.end({ timeout: 5 });
+      const c = postgres(clusterUrl(), { max: 1, onnotice: () => {} });
+      try {
+        await c.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}
+
+export interface Claims {
+  workspace_id?: string;
+  role?: string;
+  [key: string]: unknown;
+}
+
+/**
+ * Runs `fn` the way the gateway runs a request: one transaction, the given API role, the
+ * given JWT claims. The transaction is rolled back unless `commit` is set.
+ */
+export async function asRole<T>(
+  sql: Sql,
+  role: string,
+  claims: Claims | null,
+  fn: (tx: TransactionSql) => Promise<T>,
+  options: { commit?: boolean } = {},
+): Promise<T> {
+  const rollback = new Error('rollback');
+  let result: T | undefined;
+  try {
+    await sql.begin(async (tx) => {
+      await tx`SELECT set_config('role', ${role}, true), set_config('request.jwt.claims', ${claims ? JSON.stringify({ role, ...claims }) : ''}, true)`;
+      result = await fn(tx);
+      if (!options.commit) throw rollback;
+    });
+  } catch (err) {
+    if (err !== rollback) throw err;
+  }
+  return result as T;
+}
+
+/** The SQLSTATE a promise rejects with (fails the test if it resolves). */
+export async function sqlState(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    return (err as { code?: string }).code ?? String(err);
+  }
+  throw new Error('expected the statement to fail, but it succeeded');
+}
