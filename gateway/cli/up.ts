@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
 import { adminClient, jwtSecretFor, openDatabase, serverPool, type Database } from '../db/connect.js';
+import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
 import { createApp, listen } from '../server.js';
@@ -60,7 +61,7 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
   const pool = serverPool(db.url);
-  const app = createApp({ config, db: pool, jwtSecret: await jwtSecretFor(config, db) });
+  const app = createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) });
   const server = await listen(app, config.port, config.host);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;

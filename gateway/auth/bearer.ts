@@ -1,0 +1,44 @@
+import type { Request, RequestHandler } from 'express';
+import type { AuthContext } from '../call.js';
+import type { AppContext } from '../context.js';
+import { ApiError } from '../errors.js';
+import { verifyJwt } from './jwt.js';
+
+// Authentication of the JWT surfaces (/rest/v1, /api/v1): a verified `Authorization: Bearer`
+// JWT gives the AuthContext (its `role` claim, all claims); no header gives the anon role.
+// Sets res.locals.auth, and res.locals.rateKey for the rate limiter: the workspace token
+// behind the JWT (its `sub`), or the client address without one.
+
+export interface AuthLocals {
+  auth: AuthContext;
+  rateKey: string;
+}
+
+export function bearerToken(req: Request): string | undefined {
+  const header = req.headers.authorization;
+  if (header === undefined) return undefined;
+  const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header);
+  if (!m) throw new ApiError(401, 'PGRST301', 'The Authorization header must be "Bearer <token>"');
+  return m[1];
+}
+
+export function bearerAuth(ctx: AppContext): RequestHandler {
+  const anonRole = ctx.config.anonRole;
+  return async (req, res, next) => {
+    try {
+      const token = bearerToken(req);
+      if (token === undefined) {
+        res.locals.auth = { role: anonRole, claims: { role: anonRole } } satisfies AuthContext;
+        res.locals.rateKey = `ip:${req.ip}`;
+        return next();
+      }
+      const claims = await verifyJwt(ctx.jwt, token);
+      const role = typeof claims.role === 'string' && claims.role !== '' ? claims.role : anonRole;
+      res.locals.auth = { role, claims: { ...claims, role } } satisfies AuthContext;
+      res.locals.rateKey = typeof claims.sub === 'string' ? `token:${claims.sub}` : `ip:${req.ip}`;
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}

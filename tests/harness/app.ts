@@ -1,0 +1,34 @@
+import type { Express } from 'express';
+import { jwtKeys, signAccessToken, type AccessClaims } from '../../gateway/auth/jwt.js';
+import { loadConfig, type Config } from '../../gateway/config.js';
+import type { AppContext } from '../../gateway/context.js';
+import { serverPool } from '../../gateway/db/connect.js';
+import { createApp } from '../../gateway/server.js';
+import { SignJWT } from 'jose';
+
+// The real server in-process for supertest: the same createApp and authenticator pool as
+// `tally serve`, on a test database, with a fixed JWT secret tests can sign with.
+
+export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
+
+export interface TestApp {
+  app: Express;
+  ctx: AppContext;
+  close(): Promise<void>;
+}
+
+export function startTestApp(databaseUrl: string, env: Record<string, string> = {}): TestApp {
+  const config: Config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: databaseUrl, ...env });
+  const ctx: AppContext = { config, db: serverPool(databaseUrl, { max: 4 }), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
+  return { app: createApp(ctx), ctx, close: () => ctx.db.end({ timeout: 5 }) };
+}
+
+/** An access token as the exchange would mint it, for a workspace token id. */
+export function accessToken(claims: AccessClaims, secret = TEST_JWT_SECRET): Promise<string> {
+  return signAccessToken(jwtKeys(secret), claims);
+}
+
+/** Any JWT, signed with the test secret, for tests of the generic gateway. */
+export function signJwt(payload: Record<string, unknown>, secret = TEST_JWT_SECRET, expiresIn = '1h'): Promise<string> {
+  return new SignJWT(payload).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(expiresIn).sign(new TextEncoder().encode(secret));
+}
