@@ -170,6 +170,9 @@ DECLARE
   domain text := TG_ARGV[0];
   offered boolean;
 BEGIN
+  IF NEW.category_id IS NULL THEN
+    RETURN NEW; -- NOT NULL reports it, naming the column
+  END IF;
   SELECT CASE domain WHEN 'expenses' THEN for_expenses ELSE for_funds END INTO offered
     FROM categories WHERE id = NEW.category_id;
   IF offered IS NULL THEN
