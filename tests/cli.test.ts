@@ -1,0 +1,187 @@
+import { mkdtemp, rm, chmod, stat } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sha256 } from '../gateway/secrets.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { exited, tally, tallyServer } from './harness/cli.js';
+
+const noStackTrace = (text: string): void => {
+  expect(text).not.toMatch(/\n\s+at /);
+  expect(text.trim().split('\n')[0]).toMatch(/^tally: /);
+};
+
+describe('tally CLI with DATABASE_URL', () => {
+  let db: TestDatabase;
+  let env: Record<string, string>;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    env = { DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32) };
+  });
+  afterAll(() => db.drop());
+
+  it('creates a workspace and prints its id last', async () => {
+    const r = await tally(['workspace', 'create', 'Acme Travel', '--currency', 'EUR'], env);
+    expect(r.code).toBe(0);
+    const [ws] = await db.admin`SELECT id, name, currency, api_enabled FROM public.workspaces WHERE id = ${r.lastLine}`;
+    expect(ws).toEqual({ id: r.lastLine, name: 'Acme Travel', currency: 'EUR', api_enabled: true });
+    const [audit] = await db.admin`SELECT actor, action FROM tally.audit_log WHERE workspace_id = ${r.lastLine}`;
+    expect(audit).toEqual({ actor: 'cli', action: 'workspace.create' });
+  });
+
+  it('refuses a duplicate workspace and a bad currency with one line and exit 1', async () => {
+    const dup = await tally(['workspace', 'create', 'acme travel'], env);
+    expect(dup.code).toBe(1);
+    expect(dup.stderr.trim()).toBe('tally: a workspace named "acme travel" exists already');
+    const cur = await tally(['workspace', 'create', 'Other', '--currency', 'euro'], env);
+    expect(cur.code).toBe(1);
+    noStackTrace(cur.stderr);
+  });
+
+  it('mints a token once, stores only its SHA-256, lists it without the secret and revokes it', async () => {
+    const r = await tally(['token', 'create', '--workspace', 'Acme Travel', '--scope', 'write', '--label', 'ci'], env);
+    expect(r.code).toBe(0);
+    expect(r.lastLine).toMatch(/^tally_ws_[0-9A-Za-z]{40}$/);
+    const [row] = await db.admin`SELECT id, scope, label, token_hash FROM public.api_tokens WHERE token_hash = ${sha256(r.lastLine)}`;
+    expect(row).toMatchObject({ scope: 'write', label: 'ci' });
+    const everything = JSON.stringify(await db.admin`SELECT * FROM public.api_tokens`);
+    expect(everything).not.toContain(r.lastLine.slice(9));
+
+    const list = await tally(['token', 'list', '--workspace', 'Acme Travel'], env);
+    expect(list.stdout).toContain(row.id);
+    expect(list.stdout).toContain('active');
+    expect(list.stdout).not.toContain(r.lastLine);
+
+    const revoke = await tally(['token', 'revoke', row.id], env);
+    expect(revoke.code).toBe(0);
+    const [after] = await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${row.id}`;
+    expect(after.revoked_at).toBeInstanceOf(Date);
+    const again = await tally(['token', 'revoke', row.id], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr.trim()).toBe(`tally: no active token with id ${row.id}`);
+  });
+
+  it('refuses a token for an unknown workspace or scope', async () => {
+    const unknown = await tally(['token', 'create', '--workspace', 'Nowhere', '--scope', 'read'], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr.trim()).toBe('tally: unknown workspace "Nowhere"');
+    const scope = await tally(['token', 'create', '--workspace', 'Acme Travel', '--scope', 'admin'], env);
+    expect(scope.code).toBe(1);
+    expect(scope.stderr.trim()).toBe('tally: scope must be read or write, got "admin"');
+    const missing = await tally(['token', 'create', '--scope', 'read'], env);
+    expect(missing.code).toBe(1);
+    noStackTrace(missing.stderr);
+  });
+
+  it('switches the workspace API off and on', async () => {
+    const off = await tally(['workspace', 'api', 'Acme Travel', 'off'], env);
+    expect(off.code).toBe(0);
+    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(false);
+    await tally(['workspace', 'api', 'Acme Travel', 'on'], env);
+    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(true);
+    const bad = await tally(['workspace', 'api', 'Acme Travel', 'maybe'], env);
+    expect(bad.code).toBe(1);
+  });
+
+  it('creates a publishable key, printed last, stored hashed', async () => {
+    const r = await tally(['key', 'create', '--label', 'web'], env);
+    expect(r.code).toBe(0);
+    expect(r.lastLine).toMatch(/^tally_pk_[0-9A-Za-z]{40}$/);
+    const [row] = await db.admin`SELECT label FROM public.publishable_keys WHERE key_hash = ${sha256(r.lastLine)}`;
+    expect(row).toEqual({ label: 'web' });
+  });
+
+  it('answers an unknown command and a bad flag with usage and exit 1', async () => {
+    const r = await tally(['frobnicate'], env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('unknown command "frobnicate"');
+    const flag = await tally(['token', 'list', '--bogus'], env);
+    expect(flag.code).toBe(1);
+    noStackTrace(flag.stderr);
+  });
+
+  it('says so in one line when the database is unreachable', async () => {
+    const r = await tally(['workspace', 'list'], { DATABASE_URL: 'postgres://nobody:x@127.0.0.1:1/none' });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe('tally: cannot reach the database (ECONNREFUSED); check DATABASE_URL or start Tally with "tally up"');
+  });
+
+  it('migrates and applies policies on an empty database', async () => {
+    const empty = await createTestDatabase({ empty: true });
+    try {
+      const m = await tally(['migrate'], { DATABASE_URL: empty.url });
+      expect(m.code).toBe(0);
+      expect(m.stdout).toContain('up: 001_roles_and_internal');
+      const p = await tally(['policies', 'apply'], { DATABASE_URL: empty.url });
+      expect(p.code).toBe(0);
+      expect(p.stdout).toContain('personal_transactions.sql');
+      const again = await tally(['migrate'], { DATABASE_URL: empty.url });
+      expect(again.stdout.trim()).toBe('no migrations to run');
+    } finally {
+      await empty.drop();
+    }
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+describe('tally in embedded mode', () => {
+  let home: string;
+  let env: Record<string, string | undefined>;
+  beforeAll(async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tally-cli-'));
+    await chmod(dir, 0o755);
+    home = join(dir, 'home');
+    env = { DATABASE_URL: undefined, TALLY_JWT_SECRET: undefined, TALLY_HOME: home, TALLY_EMBEDDED_PG_PORT: String(await freePort()), PORT: '0' };
+  });
+  afterAll(() => rm(join(home, '..'), { recursive: true, force: true }));
+
+  it('`tally up` starts Postgres, migrates, seeds, serves and prints working credentials; a second start keeps the data', async () => {
+    const first = await tallyServer(['up'], env, /Demo token\s+(tally_ws_\S+)/);
+    const url = /Tally is up on (\S+)/.exec(first.output)![1];
+    const token = /Demo token\s+(tally_ws_\S+)/.exec(first.output)![1];
+    expect(first.output).toMatch(/Publishable key\s+tally_pk_[0-9A-Za-z]{40}/);
+    expect(first.output).toContain(`${url}/api/v1`);
+    expect(first.output).toContain(`${url}/rest/v1`);
+    expect(first.output).toContain(`${url}/functions/v1/api-token`);
+    expect(first.output).toContain(`${url}/mcp?token=${token}`);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    expect(await (await fetch(`${url}/readyz`)).json()).toEqual({ status: 'ready' });
+    expect((await stat(join(home, 'secrets.json'))).mode & 0o077).toBe(0); // owner-only
+
+    // While it runs, another command uses the same embedded server.
+    const list = await tally(['workspace', 'list'], env);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/ Demo\n$/);
+
+    first.child.kill('SIGTERM');
+    expect(await exited(first.child)).toBe(0);
+
+    const second = await tallyServer(['up'], env, /Demo token\s+(tally_ws_\S+)/);
+    try {
+      expect(/Demo token\s+(tally_ws_\S+)/.exec(second.output)![1]).toBe(token);
+      const again = await tally(['workspace', 'list'], env);
+      expect(again.stdout.trim().split('\n')).toHaveLength(1); // seeded once, data kept
+    } finally {
+      second.child.kill('SIGTERM');
+      await exited(second.child);
+    }
+  }, 120_000);
+
+  it('a command with no server running starts Postgres for its own duration', async () => {
+    const r = await tally(['token', 'create', '--workspace', 'Demo', '--scope', 'read'], env);
+    expect(r.code).toBe(0);
+    expect(r.lastLine).toMatch(/^tally_ws_/);
+    const list = await tally(['token', 'list'], env);
+    expect(list.stdout.match(/active/g)).toHaveLength(2); // the demo token and this one
+  }, 60_000);
+});

@@ -1,0 +1,58 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { packageRoot } from '../../gateway/paths.js';
+
+// Runs the `tally` command line from source (through tsx), as a user would run the bin.
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  lastLine: string;
+}
+
+const args = (argv: string[]): string[] => ['--import', 'tsx', 'gateway/cli/main.ts', ...argv];
+
+export function tally(argv: string[], env: Record<string, string | undefined>, input?: string): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args(argv), { cwd: packageRoot, env: { ...process.env, NODE_OPTIONS: '', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const lines = stdout.trimEnd().split('\n');
+      resolve({ code, stdout, stderr, lastLine: lines[lines.length - 1] ?? '' });
+    });
+    child.stdin.end(input ?? '');
+  });
+}
+
+/** Starts a long-running command (`tally up`) and resolves once its output matches `ready`. */
+export function tallyServer(argv: string[], env: Record<string, string | undefined>, ready: RegExp): Promise<{ child: ChildProcess; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args(argv), { cwd: packageRoot, env: { ...process.env, NODE_OPTIONS: '', ...env } });
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ready}; output so far:\n${output}`)), 60_000);
+    const onData = (d: Buffer): void => {
+      output += d;
+      if (ready.test(output)) {
+        clearTimeout(timer);
+        resolve({ child, output });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code} before it was ready:\n${output}`));
+    });
+  });
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve(child.exitCode);
+    child.once('exit', (code) => resolve(code));
+  });
+}
