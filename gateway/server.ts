@@ -2,6 +2,7 @@ import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
 import { ApiError, internalError } from './errors.js';
+import { exchangeRouter } from './auth/exchange.js';
 
 // The one HTTP server: every surface is a router mounted here.
 
@@ -22,6 +23,10 @@ export function createApp(ctx: AppContext): Express {
       res.status(503).set('Retry-After', '5').json({ status: 'unavailable', message: 'The database is not reachable' });
     }
   });
+
+  // The token exchange comes before the /api/v1 wrapper: its POST /api/v1/token authenticates
+  // with a workspace token, not a JWT.
+  app.use(exchangeRouter(ctx));
 
   app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
   app.use(errorHandler);

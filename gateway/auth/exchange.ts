@@ -1,0 +1,82 @@
+import express, { Router, type Request } from 'express';
+import type { AppContext } from '../context.js';
+import { ApiError } from '../errors.js';
+import { looksLikeWorkspaceToken } from '../secrets.js';
+import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
+import { failedAuthLimit, rateLimit } from './ratelimit.js';
+import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type WorkspaceToken } from './workspace-token.js';
+
+// The token exchange (SPEC §4.1 POST /token, §4.3, §5): a workspace token in, a one-hour access
+// token (JWT) out. Served at POST /api/v1/token and POST /functions/v1/api-token.
+//
+// Order of the steps: the failed-authentication limit per address first (a blocked address is
+// refused before its token is looked at), then the lookup (401 unknown/revoked), then the
+// request limit keyed by the token, then the API switch (403), then the JWT.
+
+export const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
+
+/**
+ * The workspace token of an exchange request. SPEC §5.4 allows three places: the
+ * Authorization header as a bearer value, the x-api-token header, the JSON body's `token`.
+ * Clients of a functions host often put a platform key of their own into Authorization and
+ * the workspace token elsewhere, so a value that is not a workspace token there gives way to
+ * one in the other places. Two different workspace tokens are refused rather than guessed at.
+ */
+export function presentedToken(req: Request): string | undefined {
+  const candidates: string[] = [];
+  const authorization = req.headers.authorization;
+  if (authorization !== undefined) {
+    const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
+    candidates.push(m ? m[1] : authorization);
+  }
+  const header = req.headers['x-api-token'];
+  if (typeof header === 'string') candidates.push(header.trim());
+  const body: unknown = req.body;
+  if (body !== undefined && body !== null) {
+    if (typeof body !== 'object' || Array.isArray(body)) {
+      throw new ApiError(400, 'PGRST102', 'The request body must be a JSON object', null, 'Send {"token": "tally_ws_…"} or no body');
+    }
+    const token = (body as Record<string, unknown>).token;
+    if (token !== undefined && token !== null) {
+      if (typeof token !== 'string') throw new ApiError(400, 'PGRST102', 'The body field "token" must be a string');
+      candidates.push(token.trim());
+    }
+  }
+  const shaped = [...new Set(candidates.filter(looksLikeWorkspaceToken))];
+  if (shaped.length > 1) {
+    throw new ApiError(401, 'PGRST301', 'Two different workspace tokens were sent', null, 'Send the workspace token in one place only',
+      { 'WWW-Authenticate': 'Bearer realm="tally"' });
+  }
+  // Nothing shaped like a workspace token: the first value presented fails the lookup as
+  // malformed (401), and no value at all is a missing token (401).
+  return shaped[0] ?? candidates.find((c) => c !== '');
+}
+
+export function exchangeRouter(ctx: AppContext): Router {
+  const router = Router();
+  // The body is optional: only a JSON content type is parsed; malformed JSON is a 400 in the
+  // error shape (server.ts errorHandler).
+  const json = express.json({ limit: Math.min(ctx.config.maxBodyBytes, 64 * 1024), strict: false });
+  const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
+
+  router.post(EXCHANGE_PATHS, failedAuthLimit(ctx), json, authenticate, rateLimit(ctx), requireApiEnabled, async (_req, res, next) => {
+    try {
+      const token = res.locals.workspaceToken as WorkspaceToken;
+      const accessToken = await signAccessToken(ctx.jwt, {
+        role: roleForScope(token.scope),
+        workspace_id: token.workspaceId,
+        scope: token.scope,
+        sub: token.id,
+      });
+      res.set('Cache-Control', 'no-store').json({
+        access_token: accessToken,
+        token_type: 'Bearer',
+        expires_in: ACCESS_TOKEN_TTL_SECONDS,
+        scope: token.scope,
+      });
+    } catch (err) {
+      next(err);
+    }
+  });
+  return router;
+}

@@ -1,0 +1,91 @@
+import type { RequestHandler } from 'express';
+import type { AuthContext } from '../call.js';
+import type { AppContext } from '../context.js';
+import { ApiError } from '../errors.js';
+import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
+
+// Authentication with a workspace token itself (tally_ws_…): the token exchange, and MCP, which
+// carries the token in its URL. The database stores only SHA-256 hashes; the lookup is by hash
+// (an index probe on a hash an attacker cannot steer says nothing about any stored secret) and
+// the stored hash is then compared in constant time.
+
+export type Scope = 'read' | 'write';
+
+export interface WorkspaceToken {
+  id: string;
+  workspaceId: string;
+  scope: Scope;
+  apiEnabled: boolean;
+}
+
+/** The database role a scope maps to: a read token's requests run as api_read, so Postgres refuses its writes. */
+export const roleForScope = (scope: Scope): string => (scope === 'write' ? 'api_write' : 'api_read');
+
+/** What a gateway call made with this token runs as (MCP); the same claims the exchange signs. */
+export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
+  const role = roleForScope(token.scope);
+  return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id } };
+}
+
+const unauthorized = (code: string, message: string, hint: string | null): ApiError =>
+  new ApiError(401, code, message, null, hint, { 'WWW-Authenticate': 'Bearer realm="tally"' });
+
+export const missingToken = (): ApiError =>
+  unauthorized('PGRST302', 'No workspace token found in request', 'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body');
+
+const invalidToken = (): ApiError =>
+  unauthorized('PGRST301', 'Invalid workspace token', 'Check the token (tally token list shows the tokens of a workspace)');
+
+const revokedToken = (): ApiError =>
+  unauthorized('PGRST301', 'The workspace token has been revoked', 'Ask a workspace owner for a new workspace token');
+
+export const apiSwitchedOff = (): ApiError =>
+  new ApiError(403, 'PT403', 'API access is switched off for this workspace', null, 'A workspace owner can switch it on in the workspace settings');
+
+/**
+ * Looks a presented workspace token up. Throws 401 for a malformed, unknown or revoked one;
+ * the API switch is left to the caller (requireApiEnabled), after the rate limit has counted
+ * the request against the token. Marks the token used (at most once a minute, in SQL).
+ */
+export async function findWorkspaceToken(ctx: AppContext, presented: string | undefined): Promise<WorkspaceToken> {
+  if (presented === undefined || presented === '') throw missingToken();
+  if (!looksLikeWorkspaceToken(presented)) throw invalidToken();
+  const hash = sha256(presented);
+  const [row] = await ctx.db<{ token_id: string; workspace_id: string; scope: Scope; token_hash: Buffer; revoked: boolean; api_enabled: boolean }[]>`
+    SELECT token_id, workspace_id, scope, token_hash, revoked, api_enabled FROM tally.exchange_token(${hash})`;
+  if (!row || !sameHash(row.token_hash, hash)) throw invalidToken();
+  if (row.revoked) throw revokedToken();
+  return { id: row.token_id, workspaceId: row.workspace_id, scope: row.scope, apiEnabled: row.api_enabled };
+}
+
+export interface WorkspaceTokenLocals {
+  workspaceToken: WorkspaceToken;
+  auth: AuthContext;
+  rateKey: string;
+}
+
+/**
+ * Middleware: authenticates the workspace token `extract` finds in the request, and sets
+ * res.locals.workspaceToken, res.locals.auth and res.locals.rateKey (`token:<id>`, the same key
+ * bearerAuth derives from a JWT's `sub`, so one token has one rate limit on every surface).
+ */
+export function authenticateWorkspaceToken(ctx: AppContext, extract: (req: Parameters<RequestHandler>[0]) => string | undefined): RequestHandler {
+  return async (req, res, next) => {
+    try {
+      const token = await findWorkspaceToken(ctx, extract(req));
+      res.locals.workspaceToken = token;
+      res.locals.auth = workspaceTokenAuth(token);
+      res.locals.rateKey = `token:${token.id}`;
+      next();
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** Middleware after the rate limit: a workspace whose API switch is off answers 403. */
+export const requireApiEnabled: RequestHandler = (_req, res, next) => {
+  const token = res.locals.workspaceToken as WorkspaceToken | undefined;
+  if (!token) return next(missingToken());
+  next(token.apiEnabled ? undefined : apiSwitchedOff());
+};
