@@ -1,0 +1,213 @@
+import request from 'supertest';
+import type { Express } from 'express';
+import { serverPool } from '../gateway/db/connect.js';
+import { FAILED_AUTH_LIMIT_PER_MINUTE, PostgresRateLimitStore } from '../gateway/auth/ratelimit.js';
+import { newWorkspaceToken } from '../gateway/secrets.js';
+import { startTestApp, type TestApp } from './harness/app.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { probeApp } from './access-probe.js';
+
+// Rate limits (SPEC §8, issue 5 §5): per workspace token across surfaces and instances, per
+// address without a token, stricter per address for failed authentications; counters in
+// Postgres.
+
+describe('rate limits', () => {
+  let db: TestDatabase;
+  let ws: WorkspaceFixture;
+  const apps: TestApp[] = [];
+  const start = (env: Record<string, string> = {}): TestApp => {
+    const t = startTestApp(db.url, env);
+    apps.push(t);
+    return t;
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    ws = await workspaceWithData(db.admin);
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((t) => t.close()));
+    await db.drop();
+  });
+  beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
+
+  const exchange = (app: Express, token: string) => request(app).post('/api/v1/token').set('x-api-token', token);
+
+  // The exchange also reports its failed-authentication policy: draft-8 headers are lists of
+  // policies, so pick the request limit's item.
+  const item = (header: string | undefined, name: string): string | undefined =>
+    header?.split(/,\s*(?=")/).find((p) => p.startsWith(`"${name}"`));
+
+  function expect429(res: request.Response, limit: number) {
+    expect(res.status).toBe(429);
+    const retryAfter = Number(res.headers['retry-after']);
+    expect(Number.isInteger(retryAfter)).toBe(true);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(item(res.headers['ratelimit-policy'], `${limit}-in-1min`)).toMatch(new RegExp(`^"${limit}-in-1min"; q=${limit}; w=60; pk=:[A-Za-z0-9+/=]+:$`));
+    expect(item(res.headers['ratelimit'], `${limit}-in-1min`)).toMatch(new RegExp(`^"${limit}-in-1min"; r=0; t=\\d+$`));
+    expect(res.body).toEqual({ code: 'PT429', message: expect.stringContaining('Rate limit exceeded'), details: null, hint: expect.stringContaining('Retry-After') });
+  }
+
+  it('by default allows 60 exchanges a minute per token and answers the 61st with 429', async () => {
+    const t = start();
+    expect(t.ctx.config.rateLimitPerMinute).toBe(60);
+    const { token } = await tokenFor(db.admin, ws.id, 'read');
+    for (let i = 1; i <= 60; i++) {
+      const res = await exchange(t.app, token);
+      expect(res.status).toBe(200);
+      expect(item(res.headers['ratelimit'], '60-in-1min')).toMatch(new RegExp(`^"60-in-1min"; r=${60 - i}; t=\\d+$`));
+      expect(item(res.headers['ratelimit-policy'], '60-in-1min')).toMatch(/^"60-in-1min"; q=60; w=60; pk=:/);
+    }
+    const res = await exchange(t.app, token);
+    expect429(res, 60);
+    expect(JSON.stringify(res.body)).not.toContain(token);
+    expect(res.headers['x-ratelimit-limit']).toBeUndefined(); // standard headers only
+  });
+
+  it('counts one token across two instances and across surfaces (exchange and JWT requests)', async () => {
+    const a = start({ TALLY_RATE_LIMIT_PER_MINUTE: '5' });
+    const b = start({ TALLY_RATE_LIMIT_PER_MINUTE: '5' });
+    const { token } = await tokenFor(db.admin, ws.id, 'write');
+    const jwt = (await exchange(a.app, token).expect(200)).body.access_token as string; // 1
+    await exchange(b.app, token).expect(200); // 2
+    await request(probeApp(a)).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200); // 3
+    await request(probeApp(b)).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200); // 4
+    await request(probeApp(b)).post('/probe').set('Authorization', `Bearer ${jwt}`).expect(201); // 5
+    expect429(await request(probeApp(a)).get('/probe').set('Authorization', `Bearer ${jwt}`), 5);
+    expect429(await exchange(b.app, token), 5);
+    expect429(await exchange(a.app, token), 5);
+
+    // Another token of the same workspace and address has its own budget.
+    const second = await tokenFor(db.admin, ws.id, 'write');
+    await exchange(a.app, second.token).expect(200);
+  });
+
+  it('limits requests without a token per client address', async () => {
+    const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '3' });
+    const probe = probeApp(t);
+    // anon has no grant on the table (403), but each request is counted before any database work
+    for (let i = 0; i < 3; i++) await request(probe).get('/probe').expect(403);
+    expect429(await request(probe).get('/probe'), 3);
+    const rows = await db.admin<{ key: string }[]>`SELECT key FROM tally.rate_limits`;
+    expect(rows.map((r) => r.key)).toEqual([expect.stringMatching(/^req:ip:/)]);
+  });
+
+  it('starts a new window once the old one has ended', async () => {
+    const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '2' });
+    const { token, id } = await tokenFor(db.admin, ws.id, 'read');
+    await exchange(t.app, token).expect(200);
+    await exchange(t.app, token).expect(200);
+    await exchange(t.app, token).expect(429);
+    await db.admin`UPDATE tally.rate_limits SET reset_at = now() - interval '1 second' WHERE key = ${'req:token:' + id}`;
+    await exchange(t.app, token).expect(200);
+    const [row] = await db.admin<{ hits: number }[]>`SELECT hits FROM tally.rate_limits WHERE key = ${'req:token:' + id}`;
+    expect(row.hits).toBe(1);
+  });
+
+  describe('failed authentications', () => {
+    it(`answers 429 per address after ${FAILED_AUTH_LIMIT_PER_MINUTE} failures a minute, even for a valid token`, async () => {
+      const t = start();
+      const { token } = await tokenFor(db.admin, ws.id, 'read');
+      for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) {
+        await exchange(t.app, newWorkspaceToken()).expect(401);
+      }
+      const blocked = await exchange(t.app, newWorkspaceToken());
+      expect(blocked.status).toBe(429);
+      expect(Number(blocked.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(item(blocked.headers['ratelimit-policy'], 'failed-auth')).toMatch(/^"failed-auth"; q=10; w=60; pk=:/);
+      expect(item(blocked.headers['ratelimit'], 'failed-auth')).toMatch(/^"failed-auth"; r=0; t=\d+$/);
+      expect(blocked.body).toEqual({ code: 'PT429', message: 'Too many failed authentications from this address', details: null, hint: expect.any(String) });
+      // The guess is not even looked at: a right token from this address waits as well.
+      await exchange(t.app, token).expect(429);
+      await request(t.app).post('/functions/v1/api-token').send({ token }).expect(429);
+    });
+
+    it('is shared by two instances', async () => {
+      const a = start();
+      const b = start();
+      for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) {
+        await request(i % 2 ? a.app : b.app).post('/api/v1/token').expect(401);
+      }
+      await request(a.app).post('/api/v1/token').expect(429);
+      await request(b.app).post('/api/v1/token').expect(429);
+    });
+
+    it('does not count successful exchanges, nor other addresses', async () => {
+      const t = start();
+      const { token } = await tokenFor(db.admin, ws.id, 'read');
+      for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE + 2; i++) await exchange(t.app, token).expect(200);
+      // Successful requests give their hit back after the response; wait for the last one.
+      for (let i = 0; i < 50; i++) {
+        const [row] = await db.admin<{ hits: number }[]>`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`;
+        if (row?.hits === 0) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const [row] = await db.admin<{ hits: number }[]>`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`;
+      expect(row.hits).toBe(0);
+      await exchange(t.app, newWorkspaceToken()).expect(401);
+
+      // Behind a trusted proxy, addresses come from X-Forwarded-For: another client is not blocked.
+      process.env.TALLY_TRUST_PROXY = '1';
+      let proxied: TestApp;
+      try {
+        proxied = start();
+      } finally {
+        delete process.env.TALLY_TRUST_PROXY;
+      }
+      for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) {
+        await exchange(proxied.app, newWorkspaceToken()).set('X-Forwarded-For', '203.0.113.7').expect(401);
+      }
+      await exchange(proxied.app, token).set('X-Forwarded-For', '203.0.113.7').expect(429);
+      await exchange(proxied.app, token).set('X-Forwarded-For', '198.51.100.9').expect(200);
+    });
+  });
+
+  describe('the Postgres store', () => {
+    it('increments atomically under concurrency from two pools, and can decrement, get and reset', async () => {
+      const pools = [serverPool(db.url, { max: 5 }), serverPool(db.url, { max: 5 })];
+      try {
+        const stores = pools.map((p) => new PostgresRateLimitStore(p, 'test:'));
+        stores.forEach((s) => s.init({ windowMs: 60_000 } as never));
+        const results = await Promise.all(Array.from({ length: 40 }, (_, i) => stores[i % 2].increment('k')));
+        expect(results.map((r) => r.totalHits).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+        expect(new Set(results.map((r) => r.resetTime.getTime())).size).toBe(1); // one fixed window
+        const resetIn = results[0].resetTime.getTime() - Date.now();
+        expect(resetIn).toBeGreaterThan(55_000);
+        expect(resetIn).toBeLessThanOrEqual(60_000);
+
+        await stores[0].decrement('k');
+        expect((await stores[1].get('k'))?.totalHits).toBe(39);
+        await stores[1].resetKey('k');
+        expect(await stores[0].get('k')).toBeUndefined();
+        expect((await stores[0].increment('k')).totalHits).toBe(1);
+      } finally {
+        await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
+      }
+    });
+
+    it('is reachable by the authenticator role only through its functions, and not by API roles', async () => {
+      const pool = serverPool(db.url, { max: 1 });
+      try {
+        await expect(pool`SELECT * FROM tally.rate_limits`).rejects.toMatchObject({ code: '42501' });
+        await expect(pool`SELECT * FROM public.api_tokens`).rejects.toMatchObject({ code: '42501' });
+        expect((await pool`SELECT hits FROM tally.rate_limit_hit('probe', 60000)`)[0].hits).toBe(1);
+        // A request's own SQL runs as an API role: it can neither tamper with counters nor
+        // look tokens up.
+        for (const role of ['anon', 'api_read', 'api_write']) {
+          await expect(pool.begin(async (tx) => {
+            await tx`SELECT set_config('role', ${role}, true)`;
+            await tx`SELECT tally.rate_limit_reset('probe')`;
+          })).rejects.toMatchObject({ code: '42501' });
+          await expect(pool.begin(async (tx) => {
+            await tx`SELECT set_config('role', ${role}, true)`;
+            await tx`SELECT * FROM tally.exchange_token(${Buffer.alloc(32)})`;
+          })).rejects.toMatchObject({ code: '42501' });
+        }
+      } finally {
+        await pool.end({ timeout: 5 });
+      }
+    });
+  });
+});
