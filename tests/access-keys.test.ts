@@ -1,0 +1,85 @@
+import type { Sql } from 'postgres';
+import { jest } from '@jest/globals';
+import { ApiKeys } from '../gateway/auth/apikey.js';
+import { createKey, listKeys, revokeKey } from '../gateway/admin/keys.js';
+import { serverPool } from '../gateway/db/connect.js';
+import { ApiError } from '../gateway/errors.js';
+import { newPublishableKey } from '../gateway/secrets.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+
+// Publishable keys (issue 5 §4): the apikey of /rest/v1, created, listed and revoked as
+// `tally key create|list|revoke` do (gateway/admin/keys.ts), checked by the server's pool
+// (the authenticator role), with extra keys from TALLY_PUBLISHABLE_KEYS.
+
+describe('publishable keys', () => {
+  let db: TestDatabase;
+  let pool: Sql;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = serverPool(db.url, { max: 2 });
+  });
+  afterAll(async () => {
+    await pool.end({ timeout: 5 });
+    await db.drop();
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  async function refusal(keys: ApiKeys, key: string | undefined): Promise<ApiError> {
+    try {
+      await keys.check(key);
+    } catch (err) {
+      expect(err).toBeInstanceOf(ApiError);
+      return err as ApiError;
+    }
+    throw new Error('expected the key to be refused');
+  }
+
+  it('accepts a created key and refuses it once revoked (an instance that never cached it at once)', async () => {
+    const { id, key } = await createKey(db.admin, 'web', 'test');
+    await new ApiKeys(pool, []).check(key);
+
+    await revokeKey(db.admin, id, 'test');
+    const err = await refusal(new ApiKeys(pool, []), key);
+    expect(err.status).toBe(401);
+    expect(err.body()).toEqual({ code: 'PGRST301', message: 'Invalid API key', details: null, hint: expect.any(String) });
+    expect(JSON.stringify(err.body())).not.toContain(key);
+
+    const listed = (await listKeys(db.admin)).find((k) => k.id === id);
+    expect(listed).toMatchObject({ label: 'web', revoked_at: expect.any(Date) });
+  });
+
+  it('an instance that checked a key before its revocation refuses it within 10 seconds', async () => {
+    const { id, key } = await createKey(db.admin, 'cached', 'test');
+    const keys = new ApiKeys(pool, []);
+    await keys.check(key);
+    await revokeKey(db.admin, id, 'test');
+    await keys.check(key); // the positive cache (KEY_CACHE_MS)
+    const now = Date.now();
+    jest.spyOn(Date, 'now').mockReturnValue(now + 10_001);
+    expect((await refusal(keys, key)).status).toBe(401);
+  });
+
+  it('refuses a missing or unknown key', async () => {
+    const keys = new ApiKeys(pool, []);
+    expect((await refusal(keys, undefined)).body()).toMatchObject({ code: 'PGRST301', message: 'No API key found in request' });
+    expect((await refusal(keys, '')).status).toBe(401);
+    expect((await refusal(keys, newPublishableKey())).body()).toMatchObject({ message: 'Invalid API key' });
+  });
+
+  it('accepts keys from TALLY_PUBLISHABLE_KEYS without a database row', async () => {
+    const fromEnv = newPublishableKey();
+    const keys = new ApiKeys(pool, [fromEnv]);
+    await keys.check(fromEnv);
+    const rows = await db.admin`SELECT 1 FROM public.publishable_keys WHERE key_hash = sha256(${fromEnv}::bytea)`;
+    expect(rows).toHaveLength(0);
+    expect((await refusal(keys, newPublishableKey())).status).toBe(401);
+  });
+
+  it('refuses revocation of an unknown or already revoked key', async () => {
+    const { id } = await createKey(db.admin, 'twice', 'test');
+    await revokeKey(db.admin, id, 'test');
+    await expect(revokeKey(db.admin, id, 'test')).rejects.toThrow(/no active key/);
+    await expect(revokeKey(db.admin, 'nope', 'test')).rejects.toThrow(/not a key id/);
+  });
+});
