@@ -1,7 +1,7 @@
 import express, { type Express } from 'express';
 import type { AuthContext } from '../gateway/call.js';
 import { bearerAuth } from '../gateway/auth/bearer.js';
-import { rateLimit } from '../gateway/auth/ratelimit.js';
+import { limitAfter } from '../gateway/auth/ratelimit.js';
 import { scopeRefusal } from '../gateway/auth/scopes.js';
 import { ApiError } from '../gateway/errors.js';
 import { errorHandler } from '../gateway/server.js';
@@ -39,8 +39,10 @@ export function probeApp(t: TestApp): Express {
       next(err);
     }
   };
-  app.get('/probe', bearerAuth(t.ctx), rateLimit(t.ctx), run('read'));
-  app.post('/probe', bearerAuth(t.ctx), rateLimit(t.ctx), run('write'));
+  // Mounted as /rest/v1 and /api/v1 mount it: authentication, then the shared rate limit.
+  const authenticated = limitAfter(t.ctx, bearerAuth(t.ctx));
+  app.get('/probe', authenticated, run('read'));
+  app.post('/probe', authenticated, run('write'));
   app.use(errorHandler);
   return app;
 }

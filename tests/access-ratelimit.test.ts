@@ -94,6 +94,22 @@ describe('rate limits', () => {
     expect(rows.map((r) => r.key)).toEqual([expect.stringMatching(/^req:ip:/)]);
   });
 
+  it('counts requests with a bad JWT against the client address, and still answers 401 until the limit', async () => {
+    const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '3' });
+    const probe = probeApp(t);
+    for (let i = 0; i < 3; i++) {
+      const res = await request(probe).get('/probe').set('Authorization', 'Bearer not.a.jwt');
+      expect(res.status).toBe(401);
+      expect(res.body.code).toBe('PGRST301');
+    }
+    expect429(await request(probe).get('/probe').set('Authorization', 'Bearer not.a.jwt'), 3);
+    expect429(await request(probe).get('/probe'), 3); // the same address, now without a JWT
+    // A valid token from the same address has its own budget.
+    const { token } = await tokenFor(db.admin, ws.id, 'read');
+    const jwt = (await exchange(t.app, token).expect(200)).body.access_token as string;
+    await request(probe).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200);
+  });
+
   it('starts a new window once the old one has ended', async () => {
     const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '2' });
     const { token, id } = await tokenFor(db.admin, ws.id, 'read');

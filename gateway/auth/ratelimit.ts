@@ -1,5 +1,5 @@
 import { ipKeyGenerator, rateLimit as expressRateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
-import type { Request, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { Sql } from 'postgres';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
@@ -101,6 +101,24 @@ export function rateLimit(ctx: AppContext): RateLimitRequestHandler {
     requestLimiters.set(ctx, handler);
   }
   return handler;
+}
+
+/**
+ * A surface's authentication step followed by the request limit, in one handler: after a
+ * successful authentication the request counts against its token (res.locals.rateKey); after
+ * a failed one it counts against the client address and the authentication error is passed
+ * on (or a 429 once the address is over the limit), so a flood of bad JWTs is limited too.
+ * /rest/v1 and /api/v1 mount `limitAfter(ctx, bearerAuth(ctx))` before their routers.
+ */
+export function limitAfter(ctx: AppContext, authenticate: RequestHandler): RequestHandler {
+  const limit = rateLimit(ctx);
+  return (req, res, next) => {
+    void authenticate(req, res, (authError?: unknown) => {
+      if (authError === undefined || authError === null) return void limit(req, res, next);
+      delete res.locals.rateKey;
+      void limit(req, res, (limitError?: unknown) => next(limitError ?? authError));
+    });
+  };
 }
 
 /**
