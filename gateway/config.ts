@@ -22,6 +22,11 @@ export interface Config {
   maxBodyBytes: number;
   statementTimeoutMs: number;
   logLevel: string;
+  /** Lifetime of a sign-in session of the settings pages. */
+  settingsSessionHours: number;
+  /** Failed sign-ins to the settings pages allowed per account / per client address in 15 minutes. */
+  signInFailuresPerAccount: number;
+  signInFailuresPerAddress: number;
 }
 
 export class ConfigError extends Error {}
@@ -78,5 +83,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxBodyBytes: integer(env, 'TALLY_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
     logLevel: env.LOG_LEVEL || 'info',
+    settingsSessionHours: integer(env, 'TALLY_SETTINGS_SESSION_HOURS', 12, 1, 24 * 30),
+    signInFailuresPerAccount: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ACCOUNT', 5, 1, 1000),
+    signInFailuresPerAddress: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ADDRESS', 20, 1, 100_000),
   };
 }

@@ -2,6 +2,7 @@ import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
 import { ApiError, internalError } from './errors.js';
+import { settingsRouter } from './settings/router.js';
 import { exchangeRouter } from './auth/exchange.js';
 
 // The one HTTP server: every surface is a router mounted here.
@@ -27,6 +28,9 @@ export function createApp(ctx: AppContext): Express {
   // The token exchange comes before the /api/v1 wrapper: its POST /api/v1/token authenticates
   // with a workspace token, not a JWT.
   app.use(exchangeRouter(ctx));
+
+  // The workspace settings pages (HTML, their own errors): members manage API access.
+  app.use('/settings', settingsRouter(ctx));
 
   app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
   app.use(errorHandler);

@@ -6,6 +6,7 @@ import { applyPolicies, migrate } from '../db/migrate.js';
 import { AdminError, createWorkspace, findWorkspace, listWorkspaces, setApiEnabled } from '../admin/workspaces.js';
 import { createToken, listTokens, parseScope, revokeToken } from '../admin/tokens.js';
 import { createKey, listKeys, revokeKey } from '../admin/keys.js';
+import { addMember, parseRole } from '../admin/members.js';
 import { up } from './up.js';
 import type { Sql } from 'postgres';
 
@@ -26,7 +27,11 @@ const USAGE = `usage: tally <command>
   token revoke TOKEN_ID
   key create [--label L]               prints a publishable key once, last line
   key list
-  key revoke KEY_ID`;
+  key revoke KEY_ID
+  member add --workspace W --email E --role owner|admin|member
+                                       a new member's one-time password is printed last; a password
+                                       piped on standard input is used instead (and replaces a known
+                                       member's password, which is otherwise kept)`;
 
 class UsageError extends Error {}
 
@@ -44,6 +49,8 @@ function args(argv: string[]): { positionals: string[]; flags: Flags } {
         label: { type: 'string' },
         currency: { type: 'string' },
         count: { type: 'string' },
+        email: { type: 'string' },
+        role: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -65,6 +72,15 @@ async function withAdmin<T>(config: Config, fn: (sql: Sql) => Promise<T>): Promi
 }
 
 const fmtDate = (d: Date | null): string => (d ? d.toISOString() : '-');
+
+/** The first line of standard input when it is piped (never waits on a terminal); undefined if empty. */
+async function passwordFromStdin(): Promise<string | undefined> {
+  if (process.stdin.isTTY) return undefined;
+  let data = '';
+  for await (const chunk of process.stdin) data += chunk;
+  const line = data.split(/\r?\n/)[0];
+  return line === '' ? undefined : line;
+}
 
 async function run(argv: string[]): Promise<void> {
   const { positionals, flags } = args(argv);
@@ -174,6 +190,25 @@ async function run(argv: string[]): Promise<void> {
       if (!id) throw new UsageError('key revoke needs a KEY_ID (see tally key list)');
       await withAdmin(config, (sql) => revokeKey(sql, id, 'cli'));
       process.stdout.write(`revoked key ${id}\n`);
+      return;
+    }
+    case 'member add': {
+      const role = parseRole(need('role'));
+      const ref = need('workspace');
+      const email = need('email');
+      const password = await passwordFromStdin();
+      const { added, ws } = await withAdmin(config, async (sql) => {
+        const ws = await findWorkspace(sql, ref);
+        return { added: await addMember(sql, ws.id, email, role, password, 'cli'), ws };
+      });
+      const who = `${added.created ? 'new member' : 'member'} ${email.trim().toLowerCase()} as ${role} of workspace "${ws.name}"`;
+      if (added.generatedPassword) {
+        process.stdout.write(`added ${who}; their one-time password is shown only now:\n${added.generatedPassword}\n`);
+      } else if (password !== undefined) {
+        process.stdout.write(`added ${who}; password set from standard input\n`);
+      } else {
+        process.stdout.write(`added ${who}; they keep their password\n`);
+      }
       return;
     }
     default:

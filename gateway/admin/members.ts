@@ -1,0 +1,42 @@
+import type { Sql } from 'postgres';
+import { hashPassword, newPassword, passwordProblem } from '../settings/passwords.js';
+import { AdminError } from './workspaces.js';
+
+// Workspace members: the people who sign in to the settings pages. The CLI adds them (there
+// is no sign-up); tally.add_member writes the credentials, the membership and the audit log.
+
+export type Role = 'owner' | 'admin' | 'member';
+
+export function parseRole(value: string | undefined): Role {
+  if (value === 'owner' || value === 'admin' || value === 'member') return value;
+  throw new AdminError(`role must be owner, admin or member, got "${value ?? ''}"`);
+}
+
+export interface AddedMember {
+  userId: string;
+  /** The user was created now (not only given a membership). */
+  created: boolean;
+  /** The password generated now, to be shown once; undefined when one was given or kept. */
+  generatedPassword?: string;
+}
+
+/**
+ * Adds `email` to a workspace with `role`. A new user gets `password`, or a generated one
+ * that is returned to be shown once. A known user keeps their password unless one is given,
+ * which then replaces it (and ends their sessions).
+ */
+export async function addMember(sql: Sql, workspaceId: string, email: string, role: Role, password: string | undefined, actor: string): Promise<AddedMember> {
+  const address = email.trim();
+  if (!/^[^@\s]+@[^@\s]+$/.test(address) || address.length > 320) throw new AdminError(`"${email}" is not an email address`);
+  if (password !== undefined) {
+    const problem = passwordProblem(password);
+    if (problem) throw new AdminError(problem);
+  }
+  const [known] = await sql`SELECT 1 FROM public.user_credentials WHERE lower(email) = lower(${address})`;
+  const generatedPassword = !known && password === undefined ? newPassword() : undefined;
+  const chosen = password ?? generatedPassword;
+  const hash = chosen === undefined ? null : await hashPassword(chosen);
+  const [row] = await sql<{ user_id: string; created: boolean }[]>`
+    SELECT user_id, created FROM tally.add_member(${workspaceId}, ${address}, ${role}, ${hash}, ${actor})`;
+  return { userId: row.user_id, created: row.created, generatedPassword };
+}

@@ -1,0 +1,286 @@
+import express, { type ErrorRequestHandler, type NextFunction, type Request, type Response, type Router } from 'express';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { AdminError } from '../admin/workspaces.js';
+import { parseScope } from '../admin/tokens.js';
+import type { AppContext } from '../context.js';
+import { packageRoot } from '../paths.js';
+import type { Html } from './html.js';
+import { checkPassword } from './passwords.js';
+import {
+  clearSessionCookie, loginToken, newSecret, sameSecret, secretHash, sessionSecret, setSessionCookie, validLoginToken,
+} from './session.js';
+import {
+  countSignInAttempt, createSession, createTokenAs, credentials, endSession, findSession, revokeTokenAs, setApiEnabledAs,
+  tokensOf, workspacesOf, type MemberWorkspace, type Session,
+} from './store.js';
+import {
+  FLASH, apiPage, canManage, confirmRevokePage, confirmSwitchOffPage, loginPage, messagePage, noWorkspacePage, type ApiView,
+} from './views.js';
+
+// /settings: members sign in and manage their workspace's API access (issue 10). A thin
+// surface: it renders pages and calls the tally.settings_* functions (store.ts); the database
+// decides who may do what, and the changes are the CLI's own functions.
+
+/** Failed sign-ins are counted in windows of this length. */
+export const SIGN_IN_WINDOW_SECONDS = 15 * 60;
+
+// The same answer for an unknown email and a wrong password.
+const SIGN_IN_REFUSED = 'The email or password is not correct.';
+
+const CSP = [
+  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'none'",
+  "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
+].join('; ');
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A page to answer with instead of the one asked for (refusals, unknown things). */
+class PageError extends Error {
+  constructor(readonly status: number, readonly title: string, message: string) {
+    super(message);
+  }
+}
+
+const STATIC: Record<string, { type: string; body: Buffer }> = {
+  'settings.css': { type: 'text/css; charset=utf-8', body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.css')) },
+  'settings.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.js')) },
+};
+
+function send(res: Response, status: number, page: Html): void {
+  res.status(status).type('html').send(page.value);
+}
+
+/** A form field as one string (a repeated or missing field is undefined). */
+function field(req: Request, name: string): string | undefined {
+  const body = req.body as Record<string, unknown> | undefined;
+  const value = body?.[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+const query = (req: Request, name: string): string | undefined => {
+  const value = (req.query as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+};
+
+const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+const originOf = (req: Request): string => `${req.protocol}://${req.get('host') ?? 'localhost'}`;
+const session = (res: Response): Session | undefined => res.locals.session as Session | undefined;
+
+export function settingsRouter(ctx: AppContext): Router {
+  const { db, config } = ctx;
+  const router = express.Router();
+  const limits = {
+    perAddress: config.signInFailuresPerAddress,
+    perAccount: config.signInFailuresPerAccount,
+    windowSeconds: SIGN_IN_WINDOW_SECONDS,
+  };
+
+  router.use((_req, res, next) => {
+    res.set({
+      'Content-Security-Policy': CSP,
+      'X-Content-Type-Options': 'nosniff',
+      'X-Frame-Options': 'DENY',
+      'Referrer-Policy': 'same-origin',
+      'Cache-Control': 'no-store', // pages show tokens and CSRF tokens
+    });
+    next();
+  });
+
+  router.get('/static/:file', (req, res, next) => {
+    const asset = STATIC[req.params.file];
+    if (!asset) return next();
+    res.set('Cache-Control', 'public, max-age=3600').type(asset.type).send(asset.body);
+  });
+
+  router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
+
+  // The session, when the cookie names a live one.
+  router.use(async (req, res, next) => {
+    const secret = sessionSecret(req);
+    if (secret) res.locals.session = await findSession(db, secretHash(secret));
+    next();
+  });
+
+  /** Pages need a session: without one, off to the sign-in page. */
+  const pageSession = (req: Request, res: Response): Session | undefined => {
+    const s = session(res);
+    if (!s) {
+      if (sessionSecret(req)) clearSessionCookie(req, res);
+      res.redirect(303, '/settings/login');
+    }
+    return s;
+  };
+
+  /** Changes need a session and the session's CSRF token in the form. */
+  const changeSession = (req: Request, res: Response): Session => {
+    const s = session(res);
+    if (!s) throw new PageError(401, 'Signed out', 'Your session has ended. Sign in again and repeat the change.');
+    if (!sameSecret(s.csrfToken, field(req, 'csrf'))) {
+      throw new PageError(403, 'Form refused', 'This form did not come from your current session. Reload the page and try again.');
+    }
+    return s;
+  };
+
+  /** The session's workspaces and the one asked for (default: the first). */
+  async function workspaceOf(s: Session, id: string | undefined): Promise<{ workspaces: MemberWorkspace[]; current: MemberWorkspace | undefined }> {
+    const workspaces = await workspacesOf(db, s);
+    if (id === undefined || id === '') return { workspaces, current: workspaces[0] };
+    const current = workspaces.find((ws) => ws.id === id);
+    if (!current) throw new PageError(404, 'No such workspace', 'You are not a member of that workspace.');
+    return { workspaces, current };
+  }
+
+  /** A workspace the session's member may change, or a 403. */
+  async function managedWorkspace(s: Session, id: string | undefined): Promise<MemberWorkspace> {
+    if (!id || !UUID.test(id)) throw new PageError(400, 'Bad request', 'The form names no workspace.');
+    const { current } = await workspaceOf(s, id);
+    if (!current || !canManage(current)) {
+      throw new PageError(403, 'Not allowed', 'Only an owner or an admin of the workspace can change its API access.');
+    }
+    return current;
+  }
+
+  async function renderApi(res: Response, req: Request, s: Session, status: number, extra: Partial<ApiView> & { workspaceId?: string }): Promise<void> {
+    const { workspaces, current } = await workspaceOf(s, extra.workspaceId);
+    if (!current) return send(res, 200, noWorkspacePage(s));
+    const tokens = await tokensOf(db, s, current.id);
+    send(res, status, apiPage({ session: s, workspaces, current, tokens, origin: originOf(req), ...extra }));
+  }
+
+  router.get('/', (_req, res) => res.redirect(303, '/settings/api'));
+
+  router.get('/login', (req, res) => {
+    if (session(res)) return res.redirect(303, '/settings/api');
+    send(res, 200, loginPage({ token: loginToken(req, res) }));
+  });
+
+  router.post('/login', async (req, res) => {
+    if (!validLoginToken(req, field(req, 'csrf'))) {
+      return send(res, 403, loginPage({ token: loginToken(req, res), error: 'The sign-in form had expired. Please try again.' }));
+    }
+    const email = (field(req, 'email') ?? '').trim();
+    const password = field(req, 'password') ?? '';
+    const token = loginToken(req, res);
+    if (!email || !password || email.length > 320) {
+      return send(res, 400, loginPage({ token, email, error: 'Enter your email and your password.' }));
+    }
+    const address = clientAddress(req);
+    const wait = await countSignInAttempt(db, address, email, limits);
+    if (wait > 0) {
+      res.set('Retry-After', String(wait));
+      return send(res, 429, loginPage({ token, email, error: `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
+    }
+    const user = await credentials(db, email);
+    if (!(await checkPassword(user?.password_hash, password)) || !user) {
+      return send(res, 401, loginPage({ token, email, error: SIGN_IN_REFUSED }));
+    }
+    const secret = newSecret();
+    const expiresAt = await createSession(db, user.user_id, secretHash(secret), newSecret(), config.settingsSessionHours * 3600, address);
+    setSessionCookie(req, res, secret, expiresAt);
+    res.redirect(303, '/settings/api');
+  });
+
+  router.post('/logout', async (req, res) => {
+    if (session(res)) {
+      const s = changeSession(req, res);
+      await endSession(db, s.hash);
+    }
+    clearSessionCookie(req, res);
+    res.redirect(303, '/settings/login');
+  });
+
+  router.get('/api', async (req, res) => {
+    const s = pageSession(req, res);
+    if (!s) return;
+    const done = query(req, 'done');
+    await renderApi(res, req, s, 200, { workspaceId: query(req, 'workspace'), flash: done ? FLASH[done] : undefined });
+  });
+
+  router.post('/api/tokens', async (req, res) => {
+    const s = changeSession(req, res);
+    const ws = await managedWorkspace(s, field(req, 'workspace'));
+    const label = (field(req, 'label') ?? '').trim();
+    let scope;
+    try {
+      scope = parseScope(field(req, 'scope'));
+      if (label.length > 200) throw new AdminError('A label has at most 200 characters.');
+    } catch (err) {
+      if (!(err instanceof AdminError)) throw err;
+      return renderApi(res, req, s, 400, { workspaceId: ws.id, error: err.message.replace(/^./, (c) => c.toUpperCase()) });
+    }
+    const { token } = await createTokenAs(db, s, ws.id, scope, label);
+    // Rendered in this response, never redirected to: the secret appears once and in no URL.
+    await renderApi(res, req, s, 201, { workspaceId: ws.id, created: { token, scope, label } });
+  });
+
+  const tokenFor = async (s: Session, ws: MemberWorkspace, id: string) => {
+    const token = UUID.test(id) ? (await tokensOf(db, s, ws.id)).find((t) => t.id === id) : undefined;
+    if (!token || token.revoked_at) throw new PageError(404, 'No such token', 'This workspace has no active token with that id.');
+    return token;
+  };
+
+  router.get('/api/tokens/:id/revoke', async (req, res) => {
+    const s = pageSession(req, res);
+    if (!s) return;
+    const ws = await managedWorkspace(s, query(req, 'workspace'));
+    send(res, 200, confirmRevokePage(s, ws, await tokenFor(s, ws, req.params.id)));
+  });
+
+  router.post('/api/tokens/:id/revoke', async (req, res) => {
+    const s = changeSession(req, res);
+    const ws = await managedWorkspace(s, field(req, 'workspace'));
+    const id = req.params.id;
+    if (field(req, 'confirm') !== 'yes') {
+      return res.redirect(303, `/settings/api/tokens/${encodeURIComponent(id)}/revoke?workspace=${encodeURIComponent(ws.id)}`);
+    }
+    if (!UUID.test(id) || !(await revokeTokenAs(db, s, ws.id, id))) {
+      throw new PageError(404, 'No such token', 'This workspace has no active token with that id.');
+    }
+    res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}&done=revoked`);
+  });
+
+  router.get('/api/switch', async (req, res) => {
+    const s = pageSession(req, res);
+    if (!s) return;
+    const ws = await managedWorkspace(s, query(req, 'workspace'));
+    if (!ws.api_enabled) return res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}`);
+    send(res, 200, confirmSwitchOffPage(s, ws));
+  });
+
+  router.post('/api/switch', async (req, res) => {
+    const s = changeSession(req, res);
+    const ws = await managedWorkspace(s, field(req, 'workspace'));
+    const state = field(req, 'state');
+    if (state !== 'on' && state !== 'off') throw new PageError(400, 'Bad request', 'The API switch is either on or off.');
+    if (state === 'off' && field(req, 'confirm') !== 'yes') {
+      return res.redirect(303, `/settings/api/switch?workspace=${encodeURIComponent(ws.id)}`);
+    }
+    await setApiEnabledAs(db, s, ws.id, state === 'on');
+    res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}&done=api-${state}`);
+  });
+
+  router.use((_req, res) => {
+    send(res, 404, messagePage('Not found', 'There is no settings page at this address.', session(res), { href: '/settings/api', text: 'Back to API settings' }));
+  });
+
+  router.use(pageErrors);
+  return router;
+}
+
+/** Errors of the settings pages are pages too; the database's refusal of a role is a 403. */
+const pageErrors: ErrorRequestHandler = (err, _req, res: Response, _next: NextFunction) => {
+  if (res.headersSent) return;
+  const s = session(res);
+  const back = { href: '/settings/api', text: 'Back to API settings' };
+  if (err instanceof PageError) return send(res, err.status, messagePage(err.title, err.message, s, back));
+  const e = err as { code?: string; type?: string };
+  if (e?.code === '42501') {
+    return send(res, 403, messagePage('Not allowed', 'Only an owner or an admin of the workspace can change its API access.', s, back));
+  }
+  if (e?.type === 'entity.too.large' || e?.type === 'parameters.too.many') {
+    return send(res, 413, messagePage('Form too large', 'The form sent more than a settings page ever sends.', s, back));
+  }
+  console.error('tally: unexpected error in /settings', err instanceof Error ? err.stack : err);
+  send(res, 500, messagePage('Something went wrong', 'The change was not made. Please try again; the server log has the details.', s, back));
+};

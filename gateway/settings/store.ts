@@ -1,0 +1,97 @@
+import type { Sql } from 'postgres';
+import { newWorkspaceToken, sha256 } from '../secrets.js';
+import type { Scope } from '../admin/tokens.js';
+
+// The settings page's only way into the database: the tally.settings_* functions of
+// sql/020_settings.sql, called on the server's `authenticator` pool. Every call after sign-in
+// carries the SHA-256 of the session cookie; the database checks the session, the membership
+// and the role itself, and changes go through the CLI's own functions (audit log included).
+
+export type MemberRole = 'owner' | 'admin' | 'member';
+
+export interface Session {
+  hash: Buffer;
+  userId: string;
+  email: string;
+  csrfToken: string;
+  expiresAt: Date;
+}
+
+export interface MemberWorkspace {
+  id: string;
+  name: string;
+  role: MemberRole;
+  api_enabled: boolean;
+}
+
+export interface TokenRow {
+  id: string;
+  label: string;
+  scope: Scope;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+export interface SignInLimits {
+  perAddress: number;
+  perAccount: number;
+  windowSeconds: number;
+}
+
+/** Counts an attempt; the seconds to wait when the address or the account is over its limit, else 0. */
+export async function countSignInAttempt(db: Sql, address: string, email: string, limits: SignInLimits): Promise<number> {
+  const [{ wait }] = await db<{ wait: number }[]>`
+    SELECT tally.settings_sign_in_attempt(${address}, ${email}, ${limits.perAddress}, ${limits.perAccount}, ${limits.windowSeconds}) AS wait`;
+  return wait;
+}
+
+export async function credentials(db: Sql, email: string): Promise<{ user_id: string; password_hash: string | null } | undefined> {
+  const [row] = await db<{ user_id: string; password_hash: string | null }[]>`
+    SELECT user_id, password_hash FROM tally.settings_credentials(${email})`;
+  return row;
+}
+
+export async function createSession(db: Sql, userId: string, hash: Buffer, csrfToken: string, lifetimeSeconds: number, address: string): Promise<Date> {
+  const [{ expires_at }] = await db<{ expires_at: Date }[]>`
+    SELECT tally.settings_session_create(${userId}, ${hash}, ${csrfToken}, ${lifetimeSeconds}, ${address}) AS expires_at`;
+  return expires_at;
+}
+
+export async function findSession(db: Sql, hash: Buffer): Promise<Session | undefined> {
+  const [row] = await db<{ user_id: string; email: string; csrf_token: string; expires_at: Date }[]>`
+    SELECT user_id, email, csrf_token, expires_at FROM tally.settings_session(${hash})`;
+  return row && { hash, userId: row.user_id, email: row.email, csrfToken: row.csrf_token, expiresAt: row.expires_at };
+}
+
+export async function endSession(db: Sql, hash: Buffer): Promise<void> {
+  await db`SELECT tally.settings_session_end(${hash})`;
+}
+
+export function workspacesOf(db: Sql, session: Session): Promise<MemberWorkspace[]> {
+  return db<MemberWorkspace[]>`SELECT id, name, role, api_enabled FROM tally.settings_workspaces(${session.hash})`;
+}
+
+export function tokensOf(db: Sql, session: Session, workspaceId: string): Promise<TokenRow[]> {
+  return db<TokenRow[]>`
+    SELECT id, label, scope, created_at, last_used_at, revoked_at FROM tally.settings_tokens(${session.hash}, ${workspaceId})`;
+}
+
+/** Mints a token as the session's member; the secret is made here and only its hash is sent. */
+export async function createTokenAs(db: Sql, session: Session, workspaceId: string, scope: Scope, label: string): Promise<{ id: string; token: string }> {
+  const token = newWorkspaceToken();
+  const [{ id }] = await db<{ id: string }[]>`
+    SELECT tally.settings_create_token(${session.hash}, ${workspaceId}, ${scope}, ${label}, ${sha256(token)}) AS id`;
+  return { id, token };
+}
+
+/** False when the workspace has no active token with that id. */
+export async function revokeTokenAs(db: Sql, session: Session, workspaceId: string, tokenId: string): Promise<boolean> {
+  const [{ revoked }] = await db<{ revoked: boolean }[]>`
+    SELECT tally.settings_revoke_token(${session.hash}, ${workspaceId}, ${tokenId}) AS revoked`;
+  return revoked;
+}
+
+export async function setApiEnabledAs(db: Sql, session: Session, workspaceId: string, enabled: boolean): Promise<void> {
+  await db`SELECT tally.settings_set_api_enabled(${session.hash}, ${workspaceId}, ${enabled})`;
+}

@@ -1,0 +1,419 @@
+import request from 'supertest';
+import type { Response } from 'supertest';
+import { createHash } from 'node:crypto';
+import { addMember } from '../gateway/admin/members.js';
+import { createWorkspace } from '../gateway/admin/workspaces.js';
+import { sha256 } from '../gateway/secrets.js';
+import { startTestApp, type TestApp } from './harness/app.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+
+// The workspace settings pages (issue 10): sign-in, sessions, CSRF, roles, and the changes
+// they make, checked in the responses and in the database.
+
+const PASSWORD = 'correct horse battery staple';
+const REFUSED = 'The email or password is not correct.';
+
+const csrfOf = (text: string): string => /name="csrf" value="([^"]+)"/.exec(text)![1];
+const cookieOf = (res: Response, name: string): string | undefined =>
+  ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith(`${name}=`));
+const cookieValue = (header: string): string => decodeURIComponent(header.split(';')[0].split('=')[1]);
+const hashOf = (secret: string): Buffer => createHash('sha256').update(secret).digest();
+
+describe('settings pages', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let ws: WorkspaceFixture;
+  let other: WorkspaceFixture;
+  const owner = 'owner@example.com';
+  const admin = 'admin@example.com';
+  const member = 'member@example.com';
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    ws = await workspaceWithData(db.admin, 'Acme <Travel> & "Co"');
+    other = await workspaceWithData(db.admin, 'Beta Club');
+    await addMember(db.admin, ws.id, owner, 'owner', PASSWORD, 'test');
+    await addMember(db.admin, ws.id, admin, 'admin', PASSWORD, 'test');
+    await addMember(db.admin, other.id, admin, 'member', undefined, 'test');
+    await addMember(db.admin, ws.id, member, 'member', PASSWORD, 'test');
+    t = startTestApp(db.url, { TALLY_SIGN_IN_FAILURES_PER_ACCOUNT: '100', TALLY_SIGN_IN_FAILURES_PER_ADDRESS: '1000' });
+  });
+  afterAll(async () => {
+    await t.close();
+    await db.drop();
+  });
+
+  async function signIn(email: string, password = PASSWORD) {
+    const agent = request.agent(t.app);
+    const login = await agent.get('/settings/login').expect(200);
+    const res = await agent.post('/settings/login').type('form').send({ csrf: csrfOf(login.text), email, password });
+    return { agent, res };
+  }
+
+  async function signedIn(email: string) {
+    const { agent, res } = await signIn(email);
+    expect(res.status).toBe(303);
+    const page = await agent.get(`/settings/api?workspace=${ws.id}`).expect(200);
+    return { agent, csrf: csrfOf(page.text), page, secret: cookieValue(cookieOf(res, 'tally_session')!) };
+  }
+
+  const audit = (action: string) =>
+    db.admin<{ actor: string; details: Record<string, unknown> }[]>`
+      SELECT actor, details FROM tally.audit_log WHERE workspace_id = ${ws.id} AND action = ${action} ORDER BY id`;
+
+  describe('sign-in', () => {
+    it('serves the login form with a login CSRF cookie, a CSP and no inline script', async () => {
+      const res = await request(t.app).get('/settings/login').expect(200);
+      expect(res.headers['content-type']).toMatch(/^text\/html/);
+      expect(res.headers['content-security-policy']).toContain("script-src 'self'");
+      expect(res.headers['content-security-policy']).toContain("default-src 'none'");
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.headers['x-frame-options']).toBe('DENY');
+      expect(res.text).toContain('<label for="email">Email</label>');
+      expect(res.text.match(/<script[^>]*>/g)).toEqual(['<script src="/settings/static/settings.js" defer>']);
+      expect(res.text).not.toMatch(/style="/);
+      const cookie = cookieOf(res, 'tally_login')!;
+      expect(cookie).toMatch(/HttpOnly/);
+      expect(cookie).toMatch(/SameSite=Strict/);
+      expect(cookie).toMatch(/Path=\/settings/);
+      expect(csrfOf(res.text)).toBe(cookieValue(cookie));
+    });
+
+    it('signs a member in: a session cookie (HttpOnly, SameSite=Strict, Path=/settings) naming a session row', async () => {
+      const { agent, res } = await signIn(owner.toUpperCase());
+      expect(res.status).toBe(303);
+      expect(res.headers.location).toBe('/settings/api');
+      const cookie = cookieOf(res, 'tally_session')!;
+      expect(cookie).toMatch(/HttpOnly/);
+      expect(cookie).toMatch(/SameSite=Strict/);
+      expect(cookie).toMatch(/Path=\/settings/);
+      expect(cookie).not.toMatch(/Secure/); // plain http here
+      const secret = cookieValue(cookie);
+      const [row] = await db.admin<{ email: string; hours: number }[]>`
+        SELECT u.email, (extract(epoch FROM s.expires_at - s.created_at) / 3600)::float8 AS hours
+          FROM tally.settings_sessions s JOIN public.user_credentials u ON u.id = s.user_id
+         WHERE s.token_hash = ${hashOf(secret)}`;
+      expect(row).toEqual({ email: owner, hours: 12 });
+      const page = await agent.get('/settings/api').expect(200);
+      expect(page.text).toContain(`Signed in as <strong>${owner}</strong>`);
+      expect(page.text).toContain('Acme &lt;Travel&gt; &amp; &quot;Co&quot;');
+      expect(page.text).not.toContain('Acme <Travel>');
+    });
+
+    it('marks the cookie Secure when the request came over HTTPS', async () => {
+      process.env.TALLY_TRUST_PROXY = '1';
+      const https = startTestApp(db.url);
+      delete process.env.TALLY_TRUST_PROXY;
+      try {
+        const agent = request.agent(https.app);
+        const login = await agent.get('/settings/login').set('X-Forwarded-Proto', 'https').expect(200);
+        expect(cookieOf(login, 'tally_login')).toMatch(/Secure/);
+        const res = await request(https.app).post('/settings/login').set('X-Forwarded-Proto', 'https')
+          .set('Cookie', `tally_login=${csrfOf(login.text)}`).type('form').send({ csrf: csrfOf(login.text), email: owner, password: PASSWORD });
+        expect(res.status).toBe(303);
+        expect(cookieOf(res, 'tally_session')).toMatch(/; Secure/);
+      } finally {
+        await https.close();
+      }
+    });
+
+    it('refuses a wrong password and an unknown email with the same 401 page, and makes no session', async () => {
+      const [{ before }] = await db.admin`SELECT count(*)::int AS before FROM tally.settings_sessions`;
+      const wrong = await signIn(owner, 'not the password');
+      const unknown = await signIn('nobody@example.com', 'not the password');
+      for (const { res } of [wrong, unknown]) {
+        expect(res.status).toBe(401);
+        expect(cookieOf(res, 'tally_session')).toBeUndefined();
+        expect(res.text).toContain(`<p class="error" role="alert" id="login-error">${REFUSED}</p>`);
+      }
+      const strip = (text: string) => text.replace(/value="[^"]*"/g, '');
+      expect(strip(wrong.res.text)).toBe(strip(unknown.res.text));
+      const [{ after }] = await db.admin`SELECT count(*)::int AS after FROM tally.settings_sessions`;
+      expect(after).toBe(before);
+    });
+
+    it('spends the same password-hashing time on an unknown email as on a wrong password', async () => {
+      const time = async (email: string) => {
+        const started = process.hrtime.bigint();
+        await signIn(email, 'not the password');
+        return Number(process.hrtime.bigint() - started) / 1e6;
+      };
+      const median = (xs: number[]) => xs.sort((a, b) => a - b)[1];
+      const wrong: number[] = [];
+      const unknown: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        wrong.push(await time(owner));
+        unknown.push(await time(`nobody${i}@example.com`));
+      }
+      // An argon2 verification dominates both; without the dummy hash the unknown email would
+      // answer in a fraction of the time.
+      expect(median(unknown)).toBeGreaterThan(median(wrong) * 0.4);
+    });
+
+    it('refuses a sign-in without the login form token (403)', async () => {
+      const res = await request(t.app).post('/settings/login').type('form').send({ email: owner, password: PASSWORD });
+      expect(res.status).toBe(403);
+      expect(cookieOf(res, 'tally_session')).toBeUndefined();
+    });
+
+    it('sends a visitor without a session to the login page', async () => {
+      const res = await request(t.app).get('/settings/api').expect(303);
+      expect(res.headers.location).toBe('/settings/login');
+      const post = await request(t.app).post('/settings/api/tokens').type('form').send({ workspace: ws.id, scope: 'read' });
+      expect(post.status).toBe(401);
+    });
+  });
+
+  describe('sessions', () => {
+    it('end at their expiry: the page sends the member back to sign in, and changes are refused', async () => {
+      const { agent, csrf, secret } = await signedIn(admin);
+      await db.admin`UPDATE tally.settings_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = ${hashOf(secret)}`;
+      const page = await agent.get('/settings/api').expect(303);
+      expect(page.headers.location).toBe('/settings/login');
+      const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const post = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'read', label: 'late' });
+      expect(post.status).toBe(401);
+      const [{ count: after }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      expect(after).toBe(count);
+    });
+
+    it('sign-out (POST, with the CSRF token) deletes the session and clears the cookie', async () => {
+      const { agent, csrf, secret } = await signedIn(member);
+      const refused = await agent.post('/settings/logout').type('form').send({ csrf: 'wrong' });
+      expect(refused.status).toBe(403);
+      const out = await agent.post('/settings/logout').type('form').send({ csrf }).expect(303);
+      expect(out.headers.location).toBe('/settings/login');
+      expect(cookieOf(out, 'tally_session')).toMatch(/^tally_session=;.*Expires=Thu, 01 Jan 1970/);
+      const rows = await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(secret)}`;
+      expect(rows).toHaveLength(0);
+      // The old cookie, replayed, opens nothing.
+      const replay = await request(t.app).get('/settings/api').set('Cookie', `tally_session=${secret}`).expect(303);
+      expect(replay.headers.location).toBe('/settings/login');
+    });
+  });
+
+  describe('the API page', () => {
+    it('lists the tokens with label, access, dates and status, never a secret', async () => {
+      const active = await tokenFor(db.admin, ws.id, 'read');
+      const revoked = await tokenFor(db.admin, ws.id, 'write');
+      await db.admin`UPDATE public.api_tokens SET revoked_at = now(), label = ${'<b>old</b>'} WHERE id = ${revoked.id}`;
+      await db.admin`UPDATE public.api_tokens SET last_used_at = '2030-01-02T03:04:00Z' WHERE id = ${active.id}`;
+      const { page } = await signedIn(member);
+      expect(page.text).toContain('test read');
+      expect(page.text).toContain('&lt;b&gt;old&lt;/b&gt;');
+      expect(page.text).toContain('<time datetime="2030-01-02T03:04:00.000Z">2030-01-02 03:04 UTC</time>');
+      expect(page.text).toContain('<span class="badge revoked">Revoked</span>');
+      expect(page.text).toContain('<span class="badge active">Active</span>');
+      expect(page.text).not.toContain(active.token);
+      expect(page.text).not.toContain(revoked.token);
+    });
+
+    it('shows a member the tokens but no form to change them', async () => {
+      const { page } = await signedIn(member);
+      expect(page.text).toContain('You are a member of this workspace.');
+      expect(page.text).not.toContain('action="/settings/api/tokens"');
+      expect(page.text).not.toContain('Revoke…');
+      expect(page.text).not.toContain('Turn API access');
+    });
+
+    it('lets a member of several workspaces pick one, and refuses a workspace that is not theirs', async () => {
+      const { agent, page } = await signedIn(admin);
+      expect(page.text).toContain(`<option value="${other.id}">Beta Club</option>`);
+      const beta = await agent.get(`/settings/api?workspace=${other.id}`).expect(200);
+      expect(beta.text).toContain('<span class="sub">Beta Club</span>');
+      expect(beta.text).toContain('You are a member of this workspace.');
+      const { agent: ownerAgent } = await signedIn(owner);
+      const foreign = await ownerAgent.get(`/settings/api?workspace=${other.id}`);
+      expect(foreign.status).toBe(404);
+      expect(foreign.text).not.toContain('Beta Club');
+    });
+
+    it('serves its own stylesheet and script', async () => {
+      const css = await request(t.app).get('/settings/static/settings.css').expect(200);
+      expect(css.headers['content-type']).toBe('text/css; charset=utf-8');
+      expect(css.text).toContain(':focus-visible');
+      const js = await request(t.app).get('/settings/static/settings.js').expect(200);
+      expect(js.headers['content-type']).toBe('text/javascript; charset=utf-8');
+      expect(js.text).toContain('navigator.clipboard');
+      await request(t.app).get('/settings/static/nope.js').expect(404);
+    });
+  });
+
+  describe('changes', () => {
+    it('refuses a form without the session CSRF token, or with another session\'s, and changes nothing', async () => {
+      const { agent } = await signedIn(admin);
+      const { csrf: ownersCsrf } = await signedIn(owner);
+      const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      for (const csrf of [undefined, 'x'.repeat(43), ownersCsrf]) {
+        const res = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'forged' });
+        expect(res.status).toBe(403);
+        expect(res.text).toContain('Form refused');
+      }
+      const off = await agent.post('/settings/api/switch').type('form').send({ workspace: ws.id, state: 'off', confirm: 'yes' });
+      expect(off.status).toBe(403);
+      const [{ count: after }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      expect(after).toBe(count);
+      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+    });
+
+    it('refuses a member\'s forged change with 403, and the database refuses it too', async () => {
+      const { agent, csrf, secret } = await signedIn(member);
+      const [victim] = await db.admin<{ id: string }[]>`SELECT id FROM public.api_tokens WHERE workspace_id = ${ws.id} AND revoked_at IS NULL LIMIT 1`;
+      const create = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'mine' });
+      expect(create.status).toBe(403);
+      const revoke = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf, workspace: ws.id, confirm: 'yes' });
+      expect(revoke.status).toBe(403);
+      const off = await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' });
+      expect(off.status).toBe(403);
+      expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE label = 'mine'`).toHaveLength(0);
+      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at).toBeNull();
+      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+      // The server's own database role, with the member's session, is refused by the database.
+      await expect(t.ctx.db`SELECT tally.settings_set_api_enabled(${hashOf(secret)}, ${ws.id}, false)`).rejects.toMatchObject({ code: '42501' });
+      // …and cannot read the internal tables directly.
+      await expect(t.ctx.db`SELECT * FROM tally.settings_sessions`).rejects.toMatchObject({ code: '42501' });
+    });
+
+    it('lets an admin create a token, shown once with a copy button and the exchange command, stored hashed and audited', async () => {
+      const { agent, csrf } = await signedIn(admin);
+      const res = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
+      expect(res.status).toBe(201);
+      expect(res.headers['cache-control']).toBe('no-store');
+      const token = /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(res.text)![1];
+      expect(res.text).toContain('data-copy="new-token"');
+      expect(res.text).toContain(`curl -X POST http://127.0.0.1:`);
+      expect(res.text).toMatch(new RegExp(`curl -X POST http://127\\.0\\.0\\.1:\\d+/api/v1/token -H &quot;Authorization: Bearer ${token}&quot;`));
+      expect(res.text).toContain('laptop &lt;script&gt;');
+      const [row] = await db.admin`SELECT id, scope, label, revoked_at FROM public.api_tokens WHERE token_hash = ${sha256(token)}`;
+      expect(row).toMatchObject({ scope: 'write', label: 'laptop <script>', revoked_at: null });
+      const entries = await audit('token.create');
+      expect(entries[entries.length - 1]).toEqual({ actor: admin, details: { token_id: row.id, scope: 'write', label: 'laptop <script>' } });
+      // The token works at the exchange, and it is never shown again.
+      await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${token}`).expect(200);
+      const again = await agent.get(`/settings/api?workspace=${ws.id}`).expect(200);
+      expect(again.text).toContain('laptop &lt;script&gt;');
+      expect(again.text).not.toContain(token);
+    });
+
+    it('refuses a bad scope or an over-long label with 400 and creates nothing', async () => {
+      const { agent, csrf } = await signedIn(admin);
+      const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`;
+      const scope = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'admin' });
+      expect(scope.status).toBe(400);
+      expect(scope.text).toContain('Scope must be read or write');
+      const label = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'read', label: 'x'.repeat(201) });
+      expect(label.status).toBe(400);
+      expect((await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`)[0].count).toBe(count);
+    });
+
+    it('revokes a token after a confirmation step, records it, and the token stops working', async () => {
+      const victim = await tokenFor(db.admin, ws.id, 'read');
+      const { agent, csrf } = await signedIn(owner);
+      const confirm = await agent.get(`/settings/api/tokens/${victim.id}/revoke?workspace=${ws.id}`).expect(200);
+      expect(confirm.text).toContain('Revoke token “test read”?');
+      expect(confirm.text).toContain('name="confirm" value="yes"');
+      // Without the confirmation the POST only leads to the confirmation page.
+      const unconfirmed = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf, workspace: ws.id }).expect(303);
+      expect(unconfirmed.headers.location).toBe(`/settings/api/tokens/${victim.id}/revoke?workspace=${ws.id}`);
+      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at).toBeNull();
+
+      const done = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf: csrfOf(confirm.text), workspace: ws.id, confirm: 'yes' }).expect(303);
+      expect(done.headers.location).toBe(`/settings/api?workspace=${ws.id}&done=revoked`);
+      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at).toBeInstanceOf(Date);
+      const entries = await audit('token.revoke');
+      expect(entries[entries.length - 1]).toEqual({ actor: owner, details: { token_id: victim.id } });
+      const page = await agent.get(done.headers.location).expect(200);
+      expect(page.text).toContain('The token is revoked.');
+      await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${victim.token}`).expect(401);
+      // Revoking it again, or a token of another workspace, finds nothing.
+      const twice = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf, workspace: ws.id, confirm: 'yes' });
+      expect(twice.status).toBe(404);
+      const foreign = await tokenFor(db.admin, other.id, 'read');
+      const cross = await agent.post(`/settings/api/tokens/${foreign.id}/revoke`).type('form').send({ csrf, workspace: ws.id, confirm: 'yes' });
+      expect(cross.status).toBe(404);
+      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${foreign.id}`)[0].revoked_at).toBeNull();
+    });
+
+    it('turns the API switch off only after a confirmation, and on again; both recorded, both effective', async () => {
+      const live = await tokenFor(db.admin, ws.id, 'read');
+      const { agent, csrf } = await signedIn(admin);
+      const unconfirmed = await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'off' }).expect(303);
+      expect(unconfirmed.headers.location).toBe(`/settings/api/switch?workspace=${ws.id}`);
+      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+      const confirm = await agent.get(unconfirmed.headers.location).expect(200);
+      expect(confirm.text).toContain('Turn API access off for Acme &lt;Travel&gt;');
+
+      await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' }).expect(303);
+      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(false);
+      expect((await audit('api.off')).pop()).toEqual({ actor: admin, details: {} });
+      await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${live.token}`).expect(403);
+      const page = await agent.get(`/settings/api?workspace=${ws.id}&done=api-off`).expect(200);
+      expect(page.text).toContain('API access is <strong>off</strong>');
+      expect(page.text).toContain('name="state" value="on"');
+
+      await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'on' }).expect(303);
+      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+      expect((await audit('api.on')).pop()).toEqual({ actor: admin, details: {} });
+      await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${live.token}`).expect(200);
+    });
+  });
+});
+
+describe('failed sign-in limits', () => {
+  let db: TestDatabase;
+  let a: TestApp;
+  let b: TestApp;
+  let wsId: string;
+  const limits = { TALLY_SIGN_IN_FAILURES_PER_ACCOUNT: '3', TALLY_SIGN_IN_FAILURES_PER_ADDRESS: '6' };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    wsId = (await createWorkspace(db.admin, 'Limits', 'USD', 'test')).id;
+    for (const who of ['target', 'bystander', 'third']) await addMember(db.admin, wsId, `${who}@example.com`, 'member', PASSWORD, 'test');
+    // Two servers on one database: the counters are shared, as between two processes.
+    a = startTestApp(db.url, limits);
+    b = startTestApp(db.url, limits);
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    await db.drop();
+  });
+
+  async function attempt(app: TestApp, email: string, password: string) {
+    const agent = request.agent(app.app);
+    const login = await agent.get('/settings/login').expect(200);
+    return agent.post('/settings/login').type('form').send({ csrf: csrfOf(login.text), email, password });
+  }
+
+  it('locks an account after its failures, across servers, even for the right password; success resets it', async () => {
+    expect((await attempt(a, 'bystander@example.com', PASSWORD)).status).toBe(303); // a success counts for nothing
+    for (const app of [a, b, a]) expect((await attempt(app, 'target@example.com', 'wrong')).status).toBe(401);
+    const locked = await attempt(b, 'target@example.com', PASSWORD);
+    expect(locked.status).toBe(429);
+    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(locked.headers['retry-after'])).toBeLessThanOrEqual(15 * 60);
+    expect(locked.text).toContain('Too many failed sign-ins');
+    expect(cookieOf(locked, 'tally_session')).toBeUndefined();
+    const [row] = await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = 'account:target@example.com'`;
+    expect(row.failures).toBe(4);
+    // Another account from the same address still signs in, and that clears nothing of target's.
+    expect((await attempt(a, 'bystander@example.com', PASSWORD)).status).toBe(303);
+    expect((await attempt(a, 'target@example.com', PASSWORD)).status).toBe(429);
+    // When the window has passed, the right password works and the account's count is gone.
+    await db.admin`UPDATE tally.sign_in_failures SET window_ends = now() - interval '1 second'`;
+    expect((await attempt(b, 'target@example.com', PASSWORD)).status).toBe(303);
+    expect(await db.admin`SELECT 1 FROM tally.sign_in_failures WHERE key = 'account:target@example.com'`).toHaveLength(0);
+  });
+
+  it('limits an address across accounts, known or not', async () => {
+    await db.admin`DELETE FROM tally.sign_in_failures`;
+    for (let i = 0; i < 6; i++) expect((await attempt(i % 2 ? a : b, `guess${i}@example.com`, 'wrong')).status).toBe(401);
+    const blocked = await attempt(a, 'third@example.com', PASSWORD);
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers['retry-after']).toMatch(/^\d+$/);
+    const rows = await db.admin<{ key: string; failures: number }[]>`SELECT key, failures FROM tally.sign_in_failures WHERE key LIKE 'addr:%'`;
+    expect(rows).toEqual([{ key: expect.stringMatching(/^addr:.*127\.0\.0\.1$/), failures: 7 }]);
+  });
+});
