@@ -7,6 +7,7 @@ export default {
   testMatch: ['**/*.test.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
+  setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
   globalSetup: '<rootDir>/tests/harness/global-setup.mjs',
   globalTeardown: '<rootDir>/tests/harness/global-teardown.mjs',
   testTimeout: 60000,

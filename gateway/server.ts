@@ -2,6 +2,8 @@ import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
 import { ApiError, internalError } from './errors.js';
+import { restRouter } from './rest/router.js';
+import { errorFields, log, requestLog } from './log.js';
 import { settingsRouter } from './settings/router.js';
 import { exchangeRouter } from './auth/exchange.js';
 
@@ -12,6 +14,7 @@ export function createApp(ctx: AppContext): Express {
   app.disable('x-powered-by');
   app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar
   app.set('trust proxy', process.env.TALLY_TRUST_PROXY === '1' ? 1 : false);
+  app.use(requestLog());
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -32,6 +35,8 @@ export function createApp(ctx: AppContext): Express {
   // The workspace settings pages (HTML, their own errors): members manage API access.
   app.use('/settings', settingsRouter(ctx));
 
+  app.use('/rest/v1', restRouter(ctx));
+
   app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
   app.use(errorHandler);
   return app;
@@ -46,7 +51,7 @@ export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
   } else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.parse.failed') {
     error = new ApiError(400, 'PGRST102', 'Invalid JSON in the request body');
   } else {
-    console.error('tally: unexpected error', err instanceof Error ? err.stack : err);
+    log.error(errorFields(err), 'unexpected error');
     error = internalError();
   }
   if (res.headersSent) return;
