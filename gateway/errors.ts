@@ -29,3 +29,84 @@ export class ApiError extends Error {
 export function internalError(): ApiError {
   return new ApiError(500, 'PGRST000', 'Internal server error', null, 'This is a bug in Tally; the server log has the details');
 }
+
+// ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
+
+/** What a postgres.js error carries (PostgresError). */
+export interface PgErrorLike {
+  code: string;
+  message: string;
+  detail?: string;
+  hint?: string;
+  column_name?: string;
+  constraint_name?: string;
+  table_name?: string;
+}
+
+export function isPgError(err: unknown): err is PgErrorLike {
+  return typeof err === 'object' && err !== null && (err as { name?: string }).name === 'PostgresError'
+    && typeof (err as { code?: unknown }).code === 'string';
+}
+
+/** PostgREST's status for a SQLSTATE (docs "HTTP Status Codes"); 42501 depends on the role. */
+export function pgErrorStatus(code: string, anonymous: boolean): number {
+  if (code === '42501') return anonymous ? 401 : 403;
+  if (code === '57014') return 504; // statement timeout: the query was cancelled, not broken
+  if (/^PT\d{3}$/.test(code)) return Number(code.slice(2));
+  if (code === '23503' || code === '23505') return 409;
+  if (code === '25006') return 405;
+  if (code === '42883' || code === '42P01') return 404;
+  if (code === '42P17') return 500;
+  if (code === 'P0001') return 400;
+  if (code === '53400') return 500;
+  const cls = code.slice(0, 2);
+  if (cls === '08' || cls === '53') return 503;
+  if (cls === '0L' || cls === '0P' || cls === '28') return 403;
+  if (['09', '25', '2D', '38', '39', '3B', '40', '54', '55', '57', '58', 'F0', 'HV', 'P0', 'XX'].includes(cls)) return 500;
+  return 400;
+}
+
+export interface PgErrorContext {
+  /** The request ran as the anonymous role (42501 is then a 401). */
+  anonymous: boolean;
+  /** The caller holds a read-only token and tried to write. */
+  readOnlyWrite: boolean;
+  statementTimeoutMs: number;
+}
+
+/**
+ * A database error as the client sees it: PostgREST's shape, the SQLSTATE as code, Postgres's
+ * message, detail and hint. Messages name tables, columns and constraints (useful to a client),
+ * never SQL text.
+ */
+export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
+  const status = pgErrorStatus(err.code, ctx.anonymous);
+  let message = err.message;
+  let details: string | null = err.detail ?? null;
+  let hint: string | null = err.hint ?? null;
+  const headers: Record<string, string> = {};
+  if (err.code === '42501') {
+    if (ctx.anonymous) {
+      headers['WWW-Authenticate'] = 'Bearer';
+      hint ??= 'Send an access token: Authorization: Bearer <JWT>';
+    } else if (ctx.readOnlyWrite) {
+      message = `This token is read-only: ${err.message}`;
+      hint = 'Writes need a token with the write scope (a read-write workspace token)';
+    } else if (/row-level security/.test(err.message)) {
+      hint ??= 'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
+    }
+  } else if (err.code === '57014') {
+    message = 'The query was cancelled because it ran longer than the statement timeout';
+    details = `statement timeout: ${ctx.statementTimeoutMs} ms`;
+    hint = 'Narrow the request with filters or a smaller limit';
+  } else if (status === 500 || status === 503) {
+    // Internal states (connection, resources, transaction) say nothing useful to a client.
+    console.error('tally: database error', err.code, err.message);
+    message = status === 503 ? 'The database is not available' : 'The database could not complete the request';
+    details = null;
+    hint = null;
+  }
+  if (details === null && err.column_name && (err.code.startsWith('23') || err.code.startsWith('22'))) details = `column: ${err.column_name}`;
+  if (details === null && err.constraint_name && err.code.startsWith('23')) details = `constraint: ${err.constraint_name}`;
+  return new ApiError(status, err.code, message, details, hint, headers);
+}

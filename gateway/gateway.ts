@@ -1,0 +1,132 @@
+// The gateway call (DESIGN.md "the one internal interface"): parse → plan → query → execute →
+// response. It knows no table by name; everything comes from the schema cache.
+
+import type { Row } from 'postgres';
+import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
+import type { AppContext } from './context.js';
+import { ApiError } from './errors.js';
+import { runTransaction, type TransactionOptions } from './execute.js';
+import { AliasCounter, findRelation, readPlan } from './plan/read.js';
+import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/write.js';
+import { ESTIMATE_THRESHOLD, readStatement } from './query/read.js';
+import { writeStatement, type ReturnShape } from './query/write.js';
+import { parseApiRequest } from './request/parse.js';
+import type { ApiRequest } from './request/types.js';
+import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
+import { SchemaCacheHolder } from './schema-cache/index.js';
+import type { SchemaCache } from './schema-cache/types.js';
+
+const holders = new WeakMap<AppContext, SchemaCacheHolder>();
+
+/** The schema cache of a server context: one per context, shared by every surface. */
+export function schemaCacheOf(ctx: AppContext): SchemaCacheHolder {
+  let h = holders.get(ctx);
+  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db, ctx.config.schemas)));
+  return h;
+}
+
+/** The exposed schema a request addresses: explicit, or by Accept-Profile/Content-Profile. */
+export function requestSchema(ctx: AppContext, req: GatewayRequest): string {
+  const read = req.method === 'GET' || req.method === 'HEAD';
+  const asked = req.schema ?? (read ? req.headers['accept-profile'] : req.headers['content-profile']);
+  const schemas = ctx.config.schemas;
+  if (asked === undefined || asked === '') return schemas[0];
+  if (!schemas.includes(asked)) {
+    throw new ApiError(406, 'PGRST106', `The schema must be one of the following: ${schemas.join(', ')}`, null,
+      `Use ${read ? 'Accept-Profile' : 'Content-Profile'} with an exposed schema`);
+  }
+  return asked;
+}
+
+export function createGateway(ctx: AppContext): GatewayCall {
+  const holder = schemaCacheOf(ctx);
+  return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
+    const cache = await holder.get();
+    const schema = requestSchema(ctx, req);
+    const api = parseApiRequest(req, schema);
+    const write = api.method !== 'GET' && api.method !== 'HEAD';
+    const tx: TransactionOptions = {
+      readOnly: !write, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
+      statementTimeoutMs: ctx.config.statementTimeoutMs, write,
+    };
+    return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx);
+  };
+}
+
+async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+  const relation = findRelation(cache, api.schema, api.relation);
+  const root = readPlan({ cache, relation, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter() });
+  const count = api.preferences.count;
+  const statements = readStatement(root, api.accept, count);
+  const results = await runTransaction(ctx.db, tx, statements.explain ? [statements.main, statements.explain] : [statements.main]);
+  const row = results[0][0];
+  let total: number | undefined;
+  if (count === 'exact') total = Number(row.total_result_set);
+  else if (count === 'planned' || count === 'estimated') {
+    const planned = plannedRows(results[1]);
+    const exact = count === 'estimated' ? Number(row.total_result_set) : undefined;
+    total = exact !== undefined && exact <= ESTIMATE_THRESHOLD ? exact : planned;
+  }
+  return readResponse({ total, pageTotal: row.page_total as number, body: row.body as string }, api.range.offset, api.accept, api.method === 'HEAD', api.preferences);
+}
+
+function plannedRows(rows: Row[] | undefined): number | undefined {
+  const plan = rows?.[0]?.['QUERY PLAN'] as unknown;
+  const parsed = typeof plan === 'string' ? JSON.parse(plan) : plan;
+  const n = Array.isArray(parsed) ? parsed[0]?.Plan?.['Plan Rows'] : undefined;
+  return typeof n === 'number' ? n : undefined;
+}
+
+async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+  const relation = findRelation(cache, api.schema, api.relation);
+  const root = readPlan({ cache, relation, select: api.select, nodes: api.nodes, range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit }, aliases: new AliasCounter() });
+  const prefs = api.preferences;
+  let plan;
+  if (api.method === 'DELETE') plan = deletePlan(relation, root);
+  else {
+    if (req.body === undefined) throw new ApiError(400, 'PGRST102', 'Empty or invalid json', null, 'Send a JSON object (or an array of objects for a bulk insert)');
+    const size = typeof req.body === 'string' ? Buffer.byteLength(req.body) : Buffer.byteLength(JSON.stringify(req.body) ?? '');
+    if (size > ctx.config.maxBodyBytes) {
+      throw new ApiError(413, 'PGRST413', 'The request body is too large', `The limit is ${ctx.config.maxBodyBytes} bytes`, 'Split a bulk insert into smaller batches');
+    }
+    const rows = bodyRows(req.body, req.headers['content-type']);
+    if (api.method === 'PATCH') plan = updatePlan(relation, rows, root);
+    else {
+      if (api.method === 'PUT') checkPut(api, relation, rows, root);
+      plan = insertPlan(api, relation, rows, root);
+    }
+  }
+  const shape: ReturnShape = prefs.return ?? 'minimal';
+  const statement = writeStatement(plan, root, shape, api.accept);
+  const strict = prefs.handling === 'strict' && prefs.maxAffected !== undefined && api.method !== 'POST' && api.method !== 'PUT';
+  let affected = 0;
+  const results = await runTransaction(ctx.db, tx, [statement], (res) => {
+    const r = res[0][0];
+    affected = Number(r.total_result_set);
+    if (strict && affected > prefs.maxAffected!) {
+      throw new ApiError(400, 'PGRST124', 'Query result exceeds max-affected preference constraint', `The query affects ${affected} rows`,
+        `At most ${prefs.maxAffected} rows may change; nothing was changed`);
+    }
+    if (api.accept === 'object' && shape === 'representation' && r.page_total !== 1) throw singularError(r.page_total as number);
+    return prefs.tx === 'rollback' ? 'rollback' : 'commit';
+  });
+  const r = results[0][0];
+  const headers: Record<string, string> = {};
+  const applied = preferenceApplied(prefs, true);
+  if (applied) headers['Preference-Applied'] = applied;
+  const total = prefs.count === 'exact' ? affected : undefined;
+  if (api.method === 'POST' || api.method === 'PUT') {
+    headers['Content-Range'] = `*/${total ?? '*'}`;
+    const keys = r.location ? (JSON.parse(r.location as string) as string[][]) : [];
+    if (api.method === 'POST' && keys.length === 1) {
+      headers.Location = `/${api.relation}?${relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(keys[0][i])}`).join('&')}`;
+    }
+  } else {
+    headers['Content-Range'] = shape === 'representation' ? contentRange(0, r.page_total as number, total) : `*/${total ?? '*'}`;
+  }
+  if (shape === 'representation') {
+    headers['Content-Type'] = CONTENT_TYPES[api.accept];
+    return { status: api.method === 'POST' ? 201 : 200, headers, body: r.body as string };
+  }
+  return { status: api.method === 'POST' ? 201 : 204, headers, body: undefined };
+}

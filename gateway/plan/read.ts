@@ -1,0 +1,187 @@
+// readPlan: select tree, filters, order and ranges of an ApiRequest resolved against the schema
+// cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
+
+import { ApiError } from '../errors.js';
+import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
+import type { Relation, Relationship, SchemaCache } from '../schema-cache/types.js';
+import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
+
+export class AliasCounter {
+  private n = 0;
+  next(): string {
+    return `pgrst_${this.n++}`;
+  }
+}
+
+export function unknownColumn(rel: Relation, name: string): ApiError {
+  return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null,
+    `The columns of ${rel.name} are: ${[...rel.columns.keys()].join(', ')}`);
+}
+
+/** A field of `rel` (column or computed field), with JSON path and cast. */
+export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
+  const column = rel.columns.get(ref.name);
+  const fn = column ? undefined : rel.computed.get(ref.name);
+  if (!column && !fn) throw unknownColumn(rel, ref.name);
+  const t = column ?? fn!;
+  let typeSql = t.typeSql;
+  let baseType = t.baseType;
+  let isArray = t.isArray;
+  if (ref.json.length > 0) {
+    const last = ref.json[ref.json.length - 1];
+    if (last.arrow === '->>') {
+      typeSql = 'pg_catalog.text';
+      baseType = 'text';
+    } else {
+      const json = baseType === 'json' ? 'json' : 'jsonb';
+      typeSql = `pg_catalog.${json}`;
+      baseType = json;
+    }
+    isArray = false;
+  }
+  let castSql: string | undefined;
+  if (cast !== undefined) {
+    castSql = resolveType(cache, cast);
+    typeSql = castSql;
+    baseType = cast.replace(/\[\]$/, '');
+    isArray = cast.endsWith('[]');
+  }
+  return {
+    source: column ? { kind: 'column', column } : { kind: 'computed', fn: fn! },
+    json: ref.json, cast: castSql, typeSql, baseType, isArray,
+  };
+}
+
+export function resolveType(cache: SchemaCache, name: string): string {
+  const array = name.endsWith('[]');
+  const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
+  const t = cache.types.get(base);
+  if (!t) throw new ApiError(400, '42704', `type "${name}" does not exist`, null, 'Cast to a built-in type such as text, integer, numeric or date');
+  return array && !t.endsWith('[]') ? `${t}[]` : t;
+}
+
+export function findRelation(cache: SchemaCache, schema: string, name: string): Relation {
+  const rel = cache.relations.get(`${schema}.${name}`);
+  if (!rel) {
+    const names = [...cache.relations.values()].filter((r) => r.schema === schema).map((r) => r.name);
+    const close = names.find((n) => n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n));
+    throw new ApiError(404, 'PGRST205', `Could not find the table '${schema}.${name}' in the schema cache`, null,
+      close ? `Perhaps you meant the table '${schema}.${close}'` : null);
+  }
+  return rel;
+}
+
+function relationshipFor(cache: SchemaCache, source: Relation, name: string, hint: string | undefined): Relationship {
+  const all = cache.relationships.get(source.oid) ?? [];
+  let candidates = all.filter((r) => r.target.name === name && r.target.schema === source.schema);
+  if (candidates.length === 0) {
+    // Embedding through a foreign key's column or constraint name: author_id(*), posts_author_fkey(*).
+    candidates = all.filter((r) => r.cardinality !== 'm2m' && (r.constraint === name ||
+      ((r.cardinality === 'm2o' || r.cardinality === 'o2o') && r.sourceColumns.includes(name) && !r.targetColumns.includes(name))));
+  }
+  if (hint !== undefined) {
+    candidates = candidates.filter((r) =>
+      r.constraint === hint || r.junction?.relation.name === hint ||
+      (!r.junction && (r.sourceColumns.includes(hint) || r.targetColumns.includes(hint))));
+  }
+  if (candidates.length === 1) return candidates[0];
+  if (candidates.length === 0) {
+    throw new ApiError(400, 'PGRST200', `Could not find a relationship between '${source.name}' and '${name}' in the schema cache`,
+      `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`,
+      'If a new foreign key between these entities was created in the database, try reloading the schema cache.');
+  }
+  const label = (r: Relationship) => r.junction ? r.junction.relation.name : r.constraint;
+  throw new ApiError(300, 'PGRST201', `Could not embed because more than one relationship was found for '${source.name}' and '${name}'`,
+    candidates.map((r) => `${r.cardinality} using ${r.junction ? `${r.junction.relation.name} (${r.junction.sourceConstraint}, ${r.constraint})` : r.constraint}`).join('; '),
+    `Try changing '${name}' to one of the following: ${candidates.map((r) => `'${name}!${label(r)}'`).join(', ')}.`);
+}
+
+export interface ReadPlanInput {
+  cache: SchemaCache;
+  relation: Relation;
+  select: SelectItem[];
+  nodes: Map<string, NodeOptions>;
+  range: { offset: number; limit?: number };
+  aliases: AliasCounter;
+}
+
+export function readPlan(input: ReadPlanInput): ReadNode {
+  const used = new Set<string>();
+  const root = buildNode(input, input.relation, input.select, '', used);
+  root.offset = input.range.offset;
+  root.limit = input.range.limit;
+  for (const path of input.nodes.keys()) {
+    if (!used.has(path)) {
+      throw new ApiError(400, 'PGRST108', `'${path}' is not an embedded resource in this request`, null,
+        `Add '${path.split('.').pop()}' to the select parameter to filter, order or limit it`);
+    }
+  }
+  return root;
+}
+
+function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], path: string, used: Set<string>): ReadNode {
+  const node: ReadNode = { relation: rel, alias: input.aliases.next(), select: [], conditions: [], order: [], embeds: [] };
+  used.add(path);
+  for (const item of items) {
+    if (item.kind === 'star') node.select.push({ kind: 'star' });
+    else if (item.kind === 'field') {
+      const expr = resolveField(input.cache, rel, item.field, item.cast);
+      const key = item.alias ?? (item.field.json.length > 0 ? item.field.json[item.field.json.length - 1].key : item.field.name);
+      node.select.push({ kind: 'field', expr, key });
+    } else {
+      const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
+      const key = item.alias ?? item.name;
+      const childPath = path === '' ? key : `${path}.${key}`;
+      const child = buildNode(input, relationship.target, item.select, childPath, used);
+      const embed: Embed = {
+        key, relationship, toOne: relationship.cardinality === 'm2o' || relationship.cardinality === 'o2o',
+        inner: item.inner, node: child, lateral: input.aliases.next(),
+        junctionAlias: relationship.junction ? input.aliases.next() : undefined,
+      };
+      node.embeds.push(embed);
+      node.select.push({ kind: 'embed', embed });
+    }
+  }
+  const options = input.nodes.get(path);
+  if (options) {
+    node.conditions = options.conditions.map((c) => condition(input, node, c));
+    node.order = (options.order ?? []).map((o) => orderTerm(input, node, o));
+    if (path !== '') {
+      node.limit = options.limit;
+      node.offset = options.offset;
+    }
+  }
+  return node;
+}
+
+function condition(input: ReadPlanInput, node: ReadNode, c: Condition): PlanCondition {
+  if (c.kind === 'logic') return { kind: 'logic', op: c.op, negate: c.negate, children: c.children.map((x) => condition(input, node, x)) };
+  const f = c.filter;
+  const embed = f.field.json.length === 0 && !node.relation.columns.has(f.field.name)
+    ? node.embeds.find((e) => e.key === f.field.name) : undefined;
+  if (embed) {
+    if (f.op !== 'is' || f.value.kind !== 'is' || (f.value.value !== 'null' && f.value.value !== 'not_null')) {
+      throw new ApiError(400, 'PGRST100', `"failed to parse filter (${f.field.name})"`, null,
+        `An embedded resource can only be filtered with ${f.field.name}=is.null or ${f.field.name}=not.is.null`);
+    }
+    const isNull = (f.value.value === 'null') !== f.negate;
+    return { kind: 'embedNull', embed, isNull };
+  }
+  return { kind: 'filter', expr: resolveField(input.cache, node.relation, f.field), filter: f };
+}
+
+function orderTerm(input: ReadPlanInput, node: ReadNode, o: OrderTerm): PlanOrder {
+  if (o.relation !== undefined) {
+    const via = node.embeds.find((e) => e.key === o.relation || e.node.relation.name === o.relation);
+    if (!via) {
+      throw new ApiError(400, 'PGRST108', `'${o.relation}' is not an embedded resource in this request`, null,
+        `Add '${o.relation}' to the select parameter to order by its columns`);
+    }
+    if (!via.toOne) {
+      throw new ApiError(400, 'PGRST118', `A related order on '${o.relation}' is not possible`,
+        `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`, null);
+    }
+    return { expr: resolveField(input.cache, via.node.relation, o.field), via, direction: o.direction, nulls: o.nulls };
+  }
+  return { expr: resolveField(input.cache, node.relation, o.field), direction: o.direction, nulls: o.nulls };
+}

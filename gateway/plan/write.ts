@@ -1,0 +1,182 @@
+// writePlan: the body and target of POST/PUT/PATCH/DELETE checked against the schema cache.
+// Only columns that matched the cache are written; the body travels as one JSON parameter.
+
+import { ApiError } from '../errors.js';
+import type { ApiRequest } from '../request/types.js';
+import type { Column, Relation } from '../schema-cache/types.js';
+import type { PlanCondition, ReadNode } from './types.js';
+
+export interface MutationPlan {
+  kind: 'insert' | 'update' | 'delete';
+  relation: Relation;
+  /** Columns written (insert, update). */
+  columns: Column[];
+  /** The rows as one JSON array (insert) or object (update). */
+  bodyJson: string;
+  rowCount: number;
+  missingDefault: boolean;
+  onConflict?: { columns: string[]; action: 'update' | 'nothing' };
+  conditions: PlanCondition[];
+}
+
+export function unknownBodyColumn(rel: Relation, name: string): ApiError {
+  return new ApiError(400, 'PGRST204', `Could not find the '${name}' column of '${rel.name}' in the schema cache`, null,
+    `The columns of ${rel.name} are: ${[...rel.columns.keys()].join(', ')}`);
+}
+
+function invalidBody(message: string, hint: string | null = null): ApiError {
+  return new ApiError(400, 'PGRST102', message, null, hint);
+}
+
+/** The body as an array of objects (JSON value, form text or CSV text). */
+export function bodyRows(body: unknown, contentType: string | undefined): Record<string, unknown>[] {
+  const type = (contentType ?? 'application/json').split(';')[0].trim().toLowerCase();
+  if (type === 'application/x-www-form-urlencoded') {
+    if (typeof body !== 'string') throw invalidBody('Invalid form body');
+    return [Object.fromEntries(new URLSearchParams(body))];
+  }
+  if (type === 'text/csv') {
+    if (typeof body !== 'string') throw invalidBody('Invalid CSV body');
+    return parseCsv(body);
+  }
+  if (type !== 'application/json' && type !== '' && !type.endsWith('+json')) {
+    throw new ApiError(415, 'PGRST107', `Content-Type not acceptable: ${type}`, null,
+      'Send application/json, application/x-www-form-urlencoded or text/csv');
+  }
+  let value = body;
+  if (typeof value === 'string' || Buffer.isBuffer(value)) {
+    try {
+      value = JSON.parse(value.toString());
+    } catch (err) {
+      throw invalidBody('Empty or invalid json', err instanceof Error ? err.message : null);
+    }
+  }
+  if (value === undefined || value === null) throw invalidBody('Empty or invalid json', 'Send a JSON object or an array of objects');
+  const rows = Array.isArray(value) ? value : [value];
+  for (const r of rows) {
+    if (typeof r !== 'object' || r === null || Array.isArray(r)) {
+      throw invalidBody('Invalid body: expected a JSON object or an array of JSON objects');
+    }
+  }
+  return rows as Record<string, unknown>[];
+}
+
+/** RFC 4180 CSV with a header line; an empty unquoted field is NULL. */
+export function parseCsv(text: string): Record<string, unknown>[] {
+  const records: { value: string; quoted: boolean }[][] = [];
+  let row: { value: string; quoted: boolean }[] = [];
+  let field = '';
+  let quoted = false;
+  let inQuotes = false;
+  let i = 0;
+  const endField = () => { row.push({ value: field, quoted }); field = ''; quoted = false; };
+  while (i < text.length) {
+    const ch = text[i];
+    if (inQuotes) {
+      if (ch === '"' && text[i + 1] === '"') { field += '"'; i += 2; continue; }
+      if (ch === '"') { inQuotes = false; i++; continue; }
+      field += ch; i++; continue;
+    }
+    if (ch === '"' && field === '') { inQuotes = true; quoted = true; i++; continue; }
+    if (ch === ',') { endField(); i++; continue; }
+    if (ch === '\r' && text[i + 1] === '\n') i++;
+    if (ch === '\n' || ch === '\r') { endField(); records.push(row); row = []; i++; continue; }
+    field += ch; i++;
+  }
+  if (inQuotes) throw invalidBody('Invalid CSV: an unterminated quoted field');
+  if (field !== '' || quoted || row.length > 0) { endField(); records.push(row); }
+  const [header, ...lines] = records.filter((r) => !(r.length === 1 && r[0].value === '' && !r[0].quoted));
+  if (!header) throw invalidBody('Invalid CSV: a header line is required');
+  return lines.map((line, n) => {
+    if (line.length !== header.length) throw invalidBody(`Invalid CSV: line ${n + 2} has ${line.length} fields, the header ${header.length}`);
+    return Object.fromEntries(header.map((h, k) => [h.value, line[k].value === '' && !line[k].quoted ? null : line[k].value]));
+  });
+}
+
+function pickColumns(rel: Relation, names: string[]): Column[] {
+  return names.map((n) => {
+    const c = rel.columns.get(n);
+    if (!c) throw unknownBodyColumn(rel, n);
+    return c;
+  });
+}
+
+export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode): MutationPlan {
+  let names: string[];
+  if (api.columns) names = api.columns;
+  else {
+    names = rows.length > 0 ? Object.keys(rows[0]) : [];
+    const key = [...names].sort().join('\u0000');
+    for (const r of rows) {
+      if (Object.keys(r).sort().join('\u0000') !== key) {
+        throw invalidBody('All object keys must match', 'Give every object of a bulk insert the same keys, or name the columns with columns=');
+      }
+    }
+  }
+  const columns = pickColumns(rel, names);
+  let onConflict: MutationPlan['onConflict'];
+  if (api.method === 'PUT') {
+    onConflict = { columns: rel.primaryKey, action: 'update' };
+  } else if (api.preferences.resolution) {
+    const target = api.onConflict ?? rel.primaryKey;
+    if (target.length === 0) {
+      throw new ApiError(400, 'PGRST100', 'An upsert needs a conflict target', null, `${rel.name} has no primary key: name unique columns with on_conflict=`);
+    }
+    pickColumns(rel, target);
+    onConflict = { columns: target, action: api.preferences.resolution === 'merge-duplicates' ? 'update' : 'nothing' };
+  }
+  return {
+    kind: 'insert', relation: rel, columns, bodyJson: JSON.stringify(rows), rowCount: rows.length,
+    missingDefault: api.preferences.missing === 'default', onConflict, conditions: root.conditions,
+  };
+}
+
+export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode): MutationPlan {
+  if (rows.length !== 1) throw invalidBody('A PATCH body must be one JSON object', 'Filters select the rows; the object holds the new values');
+  requireFilter('PATCH', root);
+  const columns = pickColumns(rel, Object.keys(rows[0]));
+  return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), rowCount: 1, missingDefault: false, conditions: root.conditions };
+}
+
+export function deletePlan(rel: Relation, root: ReadNode): MutationPlan {
+  requireFilter('DELETE', root);
+  return { kind: 'delete', relation: rel, columns: [], bodyJson: '', rowCount: 0, missingDefault: false, conditions: root.conditions };
+}
+
+/** Safe by default: an unfiltered PATCH or DELETE would touch every row the caller can see. */
+function requireFilter(method: string, root: ReadNode): void {
+  if (root.conditions.length === 0) {
+    throw new ApiError(400, '21000', `${method} requires a filter: a ${method} without one would change every row`, null,
+      `Add a filter such as ?id=eq.<id>. To really ${method === 'DELETE' ? 'delete' : 'update'} every row, say so with a filter every row matches, e.g. ?id=not.is.null`);
+  }
+  if (root.conditions.some((c) => c.kind === 'embedNull')) {
+    throw new ApiError(400, 'PGRST100', `${method} cannot filter on embedded resources`, null, 'Filter on columns of the table itself');
+  }
+  if (root.limit !== undefined || (root.offset ?? 0) > 0) {
+    throw new ApiError(400, 'PGRST100', `limit and offset are not supported with ${method}`, null, 'Select the rows with filters on their key');
+  }
+}
+
+/** PUT: filters must be eq on exactly the primary key, and the body must carry the same values. */
+export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode): void {
+  const pk = rel.primaryKey;
+  const eqs = new Map<string, string>();
+  const ok = pk.length > 0 && root.conditions.every((c) => {
+    if (c.kind !== 'filter' || c.filter.negate || c.filter.op !== 'eq' || c.filter.value.kind !== 'scalar' || c.filter.field.json.length > 0) return false;
+    eqs.set(c.filter.field.name, c.filter.value.text);
+    return pk.includes(c.filter.field.name);
+  }) && pk.every((k) => eqs.has(k)) && root.conditions.length === pk.length;
+  if (!ok) {
+    throw new ApiError(405, 'PGRST105', 'Filters must include all and only primary key columns with \'eq\' operators', null,
+      pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`);
+  }
+  if (rows.length !== 1) throw invalidBody('A PUT body must be one JSON object');
+  for (const k of pk) {
+    const v = rows[0][k];
+    if (v === undefined || v === null || String(v) !== eqs.get(k)) {
+      throw new ApiError(400, 'PGRST115', 'Payload values do not match URL in primary key column(s)', null,
+        `The body must carry ${pk.join(', ')} with the values of the filters`);
+    }
+  }
+  if (api.columns) throw new ApiError(400, 'PGRST100', 'columns= is not supported with PUT');
+}

@@ -1,0 +1,309 @@
+// PostgREST's query grammar: select trees, filter values, logic trees and order terms.
+// Pure functions from strings to the types of ./types.ts; every failure is a PGRST100 whose
+// hint points at the part that could not be read.
+
+import { ApiError } from '../errors.js';
+import { OPERATORS, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
+
+export function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
+  const at = raw.slice(pos, pos + 30);
+  return new ApiError(400, 'PGRST100', `"failed to parse ${what} (${raw})"`,
+    at === '' ? `unexpected end of input, expecting ${expected}` : `unexpected "${at[0]}" at position ${pos}, expecting ${expected}`,
+    at === '' ? `The ${what} ends too early` : `The problem starts at: ${at}`);
+}
+
+/** A tiny cursor over a string, for the recursive-descent parsers below. */
+class Cursor {
+  pos = 0;
+  constructor(readonly raw: string, readonly what: string) {}
+  peek(n = 0): string { return this.raw[this.pos + n] ?? ''; }
+  startsWith(s: string): boolean { return this.raw.startsWith(s, this.pos); }
+  done(): boolean { return this.pos >= this.raw.length; }
+  fail(expected: string): never { throw grammarError(this.what, this.raw, this.pos, expected); }
+  expect(s: string): void {
+    if (!this.startsWith(s)) this.fail(`"${s}"`);
+    this.pos += s.length;
+  }
+  /** An identifier: a double-quoted name or a run of characters without grammar meaning. */
+  name(stop: RegExp = /[,()!:."\s]/): string {
+    if (this.peek() === '"') {
+      this.pos++;
+      let out = '';
+      while (!this.done() && this.peek() !== '"') {
+        if (this.peek() === '\\' && this.pos + 1 < this.raw.length) this.pos++;
+        out += this.peek();
+        this.pos++;
+      }
+      this.expect('"');
+      if (out === '') this.fail('a name');
+      return out;
+    }
+    const start = this.pos;
+    while (!this.done() && !stop.test(this.peek()) && !this.startsWith('->')) this.pos++;
+    if (this.pos === start) this.fail('a name');
+    return this.raw.slice(start, this.pos);
+  }
+}
+
+function jsonPath(c: Cursor): JsonStep[] {
+  const steps: JsonStep[] = [];
+  while (c.startsWith('->')) {
+    const arrow = c.startsWith('->>') ? '->>' : '->';
+    c.pos += arrow.length;
+    steps.push({ arrow, key: c.name() });
+  }
+  return steps;
+}
+
+function field(c: Cursor): FieldRef {
+  const name = c.name();
+  return { name, json: jsonPath(c) };
+}
+
+// ---- select ----------------------------------------------------------------------------
+
+export function parseSelect(raw: string): SelectItem[] {
+  const c = new Cursor(raw, 'select parameter');
+  if (raw.trim() === '') return [{ kind: 'star' }];
+  const items = selectList(c, false);
+  if (!c.done()) c.fail('"," or the end of the select');
+  return items;
+}
+
+function selectList(c: Cursor, nested: boolean): SelectItem[] {
+  const items: SelectItem[] = [];
+  for (;;) {
+    while (c.peek() === ' ') c.pos++;
+    if (nested && c.peek() === ')' && items.length === 0) return items; // embed(): no columns
+    items.push(selectItem(c));
+    while (c.peek() === ' ') c.pos++;
+    if (c.peek() !== ',') return items;
+    c.pos++;
+  }
+}
+
+function selectItem(c: Cursor): SelectItem {
+  if (c.peek() === '*') {
+    c.pos++;
+    return { kind: 'star' };
+  }
+  if (c.startsWith('...')) c.fail('a column or relation (spread embedding is not supported)');
+  let alias: string | undefined;
+  let name = c.name();
+  if (c.peek() === ':' && c.peek(1) !== ':') {
+    c.pos++;
+    alias = name;
+    name = c.name();
+  }
+  if (c.peek() === '!' || c.peek() === '(') {
+    let hint: string | undefined;
+    let inner = false;
+    while (c.peek() === '!') {
+      c.pos++;
+      const word = c.name();
+      if (word === 'inner') inner = true;
+      else if (word === 'left') inner = false;
+      else if (hint === undefined) hint = word;
+      else c.fail('"inner", "left" or "(" after the hint');
+    }
+    c.expect('(');
+    const select = selectList(c, true);
+    c.expect(')');
+    return { kind: 'embed', name, alias, hint, inner, select };
+  }
+  const json = jsonPath(c);
+  let cast: string | undefined;
+  if (c.startsWith('::')) {
+    c.pos += 2;
+    const start = c.pos;
+    while (!c.done() && /[A-Za-z0-9_ \[\]]/.test(c.peek())) c.pos++;
+    cast = c.raw.slice(start, c.pos).trim();
+    if (cast === '') c.fail('a type name after "::"');
+  }
+  return { kind: 'field', field: { name, json }, alias, cast };
+}
+
+// ---- filters ---------------------------------------------------------------------------
+
+const operatorSet = new Set<string>(OPERATORS);
+
+/** Splits a list on top-level commas, honouring parentheses and double quotes. */
+export function splitTopLevel(raw: string, what: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let quoted = false;
+  let start = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const ch = raw[i];
+    if (quoted) {
+      if (ch === '\\') i++;
+      else if (ch === '"') quoted = false;
+      continue;
+    }
+    if (ch === '"') quoted = true;
+    else if (ch === '(') depth++;
+    else if (ch === ')') {
+      depth--;
+      if (depth < 0) throw grammarError(what, raw, i, 'a matching "("');
+    } else if (ch === ',' && depth === 0) {
+      parts.push(raw.slice(start, i));
+      start = i + 1;
+    }
+  }
+  if (quoted) throw grammarError(what, raw, raw.length, 'a closing double quote');
+  if (depth !== 0) throw grammarError(what, raw, raw.length, '")"');
+  parts.push(raw.slice(start));
+  return parts;
+}
+
+/** A value as PostgREST reads it inside lists and logic trees: "quoted" with \ escapes, or bare. */
+export function unquote(raw: string): string {
+  if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
+    return raw.slice(1, -1).replace(/\\(.)/g, '$1');
+  }
+  return raw;
+}
+
+/** `[not.]op[(any|all)].value` or `fts(lang).value`, the right side of a filter. */
+export function parseOperation(raw: string, field: FieldRef, what: string, inLogic: boolean): Filter {
+  let rest = raw;
+  let negate = false;
+  if (rest.startsWith('not.')) {
+    negate = true;
+    rest = rest.slice(4);
+  }
+  const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
+  if (!m || !operatorSet.has(m[1])) {
+    const offset = raw.length - rest.length;
+    throw new ApiError(400, 'PGRST100', `"failed to parse filter (${raw})"`,
+      `unknown operator at position ${offset}`,
+      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`);
+  }
+  const op = m[1] as Operator;
+  const modifier = m[2];
+  let text = m[3];
+  if (inLogic) text = unquote(text);
+  let value: FilterValue;
+  let quantifier: 'any' | 'all' | undefined;
+  if (op === 'fts' || op === 'plfts' || op === 'phfts' || op === 'wfts') {
+    if (modifier !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(modifier)) {
+      throw grammarError(`filter (${what})`, raw, raw.indexOf('(') + 1, 'a text search configuration name');
+    }
+    value = { kind: 'fts', language: modifier, text };
+  } else if (modifier !== undefined) {
+    if ((modifier !== 'any' && modifier !== 'all') || !['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch'].includes(op)) {
+      throw grammarError(`filter (${what})`, raw, raw.indexOf('(') + 1, '"any" or "all" (with eq, gt, gte, lt, lte, like, ilike, match, imatch)');
+    }
+    quantifier = modifier;
+    value = { kind: 'list', items: listItems(m[3], raw, '{', '}') };
+  } else if (op === 'in') {
+    value = { kind: 'list', items: listItems(m[3], raw, '(', ')') };
+  } else if (op === 'is') {
+    const v = text.toLowerCase();
+    if (!['null', 'not_null', 'true', 'false', 'unknown'].includes(v)) {
+      throw new ApiError(400, 'PGRST100', `"failed to parse filter (${raw})"`, `unexpected "${text}"`,
+        'The "is" operator takes one of: null, not_null, true, false, unknown');
+    }
+    value = { kind: 'is', value: v as 'null' };
+  } else {
+    value = { kind: 'scalar', text };
+  }
+  return { field, negate, op, quantifier, value };
+}
+
+function listItems(raw: string, whole: string, open: string, close: string): string[] {
+  const t = raw.trim();
+  if (!t.startsWith(open) || !t.endsWith(close)) {
+    throw new ApiError(400, 'PGRST100', `"failed to parse filter (${whole})"`, `expecting a list in "${open}${close}"`,
+      `Write the list as ${open}a,b,"c,d"${close}; quote values holding commas or parentheses`);
+  }
+  const inner = t.slice(1, -1);
+  if (inner === '') return [];
+  return splitTopLevel(inner, 'filter list').map((s) => unquote(s.trim()));
+}
+
+/** A field with an optional JSON path, as written on the left of a filter. */
+export function parseField(raw: string, what: string): FieldRef {
+  const c = new Cursor(raw, what);
+  const f = field(c);
+  if (!c.done()) c.fail('"->", "->>" or the end of the column');
+  return f;
+}
+
+/** `(a.eq.1,or(b.gt.2,c.is.null))`: the value of an or=/and= parameter. */
+export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Condition {
+  const t = raw.trim();
+  if (!t.startsWith('(') || !t.endsWith(')')) {
+    throw new ApiError(400, 'PGRST100', `"failed to parse logic tree (${raw})"`, 'expecting "(" … ")"',
+      `Write it as ${op}=(column.operator.value,…)`);
+  }
+  return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw) };
+}
+
+function logicChildren(inner: string, whole: string): Condition[] {
+  if (inner.trim() === '') {
+    throw new ApiError(400, 'PGRST100', `"failed to parse logic tree (${whole})"`, 'empty logic tree', 'Put at least one filter inside the parentheses');
+  }
+  return splitTopLevel(inner, 'logic tree').map((part) => {
+    const p = part.trim();
+    const m = /^(not\.)?(and|or)\(([\s\S]*)\)$/.exec(p);
+    if (m) return { kind: 'logic', op: m[2] as 'and' | 'or', negate: m[1] !== undefined, children: logicChildren(m[3], whole) };
+    const dot = p.indexOf('.');
+    if (dot <= 0) {
+      throw new ApiError(400, 'PGRST100', `"failed to parse logic tree (${whole})"`, `unexpected "${p.slice(0, 30)}"`,
+        'Each element is column.operator.value, and(…) or or(…)');
+    }
+    // The field ends at the first dot that is not inside a quoted name.
+    let end = dot;
+    if (p.startsWith('"')) {
+      const close = p.indexOf('"', 1);
+      end = close > 0 ? p.indexOf('.', close) : -1;
+      if (end < 0) throw grammarError('logic tree', whole, 0, 'a column');
+    }
+    const f = parseField(p.slice(0, end), 'logic tree');
+    return { kind: 'filter', filter: parseOperation(p.slice(end + 1), f, p, true) };
+  });
+}
+
+// ---- order -------------------------------------------------------------------------------
+
+export function parseOrder(raw: string): OrderTerm[] {
+  return splitTopLevel(raw, 'order').map((part) => {
+    const c = new Cursor(part.trim(), 'order');
+    let relation: string | undefined;
+    let f = field(c);
+    if (c.peek() === '(') {
+      if (f.json.length > 0) c.fail('"." after the column');
+      relation = f.name;
+      c.pos++;
+      f = field(c);
+      c.expect(')');
+    }
+    const term: OrderTerm = { relation, field: f };
+    while (c.peek() === '.') {
+      c.pos++;
+      const word = c.name();
+      if (word === 'asc' || word === 'desc') {
+        if (term.direction) c.fail('nullsfirst or nullslast');
+        term.direction = word;
+      } else if (word === 'nullsfirst' || word === 'nullslast') {
+        if (term.nulls) c.fail('the end of the term');
+        term.nulls = word === 'nullsfirst' ? 'first' : 'last';
+      } else {
+        c.pos -= word.length;
+        c.fail('asc, desc, nullsfirst or nullslast');
+      }
+    }
+    if (!c.done()) c.fail('"." or ","');
+    return term;
+  });
+}
+
+/** `a,"b c"`: the columns= and on_conflict= lists. */
+export function parseColumnList(raw: string, what: string): string[] {
+  return splitTopLevel(raw, what).map((p) => {
+    const name = unquote(p.trim());
+    if (name === '') throw grammarError(what, raw, 0, 'a column name');
+    return name;
+  });
+}

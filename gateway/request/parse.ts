@@ -1,0 +1,188 @@
+// GatewayRequest (strings from the client) → ApiRequest (PostgREST's grammar, still untrusted
+// names). Pure: no schema cache, no I/O.
+
+import type { GatewayRequest } from '../call.js';
+import { ApiError } from '../errors.js';
+import { parseColumnList, parseField, parseLogic, parseOperation, parseOrder, parseSelect } from './grammar.js';
+import type { ApiRequest, MediaType, NodeOptions, Preferences, RangeRequest } from './types.js';
+
+const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
+
+export function parseApiRequest(req: GatewayRequest, schema: string): ApiRequest {
+  const nodes = new Map<string, NodeOptions>();
+  const node = (path: string): NodeOptions => {
+    let n = nodes.get(path);
+    if (!n) nodes.set(path, (n = { conditions: [] }));
+    return n;
+  };
+  let select = undefined as ApiRequest['select'] | undefined;
+  let onConflict: string[] | undefined;
+  let columns: string[] | undefined;
+
+  for (const [key, value] of req.query) {
+    if (key === 'select') {
+      select = parseSelect(value);
+      continue;
+    }
+    if (key === 'on_conflict') {
+      onConflict = parseColumnList(value, 'on_conflict parameter');
+      continue;
+    }
+    if (key === 'columns') {
+      columns = parseColumnList(value, 'columns parameter');
+      continue;
+    }
+    if (key === 'apikey') continue; // some clients repeat the apikey in the query string
+    const segments = key.split('.');
+    const last = segments[segments.length - 1];
+    if (last === 'order' || last === 'limit' || last === 'offset' || last === 'or' || last === 'and') {
+      let pathSegments = segments.slice(0, -1);
+      let negate = false;
+      if ((last === 'or' || last === 'and') && pathSegments[pathSegments.length - 1] === 'not') {
+        negate = true;
+        pathSegments = pathSegments.slice(0, -1);
+      }
+      const n = node(pathSegments.join('.'));
+      if (last === 'order') n.order = parseOrder(value);
+      else if (last === 'limit' || last === 'offset') n[last] = nonNegative(value, key);
+      else n.conditions.push(parseLogic(last, negate, value));
+      continue;
+    }
+    if (key === '') {
+      throw new ApiError(400, 'PGRST100', '"failed to parse filter ()"', 'empty query parameter name', 'Write a filter as column=operator.value');
+    }
+    // A filter: [embedded.path.]column[->json]=[not.]op.value
+    const fieldStart = firstFieldSegment(segments);
+    const path = segments.slice(0, fieldStart).join('.');
+    const fieldRaw = segments.slice(fieldStart).join('.');
+    if (RESERVED.has(fieldRaw)) continue;
+    const field = parseField(fieldRaw, `filter key (${key})`);
+    node(path).conditions.push({ kind: 'filter', filter: parseOperation(value, field, key, false) });
+  }
+
+  const preferences = parsePreferences(req.headers.prefer);
+  const root = nodes.get('');
+  const range = parseRange(req.headers.range, root?.limit, root?.offset);
+  return {
+    method: req.method,
+    schema,
+    relation: req.relation,
+    select: select ?? [{ kind: 'star' }],
+    selectGiven: select !== undefined,
+    nodes,
+    range,
+    preferences,
+    accept: parseAccept(req.headers.accept),
+    onConflict,
+    columns,
+  };
+}
+
+/** In `a.b->c.d`, dots inside a JSON path belong to the field: the field starts at the segment holding "->". */
+function firstFieldSegment(segments: string[]): number {
+  const arrow = segments.findIndex((s) => s.includes('->'));
+  return arrow >= 0 ? arrow : segments.length - 1;
+}
+
+function nonNegative(raw: string, key: string): number {
+  if (!/^\d{1,15}$/.test(raw.trim())) {
+    throw new ApiError(400, 'PGRST100', `"failed to parse ${key} parameter (${raw})"`, 'expecting a non-negative integer', `Write ${key}=<n> with n ≥ 0`);
+  }
+  return Number(raw.trim());
+}
+
+/** The Range header (`0-9`, `items=0-9`, `10-`) combined with limit/offset parameters. */
+export function parseRange(header: string | undefined, limit: number | undefined, offset: number | undefined): RangeRequest {
+  let lower = 0;
+  let upper: number | undefined;
+  if (header !== undefined && header.trim() !== '') {
+    const m = /^\s*(?:items=)?(\d{1,15})-(\d{0,15})\s*$/.exec(header);
+    if (m) {
+      lower = Number(m[1]);
+      upper = m[2] === '' ? undefined : Number(m[2]);
+      if (upper !== undefined && upper < lower) {
+        throw new ApiError(416, 'PGRST103', 'Requested range not satisfiable', `The Range ${header} ends before it starts`, null);
+      }
+    }
+  }
+  if (offset !== undefined) lower = Math.max(lower, offset);
+  if (limit !== undefined) {
+    const upperFromLimit = (offset ?? lower) + limit - 1;
+    upper = upper === undefined ? upperFromLimit : Math.min(upper, upperFromLimit);
+  }
+  if (upper === undefined) return { offset: lower };
+  return { offset: lower, limit: Math.max(0, upper - lower + 1) };
+}
+
+/** Prefer: header values, comma separated; unknown ones are reported under handling=strict. */
+export function parsePreferences(header: string | undefined): Preferences {
+  const prefs: Preferences = { understood: [], invalid: [] };
+  if (!header) return prefs;
+  for (const raw of header.split(',')) {
+    const item = raw.trim();
+    if (item === '') continue;
+    const [k, v = ''] = item.split('=').map((s) => s.trim());
+    let ok = true;
+    switch (k) {
+      case 'return':
+        if (v === 'minimal' || v === 'headers-only' || v === 'representation') prefs.return = v; else ok = false;
+        break;
+      case 'count':
+        if (v === 'exact' || v === 'planned' || v === 'estimated') prefs.count = v; else ok = false;
+        break;
+      case 'resolution':
+        if (v === 'merge-duplicates' || v === 'ignore-duplicates') prefs.resolution = v; else ok = false;
+        break;
+      case 'missing':
+        if (v === 'default' || v === 'null') prefs.missing = v; else ok = false;
+        break;
+      case 'handling':
+        if (v === 'strict' || v === 'lenient') prefs.handling = v; else ok = false;
+        break;
+      case 'max-affected':
+        if (/^\d{1,12}$/.test(v)) prefs.maxAffected = Number(v); else ok = false;
+        break;
+      case 'tx':
+        if (v === 'commit' || v === 'rollback') prefs.tx = v; else ok = false;
+        break;
+      case 'timezone': // accepted and ignored: responses carry Postgres's own timestamp text
+      case 'params':
+        ok = false;
+        break;
+      default:
+        ok = false;
+    }
+    if (!ok) prefs.invalid.push(item);
+  }
+  if (prefs.handling === 'strict' && prefs.invalid.length > 0) {
+    throw new ApiError(400, 'PGRST122', 'Invalid preferences given with handling=strict',
+      `Invalid preferences: ${prefs.invalid.join(', ')}`, 'Remove them or use handling=lenient');
+  }
+  return prefs;
+}
+
+const MEDIA: Record<string, MediaType> = {
+  'application/json': 'json',
+  'application/*': 'json',
+  '*/*': 'json',
+  'application/vnd.pgrst.object+json': 'object',
+  'application/vnd.pgrst.object': 'object',
+  'text/csv': 'csv',
+  'text/*': 'csv',
+};
+
+/** The best media type of an Accept header that Tally can produce; 406 PGRST107 otherwise. */
+export function parseAccept(header: string | undefined): MediaType {
+  if (!header || header.trim() === '') return 'json';
+  const ranked = header.split(',').map((part, i) => {
+    const [type, ...params] = part.trim().split(';').map((s) => s.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    return { type, q: q ? Number(q.slice(2)) : 1, i };
+  }).filter((m) => m.type !== '' && !(m.q <= 0)).sort((a, b) => b.q - a.q || a.i - b.i);
+  for (const m of ranked) {
+    const media = MEDIA[m.type];
+    if (media) return media;
+  }
+  throw new ApiError(406, 'PGRST107', `None of these media types are available: ${header}`, null,
+    'Ask for application/json, application/vnd.pgrst.object+json or text/csv');
+}

@@ -1,0 +1,97 @@
+// The parsed request (PostgREST's ApiRequest): what the client asked for, in PostgREST's
+// grammar, before any name was checked against the schema cache. Names here are untrusted.
+
+export interface JsonStep {
+  arrow: '->' | '->>';
+  key: string;
+}
+
+/** A column (or computed field) of the current relation, optionally followed by a JSON path. */
+export interface FieldRef {
+  name: string;
+  json: JsonStep[];
+}
+
+export type SelectItem =
+  | { kind: 'star' }
+  | { kind: 'field'; field: FieldRef; alias?: string; cast?: string }
+  | { kind: 'embed'; name: string; alias?: string; hint?: string; inner: boolean; select: SelectItem[] };
+
+export const OPERATORS = [
+  'eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch', 'in', 'is', 'isdistinct',
+  'fts', 'plfts', 'phfts', 'wfts', 'cs', 'cd', 'ov', 'sl', 'sr', 'nxr', 'nxl', 'adj',
+] as const;
+export type Operator = (typeof OPERATORS)[number];
+
+export type FilterValue =
+  | { kind: 'scalar'; text: string }
+  | { kind: 'list'; items: string[] }
+  | { kind: 'is'; value: 'null' | 'not_null' | 'true' | 'false' | 'unknown' }
+  | { kind: 'fts'; language?: string; text: string };
+
+export interface Filter {
+  field: FieldRef;
+  negate: boolean;
+  op: Operator;
+  quantifier?: 'any' | 'all';
+  value: FilterValue;
+}
+
+export type Condition =
+  | { kind: 'filter'; filter: Filter }
+  | { kind: 'logic'; op: 'and' | 'or'; negate: boolean; children: Condition[] };
+
+export interface OrderTerm {
+  /** Set for `order=rel(col)`: a column of a to-one embedded resource. */
+  relation?: string;
+  field: FieldRef;
+  direction?: 'asc' | 'desc';
+  nulls?: 'first' | 'last';
+}
+
+/** Options of one node of the select tree: the root ('') or an embedded path ('a.b'). */
+export interface NodeOptions {
+  conditions: Condition[];
+  order?: OrderTerm[];
+  limit?: number;
+  offset?: number;
+}
+
+export type Preference =
+  | 'return' | 'count' | 'resolution' | 'missing' | 'handling' | 'max-affected' | 'tx';
+
+export interface Preferences {
+  return?: 'minimal' | 'headers-only' | 'representation';
+  count?: 'exact' | 'planned' | 'estimated';
+  resolution?: 'merge-duplicates' | 'ignore-duplicates';
+  missing?: 'default' | 'null';
+  handling?: 'strict' | 'lenient';
+  maxAffected?: number;
+  tx?: 'commit' | 'rollback';
+  /** Preferences that were understood, as they will be echoed in Preference-Applied. */
+  understood: string[];
+  invalid: string[];
+}
+
+export type MediaType = 'json' | 'object' | 'csv';
+
+export interface RangeRequest {
+  offset: number;
+  /** Number of rows; undefined for no limit. */
+  limit?: number;
+}
+
+export interface ApiRequest {
+  method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  schema: string;
+  relation: string;
+  select: SelectItem[];
+  /** Whether the client sent `select` (a write returns everything when it did not). */
+  selectGiven: boolean;
+  nodes: Map<string, NodeOptions>;
+  range: RangeRequest;
+  preferences: Preferences;
+  accept: MediaType;
+  onConflict?: string[];
+  columns?: string[];
+}

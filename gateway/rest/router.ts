@@ -1,0 +1,81 @@
+// /rest/v1: the gateway call over HTTP, as PostgREST (and supabase-js) speak it.
+// apikey first, then the Bearer JWT (anon without one), then the gateway.
+
+import express, { type Request, type Router } from 'express';
+import { ApiKeys } from '../auth/apikey.js';
+import { bearerAuth } from '../auth/bearer.js';
+import type { AuthContext, GatewayMethod, GatewayRequest } from '../call.js';
+import type { AppContext } from '../context.js';
+import { ApiError } from '../errors.js';
+import { createGateway, requestSchema } from '../gateway.js';
+import { openApiDocument } from './openapi.js';
+
+const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
+const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'];
+
+export function restRouter(ctx: AppContext, apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys)): Router {
+  const router = express.Router();
+  const call = createGateway(ctx);
+
+  router.use(async (req, _res, next) => {
+    try {
+      await apiKeys.check(req.header('apikey') ?? undefined);
+      next();
+    } catch (err) {
+      next(err);
+    }
+  });
+  router.use(bearerAuth(ctx));
+  // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
+  router.use(express.text({ type: () => true, limit: ctx.config.maxBodyBytes }));
+
+  router.get('/', async (req, res, next) => {
+    try {
+      const schema = requestSchema(ctx, { method: 'GET', relation: '', query: new URLSearchParams(), headers: { 'accept-profile': req.header('accept-profile') } });
+      const doc = await openApiDocument(ctx, res.locals.auth as AuthContext, schema);
+      res.status(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  router.all('/:relation', async (req, res, next) => {
+    try {
+      const method = req.method.toUpperCase() as GatewayMethod;
+      if (!METHODS.has(method)) throw new ApiError(405, 'PGRST117', `Unsupported HTTP method: ${req.method}`);
+      const response = await call(gatewayRequest(req, method), res.locals.auth as AuthContext);
+      res.status(response.status).set(response.headers);
+      if (response.body === undefined || method === 'HEAD') res.end();
+      else res.send(response.body);
+    } catch (err) {
+      next(err);
+    }
+  });
+  return router;
+}
+
+function gatewayRequest(req: Request, method: GatewayMethod): GatewayRequest {
+  const q = req.originalUrl.indexOf('?');
+  const headers: Record<string, string | undefined> = {};
+  for (const h of HEADERS) headers[h] = req.header(h) ?? undefined;
+  const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH';
+  const raw = typeof req.body === 'string' ? req.body : undefined;
+  let body: unknown;
+  if (hasBody && raw !== undefined && raw !== '') {
+    const type = (headers['content-type'] ?? 'application/json').split(';')[0].trim().toLowerCase();
+    if (type === 'application/json' || type.endsWith('+json')) {
+      try {
+        body = JSON.parse(raw);
+      } catch (err) {
+        throw new ApiError(400, 'PGRST102', 'Empty or invalid json', err instanceof Error ? err.message : null, 'Send a valid JSON object or array');
+      }
+    } else body = raw;
+  }
+  return {
+    method,
+    relation: req.params.relation as string,
+    query: new URLSearchParams(q >= 0 ? req.originalUrl.slice(q + 1) : ''),
+    headers,
+    body,
+  };
+}

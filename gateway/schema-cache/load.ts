@@ -1,0 +1,218 @@
+// Loads the SchemaCache from pg_catalog: relations of the exposed schemas, their columns, keys,
+// foreign keys (also through views, from the column origins Postgres records in a view's
+// rewrite rule), junctions for many-to-many, and computed fields (functions of a row type).
+
+import type { Sql } from 'postgres';
+import { relationKey, type Column, type Relation, type Relationship, type SchemaCache } from './types.js';
+
+interface RelationRow { oid: number; schema: string; name: string; relkind: string; description: string | null }
+interface ColumnRow {
+  relid: number; name: string; num: number; nullable: boolean; default_expr: string | null; generated: boolean;
+  type_display: string; type_sql: string; base_type: string; is_array: boolean; description: string | null;
+}
+interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
+interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
+interface ViewRow { oid: number; action: string }
+
+const TYPE_SQL = `
+  CASE WHEN t.typcategory = 'A' AND t.typelem <> 0
+       THEN format('%I.%I', en.nspname, et.typname) || '[]'
+       ELSE format('%I.%I', tn.nspname, t.typname) END`;
+const BASE_TYPE = `
+  CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN coalesce(ebt.typname, et.typname)
+       ELSE coalesce(bt.typname, t.typname) END`;
+const TYPE_JOINS = `
+  JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
+  LEFT JOIN pg_catalog.pg_type bt ON bt.oid = t.typbasetype AND t.typtype = 'd'
+  LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem
+  LEFT JOIN pg_catalog.pg_namespace en ON en.oid = et.typnamespace
+  LEFT JOIN pg_catalog.pg_type ebt ON ebt.oid = et.typbasetype AND et.typtype = 'd'`;
+
+export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<SchemaCache> {
+  const relationRows = await sql.unsafe<RelationRow[]>(`
+    SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
+           pg_catalog.obj_description(c.oid, 'pg_class') AS description
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`, [schemas]);
+  const oids = relationRows.map((r) => r.oid);
+  const [columnRows, keyRows, computedRows, viewRows, typeRows] = await Promise.all([
+    sql.unsafe<ColumnRow[]>(`
+      SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
+             pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
+             pg_catalog.format_type(a.atttypid, a.atttypmod) AS type_display,
+             ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
+             (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
+             pg_catalog.col_description(a.attrelid, a.attnum) AS description
+        FROM pg_catalog.pg_attribute a
+        JOIN pg_catalog.pg_type t ON t.oid = a.atttypid ${TYPE_JOINS}
+        LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attrelid, a.attnum`, [oids]),
+    sql.unsafe<KeyRow[]>(`
+      SELECT con.conrelid::int AS relid, con.contype::text AS contype, con.conname AS conname,
+             ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
+                     JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i) AS cols,
+             nullif(con.confrelid, 0)::int AS frelid,
+             CASE WHEN con.contype = 'f' THEN
+               ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, i)
+                       JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i) END AS fcols
+        FROM pg_catalog.pg_constraint con
+       WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'f')
+       ORDER BY con.conname`, [oids]),
+    sql.unsafe<ComputedRow[]>(`
+      SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid,
+             ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+        JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
+        JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0
+         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`, [schemas]),
+    sql.unsafe<ViewRow[]>(`
+      SELECT c.oid::int AS oid, r.ev_action::text AS action
+        FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`, [schemas]),
+    sql.unsafe<{ name: string; type_sql: string }[]>(`
+      SELECT t.typname AS name, ${TYPE_SQL} AS type_sql
+        FROM pg_catalog.pg_type t ${TYPE_JOINS}
+       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemas]),
+  ]);
+
+  const byOid = new Map<number, Relation>();
+  const relations = new Map<string, Relation>();
+  for (const r of relationRows) {
+    const rel: Relation = {
+      oid: r.oid, schema: r.schema, name: r.name, kind: r.relkind === 'v' || r.relkind === 'm' ? 'view' : 'table',
+      columns: new Map(), columnList: [], primaryKey: [], uniqueKeys: [], computed: new Map(), description: r.description,
+    };
+    byOid.set(r.oid, rel);
+    relations.set(relationKey(r.schema, r.name), rel);
+  }
+  const attnames = new Map<number, Map<number, string>>();
+  for (const c of columnRows) {
+    const rel = byOid.get(c.relid)!;
+    const col: Column = {
+      name: c.name, typeSql: c.type_sql, typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
+      nullable: c.nullable, defaultExpr: c.default_expr, generated: c.generated, description: c.description,
+    };
+    rel.columns.set(c.name, col);
+    rel.columnList.push(col);
+    if (!attnames.has(c.relid)) attnames.set(c.relid, new Map());
+    attnames.get(c.relid)!.set(c.num, c.name);
+  }
+  for (const k of keyRows) {
+    const rel = byOid.get(k.relid)!;
+    if (k.contype === 'p') rel.primaryKey = k.cols;
+    if (k.contype === 'p' || k.contype === 'u') rel.uniqueKeys.push(k.cols);
+  }
+  for (const f of computedRows) {
+    const rel = byOid.get(f.relid);
+    if (rel && !rel.columns.has(f.name)) {
+      rel.computed.set(f.name, { schema: f.schema, name: f.name, typeSql: f.type_sql, baseType: f.base_type, isArray: f.is_array });
+    }
+  }
+
+  // A view column that Postgres records as coming straight from a base column: view → (table, column).
+  const viewOrigins = new Map<number, Map<string, { relid: number; column: string }>>(); // view oid → view column → origin
+  for (const v of viewRows) {
+    const names = attnames.get(v.oid);
+    if (!names) continue;
+    const found = new Map<string, Set<string>>();
+    const re = /:resno (\d+) :resname (\S+) :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+)/g;
+    for (let m = re.exec(v.action); m; m = re.exec(v.action)) {
+      const viewCol = names.get(Number(m[1]));
+      if (viewCol === undefined || viewCol !== m[2] || m[3] === '0') continue;
+      const baseCol = attnames.get(Number(m[3]))?.get(Number(m[4]));
+      if (baseCol === undefined) continue;
+      if (!found.has(viewCol)) found.set(viewCol, new Set());
+      found.get(viewCol)!.add(`${m[3]}:${baseCol}`);
+    }
+    const origins = new Map<string, { relid: number; column: string }>();
+    for (const [viewCol, set] of found) {
+      if (set.size !== 1) continue;
+      const [relid, column] = [...set][0].split(/:(.*)/s);
+      origins.set(viewCol, { relid: Number(relid), column });
+    }
+    viewOrigins.set(v.oid, origins);
+  }
+  /** The relation itself, and each view that exposes all of `cols` of it; with the columns' names there. */
+  const exposures = (relid: number, cols: string[]): { rel: Relation; cols: string[] }[] => {
+    const out = [{ rel: byOid.get(relid)!, cols }];
+    for (const [viewOid, origins] of viewOrigins) {
+      const mapped = cols.map((c) => [...origins].find(([, o]) => o.relid === relid && o.column === c)?.[0]);
+      if (mapped.every((m) => m !== undefined)) out.push({ rel: byOid.get(viewOid)!, cols: mapped as string[] });
+    }
+    return out;
+  };
+  // Views inherit the primary key of their base table when they expose all of its columns.
+  for (const [viewOid] of viewOrigins) {
+    const view = byOid.get(viewOid)!;
+    const origins = viewOrigins.get(viewOid)!;
+    const baseIds = new Set([...origins.values()].map((o) => o.relid));
+    for (const baseId of baseIds) {
+      const base = byOid.get(baseId);
+      if (!base || base.primaryKey.length === 0) continue;
+      const mapped = exposures(baseId, base.primaryKey).find((e) => e.rel === view);
+      if (mapped && view.primaryKey.length === 0) {
+        view.primaryKey = mapped.cols;
+        view.uniqueKeys.push(mapped.cols);
+      }
+    }
+  }
+
+  const relationships = new Map<number, Relationship[]>();
+  const add = (r: Relationship) => {
+    if (!relationships.has(r.source.oid)) relationships.set(r.source.oid, []);
+    relationships.get(r.source.oid)!.push(r);
+  };
+  const isUnique = (rel: Relation, cols: string[]) =>
+    rel.uniqueKeys.some((u) => u.length === cols.length && u.every((c) => cols.includes(c)));
+  const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null && byOid.has(k.frelid));
+  for (const fk of foreignKeys) {
+    for (const child of exposures(fk.relid, fk.cols)) {
+      for (const parent of exposures(fk.frelid!, fk.fcols!)) {
+        const oneToOne = isUnique(byOid.get(fk.relid)!, fk.cols);
+        add({ cardinality: oneToOne ? 'o2o' : 'm2o', source: child.rel, target: parent.rel, constraint: fk.conname,
+          sourceColumns: child.cols, targetColumns: parent.cols });
+        add({ cardinality: oneToOne ? 'o2o' : 'o2m', source: parent.rel, target: child.rel, constraint: fk.conname,
+          sourceColumns: parent.cols, targetColumns: child.cols });
+      }
+    }
+  }
+  // Many-to-many: a table with two foreign keys whose columns are all part of its primary key.
+  const byTable = new Map<number, KeyRow[]>();
+  for (const fk of foreignKeys) {
+    if (!byTable.has(fk.relid)) byTable.set(fk.relid, []);
+    byTable.get(fk.relid)!.push(fk);
+  }
+  for (const [junctionId, fks] of byTable) {
+    const junction = byOid.get(junctionId)!;
+    const inPk = fks.filter((fk) => fk.cols.every((c) => junction.primaryKey.includes(c)));
+    for (const a of inPk) {
+      for (const b of inPk) {
+        if (a === b) continue;
+        for (const src of exposures(a.frelid!, a.fcols!)) {
+          for (const tgt of exposures(b.frelid!, b.fcols!)) {
+            add({ cardinality: 'm2m', source: src.rel, target: tgt.rel, constraint: b.conname,
+              sourceColumns: src.cols, targetColumns: tgt.cols,
+              junction: { relation: junction, sourceConstraint: a.conname, junctionSourceColumns: a.cols, junctionTargetColumns: b.cols } });
+          }
+        }
+      }
+    }
+  }
+
+  const types = new Map<string, string>();
+  for (const t of typeRows) if (!types.has(t.name)) types.set(t.name, t.type_sql);
+  const aliases: Record<string, string> = {
+    integer: 'int4', int: 'int4', bigint: 'int8', smallint: 'int2', boolean: 'bool', real: 'float4',
+    'double precision': 'float8', decimal: 'numeric', 'character varying': 'varchar', character: 'bpchar', char: 'bpchar',
+    timestamptz: 'timestamptz', 'timestamp with time zone': 'timestamptz', 'timestamp without time zone': 'timestamp',
+  };
+  for (const [alias, name] of Object.entries(aliases)) {
+    const t = types.get(name);
+    if (t && !types.has(alias)) types.set(alias, t);
+  }
+  return { schemas, relations, relationships, types, loadedAt: new Date() };
+}
