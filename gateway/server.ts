@@ -3,7 +3,6 @@ import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
 import { ApiError, internalError } from './errors.js';
 import { restRouter } from './rest/router.js';
-import { restRouter } from './rest/router.js';
 import { errorFields, log, requestLog } from './log.js';
 import { settingsRouter } from './settings/router.js';
 import { exchangeRouter } from './auth/exchange.js';
@@ -35,8 +34,6 @@ export function createApp(ctx: AppContext): Express {
 
   // The workspace settings pages (HTML, their own errors): members manage API access.
   app.use('/settings', settingsRouter(ctx));
-
-  app.use('/rest/v1', restRouter(ctx));
 
   app.use('/rest/v1', restRouter(ctx));
 
