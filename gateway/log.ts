@@ -4,11 +4,19 @@ import { pino } from 'pino';
 // One JSON logger for the process (LOG_LEVEL). Log lines name what happened and where, never a
 // secret: no token, JWT, apikey, password, query string or request body is ever a field.
 
-export const log = pino({
+const create = (fd: 1 | 2) => pino({
   level: process.env.LOG_LEVEL || 'info',
   base: { service: 'tally' },
   timestamp: pino.stdTimeFunctions.isoTime,
-});
+}, pino.destination({ dest: fd, sync: false }));
+
+/** The process logger; a live binding, so logToStderr() reaches every module that imported it. */
+export let log = create(1);
+
+/** For `tally mcp` on stdio, where standard output carries only JSON-RPC. */
+export function logToStderr(): void {
+  log = create(2);
+}
 
 /**
  * The request log: method, route (the path without its query string, which may carry

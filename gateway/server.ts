@@ -6,6 +6,10 @@ import { restRouter } from './rest/router.js';
 import { errorFields, log, requestLog } from './log.js';
 import { settingsRouter } from './settings/router.js';
 import { exchangeRouter } from './auth/exchange.js';
+import { createGateway } from './gateway.js';
+import { LookupCache } from './lookups.js';
+import { mcpRouter } from '../mcp/http.js';
+import { wrapperRouter } from './wrapper/router.js';
 
 // The one HTTP server: every surface is a router mounted here.
 
@@ -31,6 +35,18 @@ export function createApp(ctx: AppContext): Express {
   // The token exchange comes before the /api/v1 wrapper: its POST /api/v1/token authenticates
   // with a workspace token, not a JWT.
   app.use(exchangeRouter(ctx));
+
+  // The gateway call every surface translates into, and the live lookup lists they publish.
+  const call = createGateway(ctx);
+  const lookups = new LookupCache(call);
+  lookups.listen(ctx.db).catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
+
+  // MCP for agents: the workspace token in ?token=, the tools are gateway calls.
+  app.use(mcpRouter(ctx, call, lookups));
+
+  // The REST wrapper /api/v1 (after the exchange: POST /api/v1/token needs no JWT) and its live
+  // OpenAPI description, also published at /openapi.json.
+  app.use(wrapperRouter(ctx, call, lookups));
 
   // The workspace settings pages (HTML, their own errors): members manage API access.
   app.use('/settings', settingsRouter(ctx));

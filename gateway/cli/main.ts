@@ -8,6 +8,9 @@ import { createToken, listTokens, parseScope, revokeToken } from '../admin/token
 import { createKey, listKeys, revokeKey } from '../admin/keys.js';
 import { addMember, parseRole } from '../admin/members.js';
 import { up } from './up.js';
+import { ApiError } from '../errors.js';
+import { logToStderr } from '../log.js';
+import { serveStdio } from '../../mcp/stdio.js';
 import type { Sql } from 'postgres';
 
 // The `tally` command line (DESIGN.md). Every command works with DATABASE_URL and in embedded
@@ -211,6 +214,9 @@ async function run(argv: string[]): Promise<void> {
       }
       return;
     }
+    case 'mcp':
+      logToStderr();
+      return serveStdio(config);
     default:
       throw new UsageError(`unknown command "${positionals.join(' ')}"`);
   }
@@ -220,6 +226,7 @@ async function run(argv: string[]): Promise<void> {
 function describe(err: unknown): string {
   if (err instanceof UsageError) return `${err.message}\n${USAGE}`;
   if (err instanceof AdminError || err instanceof ConfigError) return err.message;
+  if (err instanceof ApiError) return err.hint ? `${err.message}. ${err.hint}` : err.message;
   const e = err as { code?: string; message?: string };
   if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'CONNECT_TIMEOUT' || e?.code === 'EHOSTUNREACH') {
     return `cannot reach the database (${e.code}); check DATABASE_URL or start Tally with "tally up"`;

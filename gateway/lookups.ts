@@ -1,0 +1,65 @@
+import type { Sql } from 'postgres';
+import type { AuthContext, GatewayCall } from './call.js';
+
+// The live lists of SPEC §2.4–2.6 (and fund kinds): rows of their tables, read through the
+// gateway like any client read, cached briefly for every schema that publishes them (wrapper
+// validation, OpenAPI, MCP tool schemas). A change to a list notifies channel tally_lookups
+// (sql/030), which drops the cache at once; the TTL is the fallback if a notice is missed.
+
+export interface Lookups {
+  expenseCategories: string[];
+  fundCategories: string[];
+  paymentMethods: string[];
+  fundKinds: string[];
+}
+
+const TTL_MS = 5_000;
+
+// The lists are not workspace data: any API role reads them. api_read is the least privilege.
+const READER: AuthContext = { role: 'api_read', claims: { role: 'api_read' } };
+
+export class LookupCache {
+  private cached: { value: Promise<Lookups>; until: number } | undefined;
+
+  constructor(private readonly call: GatewayCall) {}
+
+  /** Listens for changes on `db` (one dedicated connection); returns a function that stops. */
+  async listen(db: Sql): Promise<() => Promise<void>> {
+    const { unlisten } = await db.listen('tally_lookups', () => this.invalidate(), () => this.invalidate());
+    return unlisten;
+  }
+
+  invalidate(): void {
+    this.cached = undefined;
+  }
+
+  get(): Promise<Lookups> {
+    if (this.cached && this.cached.until > Date.now()) return this.cached.value;
+    const value = this.load();
+    this.cached = { value, until: Date.now() + TTL_MS };
+    value.catch(() => this.invalidate()); // never cache a failure
+    return value;
+  }
+
+  private async read<T>(relation: string, select: string): Promise<T[]> {
+    const res = await this.call(
+      { method: 'GET', relation, query: new URLSearchParams({ select, order: 'id.asc' }), headers: {} },
+      READER,
+    );
+    return JSON.parse(res.body ?? '[]') as T[];
+  }
+
+  private async load(): Promise<Lookups> {
+    const [categories, methods, kinds] = await Promise.all([
+      this.read<{ id: string; for_expenses: boolean; for_funds: boolean }>('categories', 'id,for_expenses,for_funds'),
+      this.read<{ id: string }>('payment_methods', 'id'),
+      this.read<{ id: string }>('fund_kinds', 'id'),
+    ]);
+    return {
+      expenseCategories: categories.filter((c) => c.for_expenses).map((c) => c.id),
+      fundCategories: categories.filter((c) => c.for_funds).map((c) => c.id),
+      paymentMethods: methods.map((m) => m.id),
+      fundKinds: kinds.map((k) => k.id),
+    };
+  }
+}

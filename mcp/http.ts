@@ -1,0 +1,69 @@
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import express, { Router, type ErrorRequestHandler, type Request } from 'express';
+import type { GatewayCall } from '../gateway/call.js';
+import type { AppContext } from '../gateway/context.js';
+import { ApiError } from '../gateway/errors.js';
+import { bearerToken } from '../gateway/auth/bearer.js';
+import { failedAuthLimit, rateLimit } from '../gateway/auth/ratelimit.js';
+import { authenticateWorkspaceToken, requireApiEnabled } from '../gateway/auth/workspace-token.js';
+import type { LookupCache } from '../gateway/lookups.js';
+import { createMcpServer } from './server.js';
+
+// {mcp_url} = /mcp?token=<workspace token> (SPEC §4.4), or Authorization: Bearer <workspace
+// token>. No OAuth: a client registers it with Client ID and Secret left empty. The transport
+// is the SDK's Streamable HTTP, stateless (one server per request, JSON responses), so any
+// number of Tally processes can serve one client. The token is looked up, counted against its
+// rate limit and checked against the API switch before any tool runs.
+
+function presentedToken(req: Request): string | undefined {
+  const fromQuery = typeof req.query.token === 'string' ? req.query.token : undefined;
+  return fromQuery ?? bearerToken(req);
+}
+
+/** The JSON-RPC id of a tools/call in the body, when the body is one. */
+function toolCallId(body: unknown): string | number | null | undefined {
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const msg = body as { method?: unknown; id?: unknown };
+    if (msg.method === 'tools/call' && (typeof msg.id === 'string' || typeof msg.id === 'number')) return msg.id;
+  }
+  return undefined;
+}
+
+export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCache): Router {
+  const router = Router();
+  const json = express.json({ limit: ctx.config.maxBodyBytes, type: () => true });
+  const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
+
+  router.post('/mcp', json, failedAuthLimit(ctx), authenticate, rateLimit(ctx), requireApiEnabled, async (req, res, next) => {
+    try {
+      const server = createMcpServer(call, res.locals.auth, await lookups.get());
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      res.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      await transport.handleRequest(req, res, req.body);
+    } catch (err) {
+      next(err);
+    }
+  });
+
+  // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
+  router.all('/mcp', (_req, res) => {
+    res.status(405).set('Allow', 'POST').json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: send JSON-RPC messages with POST' }, id: null });
+  });
+
+  // A rate-limited tools/call is still a tool result an agent can act on (the body is parsed
+  // first for this); anything else, a refused token included, keeps its HTTP status and the
+  // one error shape, before any tool runs.
+  const errors: ErrorRequestHandler = (err, req, res, next) => {
+    if (!(err instanceof ApiError) || res.headersSent) return next(err);
+    const id = err.status === 429 ? toolCallId(req.body) : undefined;
+    if (id === undefined) return next(err);
+    const text = `${err.message}. Retry after ${res.getHeader('Retry-After') ?? 60} seconds.`;
+    res.status(200).json({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], isError: true } });
+  };
+  router.use('/mcp', errors);
+  return router;
+}

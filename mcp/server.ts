@@ -1,0 +1,64 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { AuthContext, GatewayCall } from '../gateway/call.js';
+import { ApiError } from '../gateway/errors.js';
+import { isReadOnly, readOnlyError } from '../gateway/auth/scopes.js';
+import type { Lookups } from '../gateway/lookups.js';
+import { TableClient, ToolError } from './gateway-client.js';
+import { tools, type Tool } from './tools.js';
+
+// One MCP server for one caller: the 14 tools with the live category and method enums, every
+// call a gateway call under the caller's AuthContext. Built per request (the HTTP transport is
+// stateless), so a new category appears in the very next tools/list.
+
+export const SERVER_INFO = { name: 'tally', version: '1.0.0' };
+
+const INSTRUCTIONS =
+  'Tally keeps the finances of one workspace: personal expenses, group funds with their transactions, and a contact roster. ' +
+  'Amounts are in the workspace currency; fund transactions are positive for income and negative for expenses. ' +
+  'Category and payment method ids must be one of the values listed in each tool schema.';
+
+/** One sentence an agent can act on, from whatever a tool call failed with. */
+export function toolErrorText(err: unknown, tool: Tool, auth: AuthContext): string {
+  if (err instanceof ToolError) return err.message;
+  if (err instanceof ApiError) {
+    if (err.status === 403 && err.code === '42501' && !tool.annotations.readOnlyHint && isReadOnly(auth)) {
+      const e = readOnlyError();
+      return `${e.message}. ${e.hint}.`;
+    }
+    if (err.status === 429) return `${err.message}. Retry after ${err.headers['Retry-After'] ?? 60} seconds.`;
+    if (err.status === 401) return `${err.message}. ${err.hint ?? 'The workspace token is no longer valid.'}`;
+    const parts = [err.message, err.details, err.hint].filter((p): p is string => typeof p === 'string' && p.length > 0);
+    return parts.map((p) => p.replace(/[.\s]+$/, '')).join('. ') + '.';
+  }
+  console.error('tally mcp: unexpected tool error', err);
+  return 'The tool failed unexpectedly; this is a bug in Tally and has been logged. Try again or use another tool.';
+}
+
+export function createMcpServer(call: GatewayCall, auth: AuthContext, lookups: Lookups): McpServer {
+  const server = new McpServer(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+  const db = new TableClient(call, auth);
+  for (const tool of tools) {
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        // Strict: a misspelt parameter is an error, not silently ignored.
+        inputSchema: z.object(tool.input(lookups)).strict(),
+        outputSchema: z.object(tool.output),
+        annotations: { title: tool.title, ...tool.annotations },
+      },
+      async (args: Record<string, unknown>): Promise<CallToolResult> => {
+        try {
+          const result = await tool.run(args, db);
+          return { content: [{ type: 'text', text: result.text }], structuredContent: result.structured };
+        } catch (err) {
+          return { content: [{ type: 'text', text: toolErrorText(err, tool, auth) }], isError: true };
+        }
+      },
+    );
+  }
+  return server;
+}

@@ -1,0 +1,29 @@
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { Config } from '../gateway/config.js';
+import { jwtKeys } from '../gateway/auth/jwt.js';
+import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
+import { jwtSecretFor, openDatabase, serverPool } from '../gateway/db/connect.js';
+import { createGateway } from '../gateway/gateway.js';
+import { LookupCache } from '../gateway/lookups.js';
+import { createMcpServer } from './server.js';
+
+// `tally mcp`: the same tools over stdio for desktop clients, with the workspace token from
+// TALLY_TOKEN. Every tool call runs the pre-request check, so a revoked token or an API switch
+// turned off stops the very next call, as over HTTP. Nothing but JSON-RPC goes to stdout.
+
+export async function serveStdio(config: Config): Promise<void> {
+  const presented = process.env.TALLY_TOKEN;
+  const db = await openDatabase(config, () => {});
+  const pool = serverPool(db.url, { max: 2 });
+  const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
+  const token = await findWorkspaceToken(ctx, presented);
+  if (!token.apiEnabled) throw apiSwitchedOff();
+  const call = createGateway(ctx);
+  const lookups = new LookupCache(call);
+  const server = createMcpServer(call, workspaceTokenAuth(token), await lookups.get());
+  const transport = new StdioServerTransport();
+  transport.onclose = () => {
+    void pool.end({ timeout: 2 }).then(() => db.stop());
+  };
+  await server.connect(transport);
+}

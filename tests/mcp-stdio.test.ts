@@ -1,0 +1,56 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { packageRoot } from '../gateway/paths.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { tally } from './harness/cli.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+
+// `tally mcp`: the same tools over stdio for desktop clients, token from TALLY_TOKEN.
+
+describe('tally mcp (stdio)', () => {
+  let db: TestDatabase;
+  let ws: WorkspaceFixture;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    ws = await workspaceWithData(db.admin, 'Stdio');
+  });
+  afterAll(() => db.drop());
+
+  function transport(token: string): StdioClientTransport {
+    return new StdioClientTransport({
+      command: process.execPath,
+      args: ['--import', 'tsx', 'gateway/cli/main.ts', 'mcp'],
+      cwd: packageRoot,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: token, LOG_LEVEL: 'info' },
+      stderr: 'pipe',
+    });
+  }
+
+  it('serves the tools to a desktop client, and stops at the next call once the token is revoked', async () => {
+    const { id, token } = await tokenFor(db.admin, ws.id, 'write');
+    const client = new Client({ name: 'desktop', version: '1' });
+    await client.connect(transport(token));
+    try {
+      expect((await client.listTools()).tools).toHaveLength(14);
+      const created = (await client.callTool({ name: 'create_contact', arguments: { name: 'Via stdio' } })) as CallToolResult;
+      expect(created.isError).toBeFalsy();
+      const [row] = await db.admin`SELECT workspace_id FROM public.contacts WHERE name = 'Via stdio'`;
+      expect(row.workspace_id).toBe(ws.id);
+
+      await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
+      const refused = (await client.callTool({ name: 'list_contacts', arguments: {} })) as CallToolResult;
+      expect(refused.isError).toBe(true);
+      expect((refused.content[0] as { text: string }).text).toMatch(/revoked/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('refuses to start with an unknown token, in one line', async () => {
+    const r = await tally(['mcp'], { DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: 'tally_ws_' + 'y'.repeat(40) });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe('tally: Invalid workspace token. Check the token (tally token list shows the tokens of a workspace)');
+    expect(r.stdout).toBe('');
+  });
+});

@@ -1,0 +1,302 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from 'node:http';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { startTestApp, type TestApp } from './harness/app.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+
+// The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
+
+const TOOLS = ['create_contact', 'create_expense', 'create_fund', 'create_fund_transaction', 'delete_expense', 'delete_fund_transaction',
+  'get_fund', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'update_contact', 'update_expense', 'update_fund'];
+
+let db: TestDatabase;
+let app: TestApp;
+let server: Server;
+let base: string;
+let a: WorkspaceFixture;
+let b: WorkspaceFixture;
+let writeA: string;
+let readA: string;
+let writeB: string;
+const clients: Client[] = [];
+
+async function connect(token: string | undefined, path = '/mcp'): Promise<Client> {
+  const url = new URL(base + path);
+  if (token) url.searchParams.set('token', token);
+  const client = new Client({ name: 'tally-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(url));
+  clients.push(client);
+  return client;
+}
+
+async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
+  return (await client.callTool({ name, arguments: args })) as CallToolResult;
+}
+
+const text = (r: CallToolResult): string => (r.content[0] as { text: string }).text;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  a = await workspaceWithData(db.admin, 'Mcp A');
+  b = await workspaceWithData(db.admin, 'Mcp B');
+  writeA = (await tokenFor(db.admin, a.id, 'write')).token;
+  readA = (await tokenFor(db.admin, a.id, 'read')).token;
+  writeB = (await tokenFor(db.admin, b.id, 'write')).token;
+  app = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '100000' }); // this suite sends more than 60 a minute per token
+  server = app.app.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+});
+
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close().catch(() => {})));
+  await new Promise((r) => server.close(r));
+  await app.close();
+  await db.drop();
+});
+
+describe('tools/list', () => {
+  it('lists the 14 tools of the spec with schemas an agent can act on', async () => {
+    const client = await connect(writeA);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
+    for (const tool of tools) {
+      expect(tool.description).toBeTruthy();
+      expect(tool.outputSchema).toBeDefined();
+      expect(tool.inputSchema.type).toBe('object');
+      expect(tool.annotations?.readOnlyHint).toBe(tool.name.startsWith('list_') || tool.name === 'get_fund');
+      if (tool.name.startsWith('delete_')) expect(tool.annotations?.destructiveHint).toBe(true);
+    }
+  });
+
+  it('publishes the live category and method enums of the right domain', async () => {
+    const client = await connect(writeA);
+    const { tools } = await client.listTools();
+    const props = (name: string) => tools.find((t) => t.name === name)!.inputSchema.properties as Record<string, { enum?: string[]; maximum?: number; minimum?: number }>;
+    const expenseCats = (await db.admin`SELECT id FROM public.categories WHERE for_expenses ORDER BY id`).map((r) => r.id);
+    const fundCats = (await db.admin`SELECT id FROM public.categories WHERE for_funds ORDER BY id`).map((r) => r.id);
+    expect(props('create_expense').category_id.enum).toEqual(expenseCats);
+    expect(props('create_fund_transaction').category_id.enum).toEqual(fundCats);
+    expect(props('list_expenses').method_id.enum).toEqual(['bank-transfer', 'cash', 'credit-card', 'installment', 'mobile-wallet']);
+    expect(props('list_expenses').limit).toMatchObject({ minimum: 1, maximum: 1000 });
+
+    await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('garden', 'Garden', true)`;
+    const again = await (await connect(writeA)).listTools();
+    const cats = (again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<string, { enum: string[] }>).category_id.enum;
+    expect(cats).toContain('garden');
+  });
+});
+
+describe('expenses', () => {
+  it('create_expense records an expense in the token’s workspace', async () => {
+    const client = await connect(writeA);
+    const r = await call(client, 'create_expense', { name: 'Museum tickets', amount: 31.5, category_id: 'entertainment', method_id: 'credit-card', occurred_at: '2026-03-14T10:00:00Z', note: 'Two adults' });
+    expect(r.isError).toBeFalsy();
+    const created = (r.structuredContent as { expense: { id: string } }).expense;
+    expect(created).toMatchObject({ name: 'Museum tickets', amount: 31.5, category_id: 'entertainment', note: 'Two adults' });
+    const [row] = await db.admin`SELECT workspace_id, amount::float AS amount FROM public.personal_transactions WHERE id = ${created.id}`;
+    expect(row).toEqual({ workspace_id: a.id, amount: 31.5 });
+  });
+
+  it('list_expenses filters by category, whole-day date range and search, newest first, with a total', async () => {
+    const client = await connect(writeA);
+    for (const [name, day, note] of [['Bakery', '2026-04-01T08:00:00Z', 'croissants'], ['Bakery again', '2026-04-02T23:59:00Z', null], ['Groceries', '2026-04-03T00:00:00Z', 'bread, 50% off']] as const) {
+      await call(client, 'create_expense', { name, amount: 4, category_id: 'food-drinks', method_id: 'cash', occurred_at: day, ...(note ? { note } : {}) });
+    }
+    const r = await call(client, 'list_expenses', { category_id: 'food-drinks', start_date: '2026-04-01', end_date: '2026-04-02' });
+    const s = r.structuredContent as { expenses: { name: string }[]; total: number; limit: number; offset: number };
+    expect(s.expenses.map((e) => e.name)).toEqual(['Bakery again', 'Bakery']);
+    expect(s).toMatchObject({ total: 2, limit: 50, offset: 0 });
+
+    const bySearch = await call(client, 'list_expenses', { search: 'CROISS' });
+    expect((bySearch.structuredContent as { expenses: { name: string }[] }).expenses.map((e) => e.name)).toEqual(['Bakery']);
+    const literal = await call(client, 'list_expenses', { search: '50%' });
+    expect((literal.structuredContent as { expenses: { name: string }[] }).expenses.map((e) => e.name)).toEqual(['Groceries']);
+    const comma = await call(client, 'list_expenses', { search: 'bread, 5' });
+    expect((comma.structuredContent as { total: number }).total).toBe(1);
+
+    const page = await call(client, 'list_expenses', { limit: 1, offset: 1 });
+    const p = page.structuredContent as { expenses: unknown[]; total: number };
+    expect(p.expenses).toHaveLength(1);
+    const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`;
+    expect(p.total).toBe(count);
+  });
+
+  it('update_expense changes only the given fields; delete_expense returns what it deleted', async () => {
+    const client = await connect(writeA);
+    const r = await call(client, 'update_expense', { id: a.expenseId, amount: 13.75 });
+    expect((r.structuredContent as { expense: unknown }).expense).toMatchObject({ id: a.expenseId, amount: 13.75, name: 'Mcp A lunch', category_id: 'food-drinks' });
+    const [row] = await db.admin`SELECT amount::float AS amount, name FROM public.personal_transactions WHERE id = ${a.expenseId}`;
+    expect(row).toEqual({ amount: 13.75, name: 'Mcp A lunch' });
+
+    const del = await call(client, 'delete_expense', { id: a.expenseId });
+    expect((del.structuredContent as { deleted: { id: string } }).deleted.id).toBe(a.expenseId);
+    expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE id = ${a.expenseId}`).toHaveLength(0);
+
+    const again = await call(client, 'delete_expense', { id: a.expenseId });
+    expect(again.isError).toBe(true);
+    expect(text(again)).toBe(`No expense with id ${a.expenseId} in this workspace (list_expenses shows the ids).`);
+  });
+});
+
+describe('funds and their transactions', () => {
+  it('list_funds and get_fund report balance, income, expenses and progress from the ledger', async () => {
+    const client = await connect(writeA);
+    const tx = await call(client, 'create_fund_transaction', { fund_id: a.fundId, name: 'Hotel deposit', amount: -30, category_id: 'hotel', method_id: 'credit-card' });
+    expect(tx.isError).toBeFalsy();
+    const list = await call(client, 'list_funds');
+    const f = (list.structuredContent as { funds: { id: string; totals: unknown }[] }).funds.find((x) => x.id === a.fundId)!;
+    expect(f.totals).toEqual({ balance: 70, income: 100, expenses: 30, progress: 0.07 });
+
+    const got = await call(client, 'get_fund', { fund_id: a.fundId });
+    const s = got.structuredContent as { fund: { totals: unknown }; participants: { id: string }[]; ledger: { name: string }[] };
+    expect(s.fund.totals).toEqual({ balance: 70, income: 100, expenses: 30, progress: 0.07 });
+    expect(s.participants.map((p) => p.id)).toEqual([a.contactId]);
+    expect(s.ledger.map((t) => t.name)).toEqual(['Hotel deposit', 'Contribution']);
+  });
+
+  it('create_fund, update_fund (any status), list and delete fund transactions', async () => {
+    const client = await connect(writeA);
+    const created = await call(client, 'create_fund', { name: 'Ski week', kind: 'Travel', target_amount: 1200 });
+    const fund = (created.structuredContent as { fund: { id: string; status: string; currency: string } }).fund;
+    expect(fund).toMatchObject({ status: 'Upcoming', currency: 'EUR' });
+    const done = await call(client, 'update_fund', { fund_id: fund.id, status: 'Completed' });
+    expect((done.structuredContent as { fund: { status: string } }).fund.status).toBe('Completed');
+    const back = await call(client, 'update_fund', { fund_id: fund.id, status: 'Upcoming' });
+    expect((back.structuredContent as { fund: { status: string } }).fund.status).toBe('Upcoming');
+
+    const t = await call(client, 'create_fund_transaction', { fund_id: fund.id, name: 'Lift passes', amount: -400, category_id: 'other', method_id: 'cash' });
+    const tid = (t.structuredContent as { transaction: { id: string } }).transaction.id;
+    const listed = await call(client, 'list_fund_transactions', { fund_id: fund.id });
+    expect(listed.structuredContent).toMatchObject({ total: 1, transactions: [{ id: tid, amount: -400 }] });
+    const del = await call(client, 'delete_fund_transaction', { id: tid });
+    expect((del.structuredContent as { deleted: { id: string } }).deleted.id).toBe(tid);
+    expect(await db.admin`SELECT 1 FROM public.fund_transactions WHERE id = ${tid}`).toHaveLength(0);
+  });
+
+  it('get_fund of an unknown id is a clear not-found error', async () => {
+    const r = await call(await connect(writeA), 'get_fund', { fund_id: '00000000-0000-4000-8000-000000000000' });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toContain('No fund with id 00000000-0000-4000-8000-000000000000');
+  });
+});
+
+describe('contacts', () => {
+  it('create_contact, list_contacts search on name, nickname or phone, update_contact', async () => {
+    const client = await connect(writeA);
+    const c = await call(client, 'create_contact', { name: 'Zoë Quinn', nickname: 'Zed', phone: '+44 20 7946 0958', email: 'zoe@example.com', gender: 'female', nationality: 'British' });
+    const id = (c.structuredContent as { contact: { id: string } }).contact.id;
+    for (const search of ['zoë', 'zed', '7946']) {
+      const r = await call(client, 'list_contacts', { search });
+      expect((r.structuredContent as { contacts: { id: string }[] }).contacts.map((x) => x.id)).toEqual([id]);
+    }
+    const u = await call(client, 'update_contact', { id, nickname: null, email: 'zq@example.com' });
+    expect((u.structuredContent as { contact: unknown }).contact).toMatchObject({ name: 'Zoë Quinn', nickname: null, email: 'zq@example.com', phone: '+44 20 7946 0958' });
+  });
+});
+
+describe('errors an agent can act on', () => {
+  it('an invalid enum lists the allowed values, and nothing is written', async () => {
+    const client = await connect(writeA);
+    const r = await call(client, 'create_expense', { name: 'Boat', amount: 10, category_id: 'yachts', method_id: 'cash' });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toContain('category_id must be one of: beauty-care, clothing,');
+    expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE name = 'Boat'`).toHaveLength(0);
+  });
+
+  it('an unknown parameter and an out-of-bounds limit are refused', async () => {
+    const client = await connect(writeA);
+    expect((await call(client, 'list_expenses', { limit: 1001 })).isError).toBe(true);
+    const unknown = await call(client, 'list_contacts', { serach: 'x' });
+    expect(unknown.isError).toBe(true);
+    expect(text(unknown)).toContain('serach');
+  });
+
+  it('a read token may read, and its writes say the token is read-only', async () => {
+    const client = await connect(readA);
+    expect((await call(client, 'list_funds')).isError).toBeFalsy();
+    const r = await call(client, 'create_contact', { name: 'Nope' });
+    expect(r.isError).toBe(true);
+    expect(text(r)).toMatch(/read-only/);
+    expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Nope'`).toHaveLength(0);
+  });
+
+  it('no error text carries SQL or a stack trace', async () => {
+    const client = await connect(writeA);
+    const r = await call(client, 'create_fund_transaction', { fund_id: '00000000-0000-4000-8000-000000000000', name: 'Ghost', amount: 5, category_id: 'fund-income', method_id: 'cash' });
+    expect(r.isError).toBe(true);
+    expect(text(r)).not.toMatch(/SELECT|INSERT|\n\s+at /);
+  });
+});
+
+describe('authentication', () => {
+  it('refuses a missing or unknown token before any tool runs', async () => {
+    await expect(connect(undefined)).rejects.toThrow(/401|No workspace token/);
+    await expect(connect('tally_ws_' + 'x'.repeat(40))).rejects.toThrow(/401|Invalid workspace token/);
+    const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ code: 'PGRST302' });
+  });
+
+  it('accepts the token as a Bearer header too', async () => {
+    const client = new Client({ name: 'bearer', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${writeA}` } } }));
+    clients.push(client);
+    expect((await client.listTools()).tools).toHaveLength(14);
+  });
+
+  it('revocation and the API switch act on the very next call', async () => {
+    const { id, token } = await tokenFor(db.admin, a.id, 'write');
+    const client = await connect(token);
+    expect((await call(client, 'list_contacts')).isError).toBeFalsy();
+    await db.admin`UPDATE public.workspaces SET api_enabled = false WHERE id = ${a.id}`;
+    await expect(call(client, 'list_contacts')).rejects.toThrow(/403|switched off/);
+    await db.admin`UPDATE public.workspaces SET api_enabled = true WHERE id = ${a.id}`;
+    expect((await call(client, 'list_contacts')).isError).toBeFalsy();
+    await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
+    await expect(call(client, 'list_contacts')).rejects.toThrow(/401|revoked/);
+  });
+
+  it('a rate-limited tool call is a tool error that says when to retry', async () => {
+    const limited = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '4' });
+    const srv = limited.app.listen(0, '127.0.0.1');
+    await new Promise((r) => srv.once('listening', r));
+    try {
+      const { token } = await tokenFor(db.admin, a.id, 'read');
+      const url = new URL(`http://127.0.0.1:${(srv.address() as { port: number }).port}/mcp?token=${token}`);
+      const client = new Client({ name: 'limited', version: '1' });
+      await client.connect(new StreamableHTTPClientTransport(url)); // initialize + initialized: 2 requests
+      clients.push(client);
+      await call(client, 'list_contacts');
+      await call(client, 'list_contacts'); // the 4th request
+      const r = await call(client, 'list_contacts');
+      expect(r.isError).toBe(true);
+      expect(text(r)).toMatch(/^Rate limit exceeded: at most 4 requests per minute\. Retry after \d+ seconds\.$/);
+    } finally {
+      await new Promise((r) => srv.close(r));
+      await limited.close();
+    }
+  });
+});
+
+describe('workspace isolation', () => {
+  it('a token of B never sees or changes data of A', async () => {
+    const client = await connect(writeB);
+    const list = await call(client, 'list_expenses', { limit: 1000 });
+    expect((list.structuredContent as { expenses: { name: string }[] }).expenses.every((e) => !e.name.startsWith('Mcp A'))).toBe(true);
+    const funds = await call(client, 'list_funds');
+    expect((funds.structuredContent as { funds: { id: string }[] }).funds.map((f) => f.id)).toEqual([b.fundId]);
+    expect((await call(client, 'get_fund', { fund_id: a.fundId })).isError).toBe(true);
+    expect((await call(client, 'update_contact', { id: a.contactId, name: 'Hijacked' })).isError).toBe(true);
+    expect((await call(client, 'delete_fund_transaction', { id: a.fundTransactionId })).isError).toBe(true);
+    const ledger = await call(client, 'create_fund_transaction', { fund_id: a.fundId, name: 'Into A', amount: 5, category_id: 'fund-income', method_id: 'cash' });
+    expect(ledger.isError).toBe(true);
+    expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Hijacked'`).toHaveLength(0);
+    expect(await db.admin`SELECT 1 FROM public.fund_transactions WHERE id = ${a.fundTransactionId}`).toHaveLength(1);
+    expect(await db.admin`SELECT 1 FROM public.fund_transactions WHERE name = 'Into A'`).toHaveLength(0);
+    const contacts = await call(client, 'list_contacts');
+    expect((contacts.structuredContent as { contacts: { id: string }[] }).contacts.map((c) => c.id)).toEqual([b.contactId]);
+  });
+});
