@@ -36,6 +36,8 @@ describe('tally member add', () => {
     expect(user.password_hash).not.toContain(password);
     expect(await checkPassword(user.password_hash, password)).toBe(true);
     expect(await checkPassword(user.password_hash, password + 'x')).toBe(false);
+    // One-time: the member must choose their own at the first sign-in.
+    expect((await db.admin`SELECT password_temporary FROM public.user_credentials WHERE id = ${user.id}`)[0].password_temporary).toBe(true);
     expect(await roleOf(user.id, ws.id)).toBe('owner');
     const [entry] = await db.admin`SELECT actor, details FROM tally.audit_log WHERE workspace_id = ${ws.id} AND action = 'member.add'`;
     expect(entry).toEqual({ actor: 'cli', details: { email: 'olga@example.com', role: 'owner', user_created: true, password_set: true } });
@@ -47,6 +49,7 @@ describe('tally member add', () => {
     expect(r.lastLine).toBe('added new member piet@example.com as member of workspace "Member Test"; password set from standard input');
     const user = await credentialsOf('piet@example.com');
     expect(await checkPassword(user.password_hash, 'a chosen passphrase')).toBe(true);
+    expect((await db.admin`SELECT password_temporary FROM public.user_credentials WHERE id = ${user.id}`)[0].password_temporary).toBe(false);
   });
 
   it('adds a known person to another workspace keeping their password, or changes their role', async () => {

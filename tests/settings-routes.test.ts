@@ -360,6 +360,87 @@ describe('settings pages', () => {
   });
 });
 
+describe('one-time passwords and password changes', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let wsId: string;
+  const email = 'newcomer@example.com';
+  let oneTime: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    wsId = (await createWorkspace(db.admin, 'Passwords', 'USD', 'test')).id;
+    oneTime = (await addMember(db.admin, wsId, email, 'owner', undefined, 'test')).generatedPassword!;
+    t = startTestApp(db.url);
+  });
+  afterAll(async () => {
+    await t.close();
+    await db.drop();
+  });
+
+  async function signIn(password: string) {
+    const agent = request.agent(t.app);
+    const login = await agent.get('/settings/login').expect(200);
+    const res = await agent.post('/settings/login').type('form').send({ csrf: csrfOf(login.text), email, password });
+    return { agent, res };
+  }
+
+  it('sends a member with a one-time password to choose their own before anything else', async () => {
+    const { agent, res } = await signIn(oneTime);
+    expect(res.status).toBe(303);
+    const api = await agent.get(`/settings/api?workspace=${wsId}`).expect(303);
+    expect(api.headers.location).toBe('/settings/password');
+    const form = await agent.get('/settings/password').expect(200);
+    expect(form.text).toContain('Choose your password');
+    expect(form.text).toContain('<label for="current">One-time password</label>');
+    const create = await agent.post('/settings/api/tokens').type('form').send({ csrf: csrfOf(form.text), workspace: wsId, scope: 'write' });
+    expect(create.status).toBe(403);
+    expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE workspace_id = ${wsId}`).toHaveLength(0);
+  });
+
+  it('refuses a wrong current password, a mismatch and a short one, changing nothing', async () => {
+    const { agent } = await signIn(oneTime);
+    const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
+    const [before] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
+    const cases: [Record<string, string>, number, string][] = [
+      [{ current: 'wrong', new: 'a brand new passphrase', repeat: 'a brand new passphrase' }, 401, 'Your one-time password is not correct.'],
+      [{ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase!' }, 400, 'The two new passwords differ.'],
+      [{ current: oneTime, new: 'short', repeat: 'short' }, 400, 'A password has at least 12 characters.'],
+      [{ current: oneTime, new: oneTime, repeat: oneTime }, 400, 'The new password must differ from the current one.'],
+    ];
+    for (const [fields, status, message] of cases) {
+      const res = await agent.post('/settings/password').type('form').send({ csrf, ...fields });
+      expect(res.status).toBe(status);
+      expect(res.text).toContain(message);
+    }
+    const forged = await agent.post('/settings/password').type('form').send({ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase' });
+    expect(forged.status).toBe(403);
+    const [after] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
+    expect(after.password_hash).toBe(before.password_hash);
+  });
+
+  it('changes the password: the new one signs in, the old one no longer does, other sessions end, and it is recorded', async () => {
+    const other = await signIn(oneTime);
+    const otherSecret = cookieValue(cookieOf(other.res, 'tally_session')!);
+    const { agent, res } = await signIn(oneTime);
+    const mine = cookieValue(cookieOf(res, 'tally_session')!);
+    const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
+    const done = await agent.post('/settings/password').type('form')
+      .send({ csrf, current: oneTime, new: 'my very own passphrase', repeat: 'my very own passphrase' }).expect(303);
+    expect(done.headers.location).toBe('/settings/api?done=password');
+    const page = await agent.get(done.headers.location).expect(200);
+    expect(page.text).toContain('Your password is changed.');
+    const [row] = await db.admin`SELECT password_temporary FROM public.user_credentials WHERE email = ${email}`;
+    expect(row.password_temporary).toBe(false);
+    expect(await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(otherSecret)}`).toHaveLength(0);
+    expect(await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(mine)}`).toHaveLength(1);
+    const [entry] = await db.admin`SELECT workspace_id, actor FROM tally.audit_log WHERE action = 'member.password'`;
+    expect(entry).toEqual({ workspace_id: null, actor: email });
+    expect((await signIn(oneTime)).res.status).toBe(401);
+    expect((await signIn('my very own passphrase')).res.status).toBe(303);
+  });
+});
+
 describe('failed sign-in limits', () => {
   let db: TestDatabase;
   let a: TestApp;

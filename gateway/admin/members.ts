@@ -22,7 +22,7 @@ export interface AddedMember {
 
 /**
  * Adds `email` to a workspace with `role`. A new user gets `password`, or a generated one
- * that is returned to be shown once. A known user keeps their password unless one is given,
+ * that is returned to be shown once and must be changed at the first sign-in. A known user keeps their password unless one is given,
  * which then replaces it (and ends their sessions).
  */
 export async function addMember(sql: Sql, workspaceId: string, email: string, role: Role, password: string | undefined, actor: string): Promise<AddedMember> {
@@ -36,7 +36,12 @@ export async function addMember(sql: Sql, workspaceId: string, email: string, ro
   const generatedPassword = !known && password === undefined ? newPassword() : undefined;
   const chosen = password ?? generatedPassword;
   const hash = chosen === undefined ? null : await hashPassword(chosen);
-  const [row] = await sql<{ user_id: string; created: boolean }[]>`
-    SELECT user_id, created FROM tally.add_member(${workspaceId}, ${address}, ${role}, ${hash}, ${actor})`;
+  const row = await sql.begin(async (tx) => {
+    const [added] = await tx<{ user_id: string; created: boolean }[]>`
+      SELECT user_id, created FROM tally.add_member(${workspaceId}, ${address}, ${role}, ${hash}, ${actor})`;
+    // A generated password is known to the operator: the member must replace it at first sign-in.
+    if (hash !== null) await tx`UPDATE public.user_credentials SET password_temporary = ${generatedPassword !== undefined} WHERE id = ${added.user_id}`;
+    return added;
+  });
   return { userId: row.user_id, created: row.created, generatedPassword };
 }

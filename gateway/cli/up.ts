@@ -72,6 +72,7 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     `  REST wrapper     ${base}/api/v1`,
     `  Direct tables    ${base}/rest/v1`,
     `  Token exchange   ${base}/functions/v1/api-token`,
+    `  Settings         ${base}/settings (members added with "tally member add")`,
     `  MCP              ${base}/mcp${demo ? `?token=${demo.token}` : '?token=<workspace token>'}`,
   ];
   if (demo) {

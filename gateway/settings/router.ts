@@ -6,16 +6,17 @@ import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
 import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
-import { checkPassword } from './passwords.js';
+import { checkPassword, hashPassword, passwordProblem } from './passwords.js';
 import {
   clearSessionCookie, loginToken, newSecret, sameSecret, secretHash, sessionSecret, setSessionCookie, validLoginToken,
 } from './session.js';
 import {
-  countSignInAttempt, createSession, createTokenAs, credentials, endSession, findSession, revokeTokenAs, setApiEnabledAs,
+  changePassword, countSignInAttempt, createSession, createTokenAs, credentials, endSession, findSession, revokeTokenAs, setApiEnabledAs,
   tokensOf, workspacesOf, type MemberWorkspace, type Session,
 } from './store.js';
 import {
-  FLASH, apiPage, canManage, confirmRevokePage, confirmSwitchOffPage, loginPage, messagePage, noWorkspacePage, type ApiView,
+  FLASH, apiPage, canManage, confirmRevokePage, confirmSwitchOffPage, loginPage, messagePage, noWorkspacePage, passwordPage,
+  type ApiView,
 } from './views.js';
 
 // /settings: members sign in and manage their workspace's API access (issue 10). A thin
@@ -63,6 +64,14 @@ const query = (req: Request, name: string): string | undefined => {
   return typeof value === 'string' ? value : undefined;
 };
 
+/** Why a new password is refused, as a sentence, or undefined. */
+function newPasswordProblem(current: string, chosen: string, repeat: string | undefined): string | undefined {
+  if (chosen !== repeat) return 'The two new passwords differ.';
+  if (chosen === current) return 'The new password must differ from the current one.';
+  const problem = passwordProblem(chosen);
+  return problem && `${problem[0].toUpperCase()}${problem.slice(1)}.`;
+}
+
 const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 const originOf = (req: Request): string => `${req.protocol}://${req.get('host') ?? 'localhost'}`;
 const session = (res: Response): Session | undefined => res.locals.session as Session | undefined;
@@ -100,6 +109,14 @@ export function settingsRouter(ctx: AppContext): Router {
     const secret = sessionSecret(req);
     if (secret) res.locals.session = await findSession(db, secretHash(secret));
     next();
+  });
+
+  // A member with a one-time password chooses their own before anything else.
+  router.use((req, res, next) => {
+    const s = session(res);
+    if (!s?.passwordTemporary || req.path === '/password' || req.path === '/logout') return next();
+    if (req.method === 'GET' || req.method === 'HEAD') return res.redirect(303, '/settings/password');
+    throw new PageError(403, 'Choose your password first', 'You signed in with a one-time password: choose your own password before changing anything.');
   });
 
   /** Pages need a session: without one, off to the sign-in page. */
@@ -175,6 +192,8 @@ export function settingsRouter(ctx: AppContext): Router {
     if (!(await checkPassword(user?.password_hash, password)) || !user) {
       return send(res, 401, loginPage({ token, email, error: SIGN_IN_REFUSED }));
     }
+    const previous = session(res);
+    if (previous) await endSession(db, previous.hash); // one session per sign-in, never a reused one
     const secret = newSecret();
     const expiresAt = await createSession(db, user.user_id, secretHash(secret), newSecret(), config.settingsSessionHours * 3600, address);
     setSessionCookie(req, res, secret, expiresAt);
@@ -188,6 +207,33 @@ export function settingsRouter(ctx: AppContext): Router {
     }
     clearSessionCookie(req, res);
     res.redirect(303, '/settings/login');
+  });
+
+  router.get('/password', (req, res) => {
+    const s = pageSession(req, res);
+    if (!s) return;
+    send(res, 200, passwordPage({ session: s }));
+  });
+
+  router.post('/password', async (req, res) => {
+    const s = changeSession(req, res);
+    const current = field(req, 'current') ?? '';
+    const chosen = field(req, 'new') ?? '';
+    const problem = newPasswordProblem(current, chosen, field(req, 'repeat'));
+    if (problem) return send(res, 400, passwordPage({ session: s, error: problem }));
+    // The current password is a sign-in secret: guesses here count like failed sign-ins.
+    const address = clientAddress(req);
+    const wait = await countSignInAttempt(db, address, s.email, limits);
+    if (wait > 0) {
+      res.set('Retry-After', String(wait));
+      return send(res, 429, passwordPage({ session: s, error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
+    }
+    const user = await credentials(db, s.email);
+    if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
+      return send(res, 401, passwordPage({ session: s, error: `Your ${s.passwordTemporary ? 'one-time' : 'current'} password is not correct.` }));
+    }
+    await changePassword(db, s, await hashPassword(chosen), address);
+    res.redirect(303, '/settings/api?done=password');
   });
 
   router.get('/api', async (req, res) => {

@@ -15,6 +15,8 @@ export interface Session {
   email: string;
   csrfToken: string;
   expiresAt: Date;
+  /** The user still has the one-time password `tally member add` generated. */
+  passwordTemporary: boolean;
 }
 
 export interface MemberWorkspace {
@@ -59,9 +61,16 @@ export async function createSession(db: Sql, userId: string, hash: Buffer, csrfT
 }
 
 export async function findSession(db: Sql, hash: Buffer): Promise<Session | undefined> {
-  const [row] = await db<{ user_id: string; email: string; csrf_token: string; expires_at: Date }[]>`
-    SELECT user_id, email, csrf_token, expires_at FROM tally.settings_session(${hash})`;
-  return row && { hash, userId: row.user_id, email: row.email, csrfToken: row.csrf_token, expiresAt: row.expires_at };
+  const [row] = await db<{ user_id: string; email: string; csrf_token: string; expires_at: Date; password_temporary: boolean }[]>`
+    SELECT user_id, email, csrf_token, expires_at, password_temporary FROM tally.settings_session(${hash})`;
+  return row && {
+    hash, userId: row.user_id, email: row.email, csrfToken: row.csrf_token, expiresAt: row.expires_at, passwordTemporary: row.password_temporary,
+  };
+}
+
+/** Sets the session user's password (the current one checked by the caller); ends their other sessions. */
+export async function changePassword(db: Sql, session: Session, passwordHash: string, address: string): Promise<void> {
+  await db`SELECT tally.settings_change_password(${session.hash}, ${passwordHash}, ${address})`;
 }
 
 export async function endSession(db: Sql, hash: Buffer): Promise<void> {

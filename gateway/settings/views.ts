@@ -1,5 +1,6 @@
 import type { Scope } from '../admin/tokens.js';
 import { html, type Html, type HtmlValue } from './html.js';
+import { MIN_PASSWORD_LENGTH } from './passwords.js';
 import type { MemberWorkspace, Session, TokenRow } from './store.js';
 
 // The pages of /settings: plain server-rendered HTML, one stylesheet and one small script of
@@ -15,6 +16,7 @@ export const FLASH: Record<string, string> = {
   revoked: 'The token is revoked. Clients that use it are refused from their next request on.',
   'api-on': 'API access is on.',
   'api-off': 'API access is off. Every token of this workspace is refused until it is switched on again.',
+  password: 'Your password is changed. Your other sessions are signed out.',
 };
 
 function when(date: Date | null): Html | string {
@@ -47,6 +49,7 @@ export function layout({ title, session, body }: LayoutOptions): Html {
 <header class="top">
   <span class="brand">Tally · workspace settings</span>
   ${session ? html`<span class="who">Signed in as <strong>${session.email}</strong></span>
+  <a href="/settings/password">Change password</a>
   <form method="post" action="/settings/logout" class="inline">${csrfField(session)}<button type="submit" class="secondary">Sign out</button></form>` : ''}
 </header>
 <main id="main">
@@ -226,6 +229,31 @@ export function confirmSwitchOffPage(session: Session, ws: MemberWorkspace): Htm
   ${csrfField(session)}<input type="hidden" name="workspace" value="${ws.id}"><input type="hidden" name="state" value="off"><input type="hidden" name="confirm" value="yes">
   <button type="submit" class="danger">Turn API access off</button>
   <a class="button secondary" href="${apiUrl(ws)}">Cancel</a>
+</form>`,
+  });
+}
+
+export interface PasswordView {
+  session: Session;
+  error?: string;
+}
+
+export function passwordPage({ session, error }: PasswordView): Html {
+  return layout({
+    title: 'Change password',
+    session,
+    body: html`<h1>${session.passwordTemporary ? 'Choose your password' : 'Change password'}</h1>
+${session.passwordTemporary ? html`<p class="notice" role="status">You signed in with a one-time password. Choose your own password to continue.</p>` : ''}
+${error ? html`<p class="error" role="alert">${error}</p>` : ''}
+<form method="post" action="/settings/password" class="card stack">
+  ${csrfField(session)}
+  <label for="current">${session.passwordTemporary ? 'One-time password' : 'Current password'}</label>
+  <input id="current" name="current" type="password" autocomplete="current-password" required>
+  <label for="new">New password <span class="hint">(at least ${MIN_PASSWORD_LENGTH} characters)</span></label>
+  <input id="new" name="new" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required>
+  <label for="repeat">New password again</label>
+  <input id="repeat" name="repeat" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required>
+  <button type="submit">Save password</button>
 </form>`,
   });
 }
