@@ -4,6 +4,7 @@
 import express, { type Request, type Router } from 'express';
 import { ApiKeys } from '../auth/apikey.js';
 import { bearerAuth } from '../auth/bearer.js';
+import { limitAfter } from '../auth/ratelimit.js';
 import type { AuthContext, GatewayMethod, GatewayRequest } from '../call.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
@@ -17,15 +18,17 @@ export function restRouter(ctx: AppContext, apiKeys = new ApiKeys(ctx.db, ctx.co
   const router = express.Router();
   const call = createGateway(ctx);
 
-  router.use(async (req, _res, next) => {
+  // apikey, then the JWT; then the shared rate limit (issue 5): per workspace token, or per
+  // client address when either check failed or there is no token.
+  const bearer = bearerAuth(ctx);
+  router.use(limitAfter(ctx, async (req, res, next) => {
     try {
       await apiKeys.check(req.header('apikey') ?? undefined);
-      next();
     } catch (err) {
-      next(err);
+      return next(err);
     }
-  });
-  router.use(bearerAuth(ctx));
+    return bearer(req, res, next);
+  }));
   // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
   router.use(express.text({ type: () => true, limit: ctx.config.maxBodyBytes }));
 

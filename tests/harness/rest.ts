@@ -5,9 +5,13 @@ import type { Sql } from 'postgres';
 
 export const TEST_API_KEY = 'test-publishable-key';
 
-/** Env for startTestApp: the test's publishable key plus any overrides. */
+/**
+ * Env for startTestApp: the test's publishable key plus any overrides. These suites send far
+ * more than 60 requests a minute with one token; the limit itself is proven in
+ * access-ratelimit.test.ts, so it is lifted here.
+ */
 export function restEnv(env: Record<string, string> = {}): Record<string, string> {
-  return { TALLY_PUBLISHABLE_KEYS: TEST_API_KEY, ...env };
+  return { TALLY_PUBLISHABLE_KEYS: TEST_API_KEY, TALLY_RATE_LIMIT_PER_MINUTE: '100000', ...env };
 }
 
 /** Runs a file of tests/fixtures as the database owner (roles are cluster-wide: created once). */
