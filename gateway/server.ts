@@ -9,6 +9,7 @@ import { exchangeRouter } from './auth/exchange.js';
 import { createGateway } from './gateway.js';
 import { LookupCache } from './lookups.js';
 import { mcpRouter } from '../mcp/http.js';
+import { wrapperRouter } from './wrapper/router.js';
 
 // The one HTTP server: every surface is a router mounted here.
 
@@ -42,6 +43,10 @@ export function createApp(ctx: AppContext): Express {
 
   // MCP for agents: the workspace token in ?token=, the tools are gateway calls.
   app.use(mcpRouter(ctx, call, lookups));
+
+  // The REST wrapper /api/v1 (after the exchange: POST /api/v1/token needs no JWT) and its live
+  // OpenAPI description, also published at /openapi.json.
+  app.use(wrapperRouter(ctx, call, lookups));
 
   // The workspace settings pages (HTML, their own errors): members manage API access.
   app.use('/settings', settingsRouter(ctx));

@@ -1,0 +1,18 @@
+import type { RequestHandler } from 'express';
+import swaggerUi from 'swagger-ui-express';
+
+// GET /api/v1/docs: the human-readable reference, rendered by Swagger UI from the live
+// /api/v1/openapi.json. swagger-ui-express serves swagger-ui-dist's assets from node_modules
+// itself, so the page works offline (no CDN). The page loads the document by a path relative
+// to itself, so it also works behind a proxy that adds a prefix.
+
+export function docsHandlers(documentPath: string): RequestHandler[] {
+  const relative = `../${documentPath.split('/').pop()!}`;
+  const options = { swaggerUrl: relative, customSiteTitle: 'Tally API v1', swaggerOptions: { persistAuthorization: true } };
+  // Relative asset URLs (./swagger-ui.css) need the trailing slash.
+  const slash: RequestHandler = (req, res, next) => {
+    if (req.path === '/' && !req.originalUrl.split('?')[0].endsWith('/')) return res.redirect(301, `${req.baseUrl}/`);
+    next();
+  };
+  return [slash, ...(swaggerUi.serveFiles(undefined, options) as RequestHandler[]), swaggerUi.setup(undefined, options) as RequestHandler];
+}

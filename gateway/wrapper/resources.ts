@@ -1,0 +1,99 @@
+import type { RequestSchemaName } from './schemas.js';
+
+// The resources of the /api/v1 wrapper: which table each path is, its defaults (SPEC §4.1) and
+// which operations it offers. The routes and the OpenAPI document are both built from this
+// table, so what is documented is what is served.
+
+export interface Resource {
+  /** The path segment under /api/v1, also the table's name. */
+  path: string;
+  relation: string;
+  /** One record, in messages: "No expense with id …". */
+  noun: string;
+  /** Response schema of one record and of a list item. */
+  record: string;
+  listItem: string;
+  /** Query parameters the wrapper adds when the client did not send them. */
+  listDefaults: Record<string, string>;
+  listSummary: string;
+  create?: RequestSchemaName;
+  update?: RequestSchemaName;
+  remove: boolean;
+  /** Named filters shown in the document besides the free-form ones (PostgREST grammar). */
+  filters: { name: string; description: string; example: string }[];
+}
+
+export const RESOURCES: Resource[] = [
+  {
+    path: 'personal_transactions',
+    relation: 'personal_transactions',
+    noun: 'expense',
+    record: 'Expense',
+    listItem: 'Expense',
+    listDefaults: { select: '*', order: 'occurred_at.desc', limit: '20' },
+    listSummary: 'List personal expenses, newest first (20 by default)',
+    create: 'ExpenseCreate',
+    update: 'ExpenseUpdate',
+    remove: true,
+    filters: [
+      { name: 'category_id', description: 'Filter on the category, e.g. eq.food-drinks', example: 'eq.food-drinks' },
+      { name: 'occurred_at', description: 'Filter on when it occurred, e.g. gte.2026-01-01T00:00:00Z', example: 'gte.2026-01-01T00:00:00Z' },
+    ],
+  },
+  {
+    path: 'funds',
+    relation: 'funds',
+    noun: 'fund',
+    record: 'Fund',
+    listItem: 'FundWithTransactions',
+    listDefaults: { select: '*,fund_transactions(*)' },
+    listSummary: 'List the funds with their transactions embedded',
+    create: 'FundCreate',
+    update: 'FundUpdate',
+    remove: false,
+    filters: [{ name: 'status', description: "Filter on the status, e.g. eq.In Progress", example: 'eq.Upcoming' }],
+  },
+  {
+    path: 'fund_transactions',
+    relation: 'fund_transactions',
+    noun: 'fund transaction',
+    record: 'FundTransaction',
+    listItem: 'FundTransaction',
+    listDefaults: { order: 'occurred_at.desc' },
+    listSummary: 'List fund transactions, newest first; fund_id=eq.<uuid> narrows them to one fund',
+    create: 'FundTransactionCreate',
+    update: 'FundTransactionUpdate',
+    remove: true,
+    filters: [
+      { name: 'fund_id', description: 'The fund, written eq.<fund uuid> (a bare uuid is read as eq.<uuid>)', example: 'eq.00000000-0000-4000-8000-000000000000' },
+      { name: 'category_id', description: 'Filter on the category, e.g. eq.hotel', example: 'eq.hotel' },
+    ],
+  },
+  {
+    path: 'contacts',
+    relation: 'contacts',
+    noun: 'contact',
+    record: 'Contact',
+    listItem: 'Contact',
+    listDefaults: { select: '*', order: 'name.asc,id.asc' },
+    listSummary: 'List the contacts (members and participants) by name',
+    create: 'ContactCreate',
+    update: 'ContactUpdate',
+    remove: true,
+    filters: [{ name: 'name', description: 'Filter on the name, e.g. ilike.*ann*', example: 'ilike.*ann*' }],
+  },
+];
+
+/**
+ * GET /funds/{id}: the fund, its computed balance, its ledger newest first, and its
+ * participants (the fund_participants join with each contact embedded).
+ */
+export const FUND_DETAIL_QUERY: Record<string, string> = {
+  select: '*,balance,fund_transactions(*),fund_participants(joined_at,contacts(*))',
+  'fund_transactions.order': 'occurred_at.desc,id.desc',
+};
+
+/** GET /categories?domain=…: which flag column each domain reads. */
+export const CATEGORY_DOMAINS: Record<string, string> = { expenses: 'for_expenses', funds: 'for_funds' };
+export const CATEGORY_QUERY = { select: 'id,name,for_expenses,for_funds', order: 'id.asc' };
+export const PAYMENT_METHOD_QUERY = { select: 'id,name', order: 'id.asc' };

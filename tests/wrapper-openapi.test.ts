@@ -1,0 +1,172 @@
+import SwaggerParser from '@apidevtools/swagger-parser';
+import request from 'supertest';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { accessToken, startTestApp, type TestApp } from './harness/app.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+
+// The live OpenAPI description of /api/v1 (issue 6 §5), its reference page, and the rate
+// limit of the surface (§6).
+
+type Doc = {
+  openapi: string;
+  info: { version: string };
+  servers: { url: string }[];
+  security: unknown[];
+  paths: Record<string, Record<string, { responses: Record<string, unknown>; requestBody?: unknown; security?: unknown[] }>>;
+  components: { securitySchemes: Record<string, { type: string; scheme?: string }>; schemas: Record<string, { properties: Record<string, { enum?: string[] }> }> };
+};
+
+describe('/api/v1 OpenAPI description and docs', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let a: WorkspaceFixture;
+  let jwt: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    a = await workspaceWithData(db.admin, 'docs');
+    const tok = await tokenFor(db.admin, a.id, 'write');
+    jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tok.id });
+    t = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '10000' });
+  });
+  afterAll(async () => {
+    await t.close();
+    await db.drop();
+  });
+
+  const fetchDoc = async (path = '/api/v1/openapi.json'): Promise<Doc> => {
+    const res = await request(t.app).get(path).set('Host', 'tally.example:3000');
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    return res.body as Doc;
+  };
+
+  it('is a valid OpenAPI 3.1 document (swagger-parser), version 1.0.0, with the server URL', async () => {
+    const doc = await fetchDoc();
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info.version).toBe('1.0.0');
+    expect(doc.servers).toEqual([{ url: 'http://tally.example:3000/api/v1' }]);
+    await expect(SwaggerParser.validate(structuredClone(doc) as never)).resolves.toBeDefined();
+  });
+
+  it('is published at /openapi.json too, without a token', async () => {
+    expect(await fetchDoc('/openapi.json')).toEqual(await fetchDoc());
+  });
+
+  it('has the HTTP bearer security scheme on every operation but the token exchange and itself', async () => {
+    const doc = await fetchDoc();
+    expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+    expect(doc.security).toEqual([{ bearerAuth: [] }]);
+    expect(doc.paths['/token'].post.security).not.toContainEqual({ bearerAuth: [] });
+    expect(doc.paths['/openapi.json'].get.security).toEqual([]);
+  });
+
+  it('describes every route with request and response schemas and the 401/403/429 responses', async () => {
+    const doc = await fetchDoc();
+    const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.entries(item).filter(([m]) => ['get', 'post', 'patch', 'delete'].includes(m)).map(([m, op]) => [`${m.toUpperCase()} ${path}`, op] as const));
+    expect(operations.map(([name]) => name).sort()).toEqual([
+      'DELETE /contacts/{id}', 'DELETE /fund_transactions/{id}', 'DELETE /personal_transactions/{id}',
+      'GET /categories', 'GET /contacts', 'GET /contacts/{id}', 'GET /fund_transactions', 'GET /fund_transactions/{id}', 'GET /funds', 'GET /funds/{id}',
+      'GET /openapi.json', 'GET /payment_methods', 'GET /personal_transactions', 'GET /personal_transactions/{id}',
+      'PATCH /contacts/{id}', 'PATCH /fund_transactions/{id}', 'PATCH /funds/{id}', 'PATCH /personal_transactions/{id}',
+      'POST /contacts', 'POST /fund_transactions', 'POST /funds', 'POST /personal_transactions', 'POST /token',
+    ]);
+    for (const [name, op] of operations) {
+      const success = op.responses['200'] ?? op.responses['201'];
+      expect([name, success]).toEqual([name, expect.objectContaining({ content: expect.anything() })]);
+      if (name.startsWith('POST') || name.startsWith('PATCH')) expect([name, op.requestBody]).toEqual([name, expect.objectContaining({ content: expect.anything() })]);
+      if (name !== 'GET /openapi.json') for (const code of ['401', '403', '429']) expect([name, code, op.responses[code]]).toEqual([name, code, expect.anything()]);
+    }
+    expect(doc.paths['/personal_transactions'].post.responses['201']).toMatchObject({ headers: { Location: expect.anything() } });
+    expect(doc.components.schemas.Error).toMatchObject({ required: ['code', 'message', 'details', 'hint'] });
+    const resolved = (await SwaggerParser.dereference(structuredClone(doc) as never)) as unknown as Doc;
+    const tooMany = resolved.paths['/contacts'].get.responses['429'] as { headers: Record<string, unknown>; content: unknown };
+    expect(tooMany.headers['Retry-After']).toBeDefined();
+    expect(tooMany.content).toMatchObject({ 'application/json': { schema: { required: ['code', 'message', 'details', 'hint'] } } });
+  });
+
+  it('publishes the list defaults of SPEC §4.1', async () => {
+    const doc = await fetchDoc();
+    const params = (path: string) => (doc.paths[path].get as unknown as { parameters: { name: string; schema: { default?: unknown } }[] }).parameters;
+    const defaults = (path: string) => Object.fromEntries(params(path).filter((p) => p.schema.default !== undefined).map((p) => [p.name, p.schema.default]));
+    expect(defaults('/personal_transactions')).toEqual({ select: '*', order: 'occurred_at.desc', limit: 20 });
+    expect(defaults('/funds')).toEqual({ select: '*,fund_transactions(*)' });
+    expect(defaults('/fund_transactions')).toMatchObject({ order: 'occurred_at.desc' });
+  });
+
+  it('lists the live enums, and a new category or method shows up within seconds', async () => {
+    const doc = await fetchDoc();
+    const create = doc.components.schemas.ExpenseCreate.properties;
+    expect(create.category_id.enum).toHaveLength(15);
+    expect(create.method_id.enum).toEqual(['bank-transfer', 'cash', 'credit-card', 'installment', 'mobile-wallet']);
+    expect(doc.components.schemas.FundTransactionCreate.properties.category_id.enum).toContain('fund-income');
+    expect(doc.components.schemas.FundCreate.properties.kind.enum).toEqual(['Badminton', 'Travel']);
+
+    await db.admin`INSERT INTO public.categories (id, name, for_funds) VALUES ('visa-fees', 'Visa fees', true)`;
+    await db.admin`INSERT INTO public.payment_methods (id, name) VALUES ('voucher', 'Voucher')`;
+    const deadline = Date.now() + 8000;
+    let live = doc;
+    while (Date.now() < deadline) {
+      live = await fetchDoc();
+      if (live.components.schemas.PaymentMethod && live.components.schemas.ExpenseCreate.properties.method_id.enum?.includes('voucher')
+        && live.components.schemas.FundTransactionCreate.properties.category_id.enum?.includes('visa-fees')) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(live.components.schemas.FundTransactionCreate.properties.category_id.enum).toContain('visa-fees');
+    expect(live.components.schemas.ExpenseCreate.properties.category_id.enum).not.toContain('visa-fees'); // offered to funds only
+    expect(live.components.schemas.ExpenseCreate.properties.method_id.enum).toContain('voucher');
+    await expect(SwaggerParser.validate(structuredClone(live) as never)).resolves.toBeDefined();
+    // The published enum is the enforced one: the new method is accepted.
+    const res = await request(t.app).post('/api/v1/personal_transactions').set('Authorization', `Bearer ${jwt}`)
+      .send({ name: 'Gift', amount: 10, category_id: 'other', method_id: 'voucher' });
+    expect(res.status).toBe(201);
+  });
+
+  it('serves a human-readable reference at /api/v1/docs from local assets', async () => {
+    const redirect = await request(t.app).get('/api/v1/docs');
+    expect(redirect.status).toBe(301);
+    expect(redirect.headers.location).toBe('/api/v1/docs/');
+    const page = await request(t.app).get('/api/v1/docs/');
+    expect(page.status).toBe(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    expect(page.text).toContain('Tally API v1');
+    expect(page.text).not.toMatch(/(src|href)=['"]https?:/); // no CDN
+    const scripts = [...page.text.matchAll(/src=['"]\.\/([^'"]+)['"]/g)].map((m) => m[1]);
+    expect(scripts).toEqual(expect.arrayContaining(['swagger-ui-bundle.js', 'swagger-ui-init.js']));
+    for (const script of scripts) {
+      const asset = await request(t.app).get(`/api/v1/docs/${script}`);
+      expect([script, asset.status]).toEqual([script, 200]);
+    }
+    const init = await request(t.app).get('/api/v1/docs/swagger-ui-init.js');
+    expect(init.text).toContain('"swaggerUrl": "../openapi.json"');
+  });
+});
+
+describe('/api/v1 rate limit', () => {
+  let db: TestDatabase;
+  let t: TestApp;
+  let jwt: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const a = await workspaceWithData(db.admin, 'limited');
+    const tok = await tokenFor(db.admin, a.id, 'write');
+    jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tok.id });
+    t = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '3' });
+  });
+  afterAll(async () => {
+    await t.close();
+    await db.drop();
+  });
+
+  it('answers 429 with Retry-After in the error shape once a token is over its limit, writes included', async () => {
+    for (let i = 0; i < 3; i++) expect((await request(t.app).get('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`)).status).toBe(200);
+    const before = await db.admin`SELECT count(*)::int AS n FROM contacts`;
+    const res = await request(t.app).post('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`).send({ name: 'Over the limit' });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(res.body).toMatchObject({ code: 'PT429', message: expect.stringContaining('Rate limit exceeded'), details: null });
+    expect(await db.admin`SELECT count(*)::int AS n FROM contacts`).toEqual(before);
+  });
+});
