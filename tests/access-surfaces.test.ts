@@ -10,7 +10,7 @@ import { restEnv, TEST_API_KEY } from './harness/rest.js';
 // Issue 5 on the real surfaces, with two Tally instances on one database: the token exchange,
 // the direct table interface /rest/v1 and MCP (?token=). Revocation and the API switch act on
 // the very next request on each; a read token's writes are refused as read-only; one token has
-// one rate limit over all of them.
+// one rate limit over all of them. The /api/v1 wrapper is checked alongside.
 
 describe('access on every surface, two instances', () => {
   let db: TestDatabase;
@@ -43,6 +43,7 @@ describe('access on every surface, two instances', () => {
   const jwtFor = async (app: Express, token: string) => (await exchange(app, token).expect(200)).body.access_token as string;
   const rest = (app: Express, jwt: string) =>
     request(app).get('/rest/v1/personal_transactions?select=id,name').set('apikey', TEST_API_KEY).set('Authorization', `Bearer ${jwt}`);
+  const wrapper = (app: Express, jwt: string) => request(app).get('/api/v1/personal_transactions').set('Authorization', `Bearer ${jwt}`);
   const mcp = (app: Express, token: string, body: object = { jsonrpc: '2.0', id: 1, method: 'tools/list' }) =>
     request(app).post(`/mcp?token=${token}`).set('Accept', 'application/json, text/event-stream').send(body);
   const expenseNames = async (workspaceId: string) =>
@@ -53,6 +54,7 @@ describe('access on every surface, two instances', () => {
     const jwt = await jwtFor(a.app, t.token);
     for (const app of [a.app, b.app]) {
       expect((await rest(app, jwt).expect(200)).body).toHaveLength(1);
+      expect((await wrapper(app, jwt).expect(200)).body).toHaveLength(1);
       expect((await mcp(app, t.token).expect(200)).body.result.tools).toHaveLength(14);
     }
 
@@ -61,6 +63,7 @@ describe('access on every surface, two instances', () => {
     for (const app of [b.app, a.app]) {
       const viaRest = await rest(app, jwt).expect(401);
       expect(viaRest.body).toMatchObject({ code: 'PT401', message: 'The workspace token behind this access token has been revoked' });
+      expect((await wrapper(app, jwt).expect(401)).body).toMatchObject({ code: 'PT401' });
       const viaMcp = await mcp(app, t.token).expect(401);
       expect(viaMcp.body).toMatchObject({ code: 'PGRST301', message: 'The workspace token has been revoked' });
       await exchange(app, t.token).expect(401);
@@ -81,10 +84,12 @@ describe('access on every surface, two instances', () => {
     try {
       for (const app of [a.app, b.app]) {
         expect((await rest(app, jwt).expect(403)).body).toMatchObject({ code: 'PT403', message: 'API access is switched off for this workspace' });
+        expect((await wrapper(app, jwt).expect(403)).body).toMatchObject({ code: 'PT403' });
         expect((await mcp(app, t.token).expect(403)).body).toMatchObject({ code: 'PT403' });
         await exchange(app, t.token).expect(403);
         // Other workspaces go on.
         await rest(app, theirJwt).expect(200);
+        await wrapper(app, theirJwt).expect(200);
         await mcp(app, theirs.token).expect(200);
       }
     } finally {
@@ -94,7 +99,7 @@ describe('access on every surface, two instances', () => {
     await mcp(a.app, t.token).expect(200);
   });
 
-  it('refuses every write of a read token on /rest/v1 and MCP as read-only, and the data stays as it was', async () => {
+  it('refuses every write of a read token on /rest/v1, /api/v1 and MCP as read-only, and the data stays as it was', async () => {
     const t = await tokenFor(db.admin, ws.id, 'read');
     const jwt = await jwtFor(a.app, t.token);
     const before = await expenseNames(ws.id);
@@ -102,6 +107,8 @@ describe('access on every surface, two instances', () => {
       request(a.app).post('/rest/v1/personal_transactions').send({ name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' }),
       request(b.app).patch(`/rest/v1/personal_transactions?id=eq.${ws.expenseId}`).send({ name: 'renamed by a reader' }),
       request(a.app).delete(`/rest/v1/personal_transactions?id=eq.${ws.expenseId}`),
+      request(b.app).post('/api/v1/personal_transactions').send({ name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' }),
+      request(a.app).post('/api/v1/fund_transactions').send({ fund_id: ws.fundId, name: 'by a reader', amount: 1, category_id: 'refund', method_id: 'cash' }),
     ];
     for (const write of writes) {
       const res = await write.set('apikey', TEST_API_KEY).set('Authorization', `Bearer ${jwt}`);
@@ -115,6 +122,7 @@ describe('access on every surface, two instances', () => {
     expect(viaMcp.body.result.isError).toBe(true);
     expect(viaMcp.body.result.content[0].text).toMatch(/read-only/);
     expect(await expenseNames(ws.id)).toEqual(before);
+    expect(await db.admin`SELECT 1 FROM public.fund_transactions WHERE name = 'by a reader'`).toHaveLength(0);
 
     // The same writes with a write token go through.
     const writer = await jwtFor(b.app, (await tokenFor(db.admin, ws.id, 'write')).token);
@@ -123,14 +131,14 @@ describe('access on every surface, two instances', () => {
     expect(await expenseNames(ws.id)).toEqual([...before, 'by a writer'].sort());
   });
 
-  it('one token has one limit over the exchange, /rest/v1 and MCP, on both instances', async () => {
+  it('one token has one limit over the exchange, /rest/v1, /api/v1 and MCP, on both instances', async () => {
     const la = start({ TALLY_RATE_LIMIT_PER_MINUTE: '6' });
     const lb = start({ TALLY_RATE_LIMIT_PER_MINUTE: '6' });
     const t = await tokenFor(db.admin, ws.id, 'read');
     const jwt = await jwtFor(la.app, t.token); // 1
     await rest(lb.app, jwt).expect(200); // 2
     await mcp(la.app, t.token).expect(200); // 3
-    await rest(la.app, jwt).expect(200); // 4
+    await wrapper(la.app, jwt).expect(200); // 4
     await mcp(lb.app, t.token).expect(200); // 5
     await exchange(lb.app, t.token).expect(200); // 6
 
@@ -140,6 +148,7 @@ describe('access on every surface, two instances', () => {
     expect(limited.headers['ratelimit-policy']).toMatch(/"6-in-1min"; q=6; w=60/);
     expect(limited.body).toEqual({ code: 'PT429', message: expect.stringContaining('Rate limit exceeded'), details: null, hint: expect.any(String) });
     expect((await mcp(lb.app, t.token)).status).toBe(429);
+    expect((await wrapper(lb.app, jwt)).status).toBe(429);
     expect((await exchange(la.app, t.token)).status).toBe(429);
 
     // Another token, same workspace and address: its own budget.
