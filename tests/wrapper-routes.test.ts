@@ -38,6 +38,9 @@ describe('/api/v1 wrapper routes', () => {
       INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id)
       VALUES (${a.id}, ${secondFund}, 'Other fund income', 10, 'fund-income', 'cash')`;
     await db.admin`INSERT INTO public.contacts (workspace_id, name) VALUES (${a.id}, 'Aaron'), (${a.id}, 'Zoe')`;
+    await db.admin`
+      INSERT INTO public.fund_participants (workspace_id, fund_id, contact_id, joined_at)
+      SELECT ${a.id}, ${a.fundId}, id, now() + interval '1 day' FROM public.contacts WHERE workspace_id = ${a.id} AND name = 'Aaron'`;
     const tokA = await tokenFor(db.admin, a.id, 'write');
     const tokB = await tokenFor(db.admin, b.id, 'write');
     const tokRead = await tokenFor(db.admin, a.id, 'read');
@@ -178,7 +181,11 @@ describe('/api/v1 wrapper routes', () => {
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ id: a.fundId, name: 'alpha fund', kind: 'Travel', status: 'Upcoming', target_amount: 1000, balance: -150 });
       expect(res.body.fund_transactions.map((x: { amount: number }) => x.amount)).toEqual([100, -300, 50]);
-      expect(res.body.participants).toEqual([expect.objectContaining({ id: a.contactId, name: 'alpha contact', phone: '+1 555 0100', joined_at: expect.any(String) })]);
+      // Participants in the order they joined.
+      expect(res.body.participants).toEqual([
+        expect.objectContaining({ id: a.contactId, name: 'alpha contact', phone: '+1 555 0100', joined_at: expect.any(String) }),
+        expect.objectContaining({ name: 'Aaron', nickname: null, joined_at: expect.any(String) }),
+      ]);
       expect(res.body).not.toHaveProperty('fund_participants');
     });
 

@@ -100,7 +100,7 @@ function resourcePaths(resource: Resource): Record<string, unknown> {
 const errorResponse = (description: string, headers?: Record<string, unknown>) =>
   ({ description, ...(headers ? { headers } : {}), content: content(ref('Error')) });
 
-export function openApiDocument(schemas: WrapperSchemas, serverUrl: string): Record<string, unknown> {
+export function openApiDocument(schemas: WrapperSchemas, serverUrl: string, ratePerMinute: number): Record<string, unknown> {
   const paths: Record<string, unknown> = {
     '/token': {
       post: {
@@ -179,7 +179,7 @@ export function openApiDocument(schemas: WrapperSchemas, serverUrl: string): Rec
         Forbidden: errorResponse('The token is read-only (for a write), or the workspace API switch is off'),
         NotFound: errorResponse('No record with this id in the workspace'),
         Conflict: errorResponse('The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)'),
-        TooManyRequests: errorResponse('Rate limit exceeded (60 requests per minute per token)', {
+        TooManyRequests: errorResponse(`Rate limit exceeded (${ratePerMinute} requests per minute per workspace token, all surfaces together)`, {
           'Retry-After': { description: 'Seconds to wait before the next request', schema: { type: 'integer' } },
         }),
       },

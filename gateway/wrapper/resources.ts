@@ -91,6 +91,7 @@ export const RESOURCES: Resource[] = [
 export const FUND_DETAIL_QUERY: Record<string, string> = {
   select: '*,balance,fund_transactions(*),fund_participants(joined_at,contacts(*))',
   'fund_transactions.order': 'occurred_at.desc,id.desc',
+  'fund_participants.order': 'joined_at.asc,contact_id.asc',
 };
 
 /** GET /categories?domain=…: which flag column each domain reads. */

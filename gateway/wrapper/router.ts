@@ -95,7 +95,7 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
   // The description is public (no workspace data), counted per address like any anonymous call.
   const describe = handle(async (req, res) => {
     const origin = `${req.protocol}://${req.get('host') ?? 'localhost'}`;
-    res.set('Cache-Control', 'no-cache').json(openApiDocument(schemasFor(await lookups.get()).schemas, `${origin}${BASE}`));
+    res.set('Cache-Control', 'no-cache').json(openApiDocument(schemasFor(await lookups.get()).schemas, `${origin}${BASE}`, ctx.config.rateLimitPerMinute));
   });
   router.get([`${BASE}/openapi.json`, '/openapi.json'], rateLimit(ctx), describe);
   router.use(`${BASE}/docs`, ...docsHandlers(`${BASE}/openapi.json`));
