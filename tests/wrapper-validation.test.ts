@@ -96,6 +96,14 @@ describe('/api/v1 request validation', () => {
     await refused(await post('/personal_transactions', { ...expense, amount: 1e12 }), 'amount must be less than 1000000000000');
     await refused(await post('/fund_transactions', { ...fundTx(), amount: 0 }), 'amount must not be 0');
     await refused(await post('/fund_transactions', { ...fundTx(), amount: -2e12 }), 'amount must be greater than -1000000000000');
+    await refused(await post('/personal_transactions', { ...expense, amount: 1.23456 }), 'amount must have at most 4 decimal places');
+    await refused(await post('/fund_transactions', { ...fundTx(), amount: -0.00001 }), 'amount must have at most 4 decimal places');
+    // Four decimals are fine, binary floating point notwithstanding.
+    for (const amount of [12.35, 0.0001, 999999999999.9999, 1234.5678]) {
+      const ok = await post('/personal_transactions', { ...expense, amount });
+      expect([amount, ok.status]).toEqual([amount, 201]);
+      await db.admin`DELETE FROM personal_transactions WHERE id = ${ok.body.id}`;
+    }
   });
 
   it('name over 255 characters', async () => {

@@ -12,6 +12,8 @@ export const CONTRIBUTION_FREQUENCIES = ['once', 'weekly', 'monthly', 'quarterly
 
 /** Bounds of the database's numeric checks (amount < 1e12). */
 const AMOUNT_LIMIT = 1e12;
+/** Amounts keep at most 4 decimals (scale(amount) <= 4); ajv checks it with multipleOfPrecision. */
+export const AMOUNT_STEP = 0.0001;
 
 /** An enum read from a table; an empty table accepts nothing rather than anything. */
 function liveEnum(values: string[], description: string): JsonSchema {
@@ -78,7 +80,7 @@ export const REQUEST_SCHEMAS: RequestSchemaName[] = [
 export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
   const expenseFields = {
     name: text(255, 'Expense title or vendor description, 1 to 255 characters', 1),
-    amount: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: AMOUNT_LIMIT, description: 'Amount in the workspace currency, greater than 0 (at most 4 decimals)' },
+    amount: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: AMOUNT_LIMIT, multipleOf: AMOUNT_STEP, description: 'Amount in the workspace currency, greater than 0 (at most 4 decimals)' },
     category_id: liveEnum(lookups.expenseCategories, 'Expense category'),
     method_id: liveEnum(lookups.paymentMethods, 'Payment method'),
     occurred_at: dateTime('When the expense occurred (default: now)'),
@@ -88,7 +90,7 @@ export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
     fund_id: uuid('The fund the transaction belongs to'),
     name: text(255, 'Transaction title, 1 to 255 characters', 1),
     amount: {
-      type: 'number', exclusiveMinimum: -AMOUNT_LIMIT, exclusiveMaximum: AMOUNT_LIMIT, not: { const: 0 },
+      type: 'number', exclusiveMinimum: -AMOUNT_LIMIT, exclusiveMaximum: AMOUNT_LIMIT, multipleOf: AMOUNT_STEP, not: { const: 0 },
       description: 'Positive for income (a contribution), negative for an expense payout; never 0 (at most 4 decimals)',
     },
     category_id: liveEnum(lookups.fundCategories, 'Fund category'),

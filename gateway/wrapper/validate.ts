@@ -23,7 +23,11 @@ export function schemasFor(lookups: Lookups): CompiledSchemas {
   let entry = compiled.get(lookups);
   if (!entry) {
     const schemas = wrapperSchemas(lookups);
-    const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
+    const ajv = new Ajv2020({
+      allErrors: true, strict: true, allowUnionTypes: true,
+      // multipleOf 0.0001 in binary floating point: 12.35 / 0.0001 is 123500.00000000001.
+      multipleOfPrecision: 8,
+    });
     addFormats(ajv);
     const validators = Object.fromEntries(REQUEST_SCHEMAS.map((name) => [name, ajv.compile(schemas[name])])) as Record<RequestSchemaName, ValidateFunction>;
     entry = { schemas, validators };
@@ -83,6 +87,8 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
       return `${field} must be greater than ${p.limit as number}`;
     case 'exclusiveMaximum':
       return `${field} must be less than ${p.limit as number}`;
+    case 'multipleOf':
+      return `${field} must have at most ${String(p.multipleOf).split('.')[1]?.length ?? 0} decimal places`;
     case 'pattern':
       return `${field} has the wrong format (pattern ${p.pattern as string})`;
     default:
