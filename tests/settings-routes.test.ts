@@ -133,24 +133,6 @@ describe('settings pages', () => {
       expect(after).toBe(before);
     });
 
-    it('spends the same password-hashing time on an unknown email as on a wrong password', async () => {
-      const time = async (email: string) => {
-        const started = process.hrtime.bigint();
-        await signIn(email, 'not the password');
-        return Number(process.hrtime.bigint() - started) / 1e6;
-      };
-      const median = (xs: number[]) => xs.sort((a, b) => a - b)[1];
-      const wrong: number[] = [];
-      const unknown: number[] = [];
-      for (let i = 0; i < 3; i++) {
-        wrong.push(await time(owner));
-        unknown.push(await time(`nobody${i}@example.com`));
-      }
-      // An argon2 verification dominates both; without the dummy hash the unknown email would
-      // answer in a fraction of the time.
-      expect(median(unknown)).toBeGreaterThan(median(wrong) * 0.4);
-    });
-
     it('refuses a sign-in without the login form token (403)', async () => {
       const res = await request(t.app).post('/settings/login').type('form').send({ email: owner, password: PASSWORD });
       expect(res.status).toBe(403);
