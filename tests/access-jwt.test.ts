@@ -6,10 +6,10 @@ import { setApiEnabled } from '../gateway/admin/workspaces.js';
 import { accessToken, startTestApp, TEST_JWT_SECRET, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { probeApp } from './access-probe.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
-// Access tokens on a JWT surface (issue 5 §1–2): expiry, forgeries, rotation, and revocation
-// and the API switch acting on the very next request, with two Tally instances on one database.
+// Access tokens on /rest/v1 (issue 5 §1–2): expiry, forgeries, rotation, and revocation and the
+// API switch acting on the very next request, with two Tally instances on one database.
 
 const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url');
 
@@ -17,8 +17,6 @@ describe('access tokens', () => {
   let db: TestDatabase;
   let a: TestApp;
   let b: TestApp;
-  let probeA: Express;
-  let probeB: Express;
   let ws: WorkspaceFixture;
   let other: WorkspaceFixture;
 
@@ -26,10 +24,8 @@ describe('access tokens', () => {
     db = await createTestDatabase();
     ws = await workspaceWithData(db.admin);
     other = await workspaceWithData(db.admin);
-    a = startTestApp(db.url);
-    b = startTestApp(db.url);
-    probeA = probeApp(a);
-    probeB = probeApp(b);
+    a = startTestApp(db.url, restEnv());
+    b = startTestApp(db.url, restEnv());
   });
   afterAll(async () => {
     await Promise.all([a.close(), b.close()]);
@@ -42,12 +38,23 @@ describe('access tokens', () => {
     return res.body.access_token as string;
   }
 
+  // A read and a write of the real /rest/v1, with the publishable key and the access token.
+  const read = (app: Express, jwt: string) =>
+    request(app).get('/rest/v1/personal_transactions?select=id&order=id').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` });
+  const write = (app: Express, jwt: string) =>
+    request(app).post('/rest/v1/personal_transactions').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+      .send({ name: 'access-jwt write', amount: 1, category_id: 'other', method_id: 'cash' });
+
   it('an exchanged access token reads its own workspace on either instance', async () => {
     const { token } = await tokenFor(db.admin, ws.id, 'read');
     const jwt = await exchanged(a.app, token);
-    const [{ n }] = await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE workspace_id = ${ws.id}`;
-    expect((await request(probeA).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200)).body).toEqual({ n });
-    expect((await request(probeB).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200)).body).toEqual({ n });
+    const own = await db.admin<{ id: string }[]>`SELECT id FROM public.personal_transactions WHERE workspace_id = ${ws.id} ORDER BY id`;
+    expect(own.length).toBeGreaterThan(0);
+    for (const app of [a.app, b.app]) {
+      const res = await read(app, jwt).expect(200);
+      expect(res.body).toEqual(own.map(({ id }) => ({ id }))); // its workspace's rows, and no other's
+      expect(res.headers['content-range']).toBe(`0-${own.length - 1}/*`);
+    }
   });
 
   describe('refused JWTs', () => {
@@ -60,7 +67,7 @@ describe('access tokens', () => {
     });
 
     async function refused(jwt: string, code: string, message: RegExp | string) {
-      const res = await request(probeA).get('/probe').set('Authorization', `Bearer ${jwt}`);
+      const res = await read(a.app, jwt);
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ code, message: expect.stringMatching(message), details: null });
       expect(Object.keys(res.body).sort()).toEqual(['code', 'details', 'hint', 'message']);
@@ -121,14 +128,14 @@ describe('access tokens', () => {
   });
 
   it('accepts JWTs signed with the previous secret during a rotation, and signs with the new one', async () => {
-    const rotated = startTestApp(db.url, { TALLY_JWT_SECRET: 'the-next-secret-that-is-at-least-32-chars', TALLY_JWT_SECRET_PREVIOUS: TEST_JWT_SECRET });
+    const rotated = startTestApp(db.url, restEnv({ TALLY_JWT_SECRET: 'the-next-secret-that-is-at-least-32-chars', TALLY_JWT_SECRET_PREVIOUS: TEST_JWT_SECRET }));
     try {
       const t = await tokenFor(db.admin, ws.id, 'read');
       const old = await exchanged(a.app, t.token); // signed with TEST_JWT_SECRET
-      await request(probeApp(rotated)).get('/probe').set('Authorization', `Bearer ${old}`).expect(200);
+      await read(rotated.app, old).expect(200);
       const fresh = await exchanged(rotated.app, t.token);
-      await request(probeApp(rotated)).get('/probe').set('Authorization', `Bearer ${fresh}`).expect(200);
-      await request(probeA).get('/probe').set('Authorization', `Bearer ${fresh}`).expect(401); // a does not know the new secret
+      await read(rotated.app, fresh).expect(200);
+      await read(a.app, fresh).expect(401); // a does not know the new secret
     } finally {
       await rotated.close();
     }
@@ -137,16 +144,17 @@ describe('access tokens', () => {
   it('revoking a workspace token stops its JWT on the very next request, on both instances', async () => {
     const t = await tokenFor(db.admin, ws.id, 'write');
     const jwt = await exchanged(a.app, t.token);
-    await request(probeA).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200);
-    await request(probeB).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200);
+    await read(a.app, jwt).expect(200);
+    await read(b.app, jwt).expect(200);
 
     await revokeToken(db.admin, t.id, ws.id, 'test');
 
-    for (const probe of [probeB, probeA]) {
-      const res = await request(probe).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(401);
+    for (const app of [b.app, a.app]) {
+      const res = await read(app, jwt).expect(401);
       expect(res.body).toMatchObject({ code: 'PT401', message: 'The workspace token behind this access token has been revoked' });
-      await request(probe).post('/probe').set('Authorization', `Bearer ${jwt}`).expect(401);
+      await write(app, jwt).expect(401);
     }
+    expect((await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'access-jwt write'`)[0].n).toBe(0);
     for (const app of [a.app, b.app]) {
       await request(app).post('/api/v1/token').set('x-api-token', t.token).expect(401);
     }
@@ -160,16 +168,16 @@ describe('access tokens', () => {
 
     await setApiEnabled(db.admin, ws.id, false, 'test');
     try {
-      for (const [probe, app] of [[probeA, a.app], [probeB, b.app]] as const) {
-        const res = await request(probe).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(403);
+      for (const app of [a.app, b.app]) {
+        const res = await read(app, jwt).expect(403);
         expect(res.body).toMatchObject({ code: 'PT403', message: 'API access is switched off for this workspace' });
         await request(app).post('/functions/v1/api-token').set('Authorization', `Bearer ${t.token}`).expect(403);
-        await request(probe).get('/probe').set('Authorization', `Bearer ${theirJwt}`).expect(200);
+        await read(app, theirJwt).expect(200);
       }
     } finally {
       await setApiEnabled(db.admin, ws.id, true, 'test');
     }
-    await request(probeB).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200);
+    await read(b.app, jwt).expect(200);
     await request(a.app).post('/api/v1/token').set('x-api-token', t.token).expect(200);
   });
 });

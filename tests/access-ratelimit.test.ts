@@ -6,7 +6,7 @@ import { newWorkspaceToken } from '../gateway/secrets.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { probeApp } from './access-probe.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
 // Rate limits (SPEC §8, issue 5 §5): per workspace token across surfaces and instances, per
 // address without a token, stricter per address for failed authentications; counters in
@@ -33,6 +33,15 @@ describe('rate limits', () => {
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
   const exchange = (app: Express, token: string) => request(app).post('/api/v1/token').set('x-api-token', token);
+  // /rest/v1 checks the apikey, then the JWT, inside limitAfter: a request counts once, against
+  // its workspace token when both pass, against the client address otherwise.
+  const restRead = (app: Express, jwt?: string) => {
+    const req = request(app).get('/rest/v1/personal_transactions?select=id').set('apikey', TEST_API_KEY);
+    return jwt === undefined ? req : req.set('Authorization', `Bearer ${jwt}`);
+  };
+  const restWrite = (app: Express, jwt: string) =>
+    request(app).post('/rest/v1/personal_transactions').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+      .send({ name: 'rate-limited write', amount: 1, category_id: 'other', method_id: 'cash' });
 
   // The exchange also reports its failed-authentication policy: draft-8 headers are lists of
   // policies, so pick the request limit's item.
@@ -67,15 +76,15 @@ describe('rate limits', () => {
   });
 
   it('counts one token across two instances and across surfaces (exchange and JWT requests)', async () => {
-    const a = start({ TALLY_RATE_LIMIT_PER_MINUTE: '5' });
-    const b = start({ TALLY_RATE_LIMIT_PER_MINUTE: '5' });
+    const a = start(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '5' }));
+    const b = start(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '5' }));
     const { token } = await tokenFor(db.admin, ws.id, 'write');
     const jwt = (await exchange(a.app, token).expect(200)).body.access_token as string; // 1
     await exchange(b.app, token).expect(200); // 2
-    await request(probeApp(a)).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200); // 3
-    await request(probeApp(b)).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200); // 4
-    await request(probeApp(b)).post('/probe').set('Authorization', `Bearer ${jwt}`).expect(201); // 5
-    expect429(await request(probeApp(a)).get('/probe').set('Authorization', `Bearer ${jwt}`), 5);
+    await restRead(a.app, jwt).expect(200); // 3
+    await restRead(b.app, jwt).expect(200); // 4
+    await restWrite(b.app, jwt).expect(201); // 5
+    expect429(await restRead(a.app, jwt), 5);
     expect429(await exchange(b.app, token), 5);
     expect429(await exchange(a.app, token), 5);
 
@@ -85,29 +94,33 @@ describe('rate limits', () => {
   });
 
   it('limits requests without a token per client address', async () => {
-    const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '3' });
-    const probe = probeApp(t);
-    // anon has no grant on the table (403), but each request is counted before any database work
-    for (let i = 0; i < 3; i++) await request(probe).get('/probe').expect(403);
-    expect429(await request(probe).get('/probe'), 3);
+    const t = start(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '3' }));
+    // anon has no grant on the table (401), but each request is counted before any database work
+    for (let i = 0; i < 3; i++) {
+      const res = await restRead(t.app);
+      expect([res.status, res.body.code]).toEqual([401, '42501']);
+    }
+    expect429(await restRead(t.app), 3);
     const rows = await db.admin<{ key: string }[]>`SELECT key FROM tally.rate_limits`;
     expect(rows.map((r) => r.key)).toEqual([expect.stringMatching(/^req:ip:/)]);
   });
 
   it('counts requests with a bad JWT against the client address, and still answers 401 until the limit', async () => {
-    const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '3' });
-    const probe = probeApp(t);
+    const t = start(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '3' }));
     for (let i = 0; i < 3; i++) {
-      const res = await request(probe).get('/probe').set('Authorization', 'Bearer not.a.jwt');
+      const res = await restRead(t.app, 'not.a.jwt');
       expect(res.status).toBe(401);
       expect(res.body.code).toBe('PGRST301');
     }
-    expect429(await request(probe).get('/probe').set('Authorization', 'Bearer not.a.jwt'), 3);
-    expect429(await request(probe).get('/probe'), 3); // the same address, now without a JWT
+    expect429(await restRead(t.app, 'not.a.jwt'), 3);
+    expect429(await restRead(t.app), 3); // the same address, now without a JWT
     // A valid token from the same address has its own budget.
     const { token } = await tokenFor(db.admin, ws.id, 'read');
     const jwt = (await exchange(t.app, token).expect(200)).body.access_token as string;
-    await request(probe).get('/probe').set('Authorization', `Bearer ${jwt}`).expect(200);
+    // ... but only once the apikey passes: without it the JWT is not looked at, and the
+    // request is the address's.
+    expect429(await request(t.app).get('/rest/v1/personal_transactions?select=id').set('Authorization', `Bearer ${jwt}`), 3);
+    await restRead(t.app, jwt).expect(200);
   });
 
   it('starts a new window once the old one has ended', async () => {

@@ -5,7 +5,7 @@ import { serverPool } from '../gateway/db/connect.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { asRole, createTestDatabase, sqlState, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { probeApp } from './access-probe.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
 // Scopes (issue 5 §3): a read token's JWT maps to api_read, and the database itself refuses
 // its writes; surfaces say the token is read-only.
@@ -18,7 +18,7 @@ describe('scopes', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     ws = await workspaceWithData(db.admin);
-    t = startTestApp(db.url);
+    t = startTestApp(db.url, restEnv());
   });
   afterAll(async () => {
     await t.close();
@@ -67,20 +67,25 @@ describe('scopes', () => {
   });
 
   it('a write with a read token is 403 "read-only"; with a write token it is stored in the workspace', async () => {
-    const probe = probeApp(t);
-    const before = await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'probe'`;
+    const post = (jwt: string) => request(t.app).post('/rest/v1/personal_transactions')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+      .send({ name: 'scoped write', amount: 1, category_id: 'other', method_id: 'cash' });
+    const before = await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`;
 
-    const refused = await request(probe).post('/probe').set('Authorization', `Bearer ${await exchanged('read')}`).expect(403);
+    const readJwt = await exchanged('read');
+    const refused = await post(readJwt).expect(403);
     expect(refused.body).toEqual({
       code: '42501',
-      message: 'This token is read-only: it cannot create, change or delete data',
+      message: 'This token is read-only: permission denied for table personal_transactions',
       details: null,
       hint: expect.stringContaining('write scope'),
     });
-    expect((await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'probe'`)[0].n).toBe(before[0].n);
+    expect((await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`)[0].n).toBe(before[0].n);
 
-    await request(probe).post('/probe').set('Authorization', `Bearer ${await exchanged('write')}`).expect(201);
-    const rows = await db.admin<{ workspace_id: string }[]>`SELECT workspace_id FROM public.personal_transactions WHERE name = 'probe'`;
+    const writeJwt = await exchanged('write');
+    const stored = await post(writeJwt).expect(201);
+    expect(stored.text).toBe(''); // return=minimal
+    const rows = await db.admin<{ workspace_id: string }[]>`SELECT workspace_id FROM public.personal_transactions WHERE name = 'scoped write'`;
     expect(rows).toEqual([{ workspace_id: ws.id }]);
   });
 
