@@ -1,6 +1,8 @@
 // The one error shape of every surface, PostgREST's: {code, message, details, hint}, with an
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
+import { readOnlyError } from './auth/scopes.js';
+
 export interface ErrorBody {
   code: string;
   message: string;
@@ -90,8 +92,11 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
       headers['WWW-Authenticate'] = 'Bearer';
       hint ??= 'Send an access token: Authorization: Bearer <JWT>';
     } else if (ctx.readOnlyWrite) {
-      message = `This token is read-only: ${err.message}`;
-      hint = 'Writes need a token with the write scope (a read-write workspace token)';
+      // Every surface (/rest/v1, /api/v1, MCP) says the same: the token is read-only.
+      const refusal = readOnlyError();
+      message = refusal.message;
+      details = err.message; // names the table
+      hint = refusal.hint;
     } else if (/row-level security/.test(err.message)) {
       hint ??= 'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
     }

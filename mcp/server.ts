@@ -3,10 +3,9 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { AuthContext, GatewayCall } from '../gateway/call.js';
 import { ApiError } from '../gateway/errors.js';
-import { isReadOnly, readOnlyError } from '../gateway/auth/scopes.js';
 import type { Lookups } from '../gateway/lookups.js';
 import { TableClient, ToolError } from './gateway-client.js';
-import { tools, type Tool } from './tools.js';
+import { tools } from './tools.js';
 
 // One MCP server for one caller: the 14 tools with the live category and method enums, every
 // call a gateway call under the caller's AuthContext. Built per request (the HTTP transport is
@@ -20,13 +19,9 @@ const INSTRUCTIONS =
   'Category and payment method ids must be one of the values listed in each tool schema.';
 
 /** One sentence an agent can act on, from whatever a tool call failed with. */
-export function toolErrorText(err: unknown, tool: Tool, auth: AuthContext): string {
+export function toolErrorText(err: unknown): string {
   if (err instanceof ToolError) return err.message;
   if (err instanceof ApiError) {
-    if (err.status === 403 && err.code === '42501' && !tool.annotations.readOnlyHint && isReadOnly(auth)) {
-      const e = readOnlyError();
-      return `${e.message}. ${e.hint}.`;
-    }
     if (err.status === 429) return `${err.message}. Retry after ${err.headers['Retry-After'] ?? 60} seconds.`;
     if (err.status === 401) return `${err.message}. ${err.hint ?? 'The workspace token is no longer valid.'}`;
     const parts = [err.message, err.details, err.hint].filter((p): p is string => typeof p === 'string' && p.length > 0);
@@ -55,7 +50,7 @@ export function createMcpServer(call: GatewayCall, auth: AuthContext, lookups: L
           const result = await tool.run(args, db);
           return { content: [{ type: 'text', text: result.text }], structuredContent: result.structured };
         } catch (err) {
-          return { content: [{ type: 'text', text: toolErrorText(err, tool, auth) }], isError: true };
+          return { content: [{ type: 'text', text: toolErrorText(err) }], isError: true };
         }
       },
     );

@@ -5,7 +5,6 @@ import { ApiError } from '../errors.js';
 import type { LookupCache } from '../lookups.js';
 import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter, rateLimit } from '../auth/ratelimit.js';
-import { scopeRefusal } from '../auth/scopes.js';
 import { docsHandlers } from './docs.js';
 import { openApiDocument } from './openapi.js';
 import { CATEGORY_DOMAINS, CATEGORY_QUERY, FUND_DETAIL_QUERY, PAYMENT_METHOD_QUERY, RESOURCES, type Resource } from './resources.js';
@@ -77,15 +76,9 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
   const router = Router();
   const json = express.json({ limit: ctx.config.maxBodyBytes, strict: false });
 
-  /** One gateway call under the request's auth; a read token's refused write says so. */
-  async function gateway(res: Response, req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] }): Promise<GatewayResponse> {
-    const a = auth(res);
-    try {
-      return await call({ headers: {}, ...req }, a);
-    } catch (err) {
-      if (err instanceof ApiError) throw scopeRefusal(req.method, a, err.code) ?? err;
-      throw err;
-    }
+  /** One gateway call under the request's auth. */
+  function gateway(res: Response, req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] }): Promise<GatewayResponse> {
+    return call({ headers: {}, ...req }, auth(res));
   }
 
   const handle = (fn: (req: Request, res: Response) => Promise<void>): RequestHandler => (req, res, next) => {
