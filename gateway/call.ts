@@ -9,11 +9,16 @@ export interface GatewayRequest {
   method: GatewayMethod;
   /** An exposed schema; the first configured one when absent. */
   schema?: string;
-  /** A table or view of the schema, as the client named it (not yet trusted). */
+  /**
+   * A table or view of the schema, as the client named it (not yet trusted); or 'rpc/{function}'
+   * to call a function of the schema (PostgREST's /rpc): GET/HEAD take the arguments from query
+   * keys named like its parameters, POST from the JSON object body.
+   */
   relation: string;
   /** PostgREST's query grammar: select, order, limit, offset, filters, on_conflict, columns. */
   query: URLSearchParams;
-  /** Request headers that shape the call, lower-case names: prefer, accept, range, content-type. */
+  /** Request headers that shape the call, lower-case names: prefer, accept, range, content-type,
+   *  accept-profile, content-profile. */
   headers: Record<string, string | undefined>;
   /** The parsed body of a write (JSON value), or raw text for text/csv and form bodies. */
   body?: unknown;

@@ -27,6 +27,10 @@ export interface Config {
   /** Failed sign-ins to the settings pages allowed per account / per client address in 15 minutes. */
   signInFailuresPerAccount: number;
   signInFailuresPerAddress: number;
+  /** count(), sum(), avg(), min(), max() in select (PostgREST's db-aggregates-enabled); off: PGRST123. */
+  aggregatesEnabled: boolean;
+  /** Accept: application/vnd.pgrst.plan answers EXPLAIN of the request's query (db-plan-enabled); off: 406. */
+  planEnabled: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -40,6 +44,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function flag(env: Env, name: string): boolean {
+  const raw = (env[name] ?? '').trim().toLowerCase();
+  if (raw === '' || raw === 'false' || raw === '0' || raw === 'off') return false;
+  if (raw === 'true' || raw === '1' || raw === 'on') return true;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
 function list(raw: string | undefined): string[] {
@@ -86,5 +97,7 @@ export function loadConfig(env: Env = process.env): Config {
     settingsSessionHours: integer(env, 'TALLY_SETTINGS_SESSION_HOURS', 12, 1, 24 * 30),
     signInFailuresPerAccount: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ACCOUNT', 5, 1, 1000),
     signInFailuresPerAddress: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ADDRESS', 20, 1, 100_000),
+    aggregatesEnabled: flag(env, 'TALLY_DB_AGGREGATES_ENABLED'),
+    planEnabled: flag(env, 'TALLY_DB_PLAN_ENABLED'),
   };
 }

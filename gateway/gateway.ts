@@ -5,13 +5,15 @@ import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { AppContext } from './context.js';
 import { ApiError } from './errors.js';
-import { runTransaction, type TransactionOptions } from './execute.js';
+import { runTransaction, type Statement, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
+import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './plan/routine.js';
 import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/write.js';
-import { ESTIMATE_THRESHOLD, readStatement } from './query/read.js';
+import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements } from './query/read.js';
+import { routineSource, scalarStatement } from './query/routine.js';
 import { writeStatement, type ReturnShape } from './query/write.js';
-import { parseApiRequest } from './request/parse.js';
-import type { ApiRequest } from './request/types.js';
+import { parseApiRequest, routineName } from './request/parse.js';
+import type { ApiRequest, PlanMedia } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
 import type { SchemaCache } from './schema-cache/types.js';
@@ -43,22 +45,52 @@ export function createGateway(ctx: AppContext): GatewayCall {
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     const cache = await holder.get();
     const schema = requestSchema(ctx, req);
-    const api = parseApiRequest(req, schema);
+    // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys
+    // named like one of its parameters, so the cache is asked before the query is parsed.
+    const fn = routineName(req.relation);
+    let isArgument: ((key: string) => boolean) | undefined;
+    if (fn !== undefined) {
+      if (req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'POST') {
+        throw new ApiError(405, 'PGRST101', `Cannot use the ${req.method} method on RPC`, null, 'Call functions with GET or POST');
+      }
+      const overloads = findRoutines(cache, schema, fn);
+      const names = new Set(overloads.flatMap((r) => r.params.map((p) => p.name)).filter((n) => n !== ''));
+      if (overloads.length === 0) {
+        throw routineNotFound(cache, schema, fn, req.method === 'POST' ? argumentKeys({ method: 'POST' } as ApiRequest, req.body)
+          : [...new Set(req.query.keys())].filter((k) => !['select', 'order', 'limit', 'offset', 'and', 'or', 'apikey'].includes(k)));
+      }
+      if (req.method !== 'POST') isArgument = (key) => names.has(key);
+    }
+    const api = parseApiRequest(req, schema, isArgument);
+    if (api.plan && !ctx.config.planEnabled) {
+      throw new ApiError(406, 'PGRST107', `None of these media types are available: ${req.headers.accept}`, null,
+        'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
+    }
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
       readOnly: !write, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
       statementTimeoutMs: ctx.config.statementTimeoutMs, write,
     };
+    if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);
     return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx);
   };
 }
 
 async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
-  const root = readPlan({ cache, relation, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter() });
+  const root = readPlan({
+    cache, relation, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(), aggregatesEnabled: ctx.config.aggregatesEnabled,
+  });
   const count = api.preferences.count;
   const statements = readStatement(root, api.accept, count);
+  if (api.plan) return planResponse(ctx, tx, statements.main, api.plan);
   const results = await runTransaction(ctx.db, tx, statements.explain ? [statements.main, statements.explain] : [statements.main]);
+  return readResult(api, results);
+}
+
+/** The response of a read statement (and its EXPLAIN for planned counts), as PostgREST shapes it. */
+function readResult(api: ApiRequest, results: Row[][], extraHeaders: Record<string, string> = {}): GatewayResponse {
+  const count = api.preferences.count;
   const row = results[0][0];
   let total: number | undefined;
   if (count === 'exact') total = Number(row.total_result_set);
@@ -67,7 +99,54 @@ async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx:
     const exact = count === 'estimated' ? Number(row.total_result_set) : undefined;
     total = exact !== undefined && exact <= ESTIMATE_THRESHOLD ? exact : planned;
   }
-  return readResponse({ total, pageTotal: row.page_total as number, body: row.body as string }, api.range.offset, api.accept, api.method === 'HEAD', api.preferences);
+  const res = readResponse({ total, pageTotal: row.page_total as number, body: row.body as string }, api.range.offset, api.accept, api.method === 'HEAD', api.preferences);
+  Object.assign(res.headers, extraHeaders);
+  return res;
+}
+
+/**
+ * /rpc/{function}: READ ONLY over GET and for STABLE/IMMUTABLE functions over POST, READ WRITE
+ * for VOLATILE ones over POST (Prefer: tx=rollback honoured), in the request's transaction
+ * model. Rows of a table-typed function are read like a table's; scalars are one JSON value.
+ */
+async function runRoutine(ctx: AppContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+  const call = routinePlan(cache, api, req.body, req.headers['content-type']);
+  const returns = call.routine.returns;
+  const rtx: TransactionOptions = { ...tx, readOnly: call.readOnly, write: !call.readOnly };
+  let statements: ReadStatements;
+  if (returns.kind === 'composite') {
+    const root = readPlan({
+      cache, relation: returns.relation!, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(),
+      aggregatesEnabled: ctx.config.aggregatesEnabled,
+    });
+    statements = readStatement(root, api.accept, api.preferences.count, routineSource(call, root.alias));
+  } else statements = { main: scalarStatement(call) };
+  if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
+  const decide = call.readOnly ? undefined : () => (api.preferences.tx === 'rollback' ? 'rollback' as const : 'commit' as const);
+  const results = await runTransaction(ctx.db, rtx, statements.explain ? [statements.main, statements.explain] : [statements.main], decide);
+  const applied: Record<string, string> = api.preferences.tx && !call.readOnly ? { 'Preference-Applied': `tx=${api.preferences.tx}` } : {};
+  if (returns.kind === 'void') return { status: 204, headers: applied, body: undefined };
+  if (returns.kind === 'scalar') {
+    return { status: 200, headers: { 'Content-Type': CONTENT_TYPES.json, ...applied }, body: api.method === 'HEAD' ? undefined : results[0][0].body as string };
+  }
+  return readResult(api, results, applied);
+}
+
+const MEDIA_NAMES: Record<PlanMedia['for'], string> = { json: 'application/json', object: 'application/vnd.pgrst.object+json', csv: 'text/csv' };
+
+/**
+ * Accept: application/vnd.pgrst.plan: EXPLAIN of the very statement the request would run, in
+ * its transaction (role, claims, pre-request), always rolled back, so EXPLAIN ANALYZE of a
+ * write or a VOLATILE function changes nothing.
+ */
+async function planResponse(ctx: AppContext, tx: TransactionOptions, statement: Statement, plan: PlanMedia): Promise<GatewayResponse> {
+  const options = [`FORMAT ${plan.format.toUpperCase()}`, ...plan.options.map((o) => o.toUpperCase())];
+  const [rows] = await runTransaction(ctx.db, tx, [{ text: `EXPLAIN (${options.join(', ')}) ${statement.text}`, params: statement.params }], () => 'rollback');
+  const body = plan.format === 'json'
+    ? (typeof rows[0]['QUERY PLAN'] === 'string' ? rows[0]['QUERY PLAN'] as string : JSON.stringify(rows[0]['QUERY PLAN']))
+    : rows.map((r) => r['QUERY PLAN'] as string).join('\n');
+  const type = `application/vnd.pgrst.plan+${plan.format}; for="${MEDIA_NAMES[plan.for]}"${plan.options.length ? `; options=${plan.options.join('|')}` : ''}; charset=utf-8`;
+  return { status: 200, headers: { 'Content-Type': type }, body };
 }
 
 function plannedRows(rows: Row[] | undefined): number | undefined {
@@ -79,7 +158,10 @@ function plannedRows(rows: Row[] | undefined): number | undefined {
 
 async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
-  const root = readPlan({ cache, relation, select: api.select, nodes: api.nodes, range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit }, aliases: new AliasCounter() });
+  const root = readPlan({
+    cache, relation, select: api.select, nodes: api.nodes, range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
+    aliases: new AliasCounter(), aggregatesEnabled: ctx.config.aggregatesEnabled,
+  });
   const prefs = api.preferences;
   let plan;
   if (api.method === 'DELETE') plan = deletePlan(relation, root);
@@ -98,6 +180,7 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';
   const statement = writeStatement(plan, root, shape, api.accept);
+  if (api.plan) return planResponse(ctx, tx, statement, api.plan);
   const strict = prefs.handling === 'strict' && prefs.maxAffected !== undefined && api.method !== 'POST' && api.method !== 'PUT';
   let affected = 0;
   const results = await runTransaction(ctx.db, tx, [statement], (res) => {

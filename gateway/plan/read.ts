@@ -103,6 +103,13 @@ export interface ReadPlanInput {
   nodes: Map<string, NodeOptions>;
   range: { offset: number; limit?: number };
   aliases: AliasCounter;
+  /** TALLY_DB_AGGREGATES_ENABLED: without it an aggregate in select is PGRST123. */
+  aggregatesEnabled?: boolean;
+}
+
+function aggregatesDisabled(): ApiError {
+  return new ApiError(400, 'PGRST123', 'Use of aggregate functions is not allowed', null,
+    'Aggregates are off on this server (TALLY_DB_AGGREGATES_ENABLED)');
 }
 
 export function readPlan(input: ReadPlanInput): ReadNode {
@@ -124,10 +131,19 @@ function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], pat
   used.add(path);
   for (const item of items) {
     if (item.kind === 'star') node.select.push({ kind: 'star' });
-    else if (item.kind === 'field') {
+    else if (item.kind === 'count') {
+      if (!input.aggregatesEnabled) throw aggregatesDisabled();
+      node.select.push({ kind: 'count', key: item.alias ?? 'count', cast: item.cast === undefined ? undefined : resolveType(input.cache, item.cast) });
+    } else if (item.kind === 'field') {
       const expr = resolveField(input.cache, rel, item.field, item.cast);
-      const key = item.alias ?? (item.field.json.length > 0 ? item.field.json[item.field.json.length - 1].key : item.field.name);
-      node.select.push({ kind: 'field', expr, key });
+      if (item.aggregate) {
+        if (!input.aggregatesEnabled) throw aggregatesDisabled();
+        const aggregate = { fn: item.aggregate, cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast) };
+        node.select.push({ kind: 'field', expr, key: item.alias ?? item.aggregate, aggregate });
+      } else {
+        const key = item.alias ?? (item.field.json.length > 0 ? item.field.json[item.field.json.length - 1].key : item.field.name);
+        node.select.push({ kind: 'field', expr, key });
+      }
     } else {
       const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
       const key = item.alias ?? item.name;
@@ -135,7 +151,7 @@ function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], pat
       const child = buildNode(input, relationship.target, item.select, childPath, used);
       const embed: Embed = {
         key, relationship, toOne: relationship.cardinality === 'm2o' || relationship.cardinality === 'o2o',
-        inner: item.inner, node: child, lateral: input.aliases.next(),
+        inner: item.inner, spread: item.spread, node: child, lateral: input.aliases.next(),
         junctionAlias: relationship.junction ? input.aliases.next() : undefined,
       };
       node.embeds.push(embed);

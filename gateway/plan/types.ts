@@ -2,8 +2,8 @@
 // Every Relation, Column and Relationship here came from the cache; only values (filter
 // operands, JSON keys) still come from the client, and they only ever become parameters.
 
-import type { Filter, JsonStep } from '../request/types.js';
-import type { Column, ComputedField, Relation, Relationship } from '../schema-cache/types.js';
+import type { AggregateFn, Filter, JsonStep } from '../request/types.js';
+import type { Column, ComputedField, Relation, Relationship, Routine, RoutineParam } from '../schema-cache/types.js';
 
 /** A column or computed field of a node's row, with an optional JSON path and cast. */
 export interface FieldExpr {
@@ -16,9 +16,17 @@ export interface FieldExpr {
   isArray: boolean;
 }
 
+/** An aggregate over a node's rows; `cast` (SQL type from the cache) applies to its result. */
+export interface Aggregate {
+  fn: AggregateFn;
+  cast?: string;
+}
+
 export type SelectOut =
   | { kind: 'star' }
-  | { kind: 'field'; expr: FieldExpr; key: string }
+  | { kind: 'field'; expr: FieldExpr; key: string; aggregate?: Aggregate }
+  /** count() without a column: the rows of the group. */
+  | { kind: 'count'; key: string; cast?: string }
   | { kind: 'embed'; embed: Embed };
 
 export type PlanCondition =
@@ -53,9 +61,26 @@ export interface Embed {
   relationship: Relationship;
   toOne: boolean;
   inner: boolean;
+  /** `...relation(…)`: the columns are lifted into the parent (to-many: one array per column). */
+  spread: boolean;
   node: ReadNode;
   /** SQL alias of the lateral join that yields the value. */
   lateral: string;
   /** SQL alias of the junction table of a many-to-many embed. */
   junctionAlias?: string;
+}
+
+/**
+ * A call of a function at /rpc (PostgREST's CallPlan): the overload the arguments chose, and how
+ * they reach it. Argument values travel as one JSON parameter; the SQL builder turns it into
+ * typed, named arguments with the parameter types of the schema cache.
+ */
+export interface RoutineCall {
+  routine: Routine;
+  args:
+    | { kind: 'named'; params: RoutineParam[]; json: string }
+    /** One json/jsonb parameter receives the whole body (unnamed, or Prefer: params=single-object). */
+    | { kind: 'single'; param: RoutineParam; json: string };
+  /** READ ONLY: GET, or a STABLE/IMMUTABLE function over POST. */
+  readOnly: boolean;
 }

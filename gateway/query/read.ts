@@ -1,7 +1,7 @@
 // Read statements (PostgREST's QueryBuilder): a ReadNode tree compiled to one SELECT whose
 // JSON body Postgres itself writes (json_agg), with embeds as lateral joins.
 
-import type { Embed, ReadNode } from '../plan/types.js';
+import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
 import { aliasRow, conditionSql, fieldSql, ident, Params, qualified, type RowRef } from './sql.js';
 
@@ -9,24 +9,85 @@ export interface CompiledNode {
   select: string;
   /** FROM … joins … WHERE …, without order and limit: shared by the page and the count. */
   fromWhere: string;
+  /** GROUP BY the non-aggregated outputs, when the node aggregates; else ''. */
+  groupBy: string;
   orderLimit: string;
 }
 
+export interface CompileOptions {
+  extraWhere?: string[];
+  /**
+   * A to-one spread child: its aggregates are applied by the parent (PostgREST treats a spread
+   * resource's columns as the parent's), so the child yields their raw inputs.
+   */
+  lift?: boolean;
+}
+
+/** A column a spread embed lifts into its parent, with the aggregate the parent applies. */
+interface SpreadColumn {
+  key: string;
+  aggregate?: Aggregate;
+  count?: { cast?: string };
+}
+
+function spreadColumns(node: ReadNode): SpreadColumn[] {
+  return node.select.flatMap((item): SpreadColumn[] => {
+    if (item.kind === 'star') return node.relation.columnList.map((c) => ({ key: c.name }));
+    if (item.kind === 'field') return [{ key: item.key, aggregate: item.aggregate }];
+    if (item.kind === 'count') return [{ key: item.key, count: { cast: item.cast } }];
+    return item.embed.spread ? spreadColumns(item.embed.node) : [{ key: item.embed.key }];
+  });
+}
+
+function aggregateSql(fn: string, arg: string | undefined, cast: string | undefined): string {
+  const sql = arg === undefined ? 'pg_catalog.count(*)' : `pg_catalog.${fn}(${arg})`;
+  return cast ? `CAST(${sql} AS ${cast})` : sql;
+}
+
 /** The parts of a node's SELECT, for a row reached through `row` (its own alias in reads). */
-export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params, extraWhere: string[] = []): CompiledNode {
-  const select: string[] = [];
+export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params, options: CompileOptions = {}): CompiledNode {
+  // Outputs in order; plain ones are the grouping keys when any output aggregates. json values
+  // (embeds) have no equality operator, so an aggregating node groups them as jsonb.
+  const outputs: { sql: string; key?: string; plain: boolean; json?: boolean; star?: 'row' | 'column' }[] = [];
+  const plain = (sql: string, key: string, json = false) => outputs.push({ sql, key, plain: true, json });
+  const aggregate = (sql: string, key: string) => outputs.push({ sql, key, plain: false });
   const joins: string[] = [];
   for (const item of node.select) {
-    if (item.kind === 'star') select.push(row.star());
-    else if (item.kind === 'field') select.push(`${fieldSql(item.expr, row, p)} AS ${ident(item.key)}`);
-    else {
+    if (item.kind === 'star') {
+      // `alias.*`, or its columns one by one when they become grouping keys.
+      outputs.push({ sql: row.star(), plain: false, star: 'row' });
+      for (const c of node.relation.columnList) outputs.push({ sql: row.col(c.name), key: c.name, plain: true, star: 'column' });
+    } else if (item.kind === 'field') {
+      const e = fieldSql(item.expr, row, p);
+      if (item.aggregate && !options.lift) aggregate(aggregateSql(item.aggregate.fn, e, item.aggregate.cast), item.key);
+      else plain(e, item.key);
+    } else if (item.kind === 'count') {
+      if (options.lift) plain('1', item.key);
+      else aggregate(aggregateSql('count', undefined, item.cast), item.key);
+    } else {
       const e = item.embed;
-      const value = `${ident(e.lateral)}.${ident(e.key)}`;
-      select.push(e.toOne ? `${value} AS ${ident(e.key)}` : `coalesce(${value}, '[]'::json) AS ${ident(e.key)}`);
+      const lateral = ident(e.lateral);
+      if (e.spread) {
+        for (const col of spreadColumns(e.node)) {
+          const v = `${lateral}.${ident(col.key)}`;
+          if (!e.toOne) plain(`coalesce(${v}, '[]'::json)`, col.key, true);
+          else if (col.aggregate && !options.lift) aggregate(aggregateSql(col.aggregate.fn, v, col.aggregate.cast), col.key);
+          else if (col.count && !options.lift) aggregate(aggregateSql('count', v, col.count.cast), col.key);
+          else plain(v, col.key);
+        }
+      } else {
+        const value = `${lateral}.${ident(e.key)}`;
+        plain(e.toOne ? value : `coalesce(${value}, '[]'::json)`, e.key, true);
+      }
     }
   }
+  const aggregated = outputs.some((o) => !o.plain && o.star === undefined);
+  const shown = outputs.filter((o) => o.star !== (aggregated ? 'row' : 'column'));
+  const sqlOf = (o: (typeof outputs)[number]) => (aggregated && o.json ? `(${o.sql})::jsonb` : o.sql);
+  const select = shown.map((o) => (o.key === undefined ? o.sql : `${sqlOf(o)} AS ${ident(o.key)}`));
+  const groups = aggregated ? outputs.filter((o) => o.plain).map(sqlOf) : [];
   for (const e of node.embeds) joins.push(embedJoin(e, row, p));
-  const where = [...extraWhere, ...node.conditions.map((c) => conditionSql(c, row, p))];
+  const where = [...(options.extraWhere ?? []), ...node.conditions.map((c) => conditionSql(c, row, p))];
   const order = node.order.map((o) => {
     const expr = o.via ? viaSql(o.via, o.expr, row, p) : fieldSql(o.expr, row, p);
     return `${expr}${o.direction ? ' ' + o.direction.toUpperCase() : ''}${o.nulls ? ` NULLS ${o.nulls.toUpperCase()}` : ''}`;
@@ -37,6 +98,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params
   return {
     select: select.length > 0 ? select.join(', ') : 'NULL AS "pgrst_none"',
     fromWhere: `${from}${joins.map((j) => ' ' + j).join('')}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}`,
+    groupBy: groups.length > 0 ? ` GROUP BY ${groups.join(', ')}` : '',
     orderLimit,
   };
 }
@@ -59,12 +121,27 @@ function embedJoin(e: Embed, parent: RowRef, p: Params): string {
   const child = e.node;
   const rel = child.relation;
   const l = link(e, child.alias, parent);
-  const compiled = compileNode(child, aliasRow(child.alias), `FROM ${qualified(rel.schema, rel.name)} AS ${ident(child.alias)}${l.join}`, p, l.where);
-  const sub = `SELECT ${compiled.select} ${compiled.fromWhere}${compiled.orderLimit}`;
-  const agg = e.toOne ? 'pg_catalog.row_to_json("pgrst_t")' : 'pg_catalog.json_agg("pgrst_t")';
-  const lateral = `LATERAL (SELECT ${agg} AS ${ident(e.key)} FROM (${sub}) AS "pgrst_t") AS ${ident(e.lateral)}`;
+  const from = `FROM ${qualified(rel.schema, rel.name)} AS ${ident(child.alias)}${l.join}`;
+  const compiled = compileNode(child, aliasRow(child.alias), from, p, { extraWhere: l.where, lift: e.spread && e.toOne });
+  const sub = `SELECT ${compiled.select} ${compiled.fromWhere}${compiled.groupBy}${compiled.orderLimit}`;
+  let lateral: string;
+  let present: string; // a value that is NULL when nothing was embedded
+  if (e.spread && e.toOne) {
+    // The child's row itself: the parent reads its columns (and aggregates them).
+    lateral = `LATERAL (${sub}) AS ${ident(e.lateral)}`;
+    present = 'TRUE';
+  } else if (e.spread) {
+    // PostgREST 13: a to-many spread gives one array per column.
+    const cols = spreadColumns(child).map((c) => `pg_catalog.json_agg("pgrst_t".${ident(c.key)}) AS ${ident(c.key)}`);
+    lateral = `LATERAL (SELECT ${cols.join(', ')}, pg_catalog.count(*) AS "pgrst_n" FROM (${sub}) AS "pgrst_t") AS ${ident(e.lateral)}`;
+    present = `${ident(e.lateral)}."pgrst_n" > 0`;
+  } else {
+    const agg = e.toOne ? 'pg_catalog.row_to_json("pgrst_t")' : 'pg_catalog.json_agg("pgrst_t")';
+    lateral = `LATERAL (SELECT ${agg} AS ${ident(e.key)} FROM (${sub}) AS "pgrst_t") AS ${ident(e.lateral)}`;
+    present = `${ident(e.lateral)}.${ident(e.key)} IS NOT NULL`;
+  }
   if (!e.inner) return `LEFT JOIN ${lateral} ON TRUE`;
-  return e.toOne ? `JOIN ${lateral} ON TRUE` : `JOIN ${lateral} ON ${ident(e.lateral)}.${ident(e.key)} IS NOT NULL`;
+  return e.toOne ? `JOIN ${lateral} ON TRUE` : `JOIN ${lateral} ON ${present}`;
 }
 
 /** A column of a to-one embedded row, for ORDER BY: a scalar sub-select through the relationship. */
@@ -97,17 +174,31 @@ export interface ReadStatements {
 
 export const ESTIMATE_THRESHOLD = 10_000;
 
-export function readStatement(root: ReadNode, media: MediaType, count: 'exact' | 'planned' | 'estimated' | undefined): ReadStatements {
+/**
+ * Where the root's rows come from other than its relation: a function call (query/routine.ts).
+ * `with` names CTEs the FROM refers to; `single` makes the body one object (a function that
+ * returns one row, not a set).
+ */
+export type RowSource = (p: Params) => { with?: string; from: string; single?: boolean };
+
+export function readStatement(root: ReadNode, media: MediaType, count: 'exact' | 'planned' | 'estimated' | undefined, source?: RowSource): ReadStatements {
   const p = new Params();
   const rel = root.relation;
-  const c = compileNode(root, aliasRow(root.alias), `FROM ${qualified(rel.schema, rel.name)} AS ${ident(root.alias)}`, p);
-  const countSql = count === 'exact' ? `(SELECT pg_catalog.count(*) ${c.fromWhere})`
-    : count === 'estimated' ? `(SELECT pg_catalog.count(*) FROM (SELECT 1 ${c.fromWhere} LIMIT ${ESTIMATE_THRESHOLD + 1}) AS "pgrst_e")`
+  const src = source?.(p);
+  const from = src ? src.from : `FROM ${qualified(rel.schema, rel.name)} AS ${ident(root.alias)}`;
+  const c = compileNode(root, aliasRow(root.alias), from, p);
+  // With GROUP BY, the count is of groups, as the body has them.
+  const counted = c.groupBy ? `FROM (SELECT 1 ${c.fromWhere}${c.groupBy}) AS "pgrst_g"` : c.fromWhere;
+  const countSql = count === 'exact' ? `(SELECT pg_catalog.count(*) ${counted})`
+    : count === 'estimated' ? `(SELECT pg_catalog.count(*) FROM (SELECT 1 ${c.fromWhere}${c.groupBy} LIMIT ${ESTIMATE_THRESHOLD + 1}) AS "pgrst_e")`
       : 'NULL';
-  const text = `WITH pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) `
-    + `SELECT ${countSql}::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body `
+  const body = src?.single && media === 'json' ? bodySql('object') : bodySql(media);
+  const text = `WITH ${src?.with ? `${src.with}, ` : ''}pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.groupBy}${c.orderLimit}) `
+    + `SELECT ${countSql}::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${body} AS body `
     + `FROM pgrst_rows AS "_postgrest_t"`;
   const out: ReadStatements = { main: { text, params: p.values } };
-  if (count === 'planned' || count === 'estimated') out.explain = { text: `EXPLAIN (FORMAT JSON) SELECT 1 ${c.fromWhere}`, params: p.values };
+  if (count === 'planned' || count === 'estimated') {
+    out.explain = { text: `EXPLAIN (FORMAT JSON) ${src?.with ? `WITH ${src.with} ` : ''}SELECT 1 ${c.fromWhere}${c.groupBy}`, params: p.values };
+  }
   return out;
 }

@@ -3,7 +3,7 @@
 // hint points at the part that could not be read.
 
 import { ApiError } from '../errors.js';
-import { OPERATORS, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
+import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
 
 export function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
   const at = raw.slice(pos, pos + 30);
@@ -82,12 +82,29 @@ function selectList(c: Cursor, nested: boolean): SelectItem[] {
   }
 }
 
+/** `::type`, after a column or an aggregate. */
+function castOf(c: Cursor): string | undefined {
+  if (!c.startsWith('::')) return undefined;
+  c.pos += 2;
+  const start = c.pos;
+  while (!c.done() && /[A-Za-z0-9_ \[\]]/.test(c.peek())) c.pos++;
+  const cast = c.raw.slice(start, c.pos).trim();
+  if (cast === '') c.fail('a type name after "::"');
+  return cast;
+}
+
+const aggregateSet = new Set<string>(AGGREGATES);
+
 function selectItem(c: Cursor): SelectItem {
   if (c.peek() === '*') {
     c.pos++;
     return { kind: 'star' };
   }
-  if (c.startsWith('...')) c.fail('a column or relation (spread embedding is not supported)');
+  let spread = false;
+  if (c.startsWith('...')) {
+    c.pos += 3;
+    spread = true;
+  }
   let alias: string | undefined;
   let name = c.name();
   if (c.peek() === ':' && c.peek(1) !== ':') {
@@ -95,6 +112,11 @@ function selectItem(c: Cursor): SelectItem {
     alias = name;
     name = c.name();
   }
+  if (!spread && name === 'count' && c.startsWith('()')) {
+    c.pos += 2;
+    return { kind: 'count', alias, cast: castOf(c) };
+  }
+  if (spread && c.peek() !== '!' && c.peek() !== '(') c.fail('"(" after the spread relation');
   if (c.peek() === '!' || c.peek() === '(') {
     let hint: string | undefined;
     let inner = false;
@@ -109,16 +131,19 @@ function selectItem(c: Cursor): SelectItem {
     c.expect('(');
     const select = selectList(c, true);
     c.expect(')');
-    return { kind: 'embed', name, alias, hint, inner, select };
+    return { kind: 'embed', name, alias, hint, inner, spread, select };
   }
   const json = jsonPath(c);
-  let cast: string | undefined;
-  if (c.startsWith('::')) {
-    c.pos += 2;
-    const start = c.pos;
-    while (!c.done() && /[A-Za-z0-9_ \[\]]/.test(c.peek())) c.pos++;
-    cast = c.raw.slice(start, c.pos).trim();
-    if (cast === '') c.fail('a type name after "::"');
+  const cast = castOf(c);
+  if (c.peek() === '.') {
+    c.pos++;
+    const fn = c.name();
+    if (!aggregateSet.has(fn)) {
+      c.pos -= fn.length;
+      c.fail(`an aggregate function (${AGGREGATES.join(', ')}) followed by "()"`);
+    }
+    c.expect('()');
+    return { kind: 'field', field: { name, json }, alias, cast, aggregate: fn as AggregateFn, aggregateCast: castOf(c) };
   }
   return { kind: 'field', field: { name, json }, alias, cast };
 }

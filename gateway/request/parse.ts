@@ -3,12 +3,22 @@
 
 import type { GatewayRequest } from '../call.js';
 import { ApiError } from '../errors.js';
-import { parseColumnList, parseField, parseLogic, parseOperation, parseOrder, parseSelect } from './grammar.js';
-import type { ApiRequest, MediaType, NodeOptions, Preferences, RangeRequest } from './types.js';
+import { parseColumnList, parseField, parseLogic, parseOperation, parseOrder, parseSelect, splitTopLevel } from './grammar.js';
+import { PLAN_OPTIONS, type ApiRequest, type MediaType, type NodeOptions, type PlanMedia, type PlanOption, type Preferences, type RangeRequest } from './types.js';
 
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
 
-export function parseApiRequest(req: GatewayRequest, schema: string): ApiRequest {
+/** The function a GatewayRequest addresses: relation 'rpc/{name}' (see call.ts). */
+export function routineName(relation: string): string | undefined {
+  return relation.startsWith('rpc/') ? relation.slice(4) : undefined;
+}
+
+/**
+ * `isArgument` (GET /rpc only) says which query keys name a parameter of the function: they are
+ * its arguments, every other key keeps its meaning (select, order, filters on the result).
+ */
+export function parseApiRequest(req: GatewayRequest, schema: string, isArgument?: (key: string) => boolean): ApiRequest {
+  const routineArgs = new Map<string, string[]>();
   const nodes = new Map<string, NodeOptions>();
   const node = (path: string): NodeOptions => {
     let n = nodes.get(path);
@@ -33,6 +43,10 @@ export function parseApiRequest(req: GatewayRequest, schema: string): ApiRequest
       continue;
     }
     if (key === 'apikey') continue; // some clients repeat the apikey in the query string
+    if (isArgument?.(key)) {
+      routineArgs.set(key, [...(routineArgs.get(key) ?? []), value]);
+      continue;
+    }
     const segments = key.split('.');
     const last = segments[segments.length - 1];
     if (last === 'order' || last === 'limit' || last === 'offset' || last === 'or' || last === 'and') {
@@ -63,16 +77,21 @@ export function parseApiRequest(req: GatewayRequest, schema: string): ApiRequest
   const preferences = parsePreferences(req.headers.prefer);
   const root = nodes.get('');
   const range = parseRange(req.headers.range, root?.limit, root?.offset);
+  const routine = routineName(req.relation);
+  const accept = parseAccept(req.headers.accept);
   return {
     method: req.method,
     schema,
-    relation: req.relation,
+    relation: routine ?? req.relation,
+    routine,
+    routineArgs,
     select: select ?? [{ kind: 'star' }],
     selectGiven: select !== undefined,
     nodes,
     range,
     preferences,
-    accept: parseAccept(req.headers.accept),
+    accept: accept.media,
+    plan: accept.plan,
     onConflict,
     columns,
   };
@@ -145,8 +164,10 @@ export function parsePreferences(header: string | undefined): Preferences {
       case 'tx':
         if (v === 'commit' || v === 'rollback') prefs.tx = v; else ok = false;
         break;
-      case 'timezone': // accepted and ignored: responses carry Postgres's own timestamp text
       case 'params':
+        if (v === 'single-object') prefs.params = v; else ok = false;
+        break;
+      case 'timezone': // accepted and ignored: responses carry Postgres's own timestamp text
         ok = false;
         break;
       default:
@@ -171,17 +192,37 @@ const MEDIA: Record<string, MediaType> = {
   'text/*': 'csv',
 };
 
-/** The best media type of an Accept header that Tally can produce; 406 PGRST107 otherwise. */
-export function parseAccept(header: string | undefined): MediaType {
-  if (!header || header.trim() === '') return 'json';
-  const ranked = header.split(',').map((part, i) => {
-    const [type, ...params] = part.trim().split(';').map((s) => s.trim().toLowerCase());
+const PLAN_MEDIA: Record<string, PlanMedia['format']> = {
+  'application/vnd.pgrst.plan': 'text',
+  'application/vnd.pgrst.plan+text': 'text',
+  'application/vnd.pgrst.plan+json': 'json',
+};
+
+/**
+ * The best media type of an Accept header that Tally can produce; 406 PGRST107 otherwise.
+ * A plan media type (`application/vnd.pgrst.plan+json; for="application/json"; options=analyze|buffers`)
+ * asks for EXPLAIN of the query that the `for` media type would run.
+ */
+export function parseAccept(header: string | undefined): { media: MediaType; plan?: PlanMedia } {
+  if (!header || header.trim() === '') return { media: 'json' };
+  const ranked = splitTopLevel(header, 'Accept header').map((part, i) => {
+    const [type, ...params] = part.trim().split(';').map((s) => s.trim());
     const q = params.find((p) => p.startsWith('q='));
-    return { type, q: q ? Number(q.slice(2)) : 1, i };
+    return { type: type.toLowerCase(), params, q: q ? Number(q.slice(2)) : 1, i };
   }).filter((m) => m.type !== '' && !(m.q <= 0)).sort((a, b) => b.q - a.q || a.i - b.i);
   for (const m of ranked) {
     const media = MEDIA[m.type];
-    if (media) return media;
+    if (media) return { media };
+    const format = PLAN_MEDIA[m.type];
+    if (format) {
+      const param = (name: string) => m.params.find((p) => p.toLowerCase().startsWith(`${name}=`))?.slice(name.length + 1).replace(/^"|"$/g, '');
+      const forType = param('for');
+      const forMedia = forType === undefined ? 'json' : MEDIA[forType.toLowerCase()];
+      const options = (param('options') ?? '').split('|').map((o) => o.trim().toLowerCase()).filter((o) => o !== '');
+      if (forMedia && options.every((o) => (PLAN_OPTIONS as readonly string[]).includes(o))) {
+        return { media: forMedia, plan: { format, for: forMedia, options: options as PlanOption[] } };
+      }
+    }
   }
   throw new ApiError(406, 'PGRST107', `None of these media types are available: ${header}`, null,
     'Ask for application/json, application/vnd.pgrst.object+json or text/csv');

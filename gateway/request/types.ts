@@ -12,10 +12,17 @@ export interface FieldRef {
   json: JsonStep[];
 }
 
+export const AGGREGATES = ['count', 'sum', 'avg', 'min', 'max'] as const;
+export type AggregateFn = (typeof AGGREGATES)[number];
+
 export type SelectItem =
   | { kind: 'star' }
-  | { kind: 'field'; field: FieldRef; alias?: string; cast?: string }
-  | { kind: 'embed'; name: string; alias?: string; hint?: string; inner: boolean; select: SelectItem[] };
+  /** `[alias:]field[->json][::inputCast][.aggregate()[::outputCast]]` */
+  | { kind: 'field'; field: FieldRef; alias?: string; cast?: string; aggregate?: AggregateFn; aggregateCast?: string }
+  /** `[alias:]count()[::cast]`: the rows of each group. */
+  | { kind: 'count'; alias?: string; cast?: string }
+  /** `[alias:]relation[!hint][!inner](…)`; `...relation(…)` spreads its columns into the parent. */
+  | { kind: 'embed'; name: string; alias?: string; hint?: string; inner: boolean; spread: boolean; select: SelectItem[] };
 
 export const OPERATORS = [
   'eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch', 'in', 'is', 'isdistinct',
@@ -68,12 +75,25 @@ export interface Preferences {
   handling?: 'strict' | 'lenient';
   maxAffected?: number;
   tx?: 'commit' | 'rollback';
+  /** params=single-object: the whole body is the one json/jsonb argument of a function. */
+  params?: 'single-object';
   /** Preferences that were understood, as they will be echoed in Preference-Applied. */
   understood: string[];
   invalid: string[];
 }
 
 export type MediaType = 'json' | 'object' | 'csv';
+
+export const PLAN_OPTIONS = ['analyze', 'verbose', 'settings', 'buffers', 'wal'] as const;
+export type PlanOption = (typeof PLAN_OPTIONS)[number];
+
+/** Accept: application/vnd.pgrst.plan[+json|+text]; for="…"; options=a|b: EXPLAIN instead of rows. */
+export interface PlanMedia {
+  format: 'json' | 'text';
+  /** The media type whose query is explained (for="…"), json by default. */
+  for: MediaType;
+  options: PlanOption[];
+}
 
 export interface RangeRequest {
   offset: number;
@@ -84,7 +104,12 @@ export interface RangeRequest {
 export interface ApiRequest {
   method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   schema: string;
+  /** A table or view; for a function call, the function's name (see `routine`). */
   relation: string;
+  /** Set for /rpc/{function}: the function's name as the client wrote it. */
+  routine?: string;
+  /** GET /rpc arguments: query parameters named like a parameter of the function (repeats kept). */
+  routineArgs: Map<string, string[]>;
   select: SelectItem[];
   /** Whether the client sent `select` (a write returns everything when it did not). */
   selectGiven: boolean;
@@ -92,6 +117,8 @@ export interface ApiRequest {
   range: RangeRequest;
   preferences: Preferences;
   accept: MediaType;
+  /** Set when the client asked for the query plan instead of the result. */
+  plan?: PlanMedia;
   onConflict?: string[];
   columns?: string[];
 }

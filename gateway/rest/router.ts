@@ -42,7 +42,8 @@ export function restRouter(ctx: AppContext, apiKeys = new ApiKeys(ctx.db, ctx.co
     }
   });
 
-  router.all('/:relation', async (req, res, next) => {
+  // /rpc/{function}: the gateway call with relation 'rpc/{function}' (see call.ts).
+  router.all(['/rpc/:function', '/:relation'], async (req, res, next) => {
     try {
       const method = req.method.toUpperCase() as GatewayMethod;
       if (!METHODS.has(method)) throw new ApiError(405, 'PGRST117', `Unsupported HTTP method: ${req.method}`);
@@ -76,7 +77,7 @@ function gatewayRequest(req: Request, method: GatewayMethod): GatewayRequest {
   }
   return {
     method,
-    relation: req.params.relation as string,
+    relation: req.params.function !== undefined ? `rpc/${req.params.function as string}` : req.params.relation as string,
     query: new URLSearchParams(q >= 0 ? req.originalUrl.slice(q + 1) : ''),
     headers,
     body,

@@ -1,9 +1,10 @@
 // Loads the SchemaCache from pg_catalog: relations of the exposed schemas, their columns, keys,
 // foreign keys (also through views, from the column origins Postgres records in a view's
-// rewrite rule), junctions for many-to-many, and computed fields (functions of a row type).
+// rewrite rule), junctions for many-to-many, computed fields (functions of a row type), and
+// the functions served at /rpc with their parameters and return types.
 
 import type { Sql } from 'postgres';
-import { relationKey, type Column, type Relation, type Relationship, type SchemaCache } from './types.js';
+import { relationKey, type Column, type Relation, type Relationship, type Routine, type SchemaCache } from './types.js';
 
 interface RelationRow { oid: number; schema: string; name: string; relkind: string; description: string | null }
 interface ColumnRow {
@@ -13,6 +14,12 @@ interface ColumnRow {
 interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
 interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
 interface ViewRow { oid: number; action: string }
+interface RoutineRow {
+  oid: number; schema: string; name: string; volatility: string; setof: boolean; ndefaults: number;
+  argnames: string[]; argmodes: string[]; ret_relid: number; ret_void: boolean; ret_record: boolean; ret_pseudo: boolean;
+  type_sql: string; base_type: string; is_array: boolean; description: string | null;
+}
+interface RoutineArgRow { oid: number; i: number; type_sql: string; base_type: string; is_array: boolean; pseudo: boolean }
 
 const TYPE_SQL = `
   CASE WHEN t.typcategory = 'A' AND t.typelem <> 0
@@ -33,9 +40,9 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
            pg_catalog.obj_description(c.oid, 'pg_class') AS description
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')`, [schemas]);
+     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemas]);
   const oids = relationRows.map((r) => r.oid);
-  const [columnRows, keyRows, computedRows, viewRows, typeRows] = await Promise.all([
+  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows] = await Promise.all([
     sql.unsafe<ColumnRow[]>(`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
              pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
@@ -77,17 +84,40 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       SELECT t.typname AS name, ${TYPE_SQL} AS type_sql
         FROM pg_catalog.pg_type t ${TYPE_JOINS}
        WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemas]),
+    sql.unsafe<RoutineRow[]>(`
+      SELECT p.oid::int AS oid, pn.nspname AS schema, p.proname AS name, p.provolatile::text AS volatility,
+             p.proretset AS setof, p.pronargdefaults::int AS ndefaults,
+             coalesce(p.proargnames, '{}'::text[]) AS argnames, coalesce(p.proargmodes::text[], '{}'::text[]) AS argmodes,
+             t.typrelid::int AS ret_relid, t.oid = 'pg_catalog.void'::regtype AS ret_void,
+             t.oid = 'pg_catalog.record'::regtype AS ret_record, t.typtype = 'p' AS ret_pseudo,
+             ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
+             pg_catalog.obj_description(p.oid, 'pg_proc') AS description
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+        JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'`, [schemas]),
+    sql.unsafe<RoutineArgRow[]>(`
+      SELECT p.oid::int AS oid, a.i::int AS i, ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
+             (t.typcategory = 'A' AND t.typelem <> 0) AS is_array, t.typtype = 'p' AS pseudo
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+        CROSS JOIN LATERAL unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) WITH ORDINALITY AS a(typ, i)
+        JOIN pg_catalog.pg_type t ON t.oid = a.typ ${TYPE_JOINS}
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'
+       ORDER BY p.oid, a.i`, [schemas]),
   ]);
 
   const byOid = new Map<number, Relation>();
   const relations = new Map<string, Relation>();
   for (const r of relationRows) {
     const rel: Relation = {
-      oid: r.oid, schema: r.schema, name: r.name, kind: r.relkind === 'v' || r.relkind === 'm' ? 'view' : 'table',
+      oid: r.oid, schema: r.schema, name: r.name,
+      kind: r.relkind === 'v' || r.relkind === 'm' ? 'view' : r.relkind === 'c' ? 'composite' : 'table',
       columns: new Map(), columnList: [], primaryKey: [], uniqueKeys: [], computed: new Map(), description: r.description,
     };
     byOid.set(r.oid, rel);
-    relations.set(relationKey(r.schema, r.name), rel);
+    // A composite type shapes function results; it is not a resource of its own.
+    if (rel.kind !== 'composite') relations.set(relationKey(r.schema, r.name), rel);
   }
   const attnames = new Map<number, Map<number, string>>();
   for (const c of columnRows) {
@@ -214,5 +244,59 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     const t = types.get(name);
     if (t && !types.has(alias)) types.set(alias, t);
   }
-  return { schemas, relations, relationships, types, loadedAt: new Date() };
+  return { schemas, relations, relationships, routines: routinesOf(routineRows, routineArgRows, byOid), types, loadedAt: new Date() };
+}
+
+/**
+ * Functions by schema.name. Input parameters are IN, INOUT and VARIADIC ones; the last
+ * pronargdefaults of them may be left out. A function returning a row type of the exposed
+ * schemas, or record with OUT/TABLE columns, returns rows that compose with select, filters and
+ * embedding; pseudo-typed parameters or results (triggers, polymorphic) are not callable.
+ */
+function routinesOf(rows: RoutineRow[], argRows: RoutineArgRow[], byOid: Map<number, Relation>): Map<string, Routine[]> {
+  const args = new Map<number, RoutineArgRow[]>();
+  for (const a of argRows) {
+    if (!args.has(a.oid)) args.set(a.oid, []);
+    args.get(a.oid)!.push(a);
+  }
+  const out = new Map<string, Routine[]>();
+  for (const r of rows) {
+    const types = args.get(r.oid) ?? [];
+    const modes = r.argmodes.length > 0 ? r.argmodes : types.map(() => 'i');
+    const inputs: Routine['params'] = [];
+    const outColumns: Column[] = [];
+    let callable = !(r.ret_pseudo && !r.ret_void && !r.ret_record);
+    types.forEach((t, k) => {
+      const mode = modes[k] ?? 'i';
+      const name = r.argnames[k] ?? '';
+      if (mode === 'i' || mode === 'b' || mode === 'v') {
+        if (t.pseudo) callable = false;
+        inputs.push({ name, typeSql: t.type_sql, baseType: t.base_type, isArray: t.is_array, required: true });
+      }
+      if (mode === 'o' || mode === 'b' || mode === 't') {
+        outColumns.push({ name, typeSql: t.type_sql, typeDisplay: t.base_type, baseType: t.base_type, isArray: t.is_array,
+          nullable: true, defaultExpr: null, generated: false, description: null });
+      }
+    });
+    if (!callable) continue;
+    inputs.forEach((p, k) => { p.required = k < inputs.length - r.ndefaults; });
+    let returns: Routine['returns'];
+    if (r.ret_void) returns = { setOf: r.setof, kind: 'void' };
+    else if (r.ret_relid !== 0 && byOid.has(r.ret_relid)) returns = { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
+    else if (r.ret_record && outColumns.length > 0) {
+      const relation: Relation = {
+        oid: -r.oid, schema: r.schema, name: r.name, kind: 'composite', columns: new Map(outColumns.map((c) => [c.name, c])),
+        columnList: outColumns, primaryKey: [], uniqueKeys: [], computed: new Map(), description: null,
+      };
+      returns = { setOf: r.setof, kind: 'composite', relation };
+    } else returns = { setOf: r.setof, kind: 'scalar' };
+    const routine: Routine = {
+      oid: r.oid, schema: r.schema, name: r.name, params: inputs, returns,
+      volatility: r.volatility === 'i' ? 'immutable' : r.volatility === 's' ? 'stable' : 'volatile', description: r.description,
+    };
+    const key = relationKey(r.schema, r.name);
+    if (!out.has(key)) out.set(key, []);
+    out.get(key)!.push(routine);
+  }
+  return out;
 }

@@ -29,7 +29,8 @@ export interface Relation {
   oid: number;
   schema: string;
   name: string;
-  kind: 'table' | 'view';
+  /** composite: a composite type or a function's OUT columns, never addressable by itself. */
+  kind: 'table' | 'view' | 'composite';
   columns: Map<string, Column>;
   columnList: Column[];
   primaryKey: string[];
@@ -63,10 +64,43 @@ export interface Relationship {
   };
 }
 
+/** An input parameter of a function; unnamed ones have the name ''. */
+export interface RoutineParam {
+  name: string;
+  typeSql: string;
+  baseType: string;
+  isArray: boolean;
+  /** false when the parameter has a default and may be left out. */
+  required: boolean;
+}
+
+/** A function of an exposed schema, callable at /rpc/{name} (PostgREST's Routine). */
+export interface Routine {
+  oid: number;
+  schema: string;
+  name: string;
+  params: RoutineParam[];
+  returns: {
+    /** SETOF / RETURNS TABLE: an array of rows; otherwise one value. */
+    setOf: boolean;
+    /**
+     * composite: rows of `relation` (a table, view or composite type of the exposed schemas, or
+     * the function's OUT columns), so select, filters, order and embedding apply; scalar: one
+     * JSON value per row; void: nothing (204).
+     */
+    kind: 'composite' | 'scalar' | 'void';
+    relation?: Relation;
+  };
+  volatility: 'volatile' | 'stable' | 'immutable';
+  description: string | null;
+}
+
 export interface SchemaCache {
   schemas: string[];
   relations: Map<string, Relation>; // key: schema.name
   relationships: Map<number, Relationship[]>; // by source oid
+  /** Functions by schema.name; overloads share a key. */
+  routines: Map<string, Routine[]>;
   /** Type names usable in casts: name (and aliases) → qualified SQL type. */
   types: Map<string, string>;
   loadedAt: Date;

@@ -1,0 +1,107 @@
+// routinePlan: /rpc/{function} resolved against the schema cache (PostgREST's CallPlan). The
+// overload is chosen by argument names, as PostgREST chooses it: every required parameter given,
+// every given key a parameter; else the fallback of one unnamed json/jsonb parameter that takes
+// the whole body. Only names that matched a parameter reach SQL; values stay one JSON parameter.
+
+import { ApiError } from '../errors.js';
+import type { ApiRequest } from '../request/types.js';
+import type { Routine, RoutineParam, SchemaCache } from '../schema-cache/types.js';
+import type { RoutineCall } from './types.js';
+
+const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'and', 'or', 'columns', 'on_conflict', 'apikey']);
+
+export function findRoutines(cache: SchemaCache, schema: string, name: string): Routine[] {
+  return cache.routines.get(`${schema}.${name}`) ?? [];
+}
+
+const isJson = (p: RoutineParam) => !p.isArray && (p.baseType === 'json' || p.baseType === 'jsonb');
+const signature = (r: Routine) => `${r.schema}.${r.name}(${r.params.map((p) => (p.name ? `${p.name} => ${p.baseType}${p.isArray ? '[]' : ''}` : `${p.baseType}${p.isArray ? '[]' : ''}`)).join(', ')})`;
+
+/** PGRST202: no function of that name takes these arguments. */
+export function routineNotFound(cache: SchemaCache, schema: string, name: string, keys: string[]): ApiError {
+  const sorted = [...keys].sort();
+  const others = [...cache.routines.values()].flat().filter((r) => r.schema === schema).map((r) => r.name);
+  const close = others.find((n) => n !== name && (n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n)));
+  return new ApiError(404, 'PGRST202', `Could not find the function ${schema}.${name}(${sorted.join(', ')}) in the schema cache`,
+    `Searched for the function ${schema}.${name} ${sorted.length ? `with parameters ${sorted.join(', ')}` : 'without parameters'} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.`,
+    close ? `Perhaps you meant to call the function ${schema}.${close}` : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.');
+}
+
+/** The argument keys a request gives: the body's keys (POST) or the query's argument keys (GET). */
+export function argumentKeys(api: ApiRequest, body: unknown): string[] {
+  if (api.method === 'POST') return body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
+  return [...api.routineArgs.keys()].filter((k) => !RESERVED.has(k));
+}
+
+/** A POST body as a JSON value: JSON already parsed by the surface, or a form body. */
+function bodyValue(body: unknown, contentType: string | undefined): unknown {
+  if (body === undefined || body === '') return {};
+  const type = (contentType ?? 'application/json').split(';')[0].trim().toLowerCase();
+  if (typeof body === 'string' && type === 'application/x-www-form-urlencoded') {
+    const form = new URLSearchParams(body);
+    return Object.fromEntries([...new Set(form.keys())].map((k) => {
+      const all = form.getAll(k);
+      return [k, all.length > 1 ? all : all[0]];
+    }));
+  }
+  if (typeof body === 'string') {
+    try {
+      return JSON.parse(body);
+    } catch (err) {
+      throw new ApiError(400, 'PGRST102', 'Empty or invalid json', err instanceof Error ? err.message : null, 'Send the arguments as a JSON object');
+    }
+  }
+  return body;
+}
+
+export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknown, contentType: string | undefined): RoutineCall {
+  const overloads = findRoutines(cache, api.schema, api.relation);
+  const post = api.method === 'POST';
+  const body = post ? bodyValue(rawBody, contentType) : undefined;
+  const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
+  const keys = post ? (isObject ? Object.keys(body as object) : []) : argumentKeys(api, undefined);
+
+  let chosen: Routine[];
+  let single = false;
+  if (post && api.preferences.params === 'single-object') {
+    chosen = overloads.filter((r) => r.params.length === 1 && isJson(r.params[0]));
+    single = true;
+  } else {
+    chosen = isObject || !post
+      ? overloads.filter((r) => r.params.every((p) => p.name !== '')
+        && r.params.every((p) => !p.required || keys.includes(p.name)) && keys.every((k) => r.params.some((p) => p.name === k)))
+      : [];
+    if (chosen.length === 0 && post) {
+      chosen = overloads.filter((r) => r.params.length === 1 && r.params[0].name === '' && isJson(r.params[0]));
+      single = true;
+    }
+  }
+  if (chosen.length === 0) {
+    if (post && !isObject) {
+      throw new ApiError(400, 'PGRST102', 'Invalid body: expected a JSON object of named arguments', null,
+        'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON');
+    }
+    throw routineNotFound(cache, api.schema, api.relation, keys);
+  }
+  if (chosen.length > 1) {
+    throw new ApiError(300, 'PGRST203', `Could not choose the best candidate function between: ${chosen.map(signature).join(', ')}`, null,
+      'Try renaming the parameters or the function itself in the database so function overloading can be resolved');
+  }
+  const routine = chosen[0];
+  if (!post && routine.volatility === 'volatile') {
+    throw new ApiError(405, 'PGRST101', `Cannot use the ${api.method} method on RPC: ${routine.schema}.${routine.name} is VOLATILE`, null,
+      'Call it with POST, or declare it STABLE or IMMUTABLE when it does not modify the database');
+  }
+  const readOnly = !post || routine.volatility !== 'volatile';
+  if (single) return { routine, args: { kind: 'single', param: routine.params[0], json: JSON.stringify(body) }, readOnly };
+  const values: Record<string, unknown> = {};
+  if (post) Object.assign(values, body);
+  else {
+    for (const [k, v] of api.routineArgs) {
+      const param = routine.params.find((p) => p.name === k)!;
+      values[k] = v.length > 1 || (param.isArray && v.length > 1) ? v : v[v.length - 1];
+    }
+  }
+  const params = routine.params.filter((p) => keys.includes(p.name));
+  return { routine, args: { kind: 'named', params, json: JSON.stringify(values) }, readOnly };
+}
