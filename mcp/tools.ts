@@ -68,21 +68,30 @@ const dateFilters = {
 
 const pageOutput = { total: z.number().describe('How many records match the filters in all'), limit: z.number(), offset: z.number() };
 
-interface FundRow extends z.infer<typeof fund> {
+/** public.fund_figures, as the computed field funds.summary embeds it (sql/040_fund_summary.sql). */
+interface FundFigures {
   balance: number;
-  fund_transactions?: { amount: number }[];
+  income: number;
+  expenses: number;
+  progress: number | null;
+  participant_count: number;
 }
 
+interface FundRow extends z.infer<typeof fund> {
+  summary: FundFigures;
+}
+
+/**
+ * The fund's totals as Postgres computes them (fund_summary, one definition for the wrapper, MCP
+ * and /rpc); only picked out here, never recomputed.
+ */
 function fundTotals(row: FundRow): z.infer<typeof totals> {
-  const amounts = (row.fund_transactions ?? []).map((t) => t.amount);
-  const income = round(amounts.filter((a) => a > 0).reduce((s, a) => s + a, 0));
-  const expenses = round(-amounts.filter((a) => a < 0).reduce((s, a) => s + a, 0));
-  const balance = round(Number(row.balance));
-  return { balance, income, expenses, progress: row.target_amount ? round(balance / row.target_amount) : null };
+  const s = row.summary;
+  return { balance: Number(s.balance), income: Number(s.income), expenses: Number(s.expenses), progress: s.progress === null ? null : Number(s.progress) };
 }
 
-function withoutLedger(row: FundRow): z.infer<typeof fund> {
-  const { fund_transactions: _ledger, balance: _balance, ...rest } = row;
+function withoutSummary<T extends FundRow>(row: T): Omit<T, 'summary'> {
+  const { summary: _summary, ...rest } = row;
   return rest;
 }
 
@@ -181,9 +190,10 @@ export const tools: Tool[] = [
     input: () => ({}),
     output: { funds: z.array(fund.extend({ totals })) },
     async run(_args, db) {
-      const q = new URLSearchParams({ select: `${FUND_COLUMNS},balance,fund_transactions(amount)`, order: 'created_at.desc,id.asc' });
+      // One gateway call: the computed field summary is fund_summary() for each fund.
+      const q = new URLSearchParams({ select: `${FUND_COLUMNS},summary`, order: 'created_at.desc,id.asc' });
       const { rows } = await db.list<FundRow>('funds', q);
-      const funds = rows.map((r) => ({ ...withoutLedger(r), totals: fundTotals(r) }));
+      const funds = rows.map((r) => ({ ...withoutSummary(r), totals: fundTotals(r) }));
       const lines = funds.map((f) => `- ${f.name} (${f.status}): balance ${money(f.totals.balance)} ${f.currency}` +
         (f.target_amount ? ` of target ${money(f.target_amount)}` : ''));
       return { structured: { funds }, text: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.' };
@@ -202,7 +212,7 @@ export const tools: Tool[] = [
     },
     async run(args, db) {
       const q = new URLSearchParams({
-        select: `${FUND_COLUMNS},balance,fund_transactions(${FUND_TRANSACTION_COLUMNS}),fund_participants(joined_at,contacts(${CONTACT_COLUMNS}))`,
+        select: `${FUND_COLUMNS},summary,fund_transactions(${FUND_TRANSACTION_COLUMNS}),fund_participants(joined_at,contacts(${CONTACT_COLUMNS}))`,
         id: `eq.${args.fund_id}`,
         'fund_transactions.order': 'occurred_at.desc,id.desc',
       });
@@ -210,7 +220,8 @@ export const tools: Tool[] = [
       const row = rows[0];
       if (!row) throw new ToolError(`No fund with id ${args.fund_id} in this workspace (list_funds shows the ids).`);
       const participants = row.fund_participants.map((p) => ({ ...p.contacts, joined_at: p.joined_at }));
-      const structured = { fund: { ...withoutLedger(row), totals: fundTotals(row) }, participants, ledger: row.fund_transactions };
+      const { fund_transactions: ledger, fund_participants: _joins, ...fields } = withoutSummary(row);
+      const structured = { fund: { ...fields, totals: fundTotals(row) }, participants, ledger };
       const t = structured.fund.totals;
       return {
         structured,

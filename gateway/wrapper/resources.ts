@@ -85,14 +85,20 @@ export const RESOURCES: Resource[] = [
 ];
 
 /**
- * GET /funds/{id}: the fund, its computed balance, its ledger newest first, and its
- * participants (the fund_participants join with each contact embedded).
+ * GET /funds/{id}: the fund, its ledger newest first, and its participants (the
+ * fund_participants join with each contact embedded). Its figures come from a second call,
+ * GET rpc/fund_summary (sql/040_fund_summary.sql): the numbers the MCP tools and /rest/v1/rpc
+ * give too.
  */
 export const FUND_DETAIL_QUERY: Record<string, string> = {
-  select: '*,balance,fund_transactions(*),fund_participants(joined_at,contacts(*))',
+  select: '*,fund_transactions(*),fund_participants(joined_at,contacts(*))',
   'fund_transactions.order': 'occurred_at.desc,id.desc',
   'fund_participants.order': 'joined_at.asc,contact_id.asc',
 };
+
+/** The function and the figures GET /funds/{id} adds: GET /rpc/fund_summary?fund_id=…&select=… */
+export const FUND_SUMMARY_RELATION = 'rpc/fund_summary';
+export const FUND_SUMMARY_SELECT = 'balance,income,expenses,progress,participant_count';
 
 /** GET /categories?domain=…: which flag column each domain reads. */
 export const CATEGORY_DOMAINS: Record<string, string> = { expenses: 'for_expenses', funds: 'for_funds' };

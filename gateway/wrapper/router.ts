@@ -7,7 +7,9 @@ import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter, rateLimit } from '../auth/ratelimit.js';
 import { docsHandlers } from './docs.js';
 import { openApiDocument } from './openapi.js';
-import { CATEGORY_DOMAINS, CATEGORY_QUERY, FUND_DETAIL_QUERY, PAYMENT_METHOD_QUERY, RESOURCES, type Resource } from './resources.js';
+import {
+  CATEGORY_DOMAINS, CATEGORY_QUERY, FUND_DETAIL_QUERY, FUND_SUMMARY_RELATION, FUND_SUMMARY_SELECT, PAYMENT_METHOD_QUERY, RESOURCES, type Resource,
+} from './resources.js';
 import { schemasFor, validateBody } from './validate.js';
 
 // The REST wrapper /api/v1 (SPEC §4.1, issue 6): each route builds one GatewayRequest with the
@@ -163,11 +165,16 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
   api.get('/funds/:id', handle(async (req, res) => {
     const id = recordId(req, fund);
     const query = new URLSearchParams({ ...FUND_DETAIL_QUERY, id: `eq.${id}` });
-    const g = await gateway(res, { method: 'GET', relation: 'funds', query });
+    // The figures are the function's (GET /rpc/fund_summary), so they equal what MCP and /rest/v1/rpc say.
+    const [g, s] = await Promise.all([
+      gateway(res, { method: 'GET', relation: 'funds', query }),
+      gateway(res, { method: 'GET', relation: FUND_SUMMARY_RELATION, query: new URLSearchParams({ fund_id: id, select: FUND_SUMMARY_SELECT }) }),
+    ]);
     const [row] = rows<Record<string, unknown> & { fund_participants?: { joined_at: string; contacts: Record<string, unknown> }[] }>(g);
     if (!row) throw notFound(fund, id);
     const { fund_participants: joins = [], ...rest } = row;
-    res.json({ ...rest, participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })) });
+    const summary = JSON.parse(s.body ?? 'null') as { balance: number } & Record<string, unknown>;
+    res.json({ ...rest, balance: summary.balance, summary, participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })) });
   }));
 
   api.get('/categories', handle(async (req, res) => {

@@ -179,10 +179,21 @@ export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
       { ...fundProperties, fund_transactions: { type: 'array', items: FundTransaction, description: 'The fund\'s transactions (embedded)' } },
       'A fund with its embedded transactions (the default select of GET /funds)'),
     FundDetail: record(
-      { ...fundProperties, balance: { type: 'number', description: 'Sum of the amounts of the fund\'s transactions, computed on read' },
+      { ...fundProperties, balance: { type: 'number', description: 'Sum of the amounts of the fund\'s transactions, computed on read (summary.balance)' },
+        summary: {
+          type: 'object', description: 'The fund\'s figures from the SQL function fund_summary (also GET /rest/v1/rpc/fund_summary?fund_id=…)',
+          properties: {
+            balance: { type: 'number', description: 'Income minus expenses' },
+            income: { type: 'number', description: 'Sum of the positive transactions' },
+            expenses: { type: 'number', description: 'Sum of the negative transactions, as a positive number' },
+            progress: { type: ['number', 'null'], description: 'Balance divided by the target amount, rounded to 4 places; null without a target' },
+            participant_count: { type: 'integer', description: 'How many contacts take part' },
+          },
+          required: ['balance', 'income', 'expenses', 'progress', 'participant_count'],
+        },
         fund_transactions: { type: 'array', items: FundTransaction, description: 'The ledger, newest first' },
         participants: { type: 'array', items: Participant, description: 'The contacts taking part, with when they joined' } },
-      'One fund with its balance, ledger and participants'),
+      'One fund with its balance and figures, ledger and participants'),
     Contact,
     Participant,
     Category: record({
