@@ -97,10 +97,8 @@ export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknow
   const values: Record<string, unknown> = {};
   if (post) Object.assign(values, body);
   else {
-    for (const [k, v] of api.routineArgs) {
-      const param = routine.params.find((p) => p.name === k)!;
-      values[k] = v.length > 1 || (param.isArray && v.length > 1) ? v : v[v.length - 1];
-    }
+    // A repeated key is an array (?v=1&v=2, PostgREST's variadic form); a single one its text.
+    for (const [k, v] of api.routineArgs) values[k] = v.length > 1 ? v : v[0];
   }
   const params = routine.params.filter((p) => keys.includes(p.name));
   return { routine, args: { kind: 'named', params, json: JSON.stringify(values) }, readOnly };
