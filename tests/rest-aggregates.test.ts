@@ -1,9 +1,10 @@
 import request from 'supertest';
 import { PostgrestClient } from '@supabase/postgrest-js';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { accessToken, signJwt, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { loadFixture, restEnv, TEST_API_KEY } from './harness/rest.js';
+import type { TestDatabase } from './harness/db.js';
+import { startTestApp, type TestApp } from './harness/app.js';
+import type { WorkspaceFixture } from './harness/fixtures.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { blogEnv, setUpBlog, setUpFinance, tearDown } from './harness/suite.js';
 
 // Aggregates (TALLY_DB_AGGREGATES_ENABLED), spread embeds and query plans (TALLY_DB_PLAN_ENABLED)
 // as PostgREST 12/13 serve them, on the blog schema and on the finance schema under RLS.
@@ -11,24 +12,12 @@ import { loadFixture, restEnv, TEST_API_KEY } from './harness/rest.js';
 const byJson = <T>(rows: T[]) => [...rows].sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
 
 describe('aggregates, spreads and plans (blog schema)', () => {
-  let db: TestDatabase;
-  let on: TestApp;
-  let off: TestApp;
-  let userJwt: string;
-  const blogEnv = { TALLY_DB_SCHEMAS: 'blog', TALLY_DB_ANON_ROLE: 'blog_anon', TALLY_DB_PRE_REQUEST: '' };
+  let db: TestDatabase, on: TestApp, off: TestApp, userJwt: string;
   beforeAll(async () => {
-    db = await createTestDatabase();
-    await loadFixture(db.admin, 'blog.sql');
-    await loadFixture(db.admin, 'blog-functions.sql');
-    on = startTestApp(db.url, restEnv({ ...blogEnv, TALLY_DB_AGGREGATES_ENABLED: 'true', TALLY_DB_PLAN_ENABLED: 'true' }));
-    off = startTestApp(db.url, restEnv(blogEnv));
-    userJwt = await signJwt({ role: 'blog_user' });
+    ({ db, t: on, userJwt } = await setUpBlog(['blog.sql', 'blog-functions.sql'], { TALLY_DB_AGGREGATES_ENABLED: 'true', TALLY_DB_PLAN_ENABLED: 'true' }));
+    off = startTestApp(db.url, blogEnv());
   });
-  afterAll(async () => {
-    await on.close();
-    await off.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, on, off));
 
   const get = (path: string, headers: Record<string, string> = {}, app = on) =>
     request(app.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...headers });
@@ -170,27 +159,16 @@ describe('aggregates, spreads and plans (blog schema)', () => {
 });
 
 describe('aggregates and spreads (finance schema, under RLS)', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let b: WorkspaceFixture;
-  let jwtA: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string;
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'alpha');
-    b = await workspaceWithData(db.admin, 'beta');
+    ({ db, t, a, b, readA: jwtA } = await setUpFinance(restEnv({ TALLY_DB_AGGREGATES_ENABLED: 'true' })));
     await db.admin`
       INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id) VALUES
         (${a.id}, ${a.fundId}, 'More', 50, 'fund-income', 'cash'),
         (${a.id}, ${a.fundId}, 'Hotel', -30, 'hotel', 'cash'),
         (${b.id}, ${b.fundId}, 'B only', 5000, 'fund-income', 'cash')`;
-    jwtA = await accessToken({ role: 'api_read', workspace_id: a.id, scope: 'read', sub: (await tokenFor(db.admin, a.id, 'read')).id });
-    t = startTestApp(db.url, restEnv({ TALLY_DB_AGGREGATES_ENABLED: 'true' }));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const get = (path: string) => request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
 

@@ -1,26 +1,19 @@
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { signJwt, startTestApp, type TestApp } from './harness/app.js';
-import { loadFixture, restEnv, TEST_API_KEY } from './harness/rest.js';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import { TEST_API_KEY } from './harness/rest.js';
+import { setUpBlog, tearDown } from './harness/suite.js';
 
 // The gateway knows no table by name: pointed at another schema by configuration alone, it
 // serves it with the same grammar. The blog fixture has composite keys, two foreign keys to one
 // table, a many-to-many junction, a view, jsonb, tsvector and a range column.
 
 describe('generic gateway on a second schema (blog)', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let userJwt: string;
+  let db: TestDatabase, t: TestApp, userJwt: string;
   beforeAll(async () => {
-    db = await createTestDatabase();
-    await loadFixture(db.admin, 'blog.sql');
-    t = startTestApp(db.url, restEnv({ TALLY_DB_SCHEMAS: 'blog', TALLY_DB_ANON_ROLE: 'blog_anon', TALLY_DB_PRE_REQUEST: '' }));
-    userJwt = await signJwt({ role: 'blog_user' });
+    ({ db, t, userJwt } = await setUpBlog());
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const get = (path: string, headers: Record<string, string> = {}) =>
     request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...headers });

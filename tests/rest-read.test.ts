@@ -1,25 +1,18 @@
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import type { TestDatabase } from './harness/db.js';
 import { accessToken, signJwt, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { tokenFor, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
 
 // The read path of /rest/v1 on the finance schema: PostgREST's grammar under RLS, its headers
 // and its errors, and workspace isolation whatever the query.
 
 describe('GET /rest/v1 (finance schema)', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let b: WorkspaceFixture;
-  let jwtA: string;
-  let jwtB: string;
-  let readA: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string, jwtB: string, readA: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'alpha');
-    b = await workspaceWithData(db.admin, 'beta');
+    ({ db, t, a, b, jwtA, jwtB, readA } = await setUpFinance(restEnv()));
     // Five more expenses in A, one in B, with distinct amounts, dates and notes.
     await db.admin`
       INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id, occurred_at, note) VALUES
@@ -29,18 +22,8 @@ describe('GET /rest/v1 (finance schema)', () => {
         (${a.id}, 'Flight', 420, 'travel', 'bank-transfer', '2024-02-01T10:00:00Z', NULL),
         (${a.id}, 'Gym', 40, 'sports', 'mobile-wallet', '2024-01-15T10:00:00Z', 'monthly'),
         (${b.id}, 'B secret', 999, 'other', 'cash', '2024-03-05T10:00:00Z', 'beta only')`;
-    const tokA = await tokenFor(db.admin, a.id, 'write');
-    const tokB = await tokenFor(db.admin, b.id, 'write');
-    const tokRead = await tokenFor(db.admin, a.id, 'read');
-    jwtA = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tokA.id });
-    jwtB = await accessToken({ role: 'api_write', workspace_id: b.id, scope: 'write', sub: tokB.id });
-    readA = await accessToken({ role: 'api_read', workspace_id: a.id, scope: 'read', sub: tokRead.id });
-    t = startTestApp(db.url, restEnv());
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const get = (path: string, headers: Record<string, string> = {}, jwt: string | null = jwtA) =>
     request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...(jwt ? { Authorization: `Bearer ${jwt}` } : {}), ...headers });

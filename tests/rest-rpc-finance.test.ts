@@ -1,27 +1,20 @@
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { accessToken, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
 
 // fund_summary and friends (sql/040_fund_summary.sql) over /rest/v1/rpc on the finance schema:
 // the figures, their composition with the read grammar, and RLS through SECURITY INVOKER
 // functions: workspace A's claims never see B's figures. The wrapper shows the same numbers.
 
 describe('/rest/v1/rpc/fund_summary (finance schema)', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let b: WorkspaceFixture;
-  let jwtA: string;
-  let readA: string;
-  let jwtB: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string, readA: string, jwtB: string;
   let emptyFund: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'alpha');
-    b = await workspaceWithData(db.admin, 'beta');
+    ({ db, t, a, b, jwtA, readA, jwtB } = await setUpFinance(restEnv()));
     // A's fund: +100 (fixture), +50, -30.5 → balance 119.5 of target 1000; one participant.
     await db.admin`
       INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id) VALUES
@@ -30,15 +23,8 @@ describe('/rest/v1/rpc/fund_summary (finance schema)', () => {
         (${b.id}, ${b.fundId}, 'B only', 5000, 'fund-income', 'cash')`;
     [{ id: emptyFund }] = await db.admin<{ id: string }[]>`
       INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'no target') RETURNING id`;
-    jwtA = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: (await tokenFor(db.admin, a.id, 'write')).id });
-    readA = await accessToken({ role: 'api_read', workspace_id: a.id, scope: 'read', sub: (await tokenFor(db.admin, a.id, 'read')).id });
-    jwtB = await accessToken({ role: 'api_write', workspace_id: b.id, scope: 'write', sub: (await tokenFor(db.admin, b.id, 'write')).id });
-    t = startTestApp(db.url, restEnv());
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const get = (path: string, jwt = jwtA, headers: Record<string, string> = {}) =>
     request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, ...headers });

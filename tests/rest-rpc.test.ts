@@ -1,28 +1,20 @@
 import request from 'supertest';
 import { PostgrestClient } from '@supabase/postgrest-js';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { signJwt, startTestApp, type TestApp } from './harness/app.js';
-import { loadFixture, restEnv, TEST_API_KEY } from './harness/rest.js';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import { TEST_API_KEY } from './harness/rest.js';
+import { setUpBlog, tearDown } from './harness/suite.js';
 
 // Functions as endpoints (PostgREST's /rpc) on the generic blog schema: named, single-object and
 // GET arguments, overloads and their errors, table-typed results composed with the read grammar,
 // scalars, void, and the transaction model (READ ONLY for GET and non-VOLATILE functions).
 
 describe('/rest/v1/rpc (blog schema)', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let userJwt: string;
+  let db: TestDatabase, t: TestApp, userJwt: string;
   beforeAll(async () => {
-    db = await createTestDatabase();
-    await loadFixture(db.admin, 'blog.sql');
-    await loadFixture(db.admin, 'blog-functions.sql');
-    t = startTestApp(db.url, restEnv({ TALLY_DB_SCHEMAS: 'blog', TALLY_DB_ANON_ROLE: 'blog_anon', TALLY_DB_PRE_REQUEST: '' }));
-    userJwt = await signJwt({ role: 'blog_user' });
+    ({ db, t, userJwt } = await setUpBlog(['blog.sql', 'blog-functions.sql']));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const get = (path: string, headers: Record<string, string> = {}) =>
     request(t.app).get(`/rest/v1/rpc/${path}`).set({ apikey: TEST_API_KEY, ...headers });

@@ -1,34 +1,20 @@
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { accessToken, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import type { TestDatabase } from './harness/db.js';
+import { accessToken, type TestApp } from './harness/app.js';
+import { tokenFor, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
 
 // The write path of /rest/v1: inserts (bulk, columns=, missing=default), upserts, PUT, PATCH and
 // DELETE with PostgREST's preferences; each checked against the database afterwards.
 
 describe('writes through /rest/v1', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let b: WorkspaceFixture;
-  let jwtA: string;
-  let readA: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string, readA: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'alpha');
-    b = await workspaceWithData(db.admin, 'beta');
-    const tokA = await tokenFor(db.admin, a.id, 'write');
-    const tokRead = await tokenFor(db.admin, a.id, 'read');
-    jwtA = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tokA.id });
-    readA = await accessToken({ role: 'api_read', workspace_id: a.id, scope: 'read', sub: tokRead.id });
-    t = startTestApp(db.url, restEnv({ TALLY_MAX_BODY_BYTES: '4096' }));
+    ({ db, t, a, b, jwtA, readA } = await setUpFinance(restEnv({ TALLY_MAX_BODY_BYTES: '4096' })));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const auth = (jwt: string | null = jwtA) => ({ apikey: TEST_API_KEY, ...(jwt ? { Authorization: `Bearer ${jwt}` } : {}) });
   const post = (path: string, body: unknown, headers: Record<string, string> = {}, jwt: string | null = jwtA) =>

@@ -1,8 +1,9 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { accessToken, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import type { WorkspaceFixture } from './harness/fixtures.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
 
 // The live OpenAPI description of /api/v1 (issue 6 §5), its reference page, and the rate
 // limit of the surface (§6).
@@ -17,22 +18,12 @@ type Doc = {
 };
 
 describe('/api/v1 OpenAPI description and docs', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let jwt: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwt: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'docs');
-    const tok = await tokenFor(db.admin, a.id, 'write');
-    jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tok.id });
-    t = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '10000' });
+    ({ db, t, a, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }, ['docs', 'other']));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const fetchDoc = async (path = '/api/v1/openapi.json'): Promise<Doc> => {
     const res = await request(t.app).get(path).set('Host', 'tally.example:3000');
@@ -144,21 +135,12 @@ describe('/api/v1 OpenAPI description and docs', () => {
 });
 
 describe('/api/v1 rate limit', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let jwt: string;
+  let db: TestDatabase, t: TestApp, jwt: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    const a = await workspaceWithData(db.admin, 'limited');
-    const tok = await tokenFor(db.admin, a.id, 'write');
-    jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tok.id });
-    t = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '3' });
+    ({ db, t, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '3' }, ['limited', 'other']));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   it('answers 429 with Retry-After in the error shape once a token is over its limit, writes included', async () => {
     for (let i = 0; i < 3; i++) expect((await request(t.app).get('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`)).status).toBe(200);

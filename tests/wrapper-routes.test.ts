@@ -1,27 +1,20 @@
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { accessToken, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
 
 // The routes of the /api/v1 wrapper (SPEC §4.1, issue 6): each one's defaults give the same
 // result as the same query on /rest/v1; writes answer with the record (201 + Location); ids
 // of another workspace are 404 and change nothing; a read token's writes are refused as such.
 
 describe('/api/v1 wrapper routes', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let b: WorkspaceFixture;
-  let jwtA: string;
-  let jwtB: string;
-  let readA: string;
-  let wsTokenA: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string, jwtB: string, readA: string, wsTokenA: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'alpha');
-    b = await workspaceWithData(db.admin, 'beta');
+    // Many calls per test: the rate limit is proven in wrapper-openapi.test.ts.
+    ({ db, t, a, b, jwtA, jwtB, readA, tokenA: wsTokenA } = await setUpFinance(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' })));
     // 25 more expenses in A (more than one default page), with distinct dates.
     await db.admin`
       INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id, occurred_at)
@@ -41,20 +34,8 @@ describe('/api/v1 wrapper routes', () => {
     await db.admin`
       INSERT INTO public.fund_participants (workspace_id, fund_id, contact_id, joined_at)
       SELECT ${a.id}, ${a.fundId}, id, now() + interval '1 day' FROM public.contacts WHERE workspace_id = ${a.id} AND name = 'Aaron'`;
-    const tokA = await tokenFor(db.admin, a.id, 'write');
-    const tokB = await tokenFor(db.admin, b.id, 'write');
-    const tokRead = await tokenFor(db.admin, a.id, 'read');
-    wsTokenA = tokA.token;
-    jwtA = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tokA.id });
-    jwtB = await accessToken({ role: 'api_write', workspace_id: b.id, scope: 'write', sub: tokB.id });
-    readA = await accessToken({ role: 'api_read', workspace_id: a.id, scope: 'read', sub: tokRead.id });
-    // Many calls per test: the rate limit is proven in wrapper-openapi.test.ts.
-    t = startTestApp(db.url, restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const bearer = (jwt: string) => ({ Authorization: `Bearer ${jwt}` });
   const api = (jwt = jwtA) => ({

@@ -1,29 +1,20 @@
 import request from 'supertest';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
-import { accessToken, startTestApp, type TestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import type { WorkspaceFixture } from './harness/fixtures.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
 
 // Validation before the gateway (issue 6 §3): every malformed body is a 400 whose message
 // names the field (and for an enum, the allowed values), and nothing is written. The enums
 // are live (§4): a category a DBA inserts is accepted within seconds, without a restart.
 
 describe('/api/v1 request validation', () => {
-  let db: TestDatabase;
-  let t: TestApp;
-  let a: WorkspaceFixture;
-  let jwt: string;
+  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwt: string;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    a = await workspaceWithData(db.admin, 'valid');
-    const tok = await tokenFor(db.admin, a.id, 'write');
-    jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tok.id });
-    t = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '10000' });
+    ({ db, t, a, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }, ['valid', 'other']));
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
 
   const counts = async () => (await db.admin`
     SELECT (SELECT count(*) FROM personal_transactions)::int AS expenses, (SELECT count(*) FROM fund_transactions)::int AS fund_transactions,
