@@ -23,9 +23,16 @@ export class LookupCache {
 
   constructor(private readonly call: GatewayCall) {}
 
-  /** Listens for changes on `db` (one dedicated connection); returns a function that stops. */
-  async listen(db: Sql): Promise<() => Promise<void>> {
-    const { unlisten } = await db.listen('tally_lookups', () => this.invalidate(), () => this.invalidate());
+  /**
+   * Listens for changes on `db` (one dedicated connection), dropping the cache and calling
+   * `onChange`; returns a function that stops.
+   */
+  async listen(db: Sql, onChange?: () => void): Promise<() => Promise<void>> {
+    const changed = (): void => {
+      this.invalidate();
+      onChange?.();
+    };
+    const { unlisten } = await db.listen('tally_lookups', changed, changed);
     return unlisten;
   }
 

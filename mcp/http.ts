@@ -36,7 +36,7 @@ export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCac
 
   router.post('/mcp', json, failedAuthLimit(ctx), authenticate, rateLimit(ctx), requireApiEnabled, async (req, res, next) => {
     try {
-      const server = createMcpServer(call, res.locals.auth, await lookups.get());
+      const { server } = createMcpServer(call, res.locals.auth, await lookups.get());
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       res.on('close', () => {
         void transport.close();

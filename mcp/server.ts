@@ -1,15 +1,16 @@
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer, type RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { AuthContext, GatewayCall } from '../gateway/call.js';
 import { ApiError } from '../gateway/errors.js';
 import type { Lookups } from '../gateway/lookups.js';
 import { TableClient, ToolError } from './gateway-client.js';
-import { tools } from './tools.js';
+import { tools, type Tool } from './tools.js';
 
 // One MCP server for one caller: the 14 tools with the live category and method enums, every
-// call a gateway call under the caller's AuthContext. Built per request (the HTTP transport is
-// stateless), so a new category appears in the very next tools/list.
+// call a gateway call under the caller's AuthContext. Over HTTP it is built per request (the
+// transport is stateless), so a new category appears in the very next tools/list; a long-lived
+// stdio server calls refresh() when the lists change, which tells the client list_changed.
 
 export const SERVER_INFO = { name: 'tally', version: '1.0.0' };
 
@@ -31,17 +32,26 @@ export function toolErrorText(err: unknown): string {
   return 'The tool failed unexpectedly; this is a bug in Tally and has been logged. Try again or use another tool.';
 }
 
-export function createMcpServer(call: GatewayCall, auth: AuthContext, lookups: Lookups): McpServer {
-  const server = new McpServer(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
+export interface TallyMcpServer {
+  server: McpServer;
+  /** New input schemas from new lookup lists, announced to the client. */
+  refresh(lookups: Lookups): void;
+}
+
+// Strict: a misspelt parameter is an error, not silently ignored.
+const inputSchema = (tool: Tool, lookups: Lookups) => z.object(tool.input(lookups)).strict();
+
+export function createMcpServer(call: GatewayCall, auth: AuthContext, lookups: Lookups): TallyMcpServer {
+  const server = new McpServer(SERVER_INFO, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
   const db = new TableClient(call, auth);
+  const registered = new Map<Tool, RegisteredTool>();
   for (const tool of tools) {
-    server.registerTool(
+    registered.set(tool, server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        // Strict: a misspelt parameter is an error, not silently ignored.
-        inputSchema: z.object(tool.input(lookups)).strict(),
+        inputSchema: inputSchema(tool, lookups),
         outputSchema: z.object(tool.output),
         annotations: { title: tool.title, ...tool.annotations },
       },
@@ -53,7 +63,13 @@ export function createMcpServer(call: GatewayCall, auth: AuthContext, lookups: L
           return { content: [{ type: 'text', text: toolErrorText(err) }], isError: true };
         }
       },
-    );
+    ));
   }
-  return server;
+  return {
+    server,
+    refresh(next) {
+      for (const [tool, handle] of registered) handle.inputSchema = inputSchema(tool, next);
+      if (server.isConnected()) server.sendToolListChanged();
+    },
+  };
 }

@@ -20,10 +20,14 @@ export async function serveStdio(config: Config): Promise<void> {
   if (!token.apiEnabled) throw apiSwitchedOff();
   const call = createGateway(ctx);
   const lookups = new LookupCache(call);
-  const server = createMcpServer(call, workspaceTokenAuth(token), await lookups.get());
+  const mcp = createMcpServer(call, workspaceTokenAuth(token), await lookups.get());
+  // A desktop session lasts: new categories or methods reach its tool schemas when they change.
+  await lookups.listen(pool, () => {
+    lookups.get().then((l) => mcp.refresh(l), () => {});
+  });
   const transport = new StdioServerTransport();
   transport.onclose = () => {
     void pool.end({ timeout: 2 }).then(() => db.stop());
   };
-  await server.connect(transport);
+  await mcp.server.connect(transport);
 }

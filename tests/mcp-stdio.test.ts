@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { packageRoot } from '../gateway/paths.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
@@ -42,6 +42,31 @@ describe('tally mcp (stdio)', () => {
       const refused = (await client.callTool({ name: 'list_contacts', arguments: {} })) as CallToolResult;
       expect(refused.isError).toBe(true);
       expect((refused.content[0] as { text: string }).text).toMatch(/revoked/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('tells a long-lived client when the category list changes, with the new enum', async () => {
+    const { token } = await tokenFor(db.admin, ws.id, 'read');
+    const client = new Client({ name: 'desktop', version: '1' });
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      changed++;
+    });
+    await client.connect(transport(token));
+    try {
+      await client.listTools();
+      await new Promise((r) => setTimeout(r, 200)); // let the server's LISTEN settle
+      changed = 0;
+      await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
+      const enumOf = async () => {
+        const { tools } = await client.listTools();
+        return (tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<string, { enum: string[] }>).category_id.enum;
+      };
+      for (let i = 0; i < 50 && changed === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(changed).toBeGreaterThan(0); // notified after the insert
+      expect(await enumOf()).toContain('pets');
     } finally {
       await client.close();
     }
