@@ -115,3 +115,43 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
   if (details === null && err.constraint_name && err.code.startsWith('23')) details = `constraint: ${err.constraint_name}`;
   return new ApiError(status, err.code, message, details, hint, headers);
 }
+
+// ---- The database unreachable: PostgREST's connection errors --------------------------------
+
+/** postgres.js's codes for a connection that could not be made or was lost. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'CONNECT_TIMEOUT']);
+const LOST = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED']);
+/** admin_shutdown, crash_shutdown, cannot_connect_now: Postgres is stopping or starting. */
+const SHUTTING_DOWN = new Set(['57P01', '57P02', '57P03']);
+
+/** Seconds a client should wait before it retries while the database is away. */
+export const DATABASE_RETRY_AFTER_SECONDS = 2;
+
+export function isConnectionError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return false;
+  return UNREACHABLE.has(code) || LOST.has(code) || (isPgError(err) && (SHUTTING_DOWN.has(code) || code.startsWith('08')));
+}
+
+/**
+ * 503 with Retry-After, as PostgREST answers while it has no database: PGRST000 when no
+ * connection could be made, PGRST001 when one was lost or Postgres is shutting down. The pool
+ * reconnects by itself on the next request; nothing needs a restart.
+ */
+export function connectionError(err: unknown): ApiError {
+  const code = (err as { code?: string }).code ?? '';
+  const unreachable = UNREACHABLE.has(code) || code === '57P03';
+  console.error('tally: database unavailable', code);
+  return new ApiError(503, unreachable ? 'PGRST000' : 'PGRST001',
+    unreachable ? 'Could not connect with the database' : 'The connection with the database was lost',
+    null, `The database is not available at the moment; retry in ${DATABASE_RETRY_AFTER_SECONDS} seconds`,
+    { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) });
+}
+
+/** PostgREST's PGRST003: no pooled connection became free in time (504, retry later). */
+export function poolTimeout(ms: number): ApiError {
+  return new ApiError(504, 'PGRST003', 'Timed out acquiring a connection from the database pool', `waited ${ms} ms`,
+    `The database is busy or restarting; retry in ${DATABASE_RETRY_AFTER_SECONDS} seconds`,
+    { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) });
+}

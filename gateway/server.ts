@@ -1,9 +1,9 @@
 import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
-import { ApiError, internalError } from './errors.js';
+import { ApiError, connectionError, internalError, isConnectionError } from './errors.js';
 import { restRouter } from './rest/router.js';
-import { errorFields, log, requestLog } from './log.js';
+import { errorFields, log, requestLog, serverTiming } from './log.js';
 import { settingsRouter } from './settings/router.js';
 import { exchangeRouter } from './auth/exchange.js';
 import { createGateway } from './gateway.js';
@@ -19,6 +19,7 @@ export function createApp(ctx: AppContext): Express {
   app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar
   app.set('trust proxy', process.env.TALLY_TRUST_PROXY === '1' ? 1 : false);
   app.use(requestLog());
+  app.use(serverTiming());
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -62,6 +63,7 @@ export function createApp(ctx: AppContext): Express {
 export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
   let error: ApiError;
   if (err instanceof ApiError) error = err;
+  else if (isConnectionError(err)) error = connectionError(err); // e.g. an apikey or rate-limit lookup while the database is away
   else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.too.large') {
     error = new ApiError(413, 'PGRST413', 'The request body is too large');
   } else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.parse.failed') {

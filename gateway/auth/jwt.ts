@@ -1,5 +1,5 @@
 import { errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { ApiError } from '../errors.js';
 
 // Access tokens: HS256 JWTs. The current secret signs; the current and the previous one both
@@ -50,6 +50,43 @@ const jwtError = (code: string, message: string, hint: string | null = null): Ap
  * one that cannot be decoded or whose signature is wrong, PGRST303 for failed claims (expired).
  */
 export async function verifyJwt(keys: JwtKeys, token: string): Promise<JWTPayload> {
+  const cache = verifiedOf(keys);
+  const key = createHash('sha256').update(token).digest('base64');
+  const hit = cache.get(key);
+  if (hit !== undefined) {
+    if (hit.until > Date.now()) {
+      cache.delete(key); // least recently used first: a hit moves to the end
+      cache.set(key, hit);
+      return hit.payload;
+    }
+    cache.delete(key);
+  }
+  const payload = await verifyUncached(keys, token);
+  // A client sends the same access token for up to an hour: verifying its signature again on
+  // every request (a WebCrypto key import and an HMAC) was ~10% of a read's CPU. Successes
+  // only, until the token expires (with verification's clock tolerance) and at most a few
+  // minutes; revocation does not depend on this, the pre-request check reads it per request.
+  const exp = typeof payload.exp === 'number' ? payload.exp * 1000 + CLOCK_TOLERANCE_S * 1000 : Infinity;
+  const until = Math.min(exp, Date.now() + VERIFIED_TTL_MS);
+  if (until > Date.now()) {
+    if (cache.size >= VERIFIED_MAX) cache.delete(cache.keys().next().value!);
+    cache.set(key, { payload, until });
+  }
+  return payload;
+}
+
+const CLOCK_TOLERANCE_S = 5;
+const VERIFIED_MAX = 10_000;
+const VERIFIED_TTL_MS = 5 * 60_000;
+/** Verified tokens per key set (so a rotation starts afresh): sha256(token) → claims, in LRU order. */
+const verified = new WeakMap<JwtKeys, Map<string, { payload: JWTPayload; until: number }>>();
+function verifiedOf(keys: JwtKeys): Map<string, { payload: JWTPayload; until: number }> {
+  let m = verified.get(keys);
+  if (!m) verified.set(keys, (m = new Map()));
+  return m;
+}
+
+async function verifyUncached(keys: JwtKeys, token: string): Promise<JWTPayload> {
   if (token.split('.').length !== 3) {
     throw jwtError('PGRST301', 'Expected 3 parts in JWT; got ' + token.split('.').length,
       token.startsWith('tally_ws_') ? 'This is a workspace token: exchange it for an access token at POST /api/v1/token first' : null);
@@ -57,7 +94,7 @@ export async function verifyJwt(keys: JwtKeys, token: string): Promise<JWTPayloa
   let lastError: unknown;
   for (const key of keys.verify) {
     try {
-      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance: 5 });
+      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance: CLOCK_TOLERANCE_S });
       if (payload.aud !== undefined && payload.aud !== AUDIENCE && !(Array.isArray(payload.aud) && payload.aud.includes(AUDIENCE))) {
         throw jwtError('PGRST303', 'JWT not in audience');
       }

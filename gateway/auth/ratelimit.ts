@@ -26,24 +26,87 @@ export const FAILED_AUTH_LIMIT_PER_MINUTE = 10;
 export class PostgresRateLimitStore implements Store {
   readonly localKeys = false;
   private windowMs = WINDOW_MS;
+  private limit: number | undefined;
+  /** Hits taken from Postgres in a block and not yet handed out (limits of LEASE_MIN_LIMIT and more). */
+  private readonly leases = new Map<string, Lease>();
+  private readonly taking = new Map<string, Promise<unknown>>();
 
   constructor(private readonly db: Sql, readonly prefix: string) {}
 
   init(options: Options): void {
     this.windowMs = options.windowMs;
+    this.limit = typeof options.limit === 'number' ? options.limit : undefined;
   }
 
   async increment(key: string): Promise<{ totalHits: number; resetTime: Date }> {
-    const [row] = await this.db<{ hits: number; reset_at: Date }[]>`
-      SELECT hits, reset_at FROM tally.rate_limit_hit(${this.prefix + key}, ${this.windowMs})`;
-    return { totalHits: row.hits, resetTime: row.reset_at };
+    if (this.limit === undefined || this.limit < LEASE_MIN_LIMIT) {
+      // A low limit is counted exactly, hit by hit, across every process.
+      const [row] = await this.db<{ hits: number; reset_at: Date }[]>`
+        SELECT hits, reset_at FROM tally.rate_limit_hit(${this.prefix + key}, ${this.windowMs})`;
+      return { totalHits: row.hits, resetTime: row.reset_at };
+    }
+    // A high limit: hits are taken from Postgres in blocks (one round trip per block, not per
+    // request) and handed out here. The database counts a block when it is taken, so the
+    // limit is never exceeded; another process's unused block can refuse a client slightly
+    // early, by at most 1% of what was left of its budget when the block was taken.
+    for (;;) {
+      const lease = this.leases.get(key);
+      if (lease && lease.left > 0 && lease.resetTime.getTime() > Date.now()) {
+        lease.left--;
+        lease.hits++;
+        return { totalHits: lease.hits, resetTime: lease.resetTime };
+      }
+      const pending = this.taking.get(key);
+      if (pending) {
+        await pending;
+        continue;
+      }
+      const take = this.take(key, lease).finally(() => this.taking.delete(key));
+      this.taking.set(key, take);
+      const taken = await take;
+      if (taken) return taken;
+    }
+  }
+
+  /** A new block for `key`: returns the hit of this request when the window is over the limit. */
+  private async take(key: string, previous: Lease | undefined): Promise<{ totalHits: number; resetTime: Date } | undefined> {
+    const limit = this.limit!;
+    const fresh = !previous || previous.resetTime.getTime() <= Date.now();
+    const remaining = fresh ? limit : Math.max(0, limit - previous.hits);
+    const n = Math.max(1, Math.min(LEASE_MAX, Math.floor(remaining / 100)));
+    // Every request of this key waits for this one query: bounded, so that a query the driver
+    // loses while Postgres restarts cannot hold them all (it answers 503, errors.ts).
+    let timer: NodeJS.Timeout | undefined;
+    const [row] = await Promise.race([
+      this.db<{ hits: number; reset_at: Date }[]>`
+        SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, ${n})`,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(Object.assign(new Error('the rate-limit counter did not answer in time'), { code: 'CONNECT_TIMEOUT' })), TAKE_TIMEOUT_MS);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (this.leases.size > 10_000) this.leases.clear();
+    // The block's first hit is this request's; the rest wait here.
+    const first = row.hits - n + 1;
+    if (first > limit) {
+      this.leases.set(key, { left: 0, hits: row.hits, resetTime: row.reset_at });
+      return { totalHits: first, resetTime: row.reset_at };
+    }
+    this.leases.set(key, { left: n - 1, hits: first, resetTime: row.reset_at });
+    return { totalHits: first, resetTime: row.reset_at };
   }
 
   async decrement(key: string): Promise<void> {
+    const lease = this.leases.get(key);
+    if (lease && lease.resetTime.getTime() > Date.now() && this.limit !== undefined && this.limit >= LEASE_MIN_LIMIT) {
+      lease.left++;
+      lease.hits--;
+      return;
+    }
     await this.db`SELECT tally.rate_limit_undo(${this.prefix + key})`;
   }
 
   async resetKey(key: string): Promise<void> {
+    this.leases.delete(key);
     await this.db`SELECT tally.rate_limit_reset(${this.prefix + key})`;
   }
 
@@ -52,6 +115,19 @@ export class PostgresRateLimitStore implements Store {
       SELECT hits, reset_at FROM tally.rate_limit_get(${this.prefix + key})`;
     return row ? { totalHits: row.hits, resetTime: row.reset_at } : undefined;
   }
+}
+
+/** From this limit per window on, hits are taken from Postgres in blocks (see increment). */
+export const LEASE_MIN_LIMIT = 1000;
+const LEASE_MAX = 1000;
+const TAKE_TIMEOUT_MS = 3000;
+
+interface Lease {
+  /** Hits of the block not yet handed out. */
+  left: number;
+  /** The window's hits as this process counts them: the database's, less what is left. */
+  hits: number;
+  resetTime: Date;
 }
 
 /** The client address as a key; IPv6 addresses are grouped by /56, as one client holds many. */
