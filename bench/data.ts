@@ -29,10 +29,10 @@ export async function generateExpenses(sql: Db, workspaceId: string, rows: numbe
     INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id, occurred_at, note)
     SELECT ${workspaceId}::uuid,
            'Expense ' || g,
-           round((1 + (g * 7919 % 50000) / 100.0)::numeric, 2),
+           round((1 + (g::bigint * 7919 % 50000) / 100.0)::numeric, 2),
            (${CATEGORIES}::text[])[1 + g % ${CATEGORIES.length}],
            (${METHODS}::text[])[1 + g % ${METHODS.length}],
-           now() - make_interval(secs => (g * 937) % (3 * 365 * 86400)),
+           now() - make_interval(secs => (g::bigint * 937) % (3 * 365 * 86400)),
            CASE WHEN g % 5 = 0 THEN 'Note ' || g END
       FROM generate_series(1, ${rows}::int) AS g`;
 }

