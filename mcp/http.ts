@@ -34,7 +34,7 @@ export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCac
   const json = express.json({ limit: ctx.config.maxBodyBytes, type: () => true });
   const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
 
-  router.post('/mcp', json, failedAuthLimit(ctx), authenticate, rateLimit(ctx), requireApiEnabled, async (req, res, next) => {
+  router.post('/mcp', json, failedAuthLimit(ctx, authenticate), rateLimit(ctx), requireApiEnabled, async (req, res, next) => {
     try {
       const { server } = createMcpServer(call, res.locals.auth, await lookups.get());
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

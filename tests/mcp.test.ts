@@ -259,6 +259,14 @@ describe('authentication', () => {
     await expect(call(client, 'list_contacts')).rejects.toThrow(/401|revoked/);
   });
 
+  it('serves many concurrent tool calls of one agent (none is taken for a failed authentication)', async () => {
+    const body = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_contacts', arguments: {} } });
+    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => fetch(`${base}/mcp?token=${readA}`, {
+      method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: body(i),
+    }).then(async (res) => ({ status: res.status, result: ((await res.json()) as { result: CallToolResult }).result }))));
+    expect(results.filter((r) => r.status !== 200 || r.result.isError).map((r) => r.status)).toEqual([]);
+  });
+
   it('a rate-limited tool call is a tool error that says when to retry', async () => {
     const limited = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '4' });
     const srv = limited.app.listen(0, '127.0.0.1');

@@ -59,7 +59,7 @@ export function exchangeRouter(ctx: AppContext): Router {
   const json = express.json({ limit: Math.min(ctx.config.maxBodyBytes, 64 * 1024), strict: false });
   const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
 
-  router.post(EXCHANGE_PATHS, failedAuthLimit(ctx), json, authenticate, rateLimit(ctx), requireApiEnabled, async (_req, res, next) => {
+  router.post(EXCHANGE_PATHS, json, failedAuthLimit(ctx, authenticate), rateLimit(ctx), requireApiEnabled, async (_req, res, next) => {
     try {
       const token = res.locals.workspaceToken as WorkspaceToken;
       const accessToken = await signAccessToken(ctx.jwt, {

@@ -153,7 +153,7 @@ function limiter(ctx: AppContext, prefix: string, overrides: Partial<Options>): 
 }
 
 const requestLimiters = new WeakMap<AppContext, RateLimitRequestHandler>();
-const failureLimiters = new WeakMap<AppContext, RateLimitRequestHandler>();
+const failureStores = new WeakMap<AppContext, PostgresRateLimitStore>();
 
 /**
  * The request limit: config.rateLimitPerMinute per workspace token (res.locals.rateKey set by
@@ -198,26 +198,41 @@ export function limitAfter(ctx: AppContext, authenticate: RequestHandler): Reque
 }
 
 /**
- * The failed-authentication limit: FAILED_AUTH_LIMIT_PER_MINUTE answers of 401 per client
- * address and minute; after that the address gets 429 before its token is even looked at, so
- * guessing costs a minute per few tries. Mount it before the step that authenticates a
- * workspace token (the exchange, MCP). Successful requests give their hit back.
+ * The failed-authentication limit around a surface's authentication step (the exchange, MCP):
+ * FAILED_AUTH_LIMIT_PER_MINUTE answers of 401 per client address and minute; after that the
+ * address gets 429 before its token is even looked at, so guessing costs a minute per few
+ * tries. Only failures are counted, once they happened and before the 401 is answered: a
+ * request in flight counts for nothing, so an agent's many concurrent calls are never taken
+ * for guesses.
  */
-export function failedAuthLimit(ctx: AppContext): RateLimitRequestHandler {
-  let handler = failureLimiters.get(ctx);
-  if (!handler) {
-    handler = limiter(ctx, 'authfail:', {
-      limit: FAILED_AUTH_LIMIT_PER_MINUTE,
-      keyGenerator: (req: Request) => addressKey(req),
-      skipSuccessfulRequests: true,
-      requestWasSuccessful: (_req, res) => res.statusCode !== 401,
-      identifier: 'failed-auth',
-      handler: (_req, _res, next) => {
-        next(new ApiError(429, 'PT429', 'Too many failed authentications from this address', null,
-          'Wait the number of seconds in the Retry-After header, then check the workspace token'));
-      },
-    });
-    failureLimiters.set(ctx, handler);
+export function failedAuthLimit(ctx: AppContext, authenticate: RequestHandler): RequestHandler {
+  let store = failureStores.get(ctx);
+  if (!store) {
+    store = new PostgresRateLimitStore(ctx.db, 'authfail:');
+    store.init({ windowMs: WINDOW_MS, limit: FAILED_AUTH_LIMIT_PER_MINUTE } as Options);
+    failureStores.set(ctx, store);
   }
-  return handler;
+  const failures = store;
+  return async (req, res, next) => {
+    const key = addressKey(req);
+    try {
+      const seen = await failures.get(key);
+      if (seen && seen.totalHits >= FAILED_AUTH_LIMIT_PER_MINUTE) {
+        const retry = Math.max(1, Math.ceil((seen.resetTime.getTime() - Date.now()) / 1000));
+        res.set({
+          'Retry-After': String(retry),
+          'RateLimit-Policy': `"failed-auth"; q=${FAILED_AUTH_LIMIT_PER_MINUTE}; w=${WINDOW_MS / 1000}`,
+          RateLimit: `"failed-auth"; r=0; t=${retry}`,
+        });
+        return next(new ApiError(429, 'PT429', 'Too many failed authentications from this address', null,
+          'Wait the number of seconds in the Retry-After header, then check the workspace token'));
+      }
+    } catch (err) {
+      return next(err);
+    }
+    authenticate(req, res, (authError?: unknown) => {
+      if (!(authError instanceof ApiError) || authError.status !== 401) return next(authError);
+      failures.increment(key).then(() => next(authError), next);
+    });
+  };
 }
