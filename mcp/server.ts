@@ -38,8 +38,17 @@ export interface TallyMcpServer {
   refresh(lookups: Lookups): void;
 }
 
-// Strict: a misspelt parameter is an error, not silently ignored.
-const inputSchema = (tool: Tool, lookups: Lookups) => z.object(tool.input(lookups)).strict();
+// Strict: a misspelt parameter is an error, not silently ignored. The schemas change only with
+// the lookup lists, and LookupCache hands out one Lookups object per version of them: build each
+// tool's schema once per version, not once per request.
+const schemas = new WeakMap<Lookups, Map<Tool, z.ZodObject>>();
+function inputSchema(tool: Tool, lookups: Lookups): z.ZodObject {
+  let byTool = schemas.get(lookups);
+  if (!byTool) schemas.set(lookups, (byTool = new Map()));
+  let schema = byTool.get(tool);
+  if (!schema) byTool.set(tool, (schema = z.object(tool.input(lookups)).strict()));
+  return schema;
+}
 
 export function createMcpServer(call: GatewayCall, auth: AuthContext, lookups: Lookups): TallyMcpServer {
   const server = new McpServer(SERVER_INFO, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS });
