@@ -15,7 +15,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminClient } from '../gateway/db/connect.js';
@@ -23,6 +22,7 @@ import { startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { generateDataset, type Dataset } from './data.js';
+import { freePort } from '../gateway/db/free-port.js';
 
 const env = process.env;
 const num = (name: string, fallback: number): number => (env[name] !== undefined && env[name] !== '' ? Number(env[name]) : fallback);
@@ -32,16 +32,6 @@ const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json'
 
 const log = (line: string): void => void process.stdout.write(line + '\n');
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 /** Peak and current resident set of a process, in MB (Linux /proc). */
 function memoryOf(pid: number | undefined): { peakMb: number; rssMb: number } | undefined {

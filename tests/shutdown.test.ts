@@ -1,23 +1,13 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exited, tallyServer } from './harness/cli.js';
+import { freePort } from '../gateway/db/free-port.js';
 
 // Shutdown (issue 8): SIGTERM under a write load stops accepting, drains what is in flight,
 // closes the pool and the embedded Postgres, and exits 0; after a restart every write that was
 // acknowledged with 201 is there.
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const READY = /Demo token\s+(tally_ws_\S+)/;
 

