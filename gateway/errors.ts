@@ -105,8 +105,8 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
     details = `statement timeout: ${ctx.statementTimeoutMs} ms`;
     hint = 'Narrow the request with filters or a smaller limit';
   } else if (status === 500 || status === 503) {
-    // Internal states (connection, resources, transaction) say nothing useful to a client.
-    console.error('tally: database error', err.code, err.message);
+    // Internal states (connection, resources, transaction) say nothing useful to a client;
+    // execute.ts logs the original error.
     message = status === 503 ? 'The database is not available' : 'The database could not complete the request';
     details = null;
     hint = null;
@@ -142,7 +142,6 @@ export function isConnectionError(err: unknown): boolean {
 export function connectionError(err: unknown): ApiError {
   const code = (err as { code?: string }).code ?? '';
   const unreachable = UNREACHABLE.has(code) || code === '57P03';
-  console.error('tally: database unavailable', code);
   return new ApiError(503, unreachable ? 'PGRST000' : 'PGRST001',
     unreachable ? 'Could not connect with the database' : 'The connection with the database was lost',
     null, `The database is not available at the moment; retry in ${DATABASE_RETRY_AFTER_SECONDS} seconds`,

@@ -8,6 +8,7 @@ import type { ReservedSql, Row, Sql } from 'postgres';
 import type { AuthContext } from './call.js';
 import { ApiError, connectionError, fromPgError, internalError, isConnectionError, isPgError, poolTimeout, type PgErrorContext } from './errors.js';
 import { ident } from './query/sql.js';
+import { errorFields, log } from './log.js';
 
 export interface Statement {
   text: string;
@@ -160,8 +161,8 @@ async function reserveWithin(db: Sql, ms: number): Promise<ReservedSql> {
 
 export function toApiError(err: unknown, ctx: PgErrorContext): ApiError {
   if (err instanceof ApiError) return err;
-  if (isConnectionError(err)) return connectionError(err);
-  if (isPgError(err)) return fromPgError(err, ctx);
-  console.error('tally: unexpected error while executing a request', err instanceof Error ? err.stack : err);
-  return internalError();
+  const mapped = isConnectionError(err) ? connectionError(err) : isPgError(err) ? fromPgError(err, ctx) : internalError();
+  // The client gets the one error shape and nothing internal; the log gets what happened.
+  if (mapped.status >= 500) log.error({ ...errorFields(err), status: mapped.status }, 'request failed in the database layer');
+  return mapped;
 }

@@ -52,7 +52,7 @@ export function createApp(ctx: AppContext): Express {
   // The workspace settings pages (HTML, their own errors): members manage API access.
   app.use('/settings', settingsRouter(ctx));
 
-  app.use('/rest/v1', restRouter(ctx));
+  app.use('/rest/v1', restRouter(ctx, call));
 
   app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
   app.use(errorHandler);

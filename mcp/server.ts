@@ -6,6 +6,7 @@ import { ApiError } from '../gateway/errors.js';
 import type { Lookups } from '../gateway/lookups.js';
 import { TableClient, ToolError } from './gateway-client.js';
 import { tools, type Tool } from './tools.js';
+import { errorFields, log } from '../gateway/log.js';
 
 // One MCP server for one caller: the 14 tools with the live category and method enums, every
 // call a gateway call under the caller's AuthContext. Over HTTP it is built per request (the
@@ -28,7 +29,7 @@ export function toolErrorText(err: unknown): string {
     const parts = [err.message, err.details, err.hint].filter((p): p is string => typeof p === 'string' && p.length > 0);
     return parts.map((p) => p.replace(/[.\s]+$/, '')).join('. ') + '.';
   }
-  console.error('tally mcp: unexpected tool error', err);
+  log.error(errorFields(err), 'unexpected MCP tool error');
   return 'The tool failed unexpectedly; this is a bug in Tally and has been logged. Try again or use another tool.';
 }
 

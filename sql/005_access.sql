@@ -42,10 +42,13 @@ CREATE UNLOGGED TABLE tally.rate_limits (
 );
 CREATE INDEX rate_limits_reset_idx ON tally.rate_limits (reset_at);
 
--- One hit: an atomic upsert that starts a new window when the old one has ended. Returns the
--- hits in the current window and when it ends. Now and then it sweeps long-ended windows, so
--- the table stays as small as the set of recently active clients.
-CREATE FUNCTION tally.rate_limit_hit(client_key text, window_ms integer)
+-- n hits at once: an atomic upsert that starts a new window when the old one has ended, and
+-- returns the hits of the window after adding n, and when it ends. A low limit takes one hit
+-- per request (counted exactly across processes); a high one takes blocks that a Tally process
+-- hands out itself (gateway/auth/ratelimit.ts leases), so a request does not pay a round trip
+-- of its own for the counter. Now and then it sweeps long-ended windows, so the table stays as
+-- small as the set of recently active clients.
+CREATE FUNCTION tally.rate_limit_take(client_key text, window_ms integer, n integer)
 RETURNS TABLE (hits integer, reset_at timestamptz)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, tally
@@ -55,13 +58,16 @@ DECLARE
   t timestamptz := clock_timestamp();
   w interval := make_interval(secs => window_ms / 1000.0);
 BEGIN
+  IF n < 1 THEN
+    RAISE EXCEPTION 'n must be at least 1';
+  END IF;
   IF random() < 0.001 THEN
     DELETE FROM rate_limits r WHERE r.reset_at < t - interval '1 hour';
   END IF;
   RETURN QUERY
-    INSERT INTO rate_limits AS r (key, hits, reset_at) VALUES (client_key, 1, t + w)
+    INSERT INTO rate_limits AS r (key, hits, reset_at) VALUES (client_key, n, t + w)
     ON CONFLICT (key) DO UPDATE
-      SET hits = CASE WHEN r.reset_at <= t THEN 1 ELSE r.hits + 1 END,
+      SET hits = CASE WHEN r.reset_at <= t THEN n ELSE r.hits + n END,
           reset_at = CASE WHEN r.reset_at <= t THEN t + w ELSE r.reset_at END
     RETURNING r.hits, r.reset_at;
 END
@@ -87,13 +93,13 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, tally
 AS $$ SELECT r.hits, r.reset_at FROM rate_limits r WHERE r.key = client_key AND r.reset_at > clock_timestamp() $$;
 
-REVOKE EXECUTE ON FUNCTION tally.rate_limit_hit(text, integer), tally.rate_limit_undo(text),
+REVOKE EXECUTE ON FUNCTION tally.rate_limit_take(text, integer, integer), tally.rate_limit_undo(text),
   tally.rate_limit_reset(text), tally.rate_limit_get(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tally.rate_limit_hit(text, integer), tally.rate_limit_undo(text),
+GRANT EXECUTE ON FUNCTION tally.rate_limit_take(text, integer, integer), tally.rate_limit_undo(text),
   tally.rate_limit_reset(text), tally.rate_limit_get(text) TO authenticator;
 
 -- Down Migration
 DROP FUNCTION IF EXISTS tally.rate_limit_get(text), tally.rate_limit_reset(text), tally.rate_limit_undo(text),
-  tally.rate_limit_hit(text, integer), tally.exchange_token(bytea);
+  tally.rate_limit_take(text, integer, integer), tally.exchange_token(bytea);
 DROP TABLE IF EXISTS tally.rate_limits;
 REVOKE USAGE ON SCHEMA tally FROM authenticator;

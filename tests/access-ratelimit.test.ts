@@ -223,7 +223,7 @@ describe('rate limits', () => {
       try {
         await expect(pool`SELECT * FROM tally.rate_limits`).rejects.toMatchObject({ code: '42501' });
         await expect(pool`SELECT * FROM public.api_tokens`).rejects.toMatchObject({ code: '42501' });
-        expect((await pool`SELECT hits FROM tally.rate_limit_hit('probe', 60000)`)[0].hits).toBe(1);
+        expect((await pool`SELECT hits FROM tally.rate_limit_take('probe', 60000, 1)`)[0].hits).toBe(1);
         // A request's own SQL runs as an API role: it can neither tamper with counters nor
         // look tokens up.
         for (const role of ['anon', 'api_read', 'api_write']) {

@@ -21,7 +21,7 @@ export const FAILED_AUTH_LIMIT_PER_MINUTE = 10;
 
 /**
  * An express-rate-limit store on the database: fixed windows, one round trip per hit (an
- * atomic upsert in tally.rate_limit_hit). Keys are token ids and addresses, never secrets.
+ * atomic upsert in tally.rate_limit_take). Keys are token ids and addresses, never secrets.
  */
 export class PostgresRateLimitStore implements Store {
   readonly localKeys = false;
@@ -42,7 +42,7 @@ export class PostgresRateLimitStore implements Store {
     if (this.limit === undefined || this.limit < LEASE_MIN_LIMIT) {
       // A low limit is counted exactly, hit by hit, across every process.
       const [row] = await this.db<{ hits: number; reset_at: Date }[]>`
-        SELECT hits, reset_at FROM tally.rate_limit_hit(${this.prefix + key}, ${this.windowMs})`;
+        SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, 1)`;
       return { totalHits: row.hits, resetTime: row.reset_at };
     }
     // A high limit: hits are taken from Postgres in blocks (one round trip per block, not per

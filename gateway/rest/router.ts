@@ -5,18 +5,18 @@ import express, { type Request, type Router } from 'express';
 import { ApiKeys } from '../auth/apikey.js';
 import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter } from '../auth/ratelimit.js';
-import type { AuthContext, GatewayMethod, GatewayRequest } from '../call.js';
+import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../call.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
-import { createGateway, requestSchema } from '../gateway.js';
+import { requestSchema } from '../gateway.js';
 import { openApiDocument } from './openapi.js';
 
 const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'];
 
-export function restRouter(ctx: AppContext, apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys)): Router {
+export function restRouter(ctx: AppContext, call: GatewayCall): Router {
+  const apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys);
   const router = express.Router();
-  const call = createGateway(ctx);
 
   // apikey, then the JWT; then the shared rate limit (issue 5): per workspace token, or per
   // client address when either check failed or there is no token.

@@ -4,6 +4,7 @@
 import type { Sql } from 'postgres';
 import { loadSchemaCache } from './load.js';
 import type { SchemaCache } from './types.js';
+import { errorFields, log } from '../log.js';
 
 export * from './types.js';
 
@@ -18,7 +19,7 @@ export class SchemaCacheHolder {
       this.listening = this.db.listen('pgrst', (payload) => {
         if (payload === '' || payload === 'reload schema') void this.reload().catch(() => {});
       }).catch((err) => {
-        console.error('tally: cannot LISTEN for schema reloads', err instanceof Error ? err.message : err);
+        log.warn(errorFields(err), 'cannot LISTEN for schema reloads; a restart picks up schema changes');
       });
     }
     if (!this.current) {

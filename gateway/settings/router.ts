@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { AdminError } from '../admin/workspaces.js';
 import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
+import { errorFields, log } from '../log.js';
 import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
 import { checkPassword, hashPassword, passwordProblem } from './passwords.js';
@@ -327,6 +328,6 @@ const pageErrors: ErrorRequestHandler = (err, _req, res: Response, _next: NextFu
   if (e?.type === 'entity.too.large' || e?.type === 'parameters.too.many') {
     return send(res, 413, messagePage('Form too large', 'The form sent more than a settings page ever sends.', s, back));
   }
-  console.error('tally: unexpected error in /settings', err instanceof Error ? err.stack : err);
+  log.error(errorFields(err), 'unexpected error in /settings');
   send(res, 500, messagePage('Something went wrong', 'The change was not made. Please try again; the server log has the details.', s, back));
 };
