@@ -2,6 +2,7 @@
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
 import { readOnlyError } from './auth/scopes.js';
+import { constraintMessage } from './fields.js';
 
 export interface ErrorBody {
   code: string;
@@ -104,6 +105,11 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
     message = 'The query was cancelled because it ran longer than the statement timeout';
     details = `statement timeout: ${ctx.statementTimeoutMs} ms`;
     hint = 'Narrow the request with filters or a smaller limit';
+  } else if (constraintMessage(err) !== undefined) {
+    // One sentence naming the field, the same on every surface (gateway/fields.ts); Postgres's
+    // own text stays in details.
+    message = constraintMessage(err)!;
+    details = err.constraint_name ? `constraint: ${err.constraint_name}` : err.message;
   } else if (status === 500 || status === 503) {
     // Internal states (connection, resources, transaction) say nothing useful to a client;
     // execute.ts logs the original error.

@@ -1,0 +1,193 @@
+import type { Lookups } from './lookups.js';
+
+// Every rule on a finance field, once: the JSON Schema (2020-12) of each field, from which the
+// /api/v1 wrapper's request schemas (validated by ajv, published in its OpenAPI) and the MCP
+// tools' input schemas (validated by the same ajv, published in tools/list) are built; and the
+// one sentence each database constraint answers with, on every surface, when a write gets past
+// the schemas (/rest/v1 has none) and Postgres refuses it. The SQL CHECKs in sql/002_finance.sql
+// enforce the same bounds; tests/fields.test.ts fails when a constraint has no sentence here.
+
+export type JsonSchema = Record<string, unknown>;
+
+export const FUND_STATUSES = ['Upcoming', 'In Progress', 'Completed'];
+export const CONTRIBUTION_FREQUENCIES = ['once', 'weekly', 'monthly', 'quarterly', 'yearly'];
+
+/** Bounds of the database's numeric checks (amount < 1e12). */
+export const AMOUNT_LIMIT = 1e12;
+/** Amounts keep at most 4 decimals (scale(amount) <= 4); ajv checks it with multipleOfPrecision. */
+export const AMOUNT_STEP = 0.0001;
+export const PHONE_PATTERN = '^\\+?[0-9 ().-]{3,32}$';
+
+/** An enum read from a table; an empty table accepts nothing rather than anything. */
+export function liveEnum(values: string[], description: string): JsonSchema {
+  return values.length > 0
+    ? { type: 'string', enum: [...values], description: `${description}. One of: ${values.join(', ')} (the live list)` }
+    : { type: 'string', not: {}, description: `${description} (the list is empty)` };
+}
+
+export const uuid = (description: string): JsonSchema => ({ type: 'string', format: 'uuid', description });
+export const text = (maxLength: number, description: string, minLength = 0): JsonSchema =>
+  minLength > 0 ? { type: 'string', minLength, maxLength, description } : { type: 'string', maxLength, description };
+export const nullable = (schema: JsonSchema): JsonSchema => ({ ...schema, type: [schema.type as string, 'null'] });
+export const dateTime = (description: string): JsonSchema => ({
+  type: 'string', format: 'date-time', description: `${description}; ISO 8601 date-time with a time zone, e.g. 2026-03-14T18:30:00Z`,
+});
+export const date = (description: string): JsonSchema => ({ type: 'string', format: 'date', description: `${description}; ISO 8601 date, e.g. 2026-03-14` });
+
+/** The writable fields of each finance table, with the live enums of `lookups`. */
+export function financeFields(lookups: Lookups) {
+  const expense = {
+    name: text(255, 'Expense title or vendor description, 1 to 255 characters', 1),
+    amount: {
+      type: 'number', exclusiveMinimum: 0, exclusiveMaximum: AMOUNT_LIMIT, multipleOf: AMOUNT_STEP,
+      description: 'Amount in the workspace currency, greater than 0 (at most 4 decimals)',
+    },
+    category_id: liveEnum(lookups.expenseCategories, 'Expense category'),
+    method_id: liveEnum(lookups.paymentMethods, 'Payment method'),
+    occurred_at: dateTime('When the expense occurred (default: now)'),
+    note: text(2000, 'Optional memo, at most 2000 characters'),
+  };
+  const fundTransaction = {
+    fund_id: uuid('The fund the transaction belongs to'),
+    name: text(255, 'Transaction title, 1 to 255 characters', 1),
+    amount: {
+      type: 'number', exclusiveMinimum: -AMOUNT_LIMIT, exclusiveMaximum: AMOUNT_LIMIT, multipleOf: AMOUNT_STEP, not: { const: 0 },
+      description: 'Amount in the fund currency: positive for income (a contribution), negative for an expense payout; never 0 (at most 4 decimals)',
+    },
+    category_id: liveEnum(lookups.fundCategories, 'Fund category'),
+    method_id: liveEnum(lookups.paymentMethods, 'Payment method'),
+    occurred_at: dateTime('When it occurred (default: now)'),
+  };
+  const fund = {
+    name: text(255, 'Fund name, 1 to 255 characters', 1),
+    kind: liveEnum(lookups.fundKinds, 'Kind of fund (default Travel)'),
+    status: { type: 'string', enum: FUND_STATUSES, description: "Status: 'Upcoming', 'In Progress' or 'Completed' (any may follow any)" },
+    start_date: date('First day of the fund'),
+    end_date: date('Last day of the fund, not before start_date'),
+    contribution_amount: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: AMOUNT_LIMIT, description: 'What each participant owes per period' },
+    contribution_frequency: { type: 'string', enum: CONTRIBUTION_FREQUENCIES, description: 'How often a contribution is due' },
+    contribution_due_day: { type: 'integer', minimum: 1, maximum: 31, description: 'Day of the month (ISO weekday 1-7 for weekly) a contribution is due' },
+    target_amount: { type: 'number', minimum: 0, exclusiveMaximum: AMOUNT_LIMIT, description: 'Budget target in the fund currency, 0 or more' },
+    currency: { type: 'string', pattern: '^[A-Z]{3}$', description: 'ISO 4217 currency code (default: the workspace currency)' },
+    description: text(2000, 'What the fund is for, at most 2000 characters'),
+  };
+  const contact = {
+    name: text(255, 'Full name, 1 to 255 characters', 1),
+    nickname: text(255, 'Nickname'),
+    phone: { type: 'string', pattern: PHONE_PATTERN, description: 'Phone number: 3 to 32 digits with optional +, spaces, dots, dashes, parentheses' },
+    email: { type: 'string', format: 'email', maxLength: 320, description: 'Email address' },
+    gender: text(50, 'Gender (set on creation)'),
+    nationality: text(100, 'Nationality (set on creation)'),
+  };
+  return { expense, fundTransaction, fund, contact };
+}
+
+const tenant = {
+  id: { type: 'string', format: 'uuid', description: 'Assigned identifier' },
+  workspace_id: { type: 'string', format: 'uuid', description: 'The workspace (from the access token)' },
+  created_at: { type: 'string', format: 'date-time', description: 'When the record was created' },
+};
+
+/** A record as the gateway returns it: the listed columns (a `select` may narrow them). */
+function record(properties: Record<string, JsonSchema>, description: string): JsonSchema {
+  return { type: 'object', description, properties };
+}
+
+/** The finance records as the gateway answers them, with formats and descriptions. */
+export function financeRecords() {
+  const expense = record({
+    id: tenant.id, workspace_id: tenant.workspace_id,
+    name: { type: 'string' }, amount: { type: 'number', description: 'In the workspace currency' },
+    category_id: { type: 'string' }, method_id: { type: 'string' },
+    occurred_at: { type: 'string', format: 'date-time' }, note: { type: ['string', 'null'] }, created_at: tenant.created_at,
+  }, 'A personal expense');
+  const fundTransaction = record({
+    id: tenant.id, workspace_id: tenant.workspace_id, fund_id: { type: 'string', format: 'uuid' },
+    name: { type: 'string' }, amount: { type: 'number', description: 'In the fund currency: positive is income, negative an expense' },
+    category_id: { type: 'string' }, method_id: { type: 'string' },
+    occurred_at: { type: 'string', format: 'date-time' }, created_at: tenant.created_at,
+  }, 'A transaction of a fund: positive is income, negative an expense');
+  const fundProperties = {
+    id: tenant.id, workspace_id: tenant.workspace_id,
+    name: { type: 'string' }, kind: { type: 'string' }, status: { type: 'string', enum: FUND_STATUSES },
+    start_date: { type: ['string', 'null'], format: 'date' }, end_date: { type: ['string', 'null'], format: 'date' },
+    contribution_amount: { type: ['number', 'null'], description: 'In the fund currency' }, contribution_frequency: { type: ['string', 'null'] },
+    contribution_due_day: { type: ['integer', 'null'] }, target_amount: { type: ['number', 'null'], description: 'In the fund currency' },
+    currency: { type: 'string', description: 'ISO 4217 code of the fund\'s amounts' }, description: { type: ['string', 'null'] }, created_at: tenant.created_at,
+  };
+  const contact = record({
+    id: tenant.id, workspace_id: tenant.workspace_id, name: { type: 'string' }, nickname: { type: ['string', 'null'] },
+    phone: { type: ['string', 'null'] }, email: { type: ['string', 'null'] }, gender: { type: ['string', 'null'] },
+    nationality: { type: ['string', 'null'] }, created_at: tenant.created_at,
+  }, 'A member or participant of the workspace directory');
+  const participant = {
+    ...contact, description: 'A contact taking part in a fund',
+    properties: { ...(contact.properties as object), joined_at: { type: 'string', format: 'date-time' } },
+  };
+  return { expense, fundTransaction, fundProperties, contact, participant };
+}
+
+// ---- Database constraints → one sentence naming the field ----------------------------------
+
+const AMOUNT = `must be less than ${AMOUNT_LIMIT.toExponential()} in absolute value, with at most 4 decimal places`;
+
+/** Each constraint of the finance tables, as the sentence a client reads. */
+export const CONSTRAINT_MESSAGES: Record<string, string> = {
+  personal_transactions_name_length: 'name must be 1 to 255 characters',
+  personal_transactions_amount_positive: 'amount must be greater than 0',
+  personal_transactions_amount_bounds: `amount ${AMOUNT}`,
+  personal_transactions_note_length: 'note must be at most 2000 characters',
+  personal_transactions_category_id_fkey: 'category_id must be one of the expense categories (see the live list)',
+  personal_transactions_method_id_fkey: 'method_id must be one of the payment methods (see the live list)',
+  contacts_name_length: 'name must be 1 to 255 characters',
+  contacts_nickname_length: 'nickname must be at most 255 characters',
+  contacts_phone_format: 'phone must be 3 to 32 digits with optional +, spaces, dots, dashes and parentheses, such as +44 20 7946 0958',
+  contacts_email_format: 'email must be an email address of at most 320 characters, such as ana@example.com',
+  contacts_gender_length: 'gender must be at most 50 characters',
+  contacts_nationality_length: 'nationality must be at most 100 characters',
+  funds_name_length: 'name must be 1 to 255 characters',
+  funds_kind_fkey: 'kind must be one of the fund kinds (see the live list)',
+  funds_status_check: `status must be one of: ${FUND_STATUSES.join(', ')}`,
+  funds_contribution_amount_positive: 'contribution_amount must be greater than 0',
+  funds_contribution_frequency_check: `contribution_frequency must be one of: ${CONTRIBUTION_FREQUENCIES.join(', ')}`,
+  funds_contribution_due_day_check: 'contribution_due_day must be 1 to 31',
+  funds_target_amount_not_negative: 'target_amount must be 0 or more',
+  funds_currency_iso4217: 'currency must be an ISO 4217 code of three capital letters, such as EUR',
+  funds_description_length: 'description must be at most 2000 characters',
+  funds_end_not_before_start: 'end_date must not be before start_date',
+  funds_contribution_schedule_complete: 'contribution_amount, contribution_frequency and contribution_due_day must be given together',
+  funds_contribution_weekday: 'contribution_due_day must be an ISO weekday 1 to 7 when contribution_frequency is weekly',
+  fund_transactions_name_length: 'name must be 1 to 255 characters',
+  fund_transactions_amount_not_zero: 'amount must not be 0',
+  fund_transactions_amount_bounds: `amount ${AMOUNT}`,
+  fund_transactions_category_id_fkey: 'category_id must be one of the fund categories (see the live list)',
+  fund_transactions_method_id_fkey: 'method_id must be one of the payment methods (see the live list)',
+  fund_transactions_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
+  fund_participants_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
+  fund_participants_contact_id_fkey: 'contact_id must be the id of a contact of this workspace (list the contacts for their ids)',
+};
+
+/** What a Postgres error carries that names the broken rule. */
+interface ConstraintError {
+  code: string;
+  message: string;
+  constraint_name?: string;
+}
+
+/**
+ * The sentence for a refused write: a named constraint (23xxx) of the finance tables, or a date
+ * or number Postgres could not take (22008 out of range, 22007 bad format, 22003 overflow).
+ * Undefined for anything else, which keeps Postgres's own message.
+ */
+export function constraintMessage(err: ConstraintError): string | undefined {
+  if (err.constraint_name && err.code.startsWith('23')) {
+    const known = CONSTRAINT_MESSAGES[err.constraint_name];
+    // A category or method the trigger refused says which value and which domain: keep it.
+    if (known && !(err.code === '23503' && /category_id "/.test(err.message))) return known;
+  }
+  const value = /: "([^"]*)"$/.exec(err.message)?.[1];
+  if (err.code === '22008') return `${value ? `"${value}"` : 'A date'} is not a real date and time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;
+  if (err.code === '22007') return `${value ? `"${value}"` : 'A value'} is not a date or time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;
+  if (err.code === '22003') return `A number is out of range: amounts ${AMOUNT}`;
+  return undefined;
+}
