@@ -165,6 +165,7 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   fund_transactions_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
   fund_participants_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
   fund_participants_contact_id_fkey: 'contact_id must be the id of a contact of this workspace (list the contacts for their ids)',
+  fund_participants_pkey: 'contact_id already takes part in this fund',
 };
 
 /** What a Postgres error carries that names the broken rule. */

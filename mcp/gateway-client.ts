@@ -7,51 +7,74 @@ export class ToolError extends Error {}
 
 export interface Page<T> {
   rows: T[];
-  /** The total count of matching rows (Prefer: count=exact), when asked for. */
-  total: number | undefined;
+  limit: number;
+  offset: number;
+  /** More rows match after this page (one row more than the limit was read). */
+  has_more: boolean;
+  next_offset: number | null;
+  /** Known only on the last page: offset + its rows. Lists never count the whole table. */
+  total: number | null;
 }
 
-/** Content-Range "0-19/123" (or "*\/0") → 123. */
-function totalOf(contentRange: string | undefined): number | undefined {
-  const m = /\/(\d+)$/.exec(contentRange ?? '');
-  return m ? Number(m[1]) : undefined;
+/**
+ * Paging without counting: reads limit + 1 rows, so whether another page follows costs one row,
+ * not a count over every matching row of the workspace.
+ */
+export function pageOf<T>(rows: T[], limit: number, offset: number): Page<T> {
+  const has_more = rows.length > limit;
+  const page = has_more ? rows.slice(0, limit) : rows;
+  return { rows: page, limit, offset, has_more, next_offset: has_more ? offset + limit : null, total: has_more ? null : offset + page.length };
 }
+
+type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] };
+const WRITE_HEADERS = { prefer: 'return=representation', 'content-type': 'application/json' };
 
 export class TableClient {
   constructor(private readonly call: GatewayCall, private readonly auth: AuthContext) {}
 
-  private async run<T>(req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] }): Promise<{ rows: T[]; total?: number }> {
+  private async run<T>(req: Request): Promise<T[]> {
     const res = await this.call({ headers: {}, ...req }, this.auth);
-    const rows = res.body ? (JSON.parse(res.body) as T[]) : [];
-    return { rows, total: totalOf(res.headers['content-range'] ?? res.headers['Content-Range']) };
+    return res.body ? (JSON.parse(res.body) as T[]) : [];
   }
 
-  async list<T>(relation: string, query: URLSearchParams, options: { count?: boolean } = {}): Promise<Page<T>> {
-    const { rows, total } = await this.run<T>({
-      method: 'GET', relation, query, headers: options.count ? { prefer: 'count=exact' } : {},
-    });
-    return { rows, total };
+  list<T>(relation: string, query: URLSearchParams): Promise<T[]> {
+    return this.run<T>({ method: 'GET', relation, query });
+  }
+
+  /** One page of `query` (which sets neither limit nor offset). */
+  async page<T>(relation: string, query: URLSearchParams, limit: number, offset: number): Promise<Page<T>> {
+    query.set('limit', String(limit + 1));
+    query.set('offset', String(offset));
+    return pageOf(await this.list<T>(relation, query), limit, offset);
+  }
+
+  /** Calls a database function over /rpc (POST, named arguments) and answers its JSON result. */
+  async rpc<T>(fn: string, args: Record<string, unknown>): Promise<T> {
+    const res = await this.call({ method: 'POST', relation: `rpc/${fn}`, query: new URLSearchParams(), body: args, headers: { 'content-type': 'application/json' } }, this.auth);
+    return JSON.parse(res.body ?? 'null') as T;
   }
 
   async insert<T>(relation: string, body: Record<string, unknown>, select: string): Promise<T> {
-    const { rows } = await this.run<T>({
-      method: 'POST', relation, query: new URLSearchParams({ select }), body, headers: { prefer: 'return=representation', 'content-type': 'application/json' },
-    });
+    const rows = await this.run<T>({ method: 'POST', relation, query: new URLSearchParams({ select }), body, headers: WRITE_HEADERS });
     return rows[0];
+  }
+
+  /** Inserts the rows in one statement: all of them or, on any error, none. */
+  insertMany<T>(relation: string, body: Record<string, unknown>[], select: string): Promise<T[]> {
+    return this.run<T>({
+      method: 'POST', relation, query: new URLSearchParams({ select }), body, headers: { ...WRITE_HEADERS, prefer: 'return=representation,missing=default' },
+    });
   }
 
   /** Changes the row with this id; undefined when there is none in the workspace. */
   async update<T>(relation: string, id: string, body: Record<string, unknown>, select: string): Promise<T | undefined> {
-    const { rows } = await this.run<T>({
-      method: 'PATCH', relation, query: new URLSearchParams({ id: `eq.${id}`, select }), body,
-      headers: { prefer: 'return=representation', 'content-type': 'application/json' },
-    });
+    const rows = await this.run<T>({ method: 'PATCH', relation, query: new URLSearchParams({ id: `eq.${id}`, select }), body, headers: WRITE_HEADERS });
     return rows[0];
   }
 
   /** Deletes the row with this id and returns it; undefined when there is none in the workspace. */
   async remove<T>(relation: string, id: string, select: string): Promise<T | undefined> {
-    const { rows } = await this.run<T>({
+    const rows = await this.run<T>({
       method: 'DELETE', relation, query: new URLSearchParams({ id: `eq.${id}`, select }), headers: { prefer: 'return=representation' },
     });
     return rows[0];

@@ -4,16 +4,21 @@ import type { GatewayCall } from '../gateway/call.js';
 import type { AppContext } from '../gateway/context.js';
 import { ApiError } from '../gateway/errors.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
-import { failedAuthLimit, rateLimit } from '../gateway/auth/ratelimit.js';
-import { authenticateWorkspaceToken, requireApiEnabled } from '../gateway/auth/workspace-token.js';
+import { failedAuthLimit, rateLimit, requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
+import { authenticateWorkspaceToken, requireApiEnabled, type WorkspaceToken } from '../gateway/auth/workspace-token.js';
 import type { LookupCache } from '../gateway/lookups.js';
 import { createMcpServer } from './server.js';
+import type { McpCaller } from './tools.js';
 
 // {mcp_url} = /mcp?token=<workspace token> (SPEC §4.4), or Authorization: Bearer <workspace
 // token>. No OAuth: a client registers it with Client ID and Secret left empty. The transport
 // is the SDK's Streamable HTTP, stateless (one server per request, JSON responses), so any
-// number of Tally processes can serve one client. The token is looked up, counted against its
-// rate limit and checked against the API switch before any tool runs.
+// number of Tally processes can serve one client; the server is a few closures over a tool
+// catalog built once per version of the lookup lists (server.ts). The token is looked up,
+// counted against its rate limit and checked against the API switch before any tool runs.
+// One request is one JSON-RPC message: a batch would run up to 100 tool calls for the price of
+// one request, so it is refused (the 2025-06-18 protocol dropped batches; create_expenses is
+// the way to write many records at once, and counts each against the limit).
 
 function presentedToken(req: Request): string | undefined {
   const fromQuery = typeof req.query.token === 'string' ? req.query.token : undefined;
@@ -29,14 +34,30 @@ function toolCallId(body: unknown): string | number | null | undefined {
   return undefined;
 }
 
+const BATCH_REFUSED = 'JSON-RPC batches are not supported: send one message per request (create_expenses records up to 100 expenses in one call)';
+
+/** MCP clients put the token in the URL; the headers other surfaces read mean nothing here. */
+const MCP_TOKEN_HINT = 'Put the workspace token in the MCP server URL: /mcp?token=tally_ws_… (or send Authorization: Bearer tally_ws_…)';
+
 export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCache): Router {
   const router = Router();
   const json = express.json({ limit: ctx.config.maxBodyBytes, type: () => true });
   const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
 
   router.post('/mcp', json, failedAuthLimit(ctx, authenticate), rateLimit(ctx), requireApiEnabled, async (req, res, next) => {
+    if (Array.isArray(req.body)) {
+      res.status(400).json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: BATCH_REFUSED } });
+      return;
+    }
     try {
-      const { server } = createMcpServer(call, res.locals.auth, await lookups.get());
+      const key = res.locals.rateKey as string;
+      const caller: McpCaller = {
+        auth: res.locals.auth,
+        scope: (res.locals.workspaceToken as WorkspaceToken).scope,
+        charge: (hits) => takeRequests(ctx, key, hits),
+        rateLimit: () => requestsLeft(ctx, key),
+      };
+      const { server } = createMcpServer(call, caller, await lookups.get(), { listChanged: false });
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       res.on('close', () => {
         void transport.close();
@@ -59,6 +80,7 @@ export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCac
   // one error shape, before any tool runs.
   const errors: ErrorRequestHandler = (err, req, res, next) => {
     if (!(err instanceof ApiError) || res.headersSent) return next(err);
+    if (err.status === 401 && err.code === 'PGRST302') return next(new ApiError(401, err.code, err.message, err.details, MCP_TOKEN_HINT, err.headers));
     const id = err.status === 429 ? toolCallId(req.body) : undefined;
     if (id === undefined) return next(err);
     const text = `${err.message}. Retry after ${res.getHeader('Retry-After') ?? 60} seconds.`;

@@ -1,24 +1,17 @@
-import { z } from 'zod';
+import { financeRecords, type JsonSchema } from '../gateway/fields.js';
 
-// The pieces of the tools' input and output schemas that several tools share.
+// The pieces of the tools' input and output schemas that several tools share, in JSON Schema:
+// the field rules themselves come from gateway/fields.ts, like the wrapper's.
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export type { JsonSchema };
+
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
-
-export const uuid = (what: string) => z.string().regex(UUID, { message: `${what} must be a UUID` }).describe(`${what} (UUID)`);
-
-const validDate = (s: string): boolean => !Number.isNaN(Date.parse(DATE.test(s) ? `${s}T00:00:00Z` : s));
-
-export const dateTime = (description: string) =>
-  z.string().regex(DATE_TIME, { message: 'must be an ISO 8601 date-time such as 2026-03-14T18:30:00Z' })
-    .refine(validDate, { message: 'is not a real date-time' }).describe(description);
 
 /** A date (whole UTC day) or a date-time, as the list filters accept. */
-export const dateOrDateTime = (description: string) =>
-  z.string().refine((s) => (DATE.test(s) || DATE_TIME.test(s)) && validDate(s), {
-    message: 'must be an ISO date (2026-03-14) or date-time (2026-03-14T18:30:00Z)',
-  }).describe(description);
+export const dateOrDateTime = (description: string): JsonSchema => ({
+  type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }],
+  description: `${description}: an ISO 8601 date (2026-03-14) or date-time (2026-03-14T18:30:00Z)`,
+});
 
 /** The start of a range: a date means from 00:00 UTC of that day. */
 export function rangeStart(value: string): string {
@@ -33,71 +26,53 @@ export function rangeEnd(value: string): ['lt' | 'lte', string] {
   return ['lt', next.toISOString()];
 }
 
-/** An enum read live from the database; the error lists the allowed values. */
-export function liveEnum(values: string[], field: string, description: string) {
-  const allowed = values.join(', ');
-  if (values.length === 0) return z.never().describe(description);
-  return z.enum(values as [string, ...string[]], { message: `${field} must be one of: ${allowed}` }).describe(`${description}. One of: ${allowed}`);
-}
+export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 1000;
+export const limit: JsonSchema = { type: 'integer', minimum: 1, maximum: MAX_LIMIT, description: `How many records to return, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT})` };
+export const offset: JsonSchema = { type: 'integer', minimum: 0, description: 'How many matching records to skip, for paging: pass the next_offset of the previous page (default 0)' };
+export const search: JsonSchema = { type: 'string', minLength: 1, maxLength: 200 };
 
-export const limit = z.number().int().min(1).max(1000).default(50).describe('How many records to return, 1 to 1000 (default 50)');
-export const offset = z.number().int().min(0).default(0).describe('How many matching records to skip, for paging (default 0)');
+/** What every list answers besides its records: where the next page starts, and the total when it is known. */
+export const pageOutput: Record<string, JsonSchema> = {
+  limit: { type: 'integer' },
+  offset: { type: 'integer' },
+  has_more: { type: 'boolean', description: 'Whether more records match after this page' },
+  next_offset: { type: ['integer', 'null'], description: 'The offset of the next page; null on the last page' },
+  total: {
+    type: ['integer', 'null'],
+    description: 'How many records match in all: exact on the last page (offset + records), null while more pages follow (lists never count the whole table)',
+  },
+};
 
-export const amountPositive = z.number().positive().lt(1e12).describe('Amount in the workspace currency, greater than 0');
-export const name255 = z.string().min(1).max(255);
-
-export const expense = z.object({
-  id: z.string(),
-  name: z.string(),
-  amount: z.number(),
-  category_id: z.string(),
-  method_id: z.string(),
-  occurred_at: z.string(),
-  note: z.string().nullable(),
-});
 export const EXPENSE_COLUMNS = 'id,name,amount,category_id,method_id,occurred_at,note';
-
-export const fundTransaction = z.object({
-  id: z.string(),
-  fund_id: z.string(),
-  name: z.string(),
-  amount: z.number(),
-  category_id: z.string(),
-  method_id: z.string(),
-  occurred_at: z.string(),
-});
 export const FUND_TRANSACTION_COLUMNS = 'id,fund_id,name,amount,category_id,method_id,occurred_at';
-
-export const contact = z.object({
-  id: z.string(),
-  name: z.string(),
-  nickname: z.string().nullable(),
-  phone: z.string().nullable(),
-  email: z.string().nullable(),
-  gender: z.string().nullable(),
-  nationality: z.string().nullable(),
-});
 export const CONTACT_COLUMNS = 'id,name,nickname,phone,email,gender,nationality';
-
-export const fund = z.object({
-  id: z.string(),
-  name: z.string(),
-  kind: z.string(),
-  status: z.enum(['Upcoming', 'In Progress', 'Completed']),
-  start_date: z.string().nullable(),
-  end_date: z.string().nullable(),
-  contribution_amount: z.number().nullable(),
-  contribution_frequency: z.string().nullable(),
-  contribution_due_day: z.number().nullable(),
-  target_amount: z.number().nullable(),
-  currency: z.string(),
-  description: z.string().nullable(),
-});
 export const FUND_COLUMNS = 'id,name,kind,status,start_date,end_date,contribution_amount,contribution_frequency,contribution_due_day,target_amount,currency,description';
 
-export const totals = z.object({
-  balance: z.number().describe('Sum of all transactions (income minus expenses)'),
-  income: z.number().describe('Sum of the positive transactions'),
-  expenses: z.number().describe('Sum of the negative transactions, as a positive number'),
-  progress: z.number().nullable().describe('Balance divided by the target amount (1 = target reached); null without a target'),
-});
+/** A record schema narrowed to the columns the tools select. */
+function only(schema: JsonSchema, columns: string, extra: Record<string, JsonSchema> = {}): JsonSchema {
+  const all = schema.properties as Record<string, JsonSchema>;
+  const properties = Object.fromEntries(columns.split(',').map((c) => [c, all[c]]));
+  return { ...schema, properties: { ...properties, ...extra }, required: columns.split(',') };
+}
+
+const records = financeRecords();
+export const expense = only(records.expense, EXPENSE_COLUMNS);
+export const fundTransaction = only(records.fundTransaction, FUND_TRANSACTION_COLUMNS);
+export const contact = only(records.contact, CONTACT_COLUMNS);
+export const participant = only(records.participant, CONTACT_COLUMNS, { joined_at: { type: 'string', format: 'date-time' } });
+
+export const totals: JsonSchema = {
+  type: 'object', description: 'The fund\'s figures in its currency, computed by Postgres from the ledger',
+  properties: {
+    balance: { type: 'number', description: 'Sum of all transactions (income minus expenses)' },
+    income: { type: 'number', description: 'Sum of the positive transactions' },
+    expenses: { type: 'number', description: 'Sum of the negative transactions, as a positive number' },
+    progress: { type: ['number', 'null'], description: 'Balance divided by the target amount (1 = target reached); null without a target' },
+  },
+  required: ['balance', 'income', 'expenses', 'progress'],
+};
+export const fund: JsonSchema = only({ type: 'object', description: 'A group fund', properties: records.fundProperties }, FUND_COLUMNS);
+export const fundWithTotals: JsonSchema = { ...fund, properties: { ...(fund.properties as object), totals }, required: [...(fund.required as string[]), 'totals'] };
+
+export const array = (items: JsonSchema, description?: string): JsonSchema => ({ type: 'array', items, ...(description ? { description } : {}) });

@@ -4,6 +4,7 @@ import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
 import { jwtSecretFor, openDatabase, serverPool } from '../gateway/db/connect.js';
 import { createGateway } from '../gateway/gateway.js';
+import { ApiError } from '../gateway/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createMcpServer } from './server.js';
 
@@ -13,6 +14,10 @@ import { createMcpServer } from './server.js';
 
 export async function serveStdio(config: Config): Promise<void> {
   const presented = process.env.TALLY_TOKEN;
+  if (!presented) {
+    throw new ApiError(401, 'PGRST302', 'No workspace token: set TALLY_TOKEN', null,
+      'Start it as TALLY_TOKEN=tally_ws_… tally mcp (tally token create --workspace W --scope read|write makes one)');
+  }
   const db = await openDatabase(config, () => {});
   const pool = serverPool(db.url, { max: 2 });
   const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
@@ -20,7 +25,8 @@ export async function serveStdio(config: Config): Promise<void> {
   if (!token.apiEnabled) throw apiSwitchedOff();
   const call = createGateway(ctx);
   const lookups = new LookupCache(call);
-  const mcp = createMcpServer(call, workspaceTokenAuth(token), await lookups.get());
+  // No rate limit over stdio: one desktop client on its own process and token.
+  const mcp = createMcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), { listChanged: true });
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
   await lookups.listen(pool, () => {
     lookups.get().then((l) => mcp.refresh(l), () => {});

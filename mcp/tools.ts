@@ -1,14 +1,18 @@
-import { z, type ZodRawShape } from 'zod';
+import type { AuthContext } from '../gateway/call.js';
+import type { Scope } from '../gateway/auth/workspace-token.js';
+import { financeFields, nullable, uuid, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';
-import { TableClient, ToolError, searchFilter } from './gateway-client.js';
+import { TableClient, ToolError, pageOf, searchFilter, type Page } from './gateway-client.js';
 import {
-  CONTACT_COLUMNS, EXPENSE_COLUMNS, FUND_COLUMNS, FUND_TRANSACTION_COLUMNS, amountPositive, contact, dateOrDateTime, dateTime,
-  expense, fund, fundTransaction, limit, liveEnum, name255, offset, rangeEnd, rangeStart, totals, uuid,
+  CONTACT_COLUMNS, DEFAULT_LIMIT, EXPENSE_COLUMNS, FUND_COLUMNS, FUND_TRANSACTION_COLUMNS, array, contact, dateOrDateTime, expense, fund,
+  fundTransaction, fundWithTotals, limit, offset, pageOutput, participant, rangeEnd, rangeStart, search,
 } from './schemas.js';
 
-// The 14 tools of SPEC §4.4. Each is a thin translation into one or a few gateway calls under
-// the caller's role and workspace claim: RLS, scopes, revocation and the API switch hold as on
-// the REST surfaces. Names and parameters are exactly the spec's.
+// The tools: the 14 of the spec, then get_workspace, create_expenses, spending_summary,
+// update_fund_transaction and add_fund_participant, which go beyond it. Each is a thin
+// translation into one or a few gateway calls under the caller's role and workspace claim:
+// RLS, scopes, revocation and the API switch hold as on the REST surfaces. Input schemas are
+// built from the field rules of gateway/fields.ts, the wrapper's.
 
 export interface ToolAnnotations {
   readOnlyHint?: boolean;
@@ -17,21 +21,50 @@ export interface ToolAnnotations {
   openWorldHint?: boolean;
 }
 
+export interface RateLimitLeft {
+  limit: number;
+  remaining: number;
+  reset_at: string;
+}
+
+/** Who calls, as a tool sees it. */
+export interface McpCaller {
+  auth: AuthContext;
+  scope: Scope;
+  /** Counts this many requests more against the token's rate limit; absent where nothing is limited (stdio). */
+  charge?(hits: number): Promise<void>;
+  /** What is left of the token's rate limit; absent where nothing is limited (stdio). */
+  rateLimit?(): Promise<RateLimitLeft>;
+}
+
+export interface ToolContext {
+  db: TableClient;
+  caller: McpCaller;
+  lookups: Lookups;
+}
+
 export interface ToolResult {
   structured: Record<string, unknown>;
-  text: string;
+  /** One line for a person; the records follow it as JSON in the same text block. */
+  summary: string;
 }
+
+type Fields = ReturnType<typeof financeFields>;
 
 export interface Tool {
   name: string;
   title: string;
   description: string;
   annotations: ToolAnnotations;
-  input(lookups: Lookups): ZodRawShape;
-  output: ZodRawShape;
+  /** Properties and required arguments; the object is closed (an unknown argument is an error). */
+  input(fields: Fields, lookups: Lookups): { properties: Record<string, JsonSchema>; required?: string[] };
+  output: Record<string, JsonSchema>;
   // Arguments arrive validated against input(); each tool narrows them itself.
-  run(args: Record<string, any>, db: TableClient): Promise<ToolResult>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  run(args: Record<string, any>, ctx: ToolContext): Promise<ToolResult>; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
+
+/** Read tools are what a read-only token sees. */
+export const isReadTool = (tool: Tool): boolean => tool.annotations.readOnlyHint === true;
 
 const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
 const CREATE: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
@@ -45,13 +78,18 @@ const round = (n: number): number => Math.round(n * 10_000) / 10_000;
 function given(args: Record<string, unknown>, fields: string[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const f of fields) if (args[f] !== undefined) out[f] = args[f];
-  if (Object.keys(out).length === 0) throw new ToolError(`Give at least one field to change: ${fields.join(', ')}`);
+  if (Object.keys(out).length === 0) throw new ToolError(`Give at least one field to change: ${fields.join(', ')}.`);
   return out;
 }
 
-/** Date range, enum and paging filters shared by the list tools. */
+/** Optional versions of some fields. */
+function pick(fields: Record<string, JsonSchema>, names: string[]): Record<string, JsonSchema> {
+  return Object.fromEntries(names.map((n) => [n, fields[n]]));
+}
+
+/** Date range and enum filters shared by the list tools (paging is TableClient.page). */
 function listQuery(args: Record<string, unknown>, columns: string, filters: Record<string, string | undefined>): URLSearchParams {
-  const q = new URLSearchParams({ select: columns, order: 'occurred_at.desc,id.desc', limit: String(args.limit ?? 50), offset: String(args.offset ?? 0) });
+  const q = new URLSearchParams({ select: columns, order: 'occurred_at.desc,id.desc' });
   for (const [column, value] of Object.entries(filters)) if (value !== undefined) q.append(column, `eq.${value}`);
   if (typeof args.start_date === 'string') q.append('occurred_at', `gte.${rangeStart(args.start_date)}`);
   if (typeof args.end_date === 'string') {
@@ -61,12 +99,20 @@ function listQuery(args: Record<string, unknown>, columns: string, filters: Reco
   return q;
 }
 
+const paging = { limit, offset };
 const dateFilters = {
-  start_date: dateOrDateTime('Only records on or after this moment: an ISO date (from 00:00 UTC of that day) or date-time').optional(),
-  end_date: dateOrDateTime('Only records on or before this moment: an ISO date (the whole UTC day is included) or date-time').optional(),
+  start_date: dateOrDateTime('Only records on or after this moment (a date means from 00:00 UTC of that day)'),
+  end_date: dateOrDateTime('Only records on or before this moment (a date includes that whole UTC day)'),
 };
 
-const pageOutput = { total: z.number().describe('How many records match the filters in all'), limit: z.number(), offset: z.number() };
+/** "Records 51-100 of 230" / "51-100, more follow (next_offset 100)". */
+function pageText(page: Page<unknown>, noun: string): string {
+  if (page.rows.length === 0) return page.offset > 0 ? `No ${noun} at offset ${page.offset} (the last page was before it).` : `No ${noun} match.`;
+  const range = `${noun} ${page.offset + 1}-${page.offset + page.rows.length}`;
+  return page.has_more ? `${range}; more follow (next_offset ${page.next_offset}).` : `${range} of ${page.total}.`;
+}
+
+const pageFields = (page: Page<unknown>) => ({ limit: page.limit, offset: page.offset, has_more: page.has_more, next_offset: page.next_offset, total: page.total });
 
 /** public.fund_figures, as the computed field funds.summary embeds it (sql/040_fund_summary.sql). */
 interface FundFigures {
@@ -77,94 +123,88 @@ interface FundFigures {
   participant_count: number;
 }
 
-interface FundRow extends z.infer<typeof fund> {
+interface FundRow {
+  id: string;
+  name: string;
+  kind: string;
+  status: string;
+  currency: string;
+  target_amount: number | null;
   summary: FundFigures;
 }
 
-/**
- * The fund's totals as Postgres computes them (fund_summary, one definition for the wrapper, MCP
- * and /rpc); only picked out here, never recomputed.
- */
-function fundTotals(row: FundRow): z.infer<typeof totals> {
-  const s = row.summary;
-  return { balance: Number(s.balance), income: Number(s.income), expenses: Number(s.expenses), progress: s.progress === null ? null : Number(s.progress) };
+/** The fund's totals as Postgres computes them (fund_summary); only picked out here, never recomputed. */
+function withTotals<T extends FundRow>(row: T) {
+  const { summary: s, ...rest } = row;
+  return { ...rest, totals: { balance: Number(s.balance), income: Number(s.income), expenses: Number(s.expenses), progress: s.progress === null ? null : Number(s.progress) } };
 }
 
-function withoutSummary<T extends FundRow>(row: T): Omit<T, 'summary'> {
-  const { summary: _summary, ...rest } = row;
-  return rest;
+const notFound = (noun: string, id: string, lister: string) => new ToolError(`No ${noun} with id ${id} in this workspace (${lister} shows the ids).`);
+
+interface Expense { id: string; name: string; amount: number; category_id: string }
+interface FundTransaction { id: string; fund_id: string; name: string; amount: number }
+interface Contact { id: string; name: string }
+
+async function fundExists(db: TableClient, id: string): Promise<boolean> {
+  return (await db.list('funds', new URLSearchParams({ select: 'id', id: `eq.${id}` }))).length > 0;
 }
 
-const expenseFields = (l: Lookups) => ({
-  name: name255.describe('Expense title or vendor description, 1 to 255 characters'),
-  amount: amountPositive,
-  category_id: liveEnum(l.expenseCategories, 'category_id', 'Expense category'),
-  method_id: liveEnum(l.paymentMethods, 'method_id', 'Payment method'),
-  occurred_at: dateTime('When the expense occurred, ISO 8601 date-time (default: now)'),
-  note: z.string().max(2000).describe('Optional memo'),
-});
+const EXPENSE_FIELDS = ['name', 'amount', 'category_id', 'method_id', 'occurred_at', 'note'];
 
 export const tools: Tool[] = [
   {
     name: 'create_expense',
     title: 'Record an expense',
-    description: 'Records a personal expense in the workspace and returns it with its id.',
+    description: 'Records a personal expense in the workspace and returns it with its id. For several expenses at once use create_expenses.',
     annotations: CREATE,
-    input: (l) => {
-      const f = expenseFields(l);
-      return { name: f.name, amount: f.amount, category_id: f.category_id, method_id: f.method_id, occurred_at: f.occurred_at.optional(), note: f.note.optional() };
-    },
+    input: (f) => ({ properties: f.expense, required: ['name', 'amount', 'category_id', 'method_id'] }),
     output: { expense },
-    async run(args, db) {
-      const row = await db.insert<z.infer<typeof expense>>('personal_transactions', given(args, ['name', 'amount', 'category_id', 'method_id', 'occurred_at', 'note']), EXPENSE_COLUMNS);
-      return { structured: { expense: row }, text: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.` };
+    async run(args, { db }) {
+      const row = await db.insert<Expense>('personal_transactions', given(args, EXPENSE_FIELDS), EXPENSE_COLUMNS);
+      return { structured: { expense: row }, summary: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.` };
     },
   },
   {
     name: 'list_expenses',
     title: 'List expenses',
     description:
-      'Lists expenses, newest first (by occurred_at), with the total count of matches. Filters: category_id, method_id, ' +
-      'start_date/end_date (ISO date = whole UTC day, inclusive; or a date-time), search (case-insensitive substring of ' +
-      'name or note). Page with limit (1-1000, default 50) and offset (default 0).',
+      'Lists expenses, newest first (by occurred_at). Filters: category_id, method_id, start_date/end_date (ISO date = whole UTC ' +
+      'day, inclusive; or a date-time), search (case-insensitive substring of name or note). Pages: limit (1-1000, default 50) and ' +
+      'offset; has_more and next_offset say whether and where the next page starts, and total is exact on the last page only ' +
+      '(null while more follow: the whole table is never counted). For sums over a period use spending_summary.',
     annotations: READ,
-    input: (l) => ({
-      limit: limit.optional(),
-      offset: offset.optional(),
-      category_id: liveEnum(l.expenseCategories, 'category_id', 'Only this expense category').optional(),
-      method_id: liveEnum(l.paymentMethods, 'method_id', 'Only this payment method').optional(),
-      ...dateFilters,
-      search: z.string().min(1).max(200).describe('Case-insensitive text to find in the name or note').optional(),
+    input: (f) => ({
+      properties: {
+        ...paging,
+        category_id: { ...f.expense.category_id, description: `Only this category. ${f.expense.category_id.description as string}` },
+        method_id: { ...f.expense.method_id, description: `Only this payment method. ${f.expense.method_id.description as string}` },
+        ...dateFilters,
+        search: { ...search, description: 'Case-insensitive text to find in the name or note' },
+      },
     }),
-    output: { expenses: z.array(expense), ...pageOutput },
-    async run(args, db) {
+    output: { expenses: array(expense), ...pageOutput },
+    async run(args, { db }) {
       const q = listQuery(args, EXPENSE_COLUMNS, { category_id: args.category_id, method_id: args.method_id });
       if (args.search) q.append('or', searchFilter(['name', 'note'], args.search));
-      const page = await db.list<z.infer<typeof expense>>('personal_transactions', q, { count: true });
-      const total = page.total ?? page.rows.length;
-      const structured = { expenses: page.rows, total, limit: args.limit ?? 50, offset: args.offset ?? 0 };
+      const page = await db.page<Expense>('personal_transactions', q, args.limit ?? DEFAULT_LIMIT, args.offset ?? 0);
       const sum = round(page.rows.reduce((s, e) => s + e.amount, 0));
-      return { structured, text: `${page.rows.length} of ${total} matching expenses (this page sums to ${money(sum)}).` };
+      return {
+        structured: { expenses: page.rows, ...pageFields(page) },
+        summary: pageText(page, 'expenses') + (page.rows.length ? ` This page sums to ${money(sum)}.` : ''),
+      };
     },
   },
   {
     name: 'update_expense',
     title: 'Update an expense',
-    description: 'Changes the given fields of an expense; fields left out stay as they are. An unknown id is an error.',
+    description: 'Changes the given fields of an expense; fields left out stay as they are, note: null clears the note. An unknown id is an error.',
     annotations: UPDATE,
-    input: (l) => {
-      const f = expenseFields(l);
-      return {
-        id: uuid('The expense id'),
-        name: f.name.optional(), amount: f.amount.optional(), category_id: f.category_id.optional(), method_id: f.method_id.optional(),
-        occurred_at: f.occurred_at.optional(), note: f.note.nullable().optional(),
-      };
-    },
+    input: (f) => ({ properties: { id: uuid('The expense id (list_expenses shows them)'), ...f.expense, note: nullable(f.expense.note) }, required: ['id'] }),
     output: { expense },
-    async run(args, db) {
-      const row = await db.update<z.infer<typeof expense>>('personal_transactions', args.id, given(args, ['name', 'amount', 'category_id', 'method_id', 'occurred_at', 'note']), EXPENSE_COLUMNS);
-      if (!row) throw new ToolError(`No expense with id ${args.id} in this workspace (list_expenses shows the ids).`);
-      return { structured: { expense: row }, text: `Updated expense "${row.name}" (${row.id}).` };
+    async run(args, { db }) {
+      const row = await db.update<Expense>('personal_transactions', args.id, given(args, EXPENSE_FIELDS), EXPENSE_COLUMNS);
+      if (!row) throw notFound('expense', args.id, 'list_expenses');
+      return { structured: { expense: row }, summary: `Updated expense "${row.name}" (${row.id}).` };
     },
   },
   {
@@ -172,12 +212,12 @@ export const tools: Tool[] = [
     title: 'Delete an expense',
     description: 'Permanently deletes an expense and returns what was deleted. An unknown id is an error.',
     annotations: DELETE,
-    input: () => ({ id: uuid('The expense id') }),
+    input: () => ({ properties: { id: uuid('The expense id (list_expenses shows them)') }, required: ['id'] }),
     output: { deleted: expense },
-    async run(args, db) {
-      const row = await db.remove<z.infer<typeof expense>>('personal_transactions', args.id, EXPENSE_COLUMNS);
-      if (!row) throw new ToolError(`No expense with id ${args.id} in this workspace (list_expenses shows the ids).`);
-      return { structured: { deleted: row }, text: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).` };
+    async run(args, { db }) {
+      const row = await db.remove<Expense>('personal_transactions', args.id, EXPENSE_COLUMNS);
+      if (!row) throw notFound('expense', args.id, 'list_expenses');
+      return { structured: { deleted: row }, summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).` };
     },
   },
   {
@@ -187,47 +227,62 @@ export const tools: Tool[] = [
       'Lists every fund of the workspace with its target, and real-time totals computed from its transactions: balance, ' +
       'income, expenses and progress toward the target.',
     annotations: READ,
-    input: () => ({}),
-    output: { funds: z.array(fund.extend({ totals })) },
-    async run(_args, db) {
+    input: () => ({ properties: {} }),
+    output: { funds: array(fundWithTotals) },
+    async run(_args, { db }) {
       // One gateway call: the computed field summary is fund_summary() for each fund.
-      const q = new URLSearchParams({ select: `${FUND_COLUMNS},summary`, order: 'created_at.desc,id.asc' });
-      const { rows } = await db.list<FundRow>('funds', q);
-      const funds = rows.map((r) => ({ ...withoutSummary(r), totals: fundTotals(r) }));
+      const rows = await db.list<FundRow>('funds', new URLSearchParams({ select: `${FUND_COLUMNS},summary`, order: 'created_at.desc,id.asc' }));
+      const funds = rows.map(withTotals);
       const lines = funds.map((f) => `- ${f.name} (${f.status}): balance ${money(f.totals.balance)} ${f.currency}` +
         (f.target_amount ? ` of target ${money(f.target_amount)}` : ''));
-      return { structured: { funds }, text: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.' };
+      return { structured: { funds }, summary: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.' };
     },
   },
   {
     name: 'get_fund',
     title: 'Get a fund',
-    description: 'Full details of one fund: its fields and budget target, its participants, its ledger (newest first) and its totals.',
+    description:
+      'One fund: its fields and budget target, its totals, its participants and one page of its ledger (newest first): ' +
+      'ledger_limit (1-1000, default 50) and ledger_offset, with ledger_has_more and ledger_next_offset.',
     annotations: READ,
-    input: () => ({ fund_id: uuid('The fund id') }),
+    input: () => ({
+      properties: {
+        fund_id: uuid('The fund id (list_funds shows them)'),
+        ledger_limit: { ...limit, description: 'How many ledger entries to return, 1 to 1000 (default 50)' },
+        ledger_offset: { ...offset, description: 'How many ledger entries to skip: the ledger_next_offset of the previous call (default 0)' },
+      },
+      required: ['fund_id'],
+    }),
     output: {
-      fund: fund.extend({ totals }),
-      participants: z.array(contact.extend({ joined_at: z.string() })),
-      ledger: z.array(fundTransaction),
+      fund: fundWithTotals,
+      participants: array(participant),
+      ledger: array(fundTransaction, 'One page of the fund\'s transactions, newest first'),
+      ledger_has_more: { type: 'boolean' },
+      ledger_next_offset: { type: ['integer', 'null'], description: 'The ledger_offset of the next page; null on the last page' },
     },
-    async run(args, db) {
+    async run(args, { db }) {
+      const ledgerLimit: number = args.ledger_limit ?? DEFAULT_LIMIT;
+      const ledgerOffset: number = args.ledger_offset ?? 0;
       const q = new URLSearchParams({
         select: `${FUND_COLUMNS},summary,fund_transactions(${FUND_TRANSACTION_COLUMNS}),fund_participants(joined_at,contacts(${CONTACT_COLUMNS}))`,
         id: `eq.${args.fund_id}`,
         'fund_transactions.order': 'occurred_at.desc,id.desc',
+        'fund_transactions.limit': String(ledgerLimit + 1),
+        'fund_transactions.offset': String(ledgerOffset),
       });
-      const { rows } = await db.list<FundRow & { fund_transactions: z.infer<typeof fundTransaction>[]; fund_participants: { joined_at: string; contacts: z.infer<typeof contact> }[] }>('funds', q);
-      const row = rows[0];
-      if (!row) throw new ToolError(`No fund with id ${args.fund_id} in this workspace (list_funds shows the ids).`);
+      type Row = FundRow & { fund_transactions: FundTransaction[]; fund_participants: { joined_at: string; contacts: Contact }[] };
+      const [row] = await db.list<Row>('funds', q);
+      if (!row) throw notFound('fund', args.fund_id, 'list_funds');
       const participants = row.fund_participants.map((p) => ({ ...p.contacts, joined_at: p.joined_at }));
-      const { fund_transactions: ledger, fund_participants: _joins, ...fields } = withoutSummary(row);
-      const structured = { fund: { ...fields, totals: fundTotals(row) }, participants, ledger };
-      const t = structured.fund.totals;
+      const ledger = pageOf(row.fund_transactions, ledgerLimit, ledgerOffset);
+      const { fund_transactions: _ledger, fund_participants: _joins, ...fields } = row;
+      const f = withTotals(fields);
+      const t = f.totals;
       return {
-        structured,
-        text: `${row.name} (${row.kind}, ${row.status}): balance ${money(t.balance)} ${row.currency}, income ${money(t.income)}, ` +
+        structured: { fund: f, participants, ledger: ledger.rows, ledger_has_more: ledger.has_more, ledger_next_offset: ledger.next_offset },
+        summary: `${row.name} (${row.kind}, ${row.status}): balance ${money(t.balance)} ${row.currency}, income ${money(t.income)}, ` +
           `expenses ${money(t.expenses)}${row.target_amount ? `, ${Math.round((t.progress ?? 0) * 100)}% of target ${money(row.target_amount)}` : ''}; ` +
-          `${participants.length} participants, ${row.fund_transactions.length} transactions.`,
+          `${participants.length} participants; ${pageText(ledger, 'ledger entries').replace('next_offset', 'ledger_next_offset')}`,
       };
     },
   },
@@ -236,17 +291,11 @@ export const tools: Tool[] = [
     title: 'Create a fund',
     description: 'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
     annotations: CREATE,
-    input: (l) => ({
-      name: name255.describe('Fund name, 1 to 255 characters'),
-      kind: liveEnum(l.fundKinds, 'kind', 'Kind of fund (default Travel)').optional(),
-      currency: z.string().regex(/^[A-Z]{3}$/, { message: 'currency must be an ISO 4217 code such as EUR' }).describe('ISO 4217 currency code').optional(),
-      target_amount: z.number().min(0).lt(1e12).describe('Budget target, 0 or more').optional(),
-      description: z.string().max(2000).describe('What the fund is for').optional(),
-    }),
+    input: (f) => ({ properties: pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']), required: ['name'] }),
     output: { fund },
-    async run(args, db) {
-      const row = await db.insert<z.infer<typeof fund>>('funds', given(args, ['name', 'kind', 'currency', 'target_amount', 'description']), FUND_COLUMNS);
-      return { structured: { fund: row }, text: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.` };
+    async run(args, { db }) {
+      const row = await db.insert<FundRow>('funds', given(args, ['name', 'kind', 'currency', 'target_amount', 'description']), FUND_COLUMNS);
+      return { structured: { fund: row }, summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.` };
     },
   },
   {
@@ -254,18 +303,18 @@ export const tools: Tool[] = [
     title: 'Update a fund',
     description: "Changes the given fields of a fund. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule).",
     annotations: UPDATE,
-    input: () => ({
-      fund_id: uuid('The fund id'),
-      name: name255.describe('Fund name').optional(),
-      status: z.enum(['Upcoming', 'In Progress', 'Completed'], { message: "status must be one of: Upcoming, In Progress, Completed" }).describe("One of 'Upcoming', 'In Progress', 'Completed'").optional(),
-      target_amount: z.number().min(0).lt(1e12).nullable().describe('Budget target, 0 or more (null clears it)').optional(),
-      description: z.string().max(2000).nullable().describe('What the fund is for').optional(),
+    input: (f) => ({
+      properties: {
+        fund_id: uuid('The fund id (list_funds shows them)'), name: f.fund.name, status: f.fund.status,
+        target_amount: nullable(f.fund.target_amount), description: nullable(f.fund.description),
+      },
+      required: ['fund_id'],
     }),
     output: { fund },
-    async run(args, db) {
-      const row = await db.update<z.infer<typeof fund>>('funds', args.fund_id, given(args, ['name', 'status', 'target_amount', 'description']), FUND_COLUMNS);
-      if (!row) throw new ToolError(`No fund with id ${args.fund_id} in this workspace (list_funds shows the ids).`);
-      return { structured: { fund: row }, text: `Updated fund "${row.name}" (${row.status}).` };
+    async run(args, { db }) {
+      const row = await db.update<FundRow>('funds', args.fund_id, given(args, ['name', 'status', 'target_amount', 'description']), FUND_COLUMNS);
+      if (!row) throw notFound('fund', args.fund_id, 'list_funds');
+      return { structured: { fund: row }, summary: `Updated fund "${row.name}" (${row.status}).` };
     },
   },
   {
@@ -273,44 +322,36 @@ export const tools: Tool[] = [
     title: 'Record a fund transaction',
     description: 'Records income (a contribution: positive amount) or an expense payout (negative amount) against a fund.',
     annotations: CREATE,
-    input: (l) => ({
-      fund_id: uuid('The fund id'),
-      name: name255.describe('Transaction title, 1 to 255 characters'),
-      amount: z.number().refine((n) => n !== 0, { message: 'amount must not be 0' }).refine((n) => Math.abs(n) < 1e12, { message: 'amount is too large' })
-        .describe('Positive for income (a contribution), negative for an expense payout; never 0'),
-      category_id: liveEnum(l.fundCategories, 'category_id', 'Fund category'),
-      method_id: liveEnum(l.paymentMethods, 'method_id', 'Payment method'),
-      occurred_at: dateTime('When it occurred, ISO 8601 date-time (default: now)').optional(),
-    }),
+    input: (f) => ({ properties: f.fundTransaction, required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'] }),
     output: { transaction: fundTransaction },
-    async run(args, db) {
-      const row = await db.insert<z.infer<typeof fundTransaction>>('fund_transactions', given(args, ['fund_id', 'name', 'amount', 'category_id', 'method_id', 'occurred_at']), FUND_TRANSACTION_COLUMNS);
-      return { structured: { transaction: row }, text: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).` };
+    async run(args, { db }) {
+      const row = await db.insert<FundTransaction>('fund_transactions', given(args, ['fund_id', 'name', 'amount', 'category_id', 'method_id', 'occurred_at']), FUND_TRANSACTION_COLUMNS);
+      return { structured: { transaction: row }, summary: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).` };
     },
   },
   {
     name: 'list_fund_transactions',
     title: 'List fund transactions',
     description:
-      'Lists fund transactions, newest first, with the total count of matches: of one fund (fund_id) or of all funds. ' +
-      'Filters: category_id, start_date/end_date (ISO date = whole UTC day, inclusive; or a date-time). Page with limit (1-1000, default 50) and offset.',
+      'Lists fund transactions, newest first: of one fund (fund_id; an unknown fund is an error) or of all funds. Filters: ' +
+      'category_id, start_date/end_date (ISO date = whole UTC day, inclusive; or a date-time). Pages: limit (1-1000, default 50) ' +
+      'and offset, with has_more and next_offset; total is exact on the last page only.',
     annotations: READ,
-    input: (l) => ({
-      fund_id: uuid('Only transactions of this fund').optional(),
-      limit: limit.optional(),
-      offset: offset.optional(),
-      category_id: liveEnum(l.fundCategories, 'category_id', 'Only this fund category').optional(),
-      ...dateFilters,
+    input: (f) => ({
+      properties: {
+        fund_id: uuid('Only transactions of this fund (list_funds shows the ids)'),
+        ...paging,
+        category_id: { ...f.fundTransaction.category_id, description: `Only this category. ${f.fundTransaction.category_id.description as string}` },
+        ...dateFilters,
+      },
     }),
-    output: { transactions: z.array(fundTransaction), ...pageOutput },
-    async run(args, db) {
+    output: { transactions: array(fundTransaction), ...pageOutput },
+    async run(args, { db }) {
       const q = listQuery(args, FUND_TRANSACTION_COLUMNS, { fund_id: args.fund_id, category_id: args.category_id });
-      const page = await db.list<z.infer<typeof fundTransaction>>('fund_transactions', q, { count: true });
-      const total = page.total ?? page.rows.length;
-      return {
-        structured: { transactions: page.rows, total, limit: args.limit ?? 50, offset: args.offset ?? 0 },
-        text: `${page.rows.length} of ${total} matching fund transactions.`,
-      };
+      const page = await db.page<FundTransaction>('fund_transactions', q, args.limit ?? DEFAULT_LIMIT, args.offset ?? 0);
+      // An empty page of an unknown fund would read as "no transactions yet": say what is wrong.
+      if (page.rows.length === 0 && args.fund_id && !(await fundExists(db, args.fund_id))) throw notFound('fund', args.fund_id, 'list_funds');
+      return { structured: { transactions: page.rows, ...pageFields(page) }, summary: pageText(page, 'fund transactions') };
     },
   },
   {
@@ -318,26 +359,29 @@ export const tools: Tool[] = [
     title: 'Delete a fund transaction',
     description: 'Permanently deletes a fund transaction and returns what was deleted. An unknown id is an error.',
     annotations: DELETE,
-    input: () => ({ id: uuid('The fund transaction id') }),
+    input: () => ({ properties: { id: uuid('The fund transaction id (list_fund_transactions shows them)') }, required: ['id'] }),
     output: { deleted: fundTransaction },
-    async run(args, db) {
-      const row = await db.remove<z.infer<typeof fundTransaction>>('fund_transactions', args.id, FUND_TRANSACTION_COLUMNS);
-      if (!row) throw new ToolError(`No fund transaction with id ${args.id} in this workspace (list_fund_transactions shows the ids).`);
-      return { structured: { deleted: row }, text: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).` };
+    async run(args, { db }) {
+      const row = await db.remove<FundTransaction>('fund_transactions', args.id, FUND_TRANSACTION_COLUMNS);
+      if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
+      return { structured: { deleted: row }, summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).` };
     },
   },
   {
     name: 'list_contacts',
     title: 'List contacts',
-    description: 'Lists the roster of members and participants by name; search is a case-insensitive substring of name, nickname or phone.',
+    description:
+      'Lists the roster of members and participants by name; search is a case-insensitive substring of name, nickname or phone. ' +
+      'Pages: limit (1-1000, default 50) and offset, with has_more and next_offset.',
     annotations: READ,
-    input: () => ({ search: z.string().min(1).max(200).describe('Text to find in the name, nickname or phone').optional() }),
-    output: { contacts: z.array(contact) },
-    async run(args, db) {
+    input: () => ({ properties: { search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging } }),
+    output: { contacts: array(contact), ...pageOutput },
+    async run(args, { db }) {
       const q = new URLSearchParams({ select: CONTACT_COLUMNS, order: 'name.asc,id.asc' });
       if (args.search) q.append('or', searchFilter(['name', 'nickname', 'phone'], args.search));
-      const { rows } = await db.list<z.infer<typeof contact>>('contacts', q);
-      return { structured: { contacts: rows }, text: rows.length ? `${rows.length} contacts: ${rows.map((c) => c.name).join(', ')}.` : 'No contact matches.' };
+      const page = await db.page<Contact>('contacts', q, args.limit ?? DEFAULT_LIMIT, args.offset ?? 0);
+      const names = page.rows.length ? `: ${page.rows.map((c) => c.name).join(', ')}` : '';
+      return { structured: { contacts: page.rows, ...pageFields(page) }, summary: pageText(page, 'contacts') + names };
     },
   },
   {
@@ -345,37 +389,176 @@ export const tools: Tool[] = [
     title: 'Add a contact',
     description: 'Adds a member or participant to the workspace roster.',
     annotations: CREATE,
-    input: () => ({
-      name: name255.describe('Full name'),
-      nickname: z.string().max(255).describe('Nickname').optional(),
-      phone: z.string().max(32).describe('Phone number, digits with optional +, spaces, dots, dashes, parentheses').optional(),
-      email: z.string().email({ message: 'email must be an email address' }).describe('Email address').optional(),
-      gender: z.string().max(50).describe('Gender').optional(),
-      nationality: z.string().max(100).describe('Nationality').optional(),
-    }),
+    input: (f) => ({ properties: f.contact, required: ['name'] }),
     output: { contact },
-    async run(args, db) {
-      const row = await db.insert<z.infer<typeof contact>>('contacts', given(args, ['name', 'nickname', 'phone', 'email', 'gender', 'nationality']), CONTACT_COLUMNS);
-      return { structured: { contact: row }, text: `Added contact "${row.name}" with id ${row.id}.` };
+    async run(args, { db }) {
+      const row = await db.insert<Contact>('contacts', given(args, ['name', 'nickname', 'phone', 'email', 'gender', 'nationality']), CONTACT_COLUMNS);
+      return { structured: { contact: row }, summary: `Added contact "${row.name}" with id ${row.id}.` };
     },
   },
   {
     name: 'update_contact',
     title: 'Update a contact',
-    description: 'Changes the given fields of a contact; fields left out stay as they are. An unknown id is an error.',
+    description: 'Changes the given fields of a contact; fields left out stay as they are, null clears an optional one. An unknown id is an error.',
     annotations: UPDATE,
-    input: () => ({
-      id: uuid('The contact id'),
-      name: name255.describe('Full name').optional(),
-      nickname: z.string().max(255).nullable().describe('Nickname (null clears it)').optional(),
-      phone: z.string().max(32).nullable().describe('Phone number (null clears it)').optional(),
-      email: z.string().email({ message: 'email must be an email address' }).nullable().describe('Email address (null clears it)').optional(),
+    input: (f) => ({
+      properties: {
+        id: uuid('The contact id (list_contacts shows them)'), name: f.contact.name,
+        nickname: nullable(f.contact.nickname), phone: nullable(f.contact.phone), email: nullable(f.contact.email),
+      },
+      required: ['id'],
     }),
     output: { contact },
-    async run(args, db) {
-      const row = await db.update<z.infer<typeof contact>>('contacts', args.id, given(args, ['name', 'nickname', 'phone', 'email']), CONTACT_COLUMNS);
-      if (!row) throw new ToolError(`No contact with id ${args.id} in this workspace (list_contacts shows the ids).`);
-      return { structured: { contact: row }, text: `Updated contact "${row.name}" (${row.id}).` };
+    async run(args, { db }) {
+      const row = await db.update<Contact>('contacts', args.id, given(args, ['name', 'nickname', 'phone', 'email']), CONTACT_COLUMNS);
+      if (!row) throw notFound('contact', args.id, 'list_contacts');
+      return { structured: { contact: row }, summary: `Updated contact "${row.name}" (${row.id}).` };
+    },
+  },
+
+  // ---- Beyond the spec ---------------------------------------------------------------------
+
+  {
+    name: 'get_workspace',
+    title: 'About this workspace',
+    description:
+      'The workspace this token belongs to: its name and currency, the token\'s scope (read or write), how much of the rate limit ' +
+      'is left, and the live lists of expense categories, fund categories, payment methods and fund kinds. Also the resource tally://workspace.',
+    annotations: READ,
+    input: () => ({ properties: {} }),
+    output: workspaceOutput(),
+    async run(_args, ctx) {
+      const structured = await workspaceInfo(ctx);
+      const rate = structured.rate_limit as RateLimitLeft | null;
+      return {
+        structured,
+        summary: `Workspace "${structured.name as string}" (${structured.currency as string}), ${ctx.caller.scope} token` +
+          (rate ? `, ${rate.remaining} of ${rate.limit} requests left this minute.` : ', no rate limit (stdio).'),
+      };
+    },
+  },
+  {
+    name: 'create_expenses',
+    title: 'Record many expenses',
+    description:
+      'Records 1 to 100 expenses in one call, all or nothing: when one is invalid, none is written and the error names it ' +
+      '(expenses.3.amount …). Each expense counts as one request against the token\'s rate limit.',
+    annotations: CREATE,
+    input: (f) => ({
+      properties: {
+        expenses: {
+          type: 'array', minItems: 1, maxItems: 100, description: 'The expenses, each with the fields of create_expense',
+          items: { type: 'object', properties: f.expense, required: ['name', 'amount', 'category_id', 'method_id'], additionalProperties: false },
+        },
+      },
+      required: ['expenses'],
+    }),
+    output: { expenses: array(expense, 'The recorded expenses, in the order given'), count: { type: 'integer' } },
+    async run(args, { db, caller }) {
+      const items = args.expenses as Record<string, unknown>[];
+      await caller.charge?.(items.length - 1); // the call itself was counted already
+      // One INSERT statement (Prefer: missing=default: a field one item leaves out takes its default).
+      const rows = await db.insertMany<Expense>('personal_transactions', items, EXPENSE_COLUMNS);
+      const sum = round(rows.reduce((s, e) => s + e.amount, 0));
+      return { structured: { expenses: rows, count: rows.length }, summary: `Recorded ${rows.length} expenses totalling ${money(sum)}.` };
+    },
+  },
+  {
+    name: 'spending_summary',
+    title: 'Spending summary',
+    description:
+      'Sums the personal expenses between two dates (whole UTC days, both included; leave one out for no bound) by category, by ' +
+      'payment method and by month, largest first, computed by Postgres over every matching expense. Answers "what did I spend on food last month?".',
+    annotations: READ,
+    input: (f) => ({
+      properties: {
+        start_date: { type: 'string', format: 'date', description: 'First day, e.g. 2026-03-01 (default: no lower bound)' },
+        end_date: { type: 'string', format: 'date', description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)' },
+      },
+    }),
+    output: {
+      from_date: { type: ['string', 'null'], format: 'date' },
+      to_date: { type: ['string', 'null'], format: 'date' },
+      total: { type: 'number', description: 'Sum of the matching expenses, in the workspace currency' },
+      count: { type: 'integer' },
+      by_category: array({ type: 'object', properties: { category_id: { type: 'string' }, total: { type: 'number' }, count: { type: 'integer' } } }),
+      by_method: array({ type: 'object', properties: { method_id: { type: 'string' }, total: { type: 'number' }, count: { type: 'integer' } } }),
+      by_month: array({ type: 'object', properties: { month: { type: 'string', description: 'YYYY-MM (UTC)' }, total: { type: 'number' }, count: { type: 'integer' } } }),
+    },
+    async run(args, { db }) {
+      if (args.start_date && args.end_date && args.end_date < args.start_date) throw new ToolError('end_date must not be before start_date.');
+      const s = await db.rpc<{ total: number; count: number; by_category: { category_id: string; total: number }[] }>(
+        'spending_summary', { from_date: args.start_date ?? null, to_date: args.end_date ?? null });
+      const top = s.by_category.slice(0, 3).map((c) => `${c.category_id} ${money(c.total)}`).join(', ');
+      const period = `${args.start_date ?? 'the beginning'} to ${args.end_date ?? 'now'}`;
+      return { structured: s, summary: `${s.count} expenses from ${period} total ${money(s.total)}${top ? ` (largest: ${top})` : ''}.` };
+    },
+  },
+  {
+    name: 'update_fund_transaction',
+    title: 'Update a fund transaction',
+    description: 'Changes the given fields of a fund transaction (it stays in its fund); fields left out stay as they are. An unknown id is an error.',
+    annotations: UPDATE,
+    input: (f) => ({
+      properties: { id: uuid('The fund transaction id (list_fund_transactions shows them)'), ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']) },
+      required: ['id'],
+    }),
+    output: { transaction: fundTransaction },
+    async run(args, { db }) {
+      const row = await db.update<FundTransaction>('fund_transactions', args.id, given(args, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']), FUND_TRANSACTION_COLUMNS);
+      if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
+      return { structured: { transaction: row }, summary: `Updated fund transaction "${row.name}" (${row.id}).` };
+    },
+  },
+  {
+    name: 'add_fund_participant',
+    title: 'Add a participant to a fund',
+    description: 'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
+    annotations: CREATE,
+    input: () => ({
+      properties: { fund_id: uuid('The fund id (list_funds shows them)'), contact_id: uuid('The contact id (list_contacts shows them)') },
+      required: ['fund_id', 'contact_id'],
+    }),
+    output: {
+      participant: {
+        type: 'object',
+        properties: { fund_id: { type: 'string', format: 'uuid' }, contact_id: { type: 'string', format: 'uuid' }, joined_at: { type: 'string', format: 'date-time' } },
+        required: ['fund_id', 'contact_id', 'joined_at'],
+      },
+    },
+    async run(args, { db }) {
+      const row = await db.insert<{ fund_id: string; contact_id: string }>('fund_participants', { fund_id: args.fund_id, contact_id: args.contact_id }, 'fund_id,contact_id,joined_at');
+      return { structured: { participant: row }, summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.` };
     },
   },
 ];
+
+function workspaceOutput(): Record<string, JsonSchema> {
+  const list = (description: string): JsonSchema => array({ type: 'string' }, description);
+  return {
+    name: { type: 'string' },
+    currency: { type: 'string', description: 'ISO 4217 code of the workspace\'s amounts' },
+    scope: { type: 'string', enum: ['read', 'write'], description: 'read: only the read tools are offered' },
+    rate_limit: {
+      type: ['object', 'null'], description: 'Requests left in the current minute; null over stdio, which is not limited',
+      properties: { limit: { type: 'integer' }, remaining: { type: 'integer' }, reset_at: { type: 'string', format: 'date-time' } },
+    },
+    expense_categories: list('category_id values of expenses'),
+    fund_categories: list('category_id values of fund transactions'),
+    payment_methods: list('method_id values'),
+    fund_kinds: list('kind values of funds'),
+  };
+}
+
+/** get_workspace and the resource tally://workspace. */
+export async function workspaceInfo({ db, caller, lookups }: ToolContext): Promise<Record<string, unknown>> {
+  const [[profile], rate] = await Promise.all([
+    db.rpc<{ name: string; currency: string }[]>('workspace_profile', {}),
+    caller.rateLimit ? caller.rateLimit() : Promise.resolve(null),
+  ]);
+  return {
+    name: profile?.name ?? null, currency: profile?.currency ?? null, scope: caller.scope, rate_limit: rate,
+    expense_categories: lookups.expenseCategories, fund_categories: lookups.fundCategories,
+    payment_methods: lookups.paymentMethods, fund_kinds: lookups.fundKinds,
+  };
+}

@@ -8,8 +8,11 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
 
-const TOOLS = ['create_contact', 'create_expense', 'create_fund', 'create_fund_transaction', 'delete_expense', 'delete_fund_transaction',
+const SPEC_TOOLS = ['create_contact', 'create_expense', 'create_fund', 'create_fund_transaction', 'delete_expense', 'delete_fund_transaction',
   'get_fund', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'update_contact', 'update_expense', 'update_fund'];
+const BEYOND_SPEC = ['add_fund_participant', 'create_expenses', 'get_workspace', 'spending_summary', 'update_fund_transaction'];
+const TOOLS = [...SPEC_TOOLS, ...BEYOND_SPEC].sort();
+const READ_TOOLS = ['get_fund', 'get_workspace', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'spending_summary'];
 
 let db: TestDatabase;
 let app: TestApp;
@@ -58,7 +61,7 @@ afterAll(async () => {
 });
 
 describe('tools/list', () => {
-  it('lists the 14 tools of the spec with schemas an agent can act on', async () => {
+  it('lists the 14 tools of the spec and those beyond it, with schemas an agent can act on', async () => {
     const client = await connect(writeA);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
@@ -66,7 +69,7 @@ describe('tools/list', () => {
       expect(tool.description).toBeTruthy();
       expect(tool.outputSchema).toBeDefined();
       expect(tool.inputSchema.type).toBe('object');
-      expect(tool.annotations?.readOnlyHint).toBe(tool.name.startsWith('list_') || tool.name === 'get_fund');
+      expect(tool.annotations?.readOnlyHint).toBe(READ_TOOLS.includes(tool.name));
       if (tool.name.startsWith('delete_')) expect(tool.annotations?.destructiveHint).toBe(true);
     }
   });
@@ -118,10 +121,13 @@ describe('expenses', () => {
     expect((comma.structuredContent as { total: number }).total).toBe(1);
 
     const page = await call(client, 'list_expenses', { limit: 1, offset: 1 });
-    const p = page.structuredContent as { expenses: unknown[]; total: number };
+    const p = page.structuredContent as { expenses: unknown[]; total: number | null; has_more: boolean; next_offset: number | null };
     expect(p.expenses).toHaveLength(1);
     const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`;
-    expect(p.total).toBe(count);
+    expect(count).toBeGreaterThan(2);
+    expect(p).toMatchObject({ has_more: true, next_offset: 2, total: null }); // no count over the workspace while pages follow
+    const last = await call(client, 'list_expenses', { limit: 50, offset: 1 });
+    expect(last.structuredContent).toMatchObject({ has_more: false, next_offset: null, total: count });
   });
 
   it('update_expense changes only the given fields; delete_expense returns what it deleted', async () => {
@@ -244,7 +250,7 @@ describe('authentication', () => {
     const client = new Client({ name: 'bearer', version: '1' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${writeA}` } } }));
     clients.push(client);
-    expect((await client.listTools()).tools).toHaveLength(14);
+    expect((await client.listTools()).tools).toHaveLength(TOOLS.length);
   });
 
   it('revocation and the API switch act on the very next call', async () => {

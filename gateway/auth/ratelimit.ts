@@ -236,3 +236,43 @@ export function failedAuthLimit(ctx: AppContext, authenticate: RequestHandler): 
     });
   };
 }
+
+/** The request limit's counters, for what a surface reports or charges beyond one request. */
+const requestCounters = new WeakMap<AppContext, PostgresRateLimitStore>();
+function requestCounter(ctx: AppContext): PostgresRateLimitStore {
+  let store = requestCounters.get(ctx);
+  if (!store) {
+    store = new PostgresRateLimitStore(ctx.db, 'req:');
+    requestCounters.set(ctx, store);
+  }
+  return store;
+}
+
+/**
+ * Counts `hits` more requests of `key` (res.locals.rateKey) at once: a call that does the work
+ * of many (an MCP batch import) costs what that many requests cost. Throws the 429 when they
+ * do not fit in what is left of the window; the request itself was counted already.
+ */
+export async function takeRequests(ctx: AppContext, key: string, hits: number): Promise<void> {
+  if (hits <= 0) return;
+  const [row] = await ctx.db<{ hits: number; reset_at: Date }[]>`
+    SELECT hits, reset_at FROM tally.rate_limit_take(${'req:' + key}, ${WINDOW_MS}, ${hits})`;
+  if (row.hits > ctx.config.rateLimitPerMinute) {
+    const retry = Math.max(1, Math.ceil((row.reset_at.getTime() - Date.now()) / 1000));
+    throw new ApiError(429, 'PT429', `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
+      `this call counts as ${hits + 1} requests`, 'Wait the number of seconds in the Retry-After header, or send fewer records per call',
+      { 'Retry-After': String(retry) });
+  }
+}
+
+/** What is left of `key`'s request limit in the current window (counted in Postgres). */
+export async function requestsLeft(ctx: AppContext, key: string): Promise<{ limit: number; remaining: number; reset_at: string }> {
+  const seen = await requestCounter(ctx).get(key);
+  const limit = ctx.config.rateLimitPerMinute;
+  const live = seen && seen.resetTime.getTime() > Date.now();
+  return {
+    limit,
+    remaining: live ? Math.max(0, limit - seen.totalHits) : limit,
+    reset_at: (live ? seen.resetTime : new Date(Date.now() + WINDOW_MS)).toISOString(),
+  };
+}

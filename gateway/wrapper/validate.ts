@@ -19,16 +19,22 @@ export interface CompiledSchemas {
 
 const compiled = new WeakMap<Lookups, CompiledSchemas>();
 
+/** The validator of the field rules (gateway/fields.ts), for the wrapper's bodies and the MCP tools' arguments alike. */
+export function createAjv(): Ajv2020 {
+  const ajv = new Ajv2020({
+    allErrors: true, strict: true, allowUnionTypes: true,
+    // multipleOf 0.0001 in binary floating point: 12.35 / 0.0001 is 123500.00000000001.
+    multipleOfPrecision: 8,
+  });
+  addFormats(ajv);
+  return ajv;
+}
+
 export function schemasFor(lookups: Lookups): CompiledSchemas {
   let entry = compiled.get(lookups);
   if (!entry) {
     const schemas = wrapperSchemas(lookups);
-    const ajv = new Ajv2020({
-      allErrors: true, strict: true, allowUnionTypes: true,
-      // multipleOf 0.0001 in binary floating point: 12.35 / 0.0001 is 123500.00000000001.
-      multipleOfPrecision: 8,
-    });
-    addFormats(ajv);
+    const ajv = createAjv();
     const validators = Object.fromEntries(REQUEST_SCHEMAS.map((name) => [name, ajv.compile(schemas[name])])) as Record<RequestSchemaName, ValidateFunction>;
     entry = { schemas, validators };
     compiled.set(lookups, entry);
