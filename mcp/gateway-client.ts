@@ -59,10 +59,15 @@ export class TableClient {
     return rows[0];
   }
 
-  /** Inserts the rows in one statement: all of them or, on any error, none. */
+  /**
+   * Inserts the rows in one statement: all of them or, on any error, none. The columns are every
+   * key any row has; a row that leaves one out gets the column's default (missing=default).
+   */
   insertMany<T>(relation: string, body: Record<string, unknown>[], select: string): Promise<T[]> {
+    const columns = [...new Set(body.flatMap((row) => Object.keys(row)))].join(',');
     return this.run<T>({
-      method: 'POST', relation, query: new URLSearchParams({ select }), body, headers: { ...WRITE_HEADERS, prefer: 'return=representation,missing=default' },
+      method: 'POST', relation, query: new URLSearchParams({ select, columns }), body,
+      headers: { ...WRITE_HEADERS, prefer: 'return=representation,missing=default' },
     });
   }
 

@@ -297,9 +297,18 @@ describe('authentication', () => {
 
 describe('workspace isolation', () => {
   it('a token of B never sees or changes data of A', async () => {
+    // A's expenses as they are now (the fixture's own expense was deleted by an earlier test).
+    const [{ id: aExpense }] = await db.admin`INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
+      VALUES (${a.id}, 'Mcp A secret', 1, 'other', 'cash') RETURNING id`;
+    const ofA = (await db.admin`SELECT id FROM public.personal_transactions WHERE workspace_id = ${a.id}`).map((r) => r.id as string);
+    expect(ofA).toContain(aExpense);
     const client = await connect(writeB);
     const list = await call(client, 'list_expenses', { limit: 1000 });
-    expect((list.structuredContent as { expenses: { name: string }[] }).expenses.every((e) => !e.name.startsWith('Mcp A'))).toBe(true);
+    const seen = (list.structuredContent as { expenses: { id: string }[] }).expenses.map((e) => e.id);
+    expect(seen.length).toBeGreaterThan(0); // B's own expense: the list works, it only hides A's
+    expect(seen.filter((id) => ofA.includes(id))).toEqual([]);
+    expect((await call(client, 'update_expense', { id: aExpense, name: 'Hijacked' })).isError).toBe(true);
+    expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE id = ${aExpense} AND name = 'Mcp A secret'`).toHaveLength(1);
     const funds = await call(client, 'list_funds');
     expect((funds.structuredContent as { funds: { id: string }[] }).funds.map((f) => f.id)).toEqual([b.fundId]);
     expect((await call(client, 'get_fund', { fund_id: a.fundId })).isError).toBe(true);

@@ -22,7 +22,7 @@ const compiled = new WeakMap<Lookups, CompiledSchemas>();
 /** The validator of the field rules (gateway/fields.ts), for the wrapper's bodies and the MCP tools' arguments alike. */
 export function createAjv(): Ajv2020 {
   const ajv = new Ajv2020({
-    allErrors: true, strict: true, allowUnionTypes: true,
+    allErrors: true, strict: true, allowUnionTypes: true, verbose: true,
     // multipleOf 0.0001 in binary floating point: 12.35 / 0.0001 is 123500.00000000001.
     multipleOfPrecision: 8,
   });
@@ -95,8 +95,11 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
       return `${field} must be less than ${p.limit as number}`;
     case 'multipleOf':
       return `${field} must have at most ${String(p.multipleOf).split('.')[1]?.length ?? 0} decimal places`;
-    case 'pattern':
-      return `${field} has the wrong format (pattern ${p.pattern as string})`;
+    case 'pattern': {
+      // The field's description says what is allowed in words (verbose errors carry it).
+      const described = (error.parentSchema as { description?: string } | undefined)?.description;
+      return described ? `${field} has the wrong format: ${described}` : `${field} has the wrong format (pattern ${p.pattern as string})`;
+    }
     default:
       return `${field} ${error.message ?? 'is invalid'}`;
   }
