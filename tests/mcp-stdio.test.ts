@@ -32,7 +32,7 @@ describe('tally mcp (stdio)', () => {
     const client = new Client({ name: 'desktop', version: '1' });
     await client.connect(transport(token));
     try {
-      expect((await client.listTools()).tools).toHaveLength(14);
+      expect((await client.listTools()).tools).toHaveLength(19);
       const created = (await client.callTool({ name: 'create_contact', arguments: { name: 'Via stdio' } })) as CallToolResult;
       expect(created.isError).toBeFalsy();
       const [row] = await db.admin`SELECT workspace_id FROM public.contacts WHERE name = 'Via stdio'`;
@@ -62,7 +62,7 @@ describe('tally mcp (stdio)', () => {
       await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
       const enumOf = async () => {
         const { tools } = await client.listTools();
-        return (tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<string, { enum: string[] }>).category_id.enum;
+        return (tools.find((t) => t.name === 'list_expenses')!.inputSchema.properties as Record<string, { enum: string[] }>).category_id.enum;
       };
       for (let i = 0; i < 50 && changed === 0; i++) await new Promise((r) => setTimeout(r, 100));
       expect(changed).toBeGreaterThan(0); // notified after the insert
@@ -77,5 +77,46 @@ describe('tally mcp (stdio)', () => {
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toBe('tally: Invalid workspace token. Check the token (tally token list shows the tokens of a workspace)');
     expect(r.stdout).toBe('');
+  });
+
+  it('without TALLY_TOKEN says to set it', async () => {
+    const r = await tally(['mcp'], { DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32) });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(/^tally: No workspace token: set TALLY_TOKEN\. Start it as TALLY_TOKEN=tally_ws_… tally mcp/);
+    expect(r.stdout).toBe('');
+  });
+
+  it('offers a read token the read tools, answers records in the text, errors by argument, and imports a batch', async () => {
+    const text = (r: CallToolResult): string => (r.content[0] as { text: string }).text;
+    const read = new Client({ name: 'desktop', version: '1' });
+    await read.connect(transport((await tokenFor(db.admin, ws.id, 'read')).token));
+    try {
+      const names = (await read.listTools()).tools.map((t) => t.name).sort();
+      expect(names).toEqual(['get_fund', 'get_workspace', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'spending_summary']);
+      const info = (await read.callTool({ name: 'get_workspace', arguments: {} })) as CallToolResult;
+      expect(info.structuredContent).toMatchObject({ name: 'Stdio', currency: 'EUR', scope: 'read', rate_limit: null });
+      const refused = (await read.callTool({ name: 'delete_expense', arguments: { id: ws.expenseId } })) as CallToolResult;
+      expect(text(refused)).toMatch(/^This token is read-only/);
+    } finally {
+      await read.close();
+    }
+
+    const write = new Client({ name: 'desktop', version: '1' });
+    await write.connect(transport((await tokenFor(db.admin, ws.id, 'write')).token));
+    try {
+      const expenses = [{ name: 'Desk import 1', amount: 1.25, category_id: 'other', method_id: 'cash' }, { name: 'Desk import 2', amount: 1.123456, category_id: 'other', method_id: 'cash' }];
+      const bad = (await write.callTool({ name: 'create_expenses', arguments: { expenses } })) as CallToolResult;
+      expect(text(bad)).toBe('Invalid arguments for create_expenses: expenses.1.amount must have at most 4 decimal places.');
+      expenses[1].amount = 2;
+      const ok = (await write.callTool({ name: 'create_expenses', arguments: { expenses } })) as CallToolResult;
+      expect(ok.isError).toBeFalsy();
+      const listed = (await write.callTool({ name: 'list_expenses', arguments: { search: 'Desk import', limit: 1 } })) as CallToolResult;
+      const [summary, json] = text(listed).split('\n');
+      expect(summary).toBe('expenses 1-1; more follow (next_offset 1). This page sums to 2.00.');
+      expect(JSON.parse(json)).toEqual(listed.structuredContent);
+      expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name LIKE 'Desk import %'`).toHaveLength(2);
+    } finally {
+      await write.close();
+    }
   });
 });
