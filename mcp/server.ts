@@ -1,4 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import {
   CallToolRequestSchema, ErrorCode, ListResourcesRequestSchema, ListToolsRequestSchema, McpError, ReadResourceRequestSchema,
   type CallToolResult, type Tool as ToolDefinition,
@@ -30,6 +31,11 @@ const INSTRUCTIONS =
   'while has_more is true. Every result carries its records as JSON after a one-line summary.';
 
 const WORKSPACE_URI = 'tally://workspace';
+
+// The SDK's Server makes a new Ajv (with its formats) for every instance unless it is given
+// one: that alone was most of the cost of a server per HTTP request. Tally's tools never use
+// it (they validate with their own compiled schemas), so every server shares this one.
+const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
 
 /** One sentence an agent can act on, from whatever a tool call failed with. */
 export function toolErrorText(err: unknown): string {
@@ -120,6 +126,7 @@ export function createMcpServer(call: GatewayCall, caller: McpCaller, lookups: L
   const server = new Server(SERVER_INFO, {
     capabilities: { tools: options.listChanged ? { listChanged: true } : {}, resources: {} },
     instructions: INSTRUCTIONS,
+    jsonSchemaValidator: SHARED_VALIDATOR,
   });
   const context = (): ToolContext => ({ db: new TableClient(call, caller.auth), caller, lookups: current });
 
