@@ -5,7 +5,7 @@ import type { Lookups } from './lookups.js';
 // tools' input schemas (validated by the same ajv, published in tools/list) are built; and the
 // one sentence each database constraint answers with, on every surface, when a write gets past
 // the schemas (/rest/v1 has none) and Postgres refuses it. The SQL CHECKs in sql/002_finance.sql
-// enforce the same bounds; tests/fields.test.ts fails when a constraint has no sentence here.
+// enforce the same bounds; a test (tests/mcp-agent.test.ts) fails when a constraint has no sentence here.
 
 export type JsonSchema = Record<string, unknown>;
 

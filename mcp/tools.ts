@@ -82,7 +82,7 @@ function given(args: Record<string, unknown>, fields: string[]): Record<string, 
   return out;
 }
 
-/** Optional versions of some fields. */
+/** Some of a table's fields. */
 function pick(fields: Record<string, JsonSchema>, names: string[]): Record<string, JsonSchema> {
   return Object.fromEntries(names.map((n) => [n, fields[n]]));
 }

@@ -104,7 +104,10 @@ describe('tally mcp (stdio)', () => {
     const write = new Client({ name: 'desktop', version: '1' });
     await write.connect(transport((await tokenFor(db.admin, ws.id, 'write')).token));
     try {
-      const expenses = [{ name: 'Desk import 1', amount: 1.25, category_id: 'other', method_id: 'cash' }, { name: 'Desk import 2', amount: 1.123456, category_id: 'other', method_id: 'cash' }];
+      const expenses = [
+        { name: 'Desk import 1', amount: 1.25, category_id: 'other', method_id: 'cash', occurred_at: '2026-06-01T10:00:00Z' },
+        { name: 'Desk import 2', amount: 1.123456, category_id: 'other', method_id: 'cash', occurred_at: '2026-06-02T10:00:00Z' },
+      ];
       const bad = (await write.callTool({ name: 'create_expenses', arguments: { expenses } })) as CallToolResult;
       expect(text(bad)).toBe('Invalid arguments for create_expenses: expenses.1.amount must have at most 4 decimal places.');
       expenses[1].amount = 2;
