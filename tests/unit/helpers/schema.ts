@@ -9,7 +9,8 @@
 //   published_posts: a view of posts (id as its key); title_upper(posts): a computed field
 //   logs: a table without a primary key
 //   functions: posts_by(author int) SETOF posts STABLE, add_them(a int, b int) int IMMUTABLE,
-//   rename_user(uid int, new_name text) void VOLATILE, echo(json) json, greet(name text)/greet(name text, title text)
+//   rename_user(uid int, new_name text) void VOLATILE, echo(json) json, greet(name text)/greet(name text, title text),
+//   ids_of(ids int[]) SETOF int, new_post(title text) posts VOLATILE, post_count() int8 STABLE
 
 import { relationKey, type Column, type Relation, type Relationship, type Routine, type RoutineParam, type SchemaCache } from '../../../gateway/schema-cache/types.js';
 
@@ -119,6 +120,8 @@ export function blogSchema(): BlogSchema {
   fn(routine('echo', [param('', 'json')], { setOf: false, kind: 'scalar' }, 'immutable'));
   fn(routine('greet', [param('name', 'text')], { setOf: false, kind: 'scalar' }, 'immutable'));
   fn(routine('greet', [param('name', 'text'), param('title', 'text')], { setOf: false, kind: 'scalar' }, 'immutable'));
+  fn(routine('new_post', [param('title', 'text')], { setOf: false, kind: 'composite', relation: posts }, 'volatile'));
+  fn(routine('post_count', [], { setOf: false, kind: 'scalar' }, 'stable'));
   fn(routine('ids_of', [param('ids', 'int4', true, true)], { setOf: true, kind: 'scalar' }, 'stable'));
 
   const types = new Map<string, string>(Object.entries(TYPES));
