@@ -15,6 +15,10 @@ import type { ApiRequest } from '../../../gateway/request/types.js';
 import type { SchemaCache } from '../../../gateway/schema-cache/types.js';
 import { blogSchema, SCHEMA } from './schema.js';
 
+/** The cache of calls that bring none; blogSchema() makes a fresh one for a test that changes it. */
+let shared: SchemaCache | undefined;
+const defaultCache = (): SchemaCache => (shared ??= blogSchema().cache);
+
 export interface Compiled {
   text: string;
   params: (string | null)[];
@@ -22,8 +26,8 @@ export interface Compiled {
 
 export interface Call {
   method?: GatewayMethod;
-  /** The query string as a client sends it (without "?"): `select=id&id=eq.1`. */
-  query?: string;
+  /** The query string as a client sends it (without "?"): `select=id&id=eq.1`; or its decoded pairs. */
+  query?: string | [string, string][];
   headers?: Record<string, string>;
   body?: unknown;
   cache?: SchemaCache;
@@ -38,7 +42,7 @@ export function gatewayRequest(relation: string, call: Call = {}): GatewayReques
 
 /** parseApiRequest, with GET /rpc argument keys told apart as gateway.ts does it. */
 export function parse(relation: string, call: Call = {}): ApiRequest {
-  const cache = call.cache ?? blogSchema().cache;
+  const cache = call.cache ?? defaultCache();
   const fn = routineName(relation);
   let isArgument: ((key: string) => boolean) | undefined;
   if (fn !== undefined && (call.method ?? 'GET') !== 'POST') {
@@ -50,7 +54,7 @@ export function parse(relation: string, call: Call = {}): ApiRequest {
 
 /** The read plan of GET /{relation}?{query}. */
 export function planRead(relation: string, call: Call = {}): ReadNode {
-  const cache = call.cache ?? blogSchema().cache;
+  const cache = call.cache ?? defaultCache();
   const api = parse(relation, { ...call, cache });
   return readPlan({
     cache, relation: findRelation(cache, SCHEMA, api.relation), select: api.select, nodes: api.nodes, range: api.range,
@@ -66,7 +70,7 @@ export function compileRead(relation: string, call: Call = {}): ReadStatements {
 
 /** The root plan and mutation plan of a write, as runWrite builds them. */
 export function planWrite(relation: string, call: Call & { method: GatewayMethod }): { api: ApiRequest; root: ReadNode; plan: MutationPlan } {
-  const cache = call.cache ?? blogSchema().cache;
+  const cache = call.cache ?? defaultCache();
   const req = gatewayRequest(relation, call);
   const api = parseApiRequest(req, SCHEMA);
   const rel = findRelation(cache, SCHEMA, api.relation);
@@ -90,14 +94,14 @@ export function compileWrite(relation: string, call: Call & { method: GatewayMet
 }
 
 export function planRoutine(fn: string, call: Call = {}): RoutineCall {
-  const cache = call.cache ?? blogSchema().cache;
+  const cache = call.cache ?? defaultCache();
   const api = parse(`rpc/${fn}`, { ...call, cache });
   return routinePlan(cache, api, call.body, call.headers?.['content-type']);
 }
 
 /** The statements /rpc/{fn} runs, as runRoutine builds them. */
 export function compileRoutine(fn: string, call: Call = {}): ReadStatements {
-  const cache = call.cache ?? blogSchema().cache;
+  const cache = call.cache ?? defaultCache();
   const api = parse(`rpc/${fn}`, { ...call, cache });
   const routine = routinePlan(cache, api, call.body, call.headers?.['content-type']);
   const returns = routine.routine.returns;
