@@ -29,40 +29,111 @@ describe('select', () => {
       { kind: 'field', field: col('odd name'), alias: undefined, cast: undefined },
       { kind: 'field', field: col('a,b'), alias: 'n', cast: 'numeric' },
     ]);
-    expect(parseSelect('id::double precision,tags::text[]')).toMatchObject([{ cast: 'double precision' }, { cast: 'text[]' }]);
+    expect(parseSelect('id::double precision,tags::text[]')).toMatchObject([
+      { cast: 'double precision' },
+      { cast: 'text[]' },
+    ]);
   });
 
   it('reads JSON paths with -> and ->>, array indexes included', () => {
     expect(parseSelect('meta->lang,theme:prefs->>theme,meta->a->0->>b')).toEqual([
-      { kind: 'field', field: { name: 'meta', json: [{ arrow: '->', key: 'lang' }] }, alias: undefined, cast: undefined },
-      { kind: 'field', field: { name: 'prefs', json: [{ arrow: '->>', key: 'theme' }] }, alias: 'theme', cast: undefined },
-      { kind: 'field', field: { name: 'meta', json: [{ arrow: '->', key: 'a' }, { arrow: '->', key: '0' }, { arrow: '->>', key: 'b' }] }, alias: undefined, cast: undefined },
+      {
+        kind: 'field',
+        field: { name: 'meta', json: [{ arrow: '->', key: 'lang' }] },
+        alias: undefined,
+        cast: undefined,
+      },
+      {
+        kind: 'field',
+        field: { name: 'prefs', json: [{ arrow: '->>', key: 'theme' }] },
+        alias: 'theme',
+        cast: undefined,
+      },
+      {
+        kind: 'field',
+        field: {
+          name: 'meta',
+          json: [
+            { arrow: '->', key: 'a' },
+            { arrow: '->', key: '0' },
+            { arrow: '->>', key: 'b' },
+          ],
+        },
+        alias: undefined,
+        cast: undefined,
+      },
     ]);
   });
 
   it('reads embeds with aliases, hints, !inner and spread', () => {
-    expect(parseSelect('id,author:users!posts_author_id_fkey(name),comments!inner(*),...users!editor_id(editor:name),tags()')).toEqual([
+    expect(
+      parseSelect(
+        'id,author:users!posts_author_id_fkey(name),comments!inner(*),...users!editor_id(editor:name),tags()',
+      ),
+    ).toEqual([
       { kind: 'field', field: col('id'), alias: undefined, cast: undefined },
-      { kind: 'embed', name: 'users', alias: 'author', hint: 'posts_author_id_fkey', inner: false, spread: false,
-        select: [{ kind: 'field', field: col('name'), alias: undefined, cast: undefined }] },
-      { kind: 'embed', name: 'comments', alias: undefined, hint: undefined, inner: true, spread: false, select: [{ kind: 'star' }] },
-      { kind: 'embed', name: 'users', alias: undefined, hint: 'editor_id', inner: false, spread: true,
-        select: [{ kind: 'field', field: col('name'), alias: 'editor', cast: undefined }] },
+      {
+        kind: 'embed',
+        name: 'users',
+        alias: 'author',
+        hint: 'posts_author_id_fkey',
+        inner: false,
+        spread: false,
+        select: [{ kind: 'field', field: col('name'), alias: undefined, cast: undefined }],
+      },
+      {
+        kind: 'embed',
+        name: 'comments',
+        alias: undefined,
+        hint: undefined,
+        inner: true,
+        spread: false,
+        select: [{ kind: 'star' }],
+      },
+      {
+        kind: 'embed',
+        name: 'users',
+        alias: undefined,
+        hint: 'editor_id',
+        inner: false,
+        spread: true,
+        select: [{ kind: 'field', field: col('name'), alias: 'editor', cast: undefined }],
+      },
       { kind: 'embed', name: 'tags', alias: undefined, hint: undefined, inner: false, spread: false, select: [] },
     ]);
     expect(parseSelect('users!fk!inner(id)')).toMatchObject([{ hint: 'fk', inner: true }]);
     expect(parseSelect('users!left(id)')).toMatchObject([{ hint: undefined, inner: false }]);
     expect(parseSelect('posts(comments(users(name)))')).toMatchObject([
-      { kind: 'embed', name: 'posts', select: [{ kind: 'embed', name: 'comments', select: [{ kind: 'embed', name: 'users' }] }] },
+      {
+        kind: 'embed',
+        name: 'posts',
+        select: [{ kind: 'embed', name: 'comments', select: [{ kind: 'embed', name: 'users' }] }],
+      },
     ]);
   });
 
   it('reads aggregates and count()', () => {
-    expect(parseSelect('author_id,rating.sum(),top:rating.max()::int,rating::int.avg(),count(),n:count()::text')).toEqual([
+    expect(
+      parseSelect('author_id,rating.sum(),top:rating.max()::int,rating::int.avg(),count(),n:count()::text'),
+    ).toEqual([
       { kind: 'field', field: col('author_id'), alias: undefined, cast: undefined },
-      { kind: 'field', field: col('rating'), alias: undefined, cast: undefined, aggregate: 'sum', aggregateCast: undefined },
+      {
+        kind: 'field',
+        field: col('rating'),
+        alias: undefined,
+        cast: undefined,
+        aggregate: 'sum',
+        aggregateCast: undefined,
+      },
       { kind: 'field', field: col('rating'), alias: 'top', cast: undefined, aggregate: 'max', aggregateCast: 'int' },
-      { kind: 'field', field: col('rating'), alias: undefined, cast: 'int', aggregate: 'avg', aggregateCast: undefined },
+      {
+        kind: 'field',
+        field: col('rating'),
+        alias: undefined,
+        cast: 'int',
+        aggregate: 'avg',
+        aggregateCast: undefined,
+      },
       { kind: 'count', alias: undefined, cast: undefined },
       { kind: 'count', alias: 'n', cast: 'text' },
     ]);
@@ -70,28 +141,76 @@ describe('select', () => {
 
   it('refuses malformed select trees with PGRST100, pointing at the problem', () => {
     expect(failure(() => parseSelect('id,'))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse select parameter (id,)"',
-      details: 'unexpected end of input, expecting a name', hint: 'The select parameter ends too early',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse select parameter (id,)"',
+      details: 'unexpected end of input, expecting a name',
+      hint: 'The select parameter ends too early',
     });
-    expect(failure(() => parseSelect('users(id'))).toMatchObject({ code: 'PGRST100', details: 'unexpected end of input, expecting ")"' });
+    expect(failure(() => parseSelect('users(id'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected end of input, expecting ")"',
+    });
     expect(failure(() => parseSelect('id)'))).toMatchObject({
-      code: 'PGRST100', details: 'unexpected ")" at position 2, expecting "," or the end of the select', hint: 'The problem starts at: )',
+      code: 'PGRST100',
+      details: 'unexpected ")" at position 2, expecting "," or the end of the select',
+      hint: 'The problem starts at: )',
     });
     expect(failure(() => parseSelect('rating.median()'))).toMatchObject({
-      code: 'PGRST100', details: 'unexpected "m" at position 7, expecting an aggregate function (count, sum, avg, min, max) followed by "()"',
+      code: 'PGRST100',
+      details:
+        'unexpected "m" at position 7, expecting an aggregate function (count, sum, avg, min, max) followed by "()"',
     });
-    expect(failure(() => parseSelect('id::'))).toMatchObject({ code: 'PGRST100', details: 'unexpected end of input, expecting a type name after "::"' });
-    expect(failure(() => parseSelect('...users'))).toMatchObject({ code: 'PGRST100', details: 'unexpected end of input, expecting "(" after the spread relation' });
-    expect(failure(() => parseSelect('users!a!b(id)'))).toMatchObject({ code: 'PGRST100', details: 'unexpected "(" at position 9, expecting "inner", "left" or "(" after the hint' });
+    expect(failure(() => parseSelect('id::'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected end of input, expecting a type name after "::"',
+    });
+    expect(failure(() => parseSelect('...users'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected end of input, expecting "(" after the spread relation',
+    });
+    expect(failure(() => parseSelect('users!a!b(id)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected "(" at position 9, expecting "inner", "left" or "(" after the hint',
+    });
     expect(failure(() => parseSelect('""'))).toMatchObject({ code: 'PGRST100' });
-    expect(failure(() => parse('posts', { query: 'select=id,,title' }))).toMatchObject({ status: 400, code: 'PGRST100' });
+    expect(failure(() => parse('posts', { query: 'select=id,,title' }))).toMatchObject({
+      status: 400,
+      code: 'PGRST100',
+    });
   });
 });
 
 describe('filters', () => {
   it('reads every operator with a scalar value', () => {
-    for (const op of ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch', 'isdistinct', 'cs', 'cd', 'ov', 'sl', 'sr', 'nxr', 'nxl', 'adj'] as const) {
-      expect(filter(`${op}.a.b`)).toEqual({ field: col('x'), negate: false, op, quantifier: undefined, value: { kind: 'scalar', text: 'a.b' } });
+    for (const op of [
+      'eq',
+      'neq',
+      'gt',
+      'gte',
+      'lt',
+      'lte',
+      'like',
+      'ilike',
+      'match',
+      'imatch',
+      'isdistinct',
+      'cs',
+      'cd',
+      'ov',
+      'sl',
+      'sr',
+      'nxr',
+      'nxl',
+      'adj',
+    ] as const) {
+      expect(filter(`${op}.a.b`)).toEqual({
+        field: col('x'),
+        negate: false,
+        op,
+        quantifier: undefined,
+        value: { kind: 'scalar', text: 'a.b' },
+      });
     }
     // The value is everything after the operator's dot, dots, commas and parentheses included.
     expect(filter('eq.(1,2).3').value).toEqual({ kind: 'scalar', text: '(1,2).3' });
@@ -101,43 +220,113 @@ describe('filters', () => {
 
   it('reads not. before any operator', () => {
     expect(filter('not.eq.1')).toMatchObject({ negate: true, op: 'eq', value: { kind: 'scalar', text: '1' } });
-    expect(filter('not.in.(1,2)')).toMatchObject({ negate: true, op: 'in', value: { kind: 'list', items: ['1', '2'] } });
+    expect(filter('not.in.(1,2)')).toMatchObject({
+      negate: true,
+      op: 'in',
+      value: { kind: 'list', items: ['1', '2'] },
+    });
     expect(filter('not.is.null')).toMatchObject({ negate: true, op: 'is', value: { kind: 'is', value: 'null' } });
   });
 
   it('reads in lists with quoted items, escapes and empty lists', () => {
     expect(filter('in.(1, 2,3)').value).toEqual({ kind: 'list', items: ['1', '2', '3'] });
-    expect(filter('in.("a,b","c)d","say \\"hi\\"",plain)').value).toEqual({ kind: 'list', items: ['a,b', 'c)d', 'say "hi"', 'plain'] });
+    expect(filter('in.("a,b","c)d","say \\"hi\\"",plain)').value).toEqual({
+      kind: 'list',
+      items: ['a,b', 'c)d', 'say "hi"', 'plain'],
+    });
     expect(filter('in.()').value).toEqual({ kind: 'list', items: [] });
   });
 
   it('reads any/all quantifiers with {…} lists', () => {
-    expect(filter('like(any).{a*,*b}')).toEqual({ field: col('x'), negate: false, op: 'like', quantifier: 'any', value: { kind: 'list', items: ['a*', '*b'] } });
-    expect(filter('gt(all).{1,"2"}')).toMatchObject({ op: 'gt', quantifier: 'all', value: { kind: 'list', items: ['1', '2'] } });
+    expect(filter('like(any).{a*,*b}')).toEqual({
+      field: col('x'),
+      negate: false,
+      op: 'like',
+      quantifier: 'any',
+      value: { kind: 'list', items: ['a*', '*b'] },
+    });
+    expect(filter('gt(all).{1,"2"}')).toMatchObject({
+      op: 'gt',
+      quantifier: 'all',
+      value: { kind: 'list', items: ['1', '2'] },
+    });
   });
 
   it('reads is with each of its values, case-insensitively', () => {
-    for (const v of ['null', 'not_null', 'true', 'false', 'unknown'] as const) expect(filter(`is.${v}`).value).toEqual({ kind: 'is', value: v });
+    for (const v of ['null', 'not_null', 'true', 'false', 'unknown'] as const)
+      expect(filter(`is.${v}`).value).toEqual({ kind: 'is', value: v });
     expect(filter('is.NULL').value).toEqual({ kind: 'is', value: 'null' });
   });
 
   it('reads full-text search operators with and without a language', () => {
     expect(filter('fts.cat & dog').value).toEqual({ kind: 'fts', language: undefined, text: 'cat & dog' });
-    expect(filter('plfts(english).fat cats')).toMatchObject({ op: 'plfts', value: { kind: 'fts', language: 'english', text: 'fat cats' } });
+    expect(filter('plfts(english).fat cats')).toMatchObject({
+      op: 'plfts',
+      value: { kind: 'fts', language: 'english', text: 'fat cats' },
+    });
     expect(filter('phfts(french).le chat').value).toEqual({ kind: 'fts', language: 'french', text: 'le chat' });
-    expect(filter('not.wfts(simple)."a" -b')).toMatchObject({ negate: true, op: 'wfts', value: { kind: 'fts', language: 'simple', text: '"a" -b' } });
+    expect(filter('not.wfts(simple)."a" -b')).toMatchObject({
+      negate: true,
+      op: 'wfts',
+      value: { kind: 'fts', language: 'simple', text: '"a" -b' },
+    });
   });
 
   it('puts filters on the node they name: root, embedded path, JSON path', () => {
-    const api = parse('posts', { query: 'select=id,comments(users(name))&id=gt.1&comments.users.name=eq.Ada&meta->>lang=eq.en&meta->"a.b"->>c=eq.1' });
+    const api = parse('posts', {
+      query:
+        'select=id,comments(users(name))&id=gt.1&comments.users.name=eq.Ada&meta->>lang=eq.en&meta->"a.b"->>c=eq.1',
+    });
     expect(api.nodes.get('')?.conditions).toEqual([
-      { kind: 'filter', filter: { field: col('id'), negate: false, op: 'gt', quantifier: undefined, value: { kind: 'scalar', text: '1' } } },
-      { kind: 'filter', filter: { field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] }, negate: false, op: 'eq', quantifier: undefined, value: { kind: 'scalar', text: 'en' } } },
+      {
+        kind: 'filter',
+        filter: {
+          field: col('id'),
+          negate: false,
+          op: 'gt',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: '1' },
+        },
+      },
+      {
+        kind: 'filter',
+        filter: {
+          field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] },
+          negate: false,
+          op: 'eq',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: 'en' },
+        },
+      },
       // a quoted JSON key keeps its dots (the key is not split into an embedded path)
-      { kind: 'filter', filter: { field: { name: 'meta', json: [{ arrow: '->', key: 'a.b' }, { arrow: '->>', key: 'c' }] }, negate: false, op: 'eq', quantifier: undefined, value: { kind: 'scalar', text: '1' } } },
+      {
+        kind: 'filter',
+        filter: {
+          field: {
+            name: 'meta',
+            json: [
+              { arrow: '->', key: 'a.b' },
+              { arrow: '->>', key: 'c' },
+            ],
+          },
+          negate: false,
+          op: 'eq',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: '1' },
+        },
+      },
     ]);
     expect(api.nodes.get('comments.users')?.conditions).toEqual([
-      { kind: 'filter', filter: { field: col('name'), negate: false, op: 'eq', quantifier: undefined, value: { kind: 'scalar', text: 'Ada' } } },
+      {
+        kind: 'filter',
+        filter: {
+          field: col('name'),
+          negate: false,
+          op: 'eq',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: 'Ada' },
+        },
+      },
     ]);
   });
 
@@ -150,76 +339,208 @@ describe('filters', () => {
 
   it('refuses unknown operators, bad lists, bad is values and bad modifiers with PGRST100', () => {
     expect(failure(() => filter('equals.1'))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse filter (equals.1)"', details: 'unknown operator at position 0',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter (equals.1)"',
+      details: 'unknown operator at position 0',
       hint: 'Write the filter as <column>=<operator>.<value> with an operator among: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct, fts, plfts, phfts, wfts, cs, cd, ov, sl, sr, nxr, nxl, adj; the problem starts at: equals.1',
     });
-    expect(failure(() => filter('not.1'))).toMatchObject({ code: 'PGRST100', details: 'unknown operator at position 4' });
+    expect(failure(() => filter('not.1'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unknown operator at position 4',
+    });
     expect(failure(() => filter('eq'))).toMatchObject({ code: 'PGRST100', message: '"failed to parse filter (eq)"' });
     expect(failure(() => filter('in.1,2'))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse filter (in.1,2)"', details: 'expecting a list in "()"',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter (in.1,2)"',
+      details: 'expecting a list in "()"',
       hint: 'Write the list as (a,b,"c,d"); quote values holding commas or parentheses',
     });
-    expect(failure(() => filter('in.("a,b)'))).toMatchObject({ code: 'PGRST100', message: '"failed to parse filter list ("a,b)"' });
+    expect(failure(() => filter('in.("a,b)'))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse filter list ("a,b)"',
+    });
     expect(failure(() => filter('is.maybe'))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse filter (is.maybe)"', details: 'unexpected "maybe"',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter (is.maybe)"',
+      details: 'unexpected "maybe"',
       hint: 'The "is" operator takes one of: null, not_null, true, false, unknown',
     });
-    expect(failure(() => filter('eq(some).{1}'))).toMatchObject({ code: 'PGRST100', details: expect.stringContaining('expecting "any" or "all"') });
+    expect(failure(() => filter('eq(some).{1}'))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('expecting "any" or "all"'),
+    });
     expect(failure(() => filter('in(any).{1}'))).toMatchObject({ code: 'PGRST100' });
     expect(failure(() => filter('eq(any).1'))).toMatchObject({ code: 'PGRST100', details: 'expecting a list in "{}"' });
-    expect(failure(() => filter("fts(eng'lish).x"))).toMatchObject({ code: 'PGRST100', details: expect.stringContaining('a text search configuration name') });
+    expect(failure(() => filter("fts(eng'lish).x"))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('a text search configuration name'),
+    });
   });
 
   it('refuses an empty key and a malformed field', () => {
     expect(failure(() => parse('posts', { query: '=eq.1' }))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse filter ()"', details: 'empty query parameter name', hint: 'Write a filter as column=operator.value',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter ()"',
+      details: 'empty query parameter name',
+      hint: 'Write a filter as column=operator.value',
     });
-    expect(failure(() => parse('posts', { query: 'a(b=eq.1' }))).toMatchObject({ code: 'PGRST100', message: '"failed to parse filter key (a(b) (a(b)"' });
+    expect(failure(() => parse('posts', { query: 'a(b=eq.1' }))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse filter key (a(b) (a(b)"',
+    });
   });
 });
 
 describe('logic trees', () => {
   it('reads or=, and=, nesting, not.or and quoted values', () => {
-    expect(parseLogic('or', false, '(id.eq.1,and(rating.gt.2,title.like."a,b*"),not.or(body.is.null,id.in.(3,4)))')).toEqual({
-      kind: 'logic', op: 'or', negate: false, children: [
-        { kind: 'filter', filter: { field: col('id'), negate: false, op: 'eq', quantifier: undefined, value: { kind: 'scalar', text: '1' } } },
-        { kind: 'logic', op: 'and', negate: false, children: [
-          { kind: 'filter', filter: { field: col('rating'), negate: false, op: 'gt', quantifier: undefined, value: { kind: 'scalar', text: '2' } } },
-          { kind: 'filter', filter: { field: col('title'), negate: false, op: 'like', quantifier: undefined, value: { kind: 'scalar', text: 'a,b*' } } },
-        ] },
-        { kind: 'logic', op: 'or', negate: true, children: [
-          { kind: 'filter', filter: { field: col('body'), negate: false, op: 'is', quantifier: undefined, value: { kind: 'is', value: 'null' } } },
-          { kind: 'filter', filter: { field: col('id'), negate: false, op: 'in', quantifier: undefined, value: { kind: 'list', items: ['3', '4'] } } },
-        ] },
+    expect(
+      parseLogic('or', false, '(id.eq.1,and(rating.gt.2,title.like."a,b*"),not.or(body.is.null,id.in.(3,4)))'),
+    ).toEqual({
+      kind: 'logic',
+      op: 'or',
+      negate: false,
+      children: [
+        {
+          kind: 'filter',
+          filter: {
+            field: col('id'),
+            negate: false,
+            op: 'eq',
+            quantifier: undefined,
+            value: { kind: 'scalar', text: '1' },
+          },
+        },
+        {
+          kind: 'logic',
+          op: 'and',
+          negate: false,
+          children: [
+            {
+              kind: 'filter',
+              filter: {
+                field: col('rating'),
+                negate: false,
+                op: 'gt',
+                quantifier: undefined,
+                value: { kind: 'scalar', text: '2' },
+              },
+            },
+            {
+              kind: 'filter',
+              filter: {
+                field: col('title'),
+                negate: false,
+                op: 'like',
+                quantifier: undefined,
+                value: { kind: 'scalar', text: 'a,b*' },
+              },
+            },
+          ],
+        },
+        {
+          kind: 'logic',
+          op: 'or',
+          negate: true,
+          children: [
+            {
+              kind: 'filter',
+              filter: {
+                field: col('body'),
+                negate: false,
+                op: 'is',
+                quantifier: undefined,
+                value: { kind: 'is', value: 'null' },
+              },
+            },
+            {
+              kind: 'filter',
+              filter: {
+                field: col('id'),
+                negate: false,
+                op: 'in',
+                quantifier: undefined,
+                value: { kind: 'list', items: ['3', '4'] },
+              },
+            },
+          ],
+        },
       ],
     });
   });
 
   it('reads not.or= and embedded and= from the query, and JSON paths inside', () => {
-    const api = parse('posts', { query: 'select=id,comments(id)&not.or=(id.eq.1,id.eq.2)&comments.and=(id.gt.1,body.not.is.null)&or=(meta->>lang.eq.en)' });
+    const api = parse('posts', {
+      query:
+        'select=id,comments(id)&not.or=(id.eq.1,id.eq.2)&comments.and=(id.gt.1,body.not.is.null)&or=(meta->>lang.eq.en)',
+    });
     expect(api.nodes.get('')?.conditions).toMatchObject([
       { kind: 'logic', op: 'or', negate: true, children: [{ filter: { op: 'eq' } }, { filter: { op: 'eq' } }] },
-      { kind: 'logic', op: 'or', negate: false, children: [{ filter: { field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] }, op: 'eq', value: { text: 'en' } } }] },
+      {
+        kind: 'logic',
+        op: 'or',
+        negate: false,
+        children: [
+          {
+            filter: { field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] }, op: 'eq', value: { text: 'en' } },
+          },
+        ],
+      },
     ]);
     expect(api.nodes.get('comments')?.conditions).toMatchObject([
-      { kind: 'logic', op: 'and', negate: false, children: [{ filter: { op: 'gt' } }, { filter: { op: 'is', negate: true } }] },
+      {
+        kind: 'logic',
+        op: 'and',
+        negate: false,
+        children: [{ filter: { op: 'gt' } }, { filter: { op: 'is', negate: true } }],
+      },
     ]);
   });
 
   it('reads a quoted column name', () => {
-    expect(parseLogic('and', false, '("odd.name".eq.1)')).toMatchObject({ children: [
-      { kind: 'filter', filter: { field: col('odd.name'), negate: false, op: 'eq', quantifier: undefined, value: { kind: 'scalar', text: '1' } } },
-    ] });
+    expect(parseLogic('and', false, '("odd.name".eq.1)')).toMatchObject({
+      children: [
+        {
+          kind: 'filter',
+          filter: {
+            field: col('odd.name'),
+            negate: false,
+            op: 'eq',
+            quantifier: undefined,
+            value: { kind: 'scalar', text: '1' },
+          },
+        },
+      ],
+    });
   });
 
   it('refuses malformed logic trees with PGRST100', () => {
     expect(failure(() => parseLogic('or', false, 'id.eq.1'))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse logic tree (id.eq.1)"', details: 'expecting "(" … ")"', hint: 'Write it as or=(column.operator.value,…)',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse logic tree (id.eq.1)"',
+      details: 'expecting "(" … ")"',
+      hint: 'Write it as or=(column.operator.value,…)',
     });
-    expect(failure(() => parseLogic('or', false, '()'))).toMatchObject({ code: 'PGRST100', details: 'empty logic tree' });
-    expect(failure(() => parseLogic('and', false, '(idonly)'))).toMatchObject({ code: 'PGRST100', details: 'unexpected "idonly"' });
-    expect(failure(() => parseLogic('or', false, '(id.eq.1))'))).toMatchObject({ code: 'PGRST100', message: '"failed to parse logic tree (id.eq.1))"' });
-    expect(failure(() => parseLogic('or', false, '(id.zz.1)'))).toMatchObject({ code: 'PGRST100', details: 'unknown operator at position 0' });
+    expect(failure(() => parseLogic('or', false, '()'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'empty logic tree',
+    });
+    expect(failure(() => parseLogic('and', false, '(idonly)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected "idonly"',
+    });
+    expect(failure(() => parseLogic('or', false, '(id.eq.1))'))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse logic tree (id.eq.1))"',
+    });
+    expect(failure(() => parseLogic('or', false, '(id.zz.1)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unknown operator at position 0',
+    });
     expect(failure(() => rootConditions('or=(a.eq.1'))).toMatchObject({ status: 400, code: 'PGRST100' });
   });
 });
@@ -237,18 +558,34 @@ describe('order', () => {
   });
 
   it('puts order, limit and offset on the embedded node they name', () => {
-    const api = parse('posts', { query: 'select=id,comments(id)&comments.order=id.desc&comments.limit=2&comments.offset=1&order=id' });
-    expect(api.nodes.get('comments')).toEqual({ conditions: [], order: [{ relation: undefined, field: col('id'), direction: 'desc' }], limit: 2, offset: 1 });
+    const api = parse('posts', {
+      query: 'select=id,comments(id)&comments.order=id.desc&comments.limit=2&comments.offset=1&order=id',
+    });
+    expect(api.nodes.get('comments')).toEqual({
+      conditions: [],
+      order: [{ relation: undefined, field: col('id'), direction: 'desc' }],
+      limit: 2,
+      offset: 1,
+    });
     expect(api.nodes.get('')?.order).toEqual([{ relation: undefined, field: col('id') }]);
   });
 
   it('refuses unknown modifiers and repeated ones', () => {
     expect(failure(() => parseOrder('id.up'))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse order (id.up)"',
-      details: 'unexpected "u" at position 3, expecting asc, desc, nullsfirst or nullslast', hint: 'The problem starts at: up',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse order (id.up)"',
+      details: 'unexpected "u" at position 3, expecting asc, desc, nullsfirst or nullslast',
+      hint: 'The problem starts at: up',
     });
-    expect(failure(() => parseOrder('id.asc.desc'))).toMatchObject({ code: 'PGRST100', details: expect.stringContaining('expecting nullsfirst or nullslast') });
-    expect(failure(() => parseOrder('id.nullsfirst.nullslast'))).toMatchObject({ code: 'PGRST100', details: expect.stringContaining('expecting the end of the term') });
+    expect(failure(() => parseOrder('id.asc.desc'))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('expecting nullsfirst or nullslast'),
+    });
+    expect(failure(() => parseOrder('id.nullsfirst.nullslast'))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('expecting the end of the term'),
+    });
     expect(failure(() => parseOrder('users(name'))).toMatchObject({ code: 'PGRST100' });
   });
 });
@@ -275,45 +612,89 @@ describe('limit, offset and Range', () => {
 
   it('answers 416 PGRST103 to a range that ends before it starts', () => {
     expect(failure(() => parseRange('9-2', undefined, undefined))).toEqual({
-      status: 416, code: 'PGRST103', message: 'Requested range not satisfiable', details: 'The Range 9-2 ends before it starts', hint: null,
+      status: 416,
+      code: 'PGRST103',
+      message: 'Requested range not satisfiable',
+      details: 'The Range 9-2 ends before it starts',
+      hint: null,
     });
   });
 
   it('refuses negative or non-numeric limit and offset', () => {
     expect(failure(() => parse('posts', { query: 'limit=-1' }))).toEqual({
-      status: 400, code: 'PGRST100', message: '"failed to parse limit parameter (-1)"', details: 'expecting a non-negative integer', hint: 'Write limit=<n> with n ≥ 0',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse limit parameter (-1)"',
+      details: 'expecting a non-negative integer',
+      hint: 'Write limit=<n> with n ≥ 0',
     });
-    expect(failure(() => parse('posts', { query: 'comments.offset=x' }))).toMatchObject({ code: 'PGRST100', message: '"failed to parse comments.offset parameter (x)"' });
+    expect(failure(() => parse('posts', { query: 'comments.offset=x' }))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse comments.offset parameter (x)"',
+    });
     expect(failure(() => parse('posts', { query: 'limit=1e3' }))).toMatchObject({ code: 'PGRST100' });
   });
 });
 
 describe('Prefer', () => {
   it('reads each preference it knows', () => {
-    expect(parsePreferences('return=representation, count=exact, resolution=merge-duplicates, missing=default, handling=lenient, max-affected=5, tx=rollback, params=single-object')).toEqual({
-      return: 'representation', count: 'exact', resolution: 'merge-duplicates', missing: 'default', handling: 'lenient', maxAffected: 5,
-      tx: 'rollback', params: 'single-object', understood: [], invalid: [],
+    expect(
+      parsePreferences(
+        'return=representation, count=exact, resolution=merge-duplicates, missing=default, handling=lenient, max-affected=5, tx=rollback, params=single-object',
+      ),
+    ).toEqual({
+      return: 'representation',
+      count: 'exact',
+      resolution: 'merge-duplicates',
+      missing: 'default',
+      handling: 'lenient',
+      maxAffected: 5,
+      tx: 'rollback',
+      params: 'single-object',
+      understood: [],
+      invalid: [],
     });
-    expect(parsePreferences('return=minimal,count=planned,resolution=ignore-duplicates,missing=null,tx=commit')).toMatchObject({
-      return: 'minimal', count: 'planned', resolution: 'ignore-duplicates', missing: 'null', tx: 'commit',
+    expect(
+      parsePreferences('return=minimal,count=planned,resolution=ignore-duplicates,missing=null,tx=commit'),
+    ).toMatchObject({
+      return: 'minimal',
+      count: 'planned',
+      resolution: 'ignore-duplicates',
+      missing: 'null',
+      tx: 'commit',
     });
-    expect(parsePreferences('return=headers-only,count=estimated')).toMatchObject({ return: 'headers-only', count: 'estimated' });
+    expect(parsePreferences('return=headers-only,count=estimated')).toMatchObject({
+      return: 'headers-only',
+      count: 'estimated',
+    });
     expect(parsePreferences(undefined)).toEqual({ understood: [], invalid: [] });
   });
 
   it('collects unknown and malformed preferences as invalid, leniently by default', () => {
     expect(parsePreferences('return=everything, count=exact, timezone=UTC, foo, max-affected=-1,,')).toEqual({
-      count: 'exact', understood: [], invalid: ['return=everything', 'timezone=UTC', 'foo', 'max-affected=-1'],
+      count: 'exact',
+      understood: [],
+      invalid: ['return=everything', 'timezone=UTC', 'foo', 'max-affected=-1'],
     });
   });
 
   it('refuses invalid preferences under handling=strict with PGRST122', () => {
     expect(failure(() => parsePreferences('handling=strict, return=all, bogus=1'))).toEqual({
-      status: 400, code: 'PGRST122', message: 'Invalid preferences given with handling=strict',
-      details: 'Invalid preferences: return=all, bogus=1', hint: 'Remove them or use handling=lenient',
+      status: 400,
+      code: 'PGRST122',
+      message: 'Invalid preferences given with handling=strict',
+      details: 'Invalid preferences: return=all, bogus=1',
+      hint: 'Remove them or use handling=lenient',
     });
-    expect(parsePreferences('handling=strict, max-affected=10')).toMatchObject({ handling: 'strict', maxAffected: 10, invalid: [] });
-    expect(failure(() => parse('posts', { headers: { Prefer: 'handling=strict,count=all' } }))).toMatchObject({ status: 400, code: 'PGRST122' });
+    expect(parsePreferences('handling=strict, max-affected=10')).toMatchObject({
+      handling: 'strict',
+      maxAffected: 10,
+      invalid: [],
+    });
+    expect(failure(() => parse('posts', { headers: { Prefer: 'handling=strict,count=all' } }))).toMatchObject({
+      status: 400,
+      code: 'PGRST122',
+    });
   });
 });
 
@@ -331,21 +712,36 @@ describe('Accept', () => {
   });
 
   it('reads plan media types with for= and options=', () => {
-    expect(parseAccept('application/vnd.pgrst.plan')).toEqual({ media: 'json', plan: { format: 'text', for: 'json', options: [] } });
-    expect(parseAccept('application/vnd.pgrst.plan+json; for="text/csv"; options=analyze|buffers')).toEqual({
-      media: 'csv', plan: { format: 'json', for: 'csv', options: ['analyze', 'buffers'] },
+    expect(parseAccept('application/vnd.pgrst.plan')).toEqual({
+      media: 'json',
+      plan: { format: 'text', for: 'json', options: [] },
     });
-    const api = parse('posts', { headers: { Accept: 'application/vnd.pgrst.plan+text; for="application/vnd.pgrst.object+json"' } });
+    expect(parseAccept('application/vnd.pgrst.plan+json; for="text/csv"; options=analyze|buffers')).toEqual({
+      media: 'csv',
+      plan: { format: 'json', for: 'csv', options: ['analyze', 'buffers'] },
+    });
+    const api = parse('posts', {
+      headers: { Accept: 'application/vnd.pgrst.plan+text; for="application/vnd.pgrst.object+json"' },
+    });
     expect([api.accept, api.plan]).toEqual(['object', { format: 'text', for: 'object', options: [] }]);
   });
 
   it('answers 406 PGRST107 when nothing acceptable is asked for', () => {
     expect(failure(() => parseAccept('text/html, image/png'))).toEqual({
-      status: 406, code: 'PGRST107', message: 'None of these media types are available: text/html, image/png', details: null,
+      status: 406,
+      code: 'PGRST107',
+      message: 'None of these media types are available: text/html, image/png',
+      details: null,
       hint: 'Ask for application/json, application/vnd.pgrst.object+json or text/csv',
     });
-    expect(failure(() => parseAccept('application/vnd.pgrst.plan+json; options=destroy'))).toMatchObject({ status: 406, code: 'PGRST107' });
-    expect(failure(() => parseAccept('application/vnd.pgrst.plan; for="text/html"'))).toMatchObject({ status: 406, code: 'PGRST107' });
+    expect(failure(() => parseAccept('application/vnd.pgrst.plan+json; options=destroy'))).toMatchObject({
+      status: 406,
+      code: 'PGRST107',
+    });
+    expect(failure(() => parseAccept('application/vnd.pgrst.plan; for="text/html"'))).toMatchObject({
+      status: 406,
+      code: 'PGRST107',
+    });
     expect(failure(() => parseAccept('application/json;q=0'))).toMatchObject({ status: 406, code: 'PGRST107' });
   });
 });
@@ -356,7 +752,9 @@ describe('the rest of the request', () => {
     expect(api.onConflict).toEqual(['id', 'odd, name']);
     expect(api.columns).toEqual(['id', 'title']);
     expect(failure(() => parse('posts', { method: 'POST', query: 'columns=id,,title' }))).toMatchObject({
-      status: 400, code: 'PGRST100', message: '"failed to parse columns parameter (id,,title)"',
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse columns parameter (id,,title)"',
     });
   });
 

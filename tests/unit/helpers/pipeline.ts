@@ -6,7 +6,14 @@ import type { GatewayMethod, GatewayRequest } from '../../../gateway/call.js';
 import { AliasCounter, findRelation, readPlan } from '../../../gateway/plan/read.js';
 import { findRoutines, routinePlan } from '../../../gateway/plan/routine.js';
 import type { ReadNode, RoutineCall } from '../../../gateway/plan/types.js';
-import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan, type MutationPlan } from '../../../gateway/plan/write.js';
+import {
+  bodyRows,
+  checkPut,
+  deletePlan,
+  insertPlan,
+  updatePlan,
+  type MutationPlan,
+} from '../../../gateway/plan/write.js';
 import { readStatement, type ReadStatements } from '../../../gateway/query/read.js';
 import { routineSource, scalarStatement } from '../../../gateway/query/routine.js';
 import { writeStatement, type ReturnShape } from '../../../gateway/query/write.js';
@@ -37,7 +44,13 @@ export interface Call {
 export function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
   const headers: Record<string, string | undefined> = {};
   for (const [k, v] of Object.entries(call.headers ?? {})) headers[k.toLowerCase()] = v;
-  return { method: call.method ?? 'GET', relation, query: new URLSearchParams(call.query ?? ''), headers, body: call.body };
+  return {
+    method: call.method ?? 'GET',
+    relation,
+    query: new URLSearchParams(call.query ?? ''),
+    headers,
+    body: call.body,
+  };
 }
 
 /** parseApiRequest, with GET /rpc argument keys told apart as gateway.ts does it. */
@@ -46,7 +59,11 @@ export function parse(relation: string, call: Call = {}): ApiRequest {
   const fn = routineName(relation);
   let isArgument: ((key: string) => boolean) | undefined;
   if (fn !== undefined && (call.method ?? 'GET') !== 'POST') {
-    const names = new Set(findRoutines(cache, SCHEMA, fn).flatMap((r) => r.params.map((p) => p.name)).filter((n) => n !== ''));
+    const names = new Set(
+      findRoutines(cache, SCHEMA, fn)
+        .flatMap((r) => r.params.map((p) => p.name))
+        .filter((n) => n !== ''),
+    );
     isArgument = (key) => names.has(key);
   }
   return parseApiRequest(gatewayRequest(relation, call), SCHEMA, isArgument);
@@ -57,8 +74,13 @@ export function planRead(relation: string, call: Call = {}): ReadNode {
   const cache = call.cache ?? defaultCache();
   const api = parse(relation, { ...call, cache });
   return readPlan({
-    cache, relation: findRelation(cache, SCHEMA, api.relation), select: api.select, nodes: api.nodes, range: api.range,
-    aliases: new AliasCounter(), aggregatesEnabled: call.aggregates ?? false,
+    cache,
+    relation: findRelation(cache, SCHEMA, api.relation),
+    select: api.select,
+    nodes: api.nodes,
+    range: api.range,
+    aliases: new AliasCounter(),
+    aggregatesEnabled: call.aggregates ?? false,
   });
 }
 
@@ -69,14 +91,21 @@ export function compileRead(relation: string, call: Call = {}): ReadStatements {
 }
 
 /** The root plan and mutation plan of a write, as runWrite builds them. */
-export function planWrite(relation: string, call: Call & { method: GatewayMethod }): { api: ApiRequest; root: ReadNode; plan: MutationPlan } {
+export function planWrite(
+  relation: string,
+  call: Call & { method: GatewayMethod },
+): { api: ApiRequest; root: ReadNode; plan: MutationPlan } {
   const cache = call.cache ?? defaultCache();
   const req = gatewayRequest(relation, call);
   const api = parseApiRequest(req, SCHEMA);
   const rel = findRelation(cache, SCHEMA, api.relation);
   const root = readPlan({
-    cache, relation: rel, select: api.select, nodes: api.nodes,
-    range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit }, aliases: new AliasCounter(),
+    cache,
+    relation: rel,
+    select: api.select,
+    nodes: api.nodes,
+    range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
+    aliases: new AliasCounter(),
     aggregatesEnabled: call.aggregates ?? false,
   });
   if (api.method === 'DELETE') return { api, root, plan: deletePlan(rel, root) };
@@ -107,14 +136,25 @@ export function compileRoutine(fn: string, call: Call = {}): ReadStatements {
   const returns = routine.routine.returns;
   if (returns.kind !== 'composite') return { main: scalarStatement(routine) };
   const root = readPlan({
-    cache, relation: returns.relation!, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(),
+    cache,
+    relation: returns.relation!,
+    select: api.select,
+    nodes: api.nodes,
+    range: api.range,
+    aliases: new AliasCounter(),
     aggregatesEnabled: call.aggregates ?? false,
   });
   return readStatement(root, api.accept, api.preferences.count, routineSource(routine, root.alias));
 }
 
 /** What an ApiError carries to the client, for toMatchObject. */
-export function failure(fn: () => unknown): { status: number; code: string; message: string; details: string | null; hint: string | null } {
+export function failure(fn: () => unknown): {
+  status: number;
+  code: string;
+  message: string;
+  details: string | null;
+  hint: string | null;
+} {
   try {
     fn();
   } catch (err) {

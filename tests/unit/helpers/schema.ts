@@ -12,14 +12,30 @@
 //   rename_user(uid int, new_name text) void VOLATILE, echo(json) json, greet(name text)/greet(name text, title text),
 //   ids_of(ids int[]) SETOF int, new_post(title text) posts VOLATILE, post_count() int8 STABLE
 
-import { relationKey, type Column, type Relation, type Relationship, type Routine, type RoutineParam, type SchemaCache } from '../../../gateway/schema-cache/types.js';
+import {
+  relationKey,
+  type Column,
+  type Relation,
+  type Relationship,
+  type Routine,
+  type RoutineParam,
+  type SchemaCache,
+} from '../../../gateway/schema-cache/types.js';
 
 export const SCHEMA = 'blog';
 
 const TYPES: Record<string, string> = {
-  text: 'pg_catalog.text', int4: 'pg_catalog.int4', int8: 'pg_catalog.int8', numeric: 'pg_catalog.numeric',
-  bool: 'pg_catalog.bool', jsonb: 'pg_catalog.jsonb', json: 'pg_catalog.json', date: 'pg_catalog.date',
-  tsvector: 'pg_catalog.tsvector', daterange: 'pg_catalog.daterange', timestamptz: 'pg_catalog.timestamptz',
+  text: 'pg_catalog.text',
+  int4: 'pg_catalog.int4',
+  int8: 'pg_catalog.int8',
+  numeric: 'pg_catalog.numeric',
+  bool: 'pg_catalog.bool',
+  jsonb: 'pg_catalog.jsonb',
+  json: 'pg_catalog.json',
+  date: 'pg_catalog.date',
+  tsvector: 'pg_catalog.tsvector',
+  daterange: 'pg_catalog.daterange',
+  timestamptz: 'pg_catalog.timestamptz',
 };
 
 interface ColumnSpec {
@@ -33,18 +49,39 @@ interface ColumnSpec {
 function column(name: string, spec: ColumnSpec): Column {
   const typeSql = TYPES[spec.type] + (spec.array ? '[]' : '');
   return {
-    name, typeSql, typeDisplay: spec.type + (spec.array ? '[]' : ''), baseType: spec.type, isArray: spec.array ?? false,
-    nullable: spec.nullable ?? true, defaultExpr: spec.default ?? null, generated: spec.generated ?? false, description: null,
+    name,
+    typeSql,
+    typeDisplay: spec.type + (spec.array ? '[]' : ''),
+    baseType: spec.type,
+    isArray: spec.array ?? false,
+    nullable: spec.nullable ?? true,
+    defaultExpr: spec.default ?? null,
+    generated: spec.generated ?? false,
+    description: null,
   };
 }
 
 let nextOid = 1000;
 
-function relation(name: string, kind: Relation['kind'], cols: Record<string, ColumnSpec>, primaryKey: string[], unique: string[][] = []): Relation {
+function relation(
+  name: string,
+  kind: Relation['kind'],
+  cols: Record<string, ColumnSpec>,
+  primaryKey: string[],
+  unique: string[][] = [],
+): Relation {
   const columnList = Object.entries(cols).map(([n, s]) => column(n, s));
   return {
-    oid: nextOid++, schema: SCHEMA, name, kind, columns: new Map(columnList.map((c) => [c.name, c])), columnList,
-    primaryKey, uniqueKeys: primaryKey.length > 0 ? [primaryKey, ...unique] : unique, computed: new Map(), description: null,
+    oid: nextOid++,
+    schema: SCHEMA,
+    name,
+    kind,
+    columns: new Map(columnList.map((c) => [c.name, c])),
+    columnList,
+    primaryKey,
+    uniqueKeys: primaryKey.length > 0 ? [primaryKey, ...unique] : unique,
+    computed: new Map(),
+    description: null,
   };
 }
 
@@ -52,7 +89,12 @@ function param(name: string, type: string, required = true, array = false): Rout
   return { name, typeSql: TYPES[type] + (array ? '[]' : ''), baseType: type, isArray: array, required };
 }
 
-function routine(name: string, params: RoutineParam[], returns: Routine['returns'], volatility: Routine['volatility']): Routine {
+function routine(
+  name: string,
+  params: RoutineParam[],
+  returns: Routine['returns'],
+  volatility: Routine['volatility'],
+): Routine {
   return { oid: nextOid++, schema: SCHEMA, name, params, returns, volatility, description: null };
 }
 
@@ -70,26 +112,78 @@ export interface BlogSchema {
 /** A fresh cache each call, so a test cannot leak changes into another. */
 export function blogSchema(): BlogSchema {
   nextOid = 1000;
-  const users = relation('users', 'table', {
-    id: { type: 'int4', nullable: false }, name: { type: 'text', nullable: false }, email: { type: 'text' },
-    prefs: { type: 'jsonb', nullable: false, default: "'{}'::jsonb" },
-  }, ['id'], [['email']]);
-  const posts = relation('posts', 'table', {
-    id: { type: 'int4', nullable: false }, author_id: { type: 'int4', nullable: false }, editor_id: { type: 'int4' },
-    title: { type: 'text', nullable: false }, body: { type: 'text' }, meta: { type: 'jsonb', nullable: false, default: "'{}'::jsonb" },
-    search: { type: 'tsvector', generated: true }, active: { type: 'daterange' }, tags: { type: 'text', array: true, default: "'{}'::text[]" },
-    rating: { type: 'numeric' }, published: { type: 'bool', nullable: false, default: 'false' },
-  }, ['id']);
-  posts.computed.set('title_upper', { schema: SCHEMA, name: 'title_upper', typeSql: 'pg_catalog.text', baseType: 'text', isArray: false });
-  const comments = relation('comments', 'table', {
-    id: { type: 'int4', nullable: false, default: "nextval('blog.comments_id_seq'::regclass)" }, post_id: { type: 'int4', nullable: false },
-    user_id: { type: 'int4', nullable: false }, body: { type: 'text', nullable: false },
-  }, ['id']);
-  const tags = relation('tags', 'table', { id: { type: 'int4', nullable: false }, name: { type: 'text', nullable: false } }, ['id'], [['name']]);
-  const postTags = relation('post_tags', 'table', { post_id: { type: 'int4', nullable: false }, tag_id: { type: 'int4', nullable: false } }, ['post_id', 'tag_id']);
-  const publishedPosts = relation('published_posts', 'view', {
-    id: { type: 'int4' }, author_id: { type: 'int4' }, title: { type: 'text' }, rating: { type: 'numeric' },
-  }, ['id']);
+  const users = relation(
+    'users',
+    'table',
+    {
+      id: { type: 'int4', nullable: false },
+      name: { type: 'text', nullable: false },
+      email: { type: 'text' },
+      prefs: { type: 'jsonb', nullable: false, default: "'{}'::jsonb" },
+    },
+    ['id'],
+    [['email']],
+  );
+  const posts = relation(
+    'posts',
+    'table',
+    {
+      id: { type: 'int4', nullable: false },
+      author_id: { type: 'int4', nullable: false },
+      editor_id: { type: 'int4' },
+      title: { type: 'text', nullable: false },
+      body: { type: 'text' },
+      meta: { type: 'jsonb', nullable: false, default: "'{}'::jsonb" },
+      search: { type: 'tsvector', generated: true },
+      active: { type: 'daterange' },
+      tags: { type: 'text', array: true, default: "'{}'::text[]" },
+      rating: { type: 'numeric' },
+      published: { type: 'bool', nullable: false, default: 'false' },
+    },
+    ['id'],
+  );
+  posts.computed.set('title_upper', {
+    schema: SCHEMA,
+    name: 'title_upper',
+    typeSql: 'pg_catalog.text',
+    baseType: 'text',
+    isArray: false,
+  });
+  const comments = relation(
+    'comments',
+    'table',
+    {
+      id: { type: 'int4', nullable: false, default: "nextval('blog.comments_id_seq'::regclass)" },
+      post_id: { type: 'int4', nullable: false },
+      user_id: { type: 'int4', nullable: false },
+      body: { type: 'text', nullable: false },
+    },
+    ['id'],
+  );
+  const tags = relation(
+    'tags',
+    'table',
+    { id: { type: 'int4', nullable: false }, name: { type: 'text', nullable: false } },
+    ['id'],
+    [['name']],
+  );
+  const postTags = relation(
+    'post_tags',
+    'table',
+    { post_id: { type: 'int4', nullable: false }, tag_id: { type: 'int4', nullable: false } },
+    ['post_id', 'tag_id'],
+  );
+  const publishedPosts = relation(
+    'published_posts',
+    'view',
+    {
+      id: { type: 'int4' },
+      author_id: { type: 'int4' },
+      title: { type: 'text' },
+      rating: { type: 'numeric' },
+    },
+    ['id'],
+  );
   const logs = relation('logs', 'table', { at: { type: 'timestamptz' }, line: { type: 'text' } }, []);
 
   const relationships = new Map<number, Relationship[]>();
@@ -107,16 +201,36 @@ export function blogSchema(): BlogSchema {
   fk('post_tags_tag_id_fkey', postTags, ['tag_id'], tags, ['id']);
   fk('published_posts_author_id_fkey', publishedPosts, ['author_id'], users, ['id']);
   const m2m = (src: Relation, srcFk: string, srcCols: string[], tgt: Relation, tgtFk: string, tgtCols: string[]) =>
-    add({ cardinality: 'm2m', source: src, target: tgt, constraint: tgtFk, sourceColumns: ['id'], targetColumns: ['id'],
-      junction: { relation: postTags, sourceConstraint: srcFk, junctionSourceColumns: srcCols, junctionTargetColumns: tgtCols } });
+    add({
+      cardinality: 'm2m',
+      source: src,
+      target: tgt,
+      constraint: tgtFk,
+      sourceColumns: ['id'],
+      targetColumns: ['id'],
+      junction: {
+        relation: postTags,
+        sourceConstraint: srcFk,
+        junctionSourceColumns: srcCols,
+        junctionTargetColumns: tgtCols,
+      },
+    });
   m2m(posts, 'post_tags_post_id_fkey', ['post_id'], tags, 'post_tags_tag_id_fkey', ['tag_id']);
   m2m(tags, 'post_tags_tag_id_fkey', ['tag_id'], posts, 'post_tags_post_id_fkey', ['post_id']);
 
   const routines = new Map<string, Routine[]>();
-  const fn = (r: Routine) => routines.set(relationKey(r.schema, r.name), [...(routines.get(relationKey(r.schema, r.name)) ?? []), r]);
+  const fn = (r: Routine) =>
+    routines.set(relationKey(r.schema, r.name), [...(routines.get(relationKey(r.schema, r.name)) ?? []), r]);
   fn(routine('posts_by', [param('author', 'int4')], { setOf: true, kind: 'composite', relation: posts }, 'stable'));
   fn(routine('add_them', [param('a', 'int4'), param('b', 'int4')], { setOf: false, kind: 'scalar' }, 'immutable'));
-  fn(routine('rename_user', [param('uid', 'int4'), param('new_name', 'text')], { setOf: false, kind: 'void' }, 'volatile'));
+  fn(
+    routine(
+      'rename_user',
+      [param('uid', 'int4'), param('new_name', 'text')],
+      { setOf: false, kind: 'void' },
+      'volatile',
+    ),
+  );
   fn(routine('echo', [param('', 'json')], { setOf: false, kind: 'scalar' }, 'immutable'));
   fn(routine('greet', [param('name', 'text')], { setOf: false, kind: 'scalar' }, 'immutable'));
   fn(routine('greet', [param('name', 'text'), param('title', 'text')], { setOf: false, kind: 'scalar' }, 'immutable'));
@@ -125,11 +239,25 @@ export function blogSchema(): BlogSchema {
   fn(routine('ids_of', [param('ids', 'int4', true, true)], { setOf: true, kind: 'scalar' }, 'stable'));
 
   const types = new Map<string, string>(Object.entries(TYPES));
-  for (const [alias, name] of Object.entries({ integer: 'int4', int: 'int4', bigint: 'int8', boolean: 'bool' })) types.set(alias, TYPES[name]);
+  for (const [alias, name] of Object.entries({ integer: 'int4', int: 'int4', bigint: 'int8', boolean: 'bool' }))
+    types.set(alias, TYPES[name]);
 
   const all = [users, posts, comments, tags, postTags, publishedPosts, logs];
   return {
-    cache: { schemas: [SCHEMA], relations: new Map(all.map((r) => [relationKey(r.schema, r.name), r])), relationships, routines, types, loadedAt: new Date(0) },
-    users, posts, comments, tags, postTags, publishedPosts, logs,
+    cache: {
+      schemas: [SCHEMA],
+      relations: new Map(all.map((r) => [relationKey(r.schema, r.name), r])),
+      relationships,
+      routines,
+      types,
+      loadedAt: new Date(0),
+    },
+    users,
+    posts,
+    comments,
+    tags,
+    postTags,
+    publishedPosts,
+    logs,
   };
 }
