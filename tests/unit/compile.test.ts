@@ -596,3 +596,126 @@ describe('rpc', () => {
     });
   });
 });
+
+describe('edge cases', () => {
+  it('an empty in list matches nothing; on an array column it is false', () => {
+    expect(compileRead('posts', { query: 'id=in.()&tags=in.()' })).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."posts" AS "pgrst_0" WHERE "pgrst_0"."id" = ANY($1::text::pg_catalog.int4[]) AND false) SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['{}'],
+      },
+    });
+  });
+
+  it('list items are written as one array literal, quotes and backslashes escaped', () => {
+    expect(compileRead('posts', { query: 'title=in.("a\\"b","c\\\\d",e f)' })).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."posts" AS "pgrst_0" WHERE "pgrst_0"."title" = ANY($1::text::pg_catalog.text[])) SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['{"a\\"b","c\\\\d","e f"}'],
+      },
+    });
+  });
+
+  it('a negative JSON array index is an int4 parameter too', () => {
+    expect(compileRead('posts', { query: 'select=last:tags->-1,meta->>-2' })).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT ("pgrst_0"."tags"->$1::text::int4) AS "last", ("pgrst_0"."meta"->>$2::text::int4) AS "-2" FROM "blog"."posts" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['-1', '-2'],
+      },
+    });
+  });
+
+  it('logic trees on an embedded resource filter its rows', () => {
+    expect(compileRead('posts', { query: 'select=id,comments(id)&comments.or=(id.eq.1,body.is.null)' })).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", coalesce("pgrst_2"."comments", '[]'::json) AS "comments" FROM "blog"."posts" AS "pgrst_0" LEFT JOIN LATERAL (SELECT pg_catalog.json_agg("pgrst_t") AS "comments" FROM (SELECT "pgrst_1"."id" AS "id" FROM "blog"."comments" AS "pgrst_1" WHERE "pgrst_1"."post_id" = "pgrst_0"."id" AND ("pgrst_1"."id" = $1::text::pg_catalog.int4 OR "pgrst_1"."body" IS NULL)) AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['1'],
+      },
+    });
+  });
+
+  it('a to-one spread with an aggregate is aggregated by the parent', () => {
+    expect(
+      compileRead('posts', {
+        query: 'select=published,...users!author_id(name.count()),rating.sum()',
+        aggregates: true,
+      }),
+    ).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."published" AS "published", pg_catalog.count("pgrst_2"."count") AS "count", pg_catalog.sum("pgrst_0"."rating") AS "sum" FROM "blog"."posts" AS "pgrst_0" LEFT JOIN LATERAL (SELECT "pgrst_1"."name" AS "count" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_0"."author_id") AS "pgrst_2" ON TRUE GROUP BY "pgrst_0"."published") SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: [],
+      },
+    });
+  });
+
+  it('a cast JSON path and a cast computed field', () => {
+    expect(compileRead('posts', { query: 'select=v:meta->>views::int,title_upper::text&meta->>views=gt.5' })).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT CAST(("pgrst_0"."meta"->>$1::text) AS pg_catalog.int4) AS "v", CAST("blog"."title_upper"("pgrst_0") AS pg_catalog.text) AS "title_upper" FROM "blog"."posts" AS "pgrst_0" WHERE ("pgrst_0"."meta"->>$2::text) > $3::text::pg_catalog.text) SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['views', 'views', '5'],
+      },
+    });
+  });
+
+  it('count=planned on a VOLATILE function explains with its CTE', () => {
+    expect(
+      compileRoutine('new_post', { method: 'POST', body: { title: 'x' }, headers: { Prefer: 'count=planned' } }),
+    ).toEqual({
+      main: {
+        text: `WITH pgrst_call AS MATERIALIZED (SELECT "pgrst_c".* FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("title" pg_catalog.text) CROSS JOIN LATERAL "blog"."new_post"("title" := "pgrst_args"."title") AS "pgrst_c"), pgrst_rows AS (SELECT "pgrst_0".* FROM pgrst_call AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce((pg_catalog.json_agg("_postgrest_t") -> 0)::text, 'null') AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['{"title":"x"}'],
+      },
+      explain: {
+        text: `EXPLAIN (FORMAT JSON) WITH pgrst_call AS MATERIALIZED (SELECT "pgrst_c".* FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("title" pg_catalog.text) CROSS JOIN LATERAL "blog"."new_post"("title" := "pgrst_args"."title") AS "pgrst_c") SELECT 1 FROM pgrst_call AS "pgrst_0"`,
+        params: ['{"title":"x"}'],
+      },
+    });
+  });
+
+  it('a function returning rows, as a singular object, with an embed', () => {
+    expect(
+      compileRoutine('posts_by', {
+        query: 'author=1&select=id,author:users!author_id(name)',
+        headers: { Accept: 'application/vnd.pgrst.object+json' },
+      }),
+    ).toEqual({
+      main: {
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", "pgrst_2"."author" AS "author" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" LEFT JOIN LATERAL (SELECT pg_catalog.row_to_json("pgrst_t") AS "author" FROM (SELECT "pgrst_1"."name" AS "name" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_0"."author_id") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce((pg_catalog.json_agg("_postgrest_t") -> 0)::text, 'null') AS body FROM pgrst_rows AS "_postgrest_t"`,
+        params: ['{"author":"1"}'],
+      },
+    });
+  });
+
+  it('PATCH with an or= filter and a JSON path filter', () => {
+    expect(
+      compileWrite('posts', {
+        method: 'PATCH',
+        query: 'or=(id.eq.1,id.eq.2)&meta->>lang=eq.en',
+        body: { title: 'x', rating: 2 },
+      }),
+    ).toEqual({
+      text: `WITH pgrst_source AS (UPDATE "blog"."posts" AS "pgrst_0" SET "title" = "pgrst_rec"."title", "rating" = "pgrst_rec"."rating" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."posts", $5::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE ("pgrst_0"."id" = $1::text::pg_catalog.int4 OR "pgrst_0"."id" = $2::text::pg_catalog.int4) AND ("pgrst_0"."meta"->>$3::text) = $4::text::pg_catalog.text RETURNING "pgrst_0" AS "pgrst_row") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array((("pgrst_src"."pgrst_row")."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      params: ['1', '2', 'lang', 'en', '{"title":"x","rating":2}'],
+    });
+  });
+
+  it('POST with columns= writes only those columns', () => {
+    expect(compileWrite('tags', { method: 'POST', query: 'columns=name', body: [{ name: 'a', id: 9 }] })).toEqual({
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("name") SELECT "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0" AS "pgrst_row") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array((("pgrst_src"."pgrst_row")."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      params: ['[{"name":"a","id":9}]'],
+    });
+  });
+
+  it('an upsert with missing=default', () => {
+    expect(
+      compileWrite('comments', {
+        method: 'POST',
+        body: { id: 1, body: 'x' },
+        headers: { Prefer: 'resolution=merge-duplicates,missing=default,return=headers-only' },
+      }),
+    ).toEqual({
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."id" ELSE nextval('blog.comments_id_seq'::regclass) END, CASE WHEN "pgrst_body"."elem" ? $3::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "body" = EXCLUDED."body" RETURNING "pgrst_0" AS "pgrst_row") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array((("pgrst_src"."pgrst_row")."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      params: ['[{"id":1,"body":"x"}]', 'id', 'body'],
+    });
+  });
+});
