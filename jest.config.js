@@ -1,15 +1,28 @@
 // jest + ts-jest in ESM mode (jose, node-pg-migrate and the MCP SDK are ES modules only).
-// The harness starts one real Postgres for the run; each test file gets its own database.
-export default {
+// Two projects: `unit` runs parse, plan and SQL compilation without a database (fast, for every
+// save: npm run test:unit); `db` starts one real Postgres for the run (tests/harness) and gives
+// each test file its own database.
+const shared = {
   preset: 'ts-jest/presets/default-esm',
   testEnvironment: 'node',
-  roots: ['<rootDir>/tests'],
-  testMatch: ['**/*.test.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
   setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
-  globalSetup: '<rootDir>/tests/harness/global-setup.mjs',
-  globalTeardown: '<rootDir>/tests/harness/global-teardown.mjs',
+};
+
+export default {
   testTimeout: 60000,
   maxWorkers: 2,
+  projects: [
+    { ...shared, displayName: 'unit', roots: ['<rootDir>/tests/unit'], testMatch: ['**/*.test.ts'] },
+    {
+      ...shared,
+      displayName: 'db',
+      roots: ['<rootDir>/tests'],
+      testMatch: ['**/*.test.ts'],
+      testPathIgnorePatterns: ['/tests/unit/'],
+      globalSetup: '<rootDir>/tests/harness/global-setup.mjs',
+      globalTeardown: '<rootDir>/tests/harness/global-teardown.mjs',
+    },
+  ],
 };

@@ -1,0 +1,123 @@
+// SQL as typed fragments: the only place SQL text is put together. A fragment carries its text
+// and its parameters together, so a value can never be spliced into the text and a text can
+// never lose its values. Four ways make a fragment:
+//
+//   sql`…${fragment}…`   a template whose holes take fragments only: interpolating a plain
+//                        string is a compile error (and a run-time one, for JavaScript callers)
+//   param(value)         a value, sent as a $n parameter
+//   ident(name)          an identifier, quoted; refuses NUL, which Postgres cannot store
+//   catalog(text)        text the schema cache read from pg_catalog (a type, a default); only
+//                        the schema cache loader makes CatalogText, so no client string can
+//
+// compile() numbers the parameters once, at the end; execute accepts only what it returns.
+
+declare const catalogBrand: unique symbol;
+
+/** Text that came from pg_catalog (a formatted type, a default expression), never from a client. */
+export type CatalogText = string & { readonly [catalogBrand]: true };
+
+/** Marks pg_catalog text as such. Only the schema cache loader calls this (a lint rule holds it). */
+export function catalogText(text: string): CatalogText {
+  return text as CatalogText;
+}
+
+/** A parameter value: Postgres receives it as text and the SQL casts it where needed. */
+export type SqlValue = string | null;
+
+type Part = { readonly text: string } | { readonly value: SqlValue };
+
+export class Fragment {
+  /** @internal Use sql``, param(), ident(), catalog(), join(). */
+  constructor(readonly parts: readonly Part[]) {}
+
+  /** True when the fragment has no text and no parameter. */
+  get empty(): boolean {
+    return this.parts.every((p) => 'text' in p && p.text === '');
+  }
+}
+
+/** A compiled statement: text with $1…$n, and the values in that order. */
+export interface CompiledSql {
+  readonly text: string;
+  readonly params: readonly SqlValue[];
+}
+
+const EMPTY = new Fragment([]);
+
+function isTemplate(strings: unknown): strings is TemplateStringsArray {
+  return Array.isArray(strings) && Object.isFrozen(strings) && Array.isArray((strings as { raw?: unknown }).raw);
+}
+
+/** A fragment from a template literal; every hole must be a Fragment. */
+export function sql(strings: TemplateStringsArray, ...holes: Fragment[]): Fragment {
+  // A call with a built array instead of a literal would let arbitrary text in: refuse it.
+  if (!isTemplate(strings)) throw new TypeError('sql`` is a template tag: call it with a template literal');
+  const parts: Part[] = [];
+  strings.forEach((text, i) => {
+    if (text !== '') parts.push({ text });
+    if (i < holes.length) {
+      const hole = holes[i];
+      if (!(hole instanceof Fragment)) throw new TypeError('sql`` holes take fragments only: use param(), ident() or sql``');
+      parts.push(...hole.parts);
+    }
+  });
+  return new Fragment(parts);
+}
+
+/** A value as a parameter ($n); cast it in SQL where its type matters. */
+export function param(value: SqlValue): Fragment {
+  return new Fragment([{ value }]);
+}
+
+/** A value as a text parameter, cast to text so its type is never left to inference. */
+export function text(value: SqlValue): Fragment {
+  return sql`${param(value)}::text`;
+}
+
+/** Thrown for an identifier Postgres could not hold; the request layer refuses these earlier. */
+export class InvalidIdentifier extends Error {}
+
+/** An identifier, double-quoted. Names come from the schema cache; NUL is refused. */
+export function ident(name: string): Fragment {
+  if (name.includes('\0')) throw new InvalidIdentifier('an identifier cannot contain the NUL character');
+  return new Fragment([{ text: '"' + name.replace(/"/g, '""') + '"' }]);
+}
+
+/** schema.name, each part quoted. */
+export function qualified(schema: string, name: string): Fragment {
+  return sql`${ident(schema)}.${ident(name)}`;
+}
+
+/** Catalog text (a type such as `numeric(12,4)`, a default expression) as SQL. */
+export function catalog(text: CatalogText): Fragment {
+  return new Fragment([{ text }]);
+}
+
+/** Fragments joined by a separator (itself a fragment, `, ` by default); empty for none. */
+export function join(items: readonly Fragment[], separator: Fragment = sql`, `): Fragment {
+  const parts: Part[] = [];
+  items.forEach((item, i) => {
+    if (i > 0) parts.push(...separator.parts);
+    parts.push(...item.parts);
+  });
+  return new Fragment(parts);
+}
+
+/** The empty fragment, for optional clauses. */
+export function empty(): Fragment {
+  return EMPTY;
+}
+
+/** Numbers the parameters $1…$n, in order of appearance. */
+export function compile(fragment: Fragment): CompiledSql {
+  let out = '';
+  const params: SqlValue[] = [];
+  for (const part of fragment.parts) {
+    if ('text' in part) out += part.text;
+    else {
+      params.push(part.value);
+      out += '$' + params.length;
+    }
+  }
+  return { text: out, params };
+}

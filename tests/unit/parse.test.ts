@@ -1,0 +1,769 @@
+// Request parsing (request/parse.ts, request/grammar.ts): query strings and headers → ApiRequest,
+// and the grammar's errors as the client sees them. No schema cache, no database.
+
+import { parseAccept, parsePreferences, parseRange } from '../../gateway/request/parse.js';
+import { parseLogic, parseOperation, parseOrder, parseSelect } from '../../gateway/request/grammar.js';
+import type { Condition, FieldRef, Filter } from '../../gateway/request/types.js';
+import { failure, parse } from './helpers/pipeline.js';
+
+const col = (name: string): FieldRef => ({ name, json: [] });
+const filter = (raw: string, name = 'x'): Filter => parseOperation(raw, col(name), `${name}=${raw}`, false);
+/** The conditions of the root node of GET /posts?{query}. */
+const rootConditions = (query: string): Condition[] => parse('posts', { query }).nodes.get('')?.conditions ?? [];
+
+describe('select', () => {
+  it('defaults to * and reads plain columns', () => {
+    expect(parse('posts').select).toEqual([{ kind: 'star' }]);
+    expect(parse('posts').selectGiven).toBe(false);
+    expect(parseSelect('')).toEqual([{ kind: 'star' }]);
+    expect(parseSelect('id, title')).toEqual([
+      { kind: 'field', field: col('id'), alias: undefined, cast: undefined },
+      { kind: 'field', field: col('title'), alias: undefined, cast: undefined },
+    ]);
+  });
+
+  it('reads aliases, casts and quoted names', () => {
+    expect(parseSelect('headline:title,id::text,"odd name",n:"a,b"::numeric')).toEqual([
+      { kind: 'field', field: col('title'), alias: 'headline', cast: undefined },
+      { kind: 'field', field: col('id'), alias: undefined, cast: 'text' },
+      { kind: 'field', field: col('odd name'), alias: undefined, cast: undefined },
+      { kind: 'field', field: col('a,b'), alias: 'n', cast: 'numeric' },
+    ]);
+    expect(parseSelect('id::double precision,tags::text[]')).toMatchObject([
+      { cast: 'double precision' },
+      { cast: 'text[]' },
+    ]);
+  });
+
+  it('reads JSON paths with -> and ->>, array indexes included', () => {
+    expect(parseSelect('meta->lang,theme:prefs->>theme,meta->a->0->>b')).toEqual([
+      {
+        kind: 'field',
+        field: { name: 'meta', json: [{ arrow: '->', key: 'lang' }] },
+        alias: undefined,
+        cast: undefined,
+      },
+      {
+        kind: 'field',
+        field: { name: 'prefs', json: [{ arrow: '->>', key: 'theme' }] },
+        alias: 'theme',
+        cast: undefined,
+      },
+      {
+        kind: 'field',
+        field: {
+          name: 'meta',
+          json: [
+            { arrow: '->', key: 'a' },
+            { arrow: '->', key: '0' },
+            { arrow: '->>', key: 'b' },
+          ],
+        },
+        alias: undefined,
+        cast: undefined,
+      },
+    ]);
+  });
+
+  it('reads embeds with aliases, hints, !inner and spread', () => {
+    expect(
+      parseSelect(
+        'id,author:users!posts_author_id_fkey(name),comments!inner(*),...users!editor_id(editor:name),tags()',
+      ),
+    ).toEqual([
+      { kind: 'field', field: col('id'), alias: undefined, cast: undefined },
+      {
+        kind: 'embed',
+        name: 'users',
+        alias: 'author',
+        hint: 'posts_author_id_fkey',
+        inner: false,
+        spread: false,
+        select: [{ kind: 'field', field: col('name'), alias: undefined, cast: undefined }],
+      },
+      {
+        kind: 'embed',
+        name: 'comments',
+        alias: undefined,
+        hint: undefined,
+        inner: true,
+        spread: false,
+        select: [{ kind: 'star' }],
+      },
+      {
+        kind: 'embed',
+        name: 'users',
+        alias: undefined,
+        hint: 'editor_id',
+        inner: false,
+        spread: true,
+        select: [{ kind: 'field', field: col('name'), alias: 'editor', cast: undefined }],
+      },
+      { kind: 'embed', name: 'tags', alias: undefined, hint: undefined, inner: false, spread: false, select: [] },
+    ]);
+    expect(parseSelect('users!fk!inner(id)')).toMatchObject([{ hint: 'fk', inner: true }]);
+    expect(parseSelect('users!left(id)')).toMatchObject([{ hint: undefined, inner: false }]);
+    expect(parseSelect('posts(comments(users(name)))')).toMatchObject([
+      {
+        kind: 'embed',
+        name: 'posts',
+        select: [{ kind: 'embed', name: 'comments', select: [{ kind: 'embed', name: 'users' }] }],
+      },
+    ]);
+  });
+
+  it('reads aggregates and count()', () => {
+    expect(
+      parseSelect('author_id,rating.sum(),top:rating.max()::int,rating::int.avg(),count(),n:count()::text'),
+    ).toEqual([
+      { kind: 'field', field: col('author_id'), alias: undefined, cast: undefined },
+      {
+        kind: 'field',
+        field: col('rating'),
+        alias: undefined,
+        cast: undefined,
+        aggregate: 'sum',
+        aggregateCast: undefined,
+      },
+      { kind: 'field', field: col('rating'), alias: 'top', cast: undefined, aggregate: 'max', aggregateCast: 'int' },
+      {
+        kind: 'field',
+        field: col('rating'),
+        alias: undefined,
+        cast: 'int',
+        aggregate: 'avg',
+        aggregateCast: undefined,
+      },
+      { kind: 'count', alias: undefined, cast: undefined },
+      { kind: 'count', alias: 'n', cast: 'text' },
+    ]);
+  });
+
+  it('refuses malformed select trees with PGRST100, pointing at the problem', () => {
+    expect(failure(() => parseSelect('id,'))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse select parameter (id,)"',
+      details: 'unexpected end of input, expecting a name',
+      hint: 'The select parameter ends too early',
+    });
+    expect(failure(() => parseSelect('users(id'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected end of input, expecting ")"',
+    });
+    expect(failure(() => parseSelect('id)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected ")" at position 2, expecting "," or the end of the select',
+      hint: 'The problem starts at: )',
+    });
+    expect(failure(() => parseSelect('rating.median()'))).toMatchObject({
+      code: 'PGRST100',
+      details:
+        'unexpected "m" at position 7, expecting an aggregate function (count, sum, avg, min, max) followed by "()"',
+    });
+    expect(failure(() => parseSelect('id::'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected end of input, expecting a type name after "::"',
+    });
+    expect(failure(() => parseSelect('...users'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected end of input, expecting "(" after the spread relation',
+    });
+    expect(failure(() => parseSelect('users!a!b(id)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected "(" at position 9, expecting "inner", "left" or "(" after the hint',
+    });
+    expect(failure(() => parseSelect('""'))).toMatchObject({ code: 'PGRST100' });
+    expect(failure(() => parse('posts', { query: 'select=id,,title' }))).toMatchObject({
+      status: 400,
+      code: 'PGRST100',
+    });
+  });
+});
+
+describe('filters', () => {
+  it('reads every operator with a scalar value', () => {
+    for (const op of [
+      'eq',
+      'neq',
+      'gt',
+      'gte',
+      'lt',
+      'lte',
+      'like',
+      'ilike',
+      'match',
+      'imatch',
+      'isdistinct',
+      'cs',
+      'cd',
+      'ov',
+      'sl',
+      'sr',
+      'nxr',
+      'nxl',
+      'adj',
+    ] as const) {
+      expect(filter(`${op}.a.b`)).toEqual({
+        field: col('x'),
+        negate: false,
+        op,
+        quantifier: undefined,
+        value: { kind: 'scalar', text: 'a.b' },
+      });
+    }
+    // The value is everything after the operator's dot, dots, commas and parentheses included.
+    expect(filter('eq.(1,2).3').value).toEqual({ kind: 'scalar', text: '(1,2).3' });
+    expect(filter('eq.').value).toEqual({ kind: 'scalar', text: '' });
+    expect(filter('cs.{a,b}').value).toEqual({ kind: 'scalar', text: '{a,b}' });
+  });
+
+  it('reads not. before any operator', () => {
+    expect(filter('not.eq.1')).toMatchObject({ negate: true, op: 'eq', value: { kind: 'scalar', text: '1' } });
+    expect(filter('not.in.(1,2)')).toMatchObject({
+      negate: true,
+      op: 'in',
+      value: { kind: 'list', items: ['1', '2'] },
+    });
+    expect(filter('not.is.null')).toMatchObject({ negate: true, op: 'is', value: { kind: 'is', value: 'null' } });
+  });
+
+  it('reads in lists with quoted items, escapes and empty lists', () => {
+    expect(filter('in.(1, 2,3)').value).toEqual({ kind: 'list', items: ['1', '2', '3'] });
+    expect(filter('in.("a,b","c)d","say \\"hi\\"",plain)').value).toEqual({
+      kind: 'list',
+      items: ['a,b', 'c)d', 'say "hi"', 'plain'],
+    });
+    expect(filter('in.()').value).toEqual({ kind: 'list', items: [] });
+  });
+
+  it('reads any/all quantifiers with {…} lists', () => {
+    expect(filter('like(any).{a*,*b}')).toEqual({
+      field: col('x'),
+      negate: false,
+      op: 'like',
+      quantifier: 'any',
+      value: { kind: 'list', items: ['a*', '*b'] },
+    });
+    expect(filter('gt(all).{1,"2"}')).toMatchObject({
+      op: 'gt',
+      quantifier: 'all',
+      value: { kind: 'list', items: ['1', '2'] },
+    });
+  });
+
+  it('reads is with each of its values, case-insensitively', () => {
+    for (const v of ['null', 'not_null', 'true', 'false', 'unknown'] as const)
+      expect(filter(`is.${v}`).value).toEqual({ kind: 'is', value: v });
+    expect(filter('is.NULL').value).toEqual({ kind: 'is', value: 'null' });
+  });
+
+  it('reads full-text search operators with and without a language', () => {
+    expect(filter('fts.cat & dog').value).toEqual({ kind: 'fts', language: undefined, text: 'cat & dog' });
+    expect(filter('plfts(english).fat cats')).toMatchObject({
+      op: 'plfts',
+      value: { kind: 'fts', language: 'english', text: 'fat cats' },
+    });
+    expect(filter('phfts(french).le chat').value).toEqual({ kind: 'fts', language: 'french', text: 'le chat' });
+    expect(filter('not.wfts(simple)."a" -b')).toMatchObject({
+      negate: true,
+      op: 'wfts',
+      value: { kind: 'fts', language: 'simple', text: '"a" -b' },
+    });
+  });
+
+  it('puts filters on the node they name: root, embedded path, JSON path', () => {
+    const api = parse('posts', {
+      query:
+        'select=id,comments(users(name))&id=gt.1&comments.users.name=eq.Ada&meta->>lang=eq.en&meta->"a.b"->>c=eq.1',
+    });
+    expect(api.nodes.get('')?.conditions).toEqual([
+      {
+        kind: 'filter',
+        filter: {
+          field: col('id'),
+          negate: false,
+          op: 'gt',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: '1' },
+        },
+      },
+      {
+        kind: 'filter',
+        filter: {
+          field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] },
+          negate: false,
+          op: 'eq',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: 'en' },
+        },
+      },
+      // a quoted JSON key keeps its dots (the key is not split into an embedded path)
+      {
+        kind: 'filter',
+        filter: {
+          field: {
+            name: 'meta',
+            json: [
+              { arrow: '->', key: 'a.b' },
+              { arrow: '->>', key: 'c' },
+            ],
+          },
+          negate: false,
+          op: 'eq',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: '1' },
+        },
+      },
+    ]);
+    expect(api.nodes.get('comments.users')?.conditions).toEqual([
+      {
+        kind: 'filter',
+        filter: {
+          field: col('name'),
+          negate: false,
+          op: 'eq',
+          quantifier: undefined,
+          value: { kind: 'scalar', text: 'Ada' },
+        },
+      },
+    ]);
+  });
+
+  it('skips reserved keys and apikey, and keeps repeated filters', () => {
+    const api = parse('posts', { query: 'apikey=k&id=gt.1&id=lt.9&on_conflict=id&columns=id,title' });
+    expect(api.nodes.get('')?.conditions.map((c) => c.kind === 'filter' && c.filter.op)).toEqual(['gt', 'lt']);
+    expect(api.onConflict).toEqual(['id']);
+    expect(api.columns).toEqual(['id', 'title']);
+  });
+
+  it('refuses unknown operators, bad lists, bad is values and bad modifiers with PGRST100', () => {
+    expect(failure(() => filter('equals.1'))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter (equals.1)"',
+      details: 'unknown operator at position 0',
+      hint: 'Write the filter as <column>=<operator>.<value> with an operator among: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct, fts, plfts, phfts, wfts, cs, cd, ov, sl, sr, nxr, nxl, adj; the problem starts at: equals.1',
+    });
+    expect(failure(() => filter('not.1'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unknown operator at position 4',
+    });
+    expect(failure(() => filter('eq'))).toMatchObject({ code: 'PGRST100', message: '"failed to parse filter (eq)"' });
+    expect(failure(() => filter('in.1,2'))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter (in.1,2)"',
+      details: 'expecting a list in "()"',
+      hint: 'Write the list as (a,b,"c,d"); quote values holding commas or parentheses',
+    });
+    expect(failure(() => filter('in.("a,b)'))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse filter list ("a,b)"',
+    });
+    expect(failure(() => filter('is.maybe'))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter (is.maybe)"',
+      details: 'unexpected "maybe"',
+      hint: 'The "is" operator takes one of: null, not_null, true, false, unknown',
+    });
+    expect(failure(() => filter('eq(some).{1}'))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('expecting "any" or "all"'),
+    });
+    expect(failure(() => filter('in(any).{1}'))).toMatchObject({ code: 'PGRST100' });
+    expect(failure(() => filter('eq(any).1'))).toMatchObject({ code: 'PGRST100', details: 'expecting a list in "{}"' });
+    expect(failure(() => filter("fts(eng'lish).x"))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('a text search configuration name'),
+    });
+  });
+
+  it('refuses an empty key and a malformed field', () => {
+    expect(failure(() => parse('posts', { query: '=eq.1' }))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse filter ()"',
+      details: 'empty query parameter name',
+      hint: 'Write a filter as column=operator.value',
+    });
+    expect(failure(() => parse('posts', { query: 'a(b=eq.1' }))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse filter key (a(b) (a(b)"',
+    });
+  });
+});
+
+describe('logic trees', () => {
+  it('reads or=, and=, nesting, not.or and quoted values', () => {
+    expect(
+      parseLogic('or', false, '(id.eq.1,and(rating.gt.2,title.like."a,b*"),not.or(body.is.null,id.in.(3,4)))'),
+    ).toEqual({
+      kind: 'logic',
+      op: 'or',
+      negate: false,
+      children: [
+        {
+          kind: 'filter',
+          filter: {
+            field: col('id'),
+            negate: false,
+            op: 'eq',
+            quantifier: undefined,
+            value: { kind: 'scalar', text: '1' },
+          },
+        },
+        {
+          kind: 'logic',
+          op: 'and',
+          negate: false,
+          children: [
+            {
+              kind: 'filter',
+              filter: {
+                field: col('rating'),
+                negate: false,
+                op: 'gt',
+                quantifier: undefined,
+                value: { kind: 'scalar', text: '2' },
+              },
+            },
+            {
+              kind: 'filter',
+              filter: {
+                field: col('title'),
+                negate: false,
+                op: 'like',
+                quantifier: undefined,
+                value: { kind: 'scalar', text: 'a,b*' },
+              },
+            },
+          ],
+        },
+        {
+          kind: 'logic',
+          op: 'or',
+          negate: true,
+          children: [
+            {
+              kind: 'filter',
+              filter: {
+                field: col('body'),
+                negate: false,
+                op: 'is',
+                quantifier: undefined,
+                value: { kind: 'is', value: 'null' },
+              },
+            },
+            {
+              kind: 'filter',
+              filter: {
+                field: col('id'),
+                negate: false,
+                op: 'in',
+                quantifier: undefined,
+                value: { kind: 'list', items: ['3', '4'] },
+              },
+            },
+          ],
+        },
+      ],
+    });
+  });
+
+  it('reads not.or= and embedded and= from the query, and JSON paths inside', () => {
+    const api = parse('posts', {
+      query:
+        'select=id,comments(id)&not.or=(id.eq.1,id.eq.2)&comments.and=(id.gt.1,body.not.is.null)&or=(meta->>lang.eq.en)',
+    });
+    expect(api.nodes.get('')?.conditions).toMatchObject([
+      { kind: 'logic', op: 'or', negate: true, children: [{ filter: { op: 'eq' } }, { filter: { op: 'eq' } }] },
+      {
+        kind: 'logic',
+        op: 'or',
+        negate: false,
+        children: [
+          {
+            filter: { field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] }, op: 'eq', value: { text: 'en' } },
+          },
+        ],
+      },
+    ]);
+    expect(api.nodes.get('comments')?.conditions).toMatchObject([
+      {
+        kind: 'logic',
+        op: 'and',
+        negate: false,
+        children: [{ filter: { op: 'gt' } }, { filter: { op: 'is', negate: true } }],
+      },
+    ]);
+  });
+
+  it('reads a quoted column name', () => {
+    expect(parseLogic('and', false, '("odd.name".eq.1)')).toMatchObject({
+      children: [
+        {
+          kind: 'filter',
+          filter: {
+            field: col('odd.name'),
+            negate: false,
+            op: 'eq',
+            quantifier: undefined,
+            value: { kind: 'scalar', text: '1' },
+          },
+        },
+      ],
+    });
+  });
+
+  it('refuses malformed logic trees with PGRST100', () => {
+    expect(failure(() => parseLogic('or', false, 'id.eq.1'))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse logic tree (id.eq.1)"',
+      details: 'expecting "(" … ")"',
+      hint: 'Write it as or=(column.operator.value,…)',
+    });
+    expect(failure(() => parseLogic('or', false, '()'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'empty logic tree',
+    });
+    expect(failure(() => parseLogic('and', false, '(idonly)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unexpected "idonly"',
+    });
+    expect(failure(() => parseLogic('or', false, '(id.eq.1))'))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse logic tree (id.eq.1))"',
+    });
+    expect(failure(() => parseLogic('or', false, '(id.zz.1)'))).toMatchObject({
+      code: 'PGRST100',
+      details: 'unknown operator at position 0',
+    });
+    expect(failure(() => rootConditions('or=(a.eq.1'))).toMatchObject({ status: 400, code: 'PGRST100' });
+  });
+});
+
+describe('order', () => {
+  it('reads directions, nulls first/last, JSON paths and related columns', () => {
+    expect(parseOrder('id,title.desc,rating.asc.nullsfirst,body.nullslast,meta->>lang.desc,users(name).desc')).toEqual([
+      { relation: undefined, field: col('id') },
+      { relation: undefined, field: col('title'), direction: 'desc' },
+      { relation: undefined, field: col('rating'), direction: 'asc', nulls: 'first' },
+      { relation: undefined, field: col('body'), nulls: 'last' },
+      { relation: undefined, field: { name: 'meta', json: [{ arrow: '->>', key: 'lang' }] }, direction: 'desc' },
+      { relation: 'users', field: col('name'), direction: 'desc' },
+    ]);
+  });
+
+  it('puts order, limit and offset on the embedded node they name', () => {
+    const api = parse('posts', {
+      query: 'select=id,comments(id)&comments.order=id.desc&comments.limit=2&comments.offset=1&order=id',
+    });
+    expect(api.nodes.get('comments')).toEqual({
+      conditions: [],
+      order: [{ relation: undefined, field: col('id'), direction: 'desc' }],
+      limit: 2,
+      offset: 1,
+    });
+    expect(api.nodes.get('')?.order).toEqual([{ relation: undefined, field: col('id') }]);
+  });
+
+  it('refuses unknown modifiers and repeated ones', () => {
+    expect(failure(() => parseOrder('id.up'))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse order (id.up)"',
+      details: 'unexpected "u" at position 3, expecting asc, desc, nullsfirst or nullslast',
+      hint: 'The problem starts at: up',
+    });
+    expect(failure(() => parseOrder('id.asc.desc'))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('expecting nullsfirst or nullslast'),
+    });
+    expect(failure(() => parseOrder('id.nullsfirst.nullslast'))).toMatchObject({
+      code: 'PGRST100',
+      details: expect.stringContaining('expecting the end of the term'),
+    });
+    expect(failure(() => parseOrder('users(name'))).toMatchObject({ code: 'PGRST100' });
+  });
+});
+
+describe('limit, offset and Range', () => {
+  it('turns limit and offset into the root range', () => {
+    expect(parse('posts').range).toEqual({ offset: 0 });
+    expect(parse('posts', { query: 'limit=10' }).range).toEqual({ offset: 0, limit: 10 });
+    expect(parse('posts', { query: 'limit=10&offset=20' }).range).toEqual({ offset: 20, limit: 10 });
+    expect(parse('posts', { query: 'offset=5' }).range).toEqual({ offset: 5 });
+    expect(parse('posts', { query: 'limit=0' }).range).toEqual({ offset: 0, limit: 0 });
+  });
+
+  it('reads the Range header, alone and combined with limit/offset', () => {
+    expect(parseRange('0-9', undefined, undefined)).toEqual({ offset: 0, limit: 10 });
+    expect(parseRange('items=5-9', undefined, undefined)).toEqual({ offset: 5, limit: 5 });
+    expect(parseRange('10-', undefined, undefined)).toEqual({ offset: 10 });
+    expect(parseRange('0-99', 5, undefined)).toEqual({ offset: 0, limit: 5 });
+    expect(parseRange('0-3', 10, undefined)).toEqual({ offset: 0, limit: 4 });
+    expect(parseRange('0-9', undefined, 4)).toEqual({ offset: 4, limit: 6 });
+    expect(parseRange('bytes=oops', undefined, undefined)).toEqual({ offset: 0 }); // unreadable: ignored, as PostgREST does
+    expect(parse('posts', { headers: { Range: '2-4' } }).range).toEqual({ offset: 2, limit: 3 });
+  });
+
+  it('answers 416 PGRST103 to a range that ends before it starts', () => {
+    expect(failure(() => parseRange('9-2', undefined, undefined))).toEqual({
+      status: 416,
+      code: 'PGRST103',
+      message: 'Requested range not satisfiable',
+      details: 'The Range 9-2 ends before it starts',
+      hint: null,
+    });
+  });
+
+  it('refuses negative or non-numeric limit and offset', () => {
+    expect(failure(() => parse('posts', { query: 'limit=-1' }))).toEqual({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse limit parameter (-1)"',
+      details: 'expecting a non-negative integer',
+      hint: 'Write limit=<n> with n ≥ 0',
+    });
+    expect(failure(() => parse('posts', { query: 'comments.offset=x' }))).toMatchObject({
+      code: 'PGRST100',
+      message: '"failed to parse comments.offset parameter (x)"',
+    });
+    expect(failure(() => parse('posts', { query: 'limit=1e3' }))).toMatchObject({ code: 'PGRST100' });
+  });
+});
+
+describe('Prefer', () => {
+  it('reads each preference it knows', () => {
+    expect(
+      parsePreferences(
+        'return=representation, count=exact, resolution=merge-duplicates, missing=default, handling=lenient, max-affected=5, tx=rollback, params=single-object',
+      ),
+    ).toEqual({
+      return: 'representation',
+      count: 'exact',
+      resolution: 'merge-duplicates',
+      missing: 'default',
+      handling: 'lenient',
+      maxAffected: 5,
+      tx: 'rollback',
+      params: 'single-object',
+      understood: [],
+      invalid: [],
+    });
+    expect(
+      parsePreferences('return=minimal,count=planned,resolution=ignore-duplicates,missing=null,tx=commit'),
+    ).toMatchObject({
+      return: 'minimal',
+      count: 'planned',
+      resolution: 'ignore-duplicates',
+      missing: 'null',
+      tx: 'commit',
+    });
+    expect(parsePreferences('return=headers-only,count=estimated')).toMatchObject({
+      return: 'headers-only',
+      count: 'estimated',
+    });
+    expect(parsePreferences(undefined)).toEqual({ understood: [], invalid: [] });
+  });
+
+  it('collects unknown and malformed preferences as invalid, leniently by default', () => {
+    expect(parsePreferences('return=everything, count=exact, timezone=UTC, foo, max-affected=-1,,')).toEqual({
+      count: 'exact',
+      understood: [],
+      invalid: ['return=everything', 'timezone=UTC', 'foo', 'max-affected=-1'],
+    });
+  });
+
+  it('refuses invalid preferences under handling=strict with PGRST122', () => {
+    expect(failure(() => parsePreferences('handling=strict, return=all, bogus=1'))).toEqual({
+      status: 400,
+      code: 'PGRST122',
+      message: 'Invalid preferences given with handling=strict',
+      details: 'Invalid preferences: return=all, bogus=1',
+      hint: 'Remove them or use handling=lenient',
+    });
+    expect(parsePreferences('handling=strict, max-affected=10')).toMatchObject({
+      handling: 'strict',
+      maxAffected: 10,
+      invalid: [],
+    });
+    expect(failure(() => parse('posts', { headers: { Prefer: 'handling=strict,count=all' } }))).toMatchObject({
+      status: 400,
+      code: 'PGRST122',
+    });
+  });
+});
+
+describe('Accept', () => {
+  it('chooses the best media type Tally can produce', () => {
+    expect(parseAccept(undefined)).toEqual({ media: 'json' });
+    expect(parseAccept('')).toEqual({ media: 'json' });
+    expect(parseAccept('application/json')).toEqual({ media: 'json' });
+    expect(parseAccept('*/*')).toEqual({ media: 'json' });
+    expect(parseAccept('application/vnd.pgrst.object+json')).toEqual({ media: 'object' });
+    expect(parseAccept('text/csv')).toEqual({ media: 'csv' });
+    expect(parseAccept('text/html, text/csv;q=0.5, application/json;q=0.9')).toEqual({ media: 'json' });
+    expect(parseAccept('application/json;q=0, TEXT/CSV')).toEqual({ media: 'csv' });
+    expect(parse('posts', { headers: { Accept: 'application/vnd.pgrst.object' } }).accept).toBe('object');
+  });
+
+  it('reads plan media types with for= and options=', () => {
+    expect(parseAccept('application/vnd.pgrst.plan')).toEqual({
+      media: 'json',
+      plan: { format: 'text', for: 'json', options: [] },
+    });
+    expect(parseAccept('application/vnd.pgrst.plan+json; for="text/csv"; options=analyze|buffers')).toEqual({
+      media: 'csv',
+      plan: { format: 'json', for: 'csv', options: ['analyze', 'buffers'] },
+    });
+    const api = parse('posts', {
+      headers: { Accept: 'application/vnd.pgrst.plan+text; for="application/vnd.pgrst.object+json"' },
+    });
+    expect([api.accept, api.plan]).toEqual(['object', { format: 'text', for: 'object', options: [] }]);
+  });
+
+  it('answers 406 PGRST107 when nothing acceptable is asked for', () => {
+    expect(failure(() => parseAccept('text/html, image/png'))).toEqual({
+      status: 406,
+      code: 'PGRST107',
+      message: 'None of these media types are available: text/html, image/png',
+      details: null,
+      hint: 'Ask for application/json, application/vnd.pgrst.object+json or text/csv',
+    });
+    expect(failure(() => parseAccept('application/vnd.pgrst.plan+json; options=destroy'))).toMatchObject({
+      status: 406,
+      code: 'PGRST107',
+    });
+    expect(failure(() => parseAccept('application/vnd.pgrst.plan; for="text/html"'))).toMatchObject({
+      status: 406,
+      code: 'PGRST107',
+    });
+    expect(failure(() => parseAccept('application/json;q=0'))).toMatchObject({ status: 406, code: 'PGRST107' });
+  });
+});
+
+describe('the rest of the request', () => {
+  it('reads on_conflict and columns lists, quoted names included', () => {
+    const api = parse('posts', { method: 'POST', query: 'on_conflict=id,"odd, name"&columns=id, title' });
+    expect(api.onConflict).toEqual(['id', 'odd, name']);
+    expect(api.columns).toEqual(['id', 'title']);
+    expect(failure(() => parse('posts', { method: 'POST', query: 'columns=id,,title' }))).toMatchObject({
+      status: 400,
+      code: 'PGRST100',
+      message: '"failed to parse columns parameter (id,,title)"',
+    });
+  });
+
+  it('tells a function call from a relation, and GET /rpc arguments from filters', () => {
+    const api = parse('rpc/posts_by', { query: 'author=1&select=id,title&id=gt.2&order=id' });
+    expect([api.relation, api.routine]).toEqual(['posts_by', 'posts_by']);
+    expect(api.routineArgs).toEqual(new Map([['author', ['1']]]));
+    expect(api.nodes.get('')?.conditions).toMatchObject([{ filter: { field: col('id'), op: 'gt' } }]);
+    expect(parse('rpc/ids_of', { query: 'ids=1&ids=2' }).routineArgs).toEqual(new Map([['ids', ['1', '2']]]));
+    expect(parse('posts').routine).toBeUndefined();
+  });
+});

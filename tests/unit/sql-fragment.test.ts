@@ -1,0 +1,48 @@
+import { catalog, catalogText, compile, empty, ident, InvalidIdentifier, join, param, qualified, sql, text, type Fragment } from '../../gateway/engine/sql.js';
+
+describe('SQL fragments', () => {
+  it('numbers parameters once, in order of appearance, across nested fragments', () => {
+    const where = sql`${ident('amount')} > ${param('10')}`;
+    const q = sql`SELECT ${join([ident('id'), ident('name')])} FROM ${qualified('public', 'expenses')} WHERE ${where} AND ${ident('note')} = ${text('a')}`;
+    expect(compile(q)).toEqual({
+      text: 'SELECT "id", "name" FROM "public"."expenses" WHERE "amount" > $1 AND "note" = $2::text',
+      params: ['10', 'a'],
+    });
+  });
+
+  it('keeps values out of the text, whatever they contain', () => {
+    const hostile = `'; DROP TABLE expenses; --`;
+    const { text: out, params } = compile(sql`SELECT ${param(hostile)}, ${param(null)}`);
+    expect(out).toBe('SELECT $1, $2');
+    expect(params).toEqual([hostile, null]);
+  });
+
+  it('quotes identifiers, doubling quotes, and refuses NUL', () => {
+    expect(compile(ident('we"ird name')).text).toBe('"we""ird name"');
+    expect(compile(ident('سجل')).text).toBe('"سجل"');
+    expect(() => ident('a\0b')).toThrow(InvalidIdentifier);
+  });
+
+  it('refuses a plain string in a hole and a tag called without a template literal', () => {
+    const name: unknown = 'id; DROP TABLE x';
+    expect(() => sql`SELECT ${name as Fragment}`).toThrow(TypeError);
+    const forged = Object.assign(['SELECT 1'], { raw: ['SELECT 1'] }) as unknown as TemplateStringsArray;
+    expect(() => sql(forged)).toThrow(TypeError);
+    // @ts-expect-error: a string is not a Fragment, so this does not compile
+    expect(() => sql`SELECT ${'x'}`).toThrow(TypeError);
+  });
+
+  it('takes catalog text only as a branded value', () => {
+    const t = catalogText('numeric(12,4)');
+    expect(compile(sql`CAST(${param('1.5')} AS ${catalog(t)})`).text).toBe('CAST($1 AS numeric(12,4))');
+    // @ts-expect-error: a plain string is not CatalogText
+    catalog('text');
+  });
+
+  it('joins with a separator and treats an empty list as empty', () => {
+    expect(compile(join([param('a'), param('b')], sql` OR `))).toEqual({ text: '$1 OR $2', params: ['a', 'b'] });
+    expect(join([]).empty).toBe(true);
+    expect(empty().empty).toBe(true);
+    expect(sql`x`.empty).toBe(false);
+  });
+});
