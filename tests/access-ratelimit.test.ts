@@ -4,7 +4,7 @@ import { serverPool } from '../gateway/db/connect.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE, PostgresRateLimitStore } from '../gateway/auth/ratelimit.js';
 import { newWorkspaceToken } from '../gateway/secrets.js';
 import { startTestApp, type TestApp } from './harness/app.js';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
@@ -197,7 +197,7 @@ describe('rate limits', () => {
 
   describe('the Postgres store', () => {
     it('increments atomically under concurrency from two pools, and can decrement, get and reset', async () => {
-      const pools = [serverPool(db.url, { max: 5 }), serverPool(db.url, { max: 5 })];
+      const pools = [serverPool(serverUrl(db.url), { max: 5 }), serverPool(serverUrl(db.url), { max: 5 })];
       try {
         const stores = pools.map((p) => new PostgresRateLimitStore(p, 'test:'));
         stores.forEach((s) => s.init({ windowMs: 60_000 } as never));
@@ -219,7 +219,7 @@ describe('rate limits', () => {
     });
 
     it('is reachable by the authenticator role only through its functions, and not by API roles', async () => {
-      const pool = serverPool(db.url, { max: 1 });
+      const pool = serverPool(serverUrl(db.url), { max: 1 });
       try {
         await expect(pool`SELECT * FROM tally.rate_limits`).rejects.toMatchObject({ code: '42501' });
         await expect(pool`SELECT * FROM public.api_tokens`).rejects.toMatchObject({ code: '42501' });

@@ -3,6 +3,7 @@ import type { AuthContext } from '../call.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
+import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
 
 // Authentication with a workspace token itself (tally_ws_…): the token exchange, and MCP, which
 // carries the token in its URL. The database stores only SHA-256 hashes; the lookup is by hash
@@ -24,7 +25,10 @@ export const roleForScope = (scope: Scope): string => (scope === 'write' ? 'api_
 /** What a gateway call made with this token runs as (MCP); the same claims the exchange signs. */
 export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
   const role = roleForScope(token.scope);
-  return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id } };
+  // `exp` as an access token has it (the pre-request check requires one); the token itself is
+  // checked again by that function on every call, so a long MCP session is not cut off by it.
+  const exp = Math.floor(Date.now() / 1000) + ACCESS_TOKEN_TTL_SECONDS;
+  return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id, exp } };
 }
 
 const unauthorized = (code: string, message: string, hint: string | null): ApiError =>

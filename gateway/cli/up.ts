@@ -3,7 +3,8 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
-import { adminClient, jwtSecretFor, openDatabase, serverPool, type Database } from '../db/connect.js';
+import { adminClient, jwtSecretFor, openDatabase, provisionServerLogin, serverLoginUrl, serverPool, type Database } from '../db/connect.js';
+import { preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
@@ -51,6 +52,7 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
   if (options.prepare) {
     await migrate(db.url);
     await applyPolicies(db.url);
+    await provisionServerLogin(config, db);
     const admin = adminClient(db.url);
     try {
       const [{ count }] = await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`;
@@ -64,7 +66,14 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
 }
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
-  const pool = serverPool(db.url);
+  const pool = serverPool(await serverLoginUrl(config, db));
+  try {
+    await preflight(pool, config);
+  } catch (err) {
+    await pool.end({ timeout: 1 });
+    await db.stop();
+    throw err;
+  }
   const app = createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) });
   const server = await listen(app, config.port, config.host);
   const address = server.address();
