@@ -56,7 +56,9 @@ DECLARE
   claims jsonb := tally.jwt_claims();
   -- The role the request runs as (SET LOCAL ROLE), not the definer this function runs as.
   api_role text := current_setting('role', true);
-  needs_token boolean := api_role IN ('api_read', 'api_write');
+  -- Every JWT-borne request has claims (at least its role). None at all is the server's own
+  -- read of the lookup lists: no workspace, so RLS shows it no tenant row.
+  needs_token boolean := api_role IN ('api_read', 'api_write') AND claims <> '{}';
   token_id uuid;
   token record;
 BEGIN
