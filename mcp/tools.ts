@@ -68,7 +68,7 @@ const dateFilters = {
 
 const pageOutput = { total: z.number().describe('How many records match the filters in all'), limit: z.number(), offset: z.number() };
 
-/** public.fund_figures, as the computed field funds.summary embeds it (sql/040_fund_summary.sql). */
+/** public.fund_figures, as the computed field funds.summary embeds it (sql/051_fund_figures_linear.sql). */
 interface FundFigures {
   balance: number;
   income: number;
