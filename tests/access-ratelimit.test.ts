@@ -153,6 +153,16 @@ describe('rate limits', () => {
       await request(t.app).post('/functions/v1/api-token').send({ token }).expect(429);
     });
 
+    it('holds exactly under concurrency: of 60 parallel bad tokens from one address, 10 are looked at', async () => {
+      const [a, b] = [start(), start()]; // two instances, one database
+      const statuses = await Promise.all(Array.from({ length: 60 }, (_, i) => exchange(i % 2 ? a.app : b.app, newWorkspaceToken()).then((r) => r.status)));
+      expect(statuses.filter((s) => s === 401)).toHaveLength(FAILED_AUTH_LIMIT_PER_MINUTE);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(60 - FAILED_AUTH_LIMIT_PER_MINUTE);
+      expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([{ hits: FAILED_AUTH_LIMIT_PER_MINUTE }]);
+      // MCP shares the count: the address is refused there too.
+      expect((await request(a.app).post('/mcp').set('Authorization', `Bearer ${newWorkspaceToken()}`).send({})).status).toBe(429);
+    });
+
     it('never takes requests in flight for failures: many concurrent valid calls from one address all pass', async () => {
       const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '1000' });
       const { token } = await tokenFor(db.admin, ws.id, 'read');
