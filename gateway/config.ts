@@ -28,7 +28,7 @@ export interface Config {
   logLevel: string;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
-  /** Failed sign-ins to the settings pages allowed per account / per client address in 15 minutes. */
+  /** Failed settings sign-ins per (email, client address) / per client address in 15 minutes before growing delays. */
   signInFailuresPerAccount: number;
   signInFailuresPerAddress: number;
   /** count(), sum(), avg(), min(), max() in select (PostgREST's db-aggregates-enabled); off: PGRST123. */
