@@ -52,7 +52,6 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
   if (options.prepare) {
     await migrate(db.url);
     await applyPolicies(db.url);
-    await provisionServerLogin(config, db);
     const admin = adminClient(db.url);
     try {
       const [{ count }] = await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`;
@@ -62,6 +61,9 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
       await admin.end();
     }
   }
+  // The server's own login gets its password: after migrating, and on every embedded start (a
+  // home folder from before the server had a login of its own gets one here).
+  if (options.prepare || db.embedded) await provisionServerLogin(config, db);
   await serve(config, db, demo);
 }
 
