@@ -130,7 +130,13 @@ describe('least privilege', () => {
       const memberOf = await pool<{ rolname: string }[]>`
         SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
          WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = session_user) ORDER BY 1`;
-      expect(memberOf.map((r) => r.rolname)).toEqual(['anon', 'api_read', 'api_write']);
+      // The API roles (other test files add roles of their own fixture schema, cluster-wide),
+      // and no role that could step around them.
+      expect(memberOf.map((r) => r.rolname)).toEqual(expect.arrayContaining(['anon', 'api_read', 'api_write']));
+      const powerful = await pool`
+        SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+         WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = session_user) AND (g.rolsuper OR g.rolbypassrls OR g.rolcreaterole OR g.rolname LIKE 'pg\\_%')`;
+      expect(powerful).toEqual([]);
       const owned = await pool<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = session_user)`;
       expect(owned[0].n).toBe(0);
       for (const role of ['postgres', 'pg_read_all_data']) {
@@ -172,7 +178,8 @@ describe('least privilege', () => {
   });
 
   describe('serve refuses to start', () => {
-    const config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET });
+    // Roles are cluster-wide: the blog fixture of other files grants its roles to authenticator too.
+    const config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user' });
 
     it('passes on a migrated database with its own login', async () => {
       const pool = serverPool(serverUrl(db.url), { max: 1 });
@@ -185,6 +192,16 @@ describe('least privilege', () => {
 
     it('when its login is a superuser', async () => {
       await expect(preflight(db.admin, config)).rejects.toThrow(/^the server's database login "postgres" is a superuser/);
+    });
+
+    it('when its login is a member of a role that is not an API role', async () => {
+      const pool = serverPool(serverUrl(db.url), { max: 1 });
+      try {
+        const narrower = { ...config, apiRoles: config.apiRoles.filter((r) => r !== 'api_write') };
+        await expect(preflight(pool, narrower)).rejects.toThrow(`the server's database login "authenticator" is a member of api_write, not only of the API roles`);
+      } finally {
+        await pool.end({ timeout: 5 });
+      }
     });
 
     it('when a table granted to an API role has workspace_id and no forced RLS', async () => {
