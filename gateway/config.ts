@@ -2,8 +2,10 @@
 // value stops the start with a one-line message instead of surfacing later as a 500.
 
 export interface Config {
-  /** An external Postgres (migrations, CLI and server). Unset: embedded Postgres in `home`. */
+  /** An external Postgres, the owner's login (migrations, CLI). Unset: embedded Postgres in `home`. */
   databaseUrl: string | undefined;
+  /** The server's own login (authenticator); required with databaseUrl, derived in embedded mode. */
+  dbUri: string | undefined;
   /** Where embedded mode keeps its data and generated secrets. */
   home: string;
   embeddedPort: number;
@@ -12,6 +14,8 @@ export interface Config {
   /** Exposed schemas; the first is the default. */
   schemas: string[];
   anonRole: string;
+  /** The roles a JWT's `role` claim may name; any other is refused with a 401. */
+  apiRoles: string[];
   /** Qualified name of the function run in every request transaction, or undefined. */
   preRequest: string | undefined;
   /** HS256 secrets: the current one signs, both verify (rotation without cutting clients off). */
@@ -24,7 +28,7 @@ export interface Config {
   logLevel: string;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
-  /** Failed sign-ins to the settings pages allowed per account / per client address in 15 minutes. */
+  /** Failed settings sign-ins per (email, client address) / per client address in 15 minutes before growing delays. */
   signInFailuresPerAccount: number;
   signInFailuresPerAddress: number;
   /** count(), sum(), avg(), min(), max() in select (PostgREST's db-aggregates-enabled); off: PGRST123. */
@@ -65,6 +69,9 @@ export function loadConfig(env: Env = process.env): Config {
   for (const s of schemas) if (!identifier.test(s)) throw new ConfigError(`TALLY_DB_SCHEMAS: "${s}" is not a schema name`);
   const anonRole = (env.TALLY_DB_ANON_ROLE ?? 'anon').trim();
   if (!identifier.test(anonRole)) throw new ConfigError(`TALLY_DB_ANON_ROLE: "${anonRole}" is not a role name`);
+  const apiRoles = list(env.TALLY_DB_API_ROLES ?? 'anon,api_read,api_write');
+  for (const r of apiRoles) if (!identifier.test(r)) throw new ConfigError(`TALLY_DB_API_ROLES: "${r}" is not a role name`);
+  if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
   const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? 'tally.check_request').trim();
   if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
     throw new ConfigError(`TALLY_DB_PRE_REQUEST: "${preRequestRaw}" is not a function name`);
@@ -78,14 +85,18 @@ export function loadConfig(env: Env = process.env): Config {
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
+  const dbUri = env.TALLY_DB_URI || undefined;
+  if (dbUri && !/^postgres(ql)?:\/\//.test(dbUri)) throw new ConfigError('TALLY_DB_URI must be a postgres:// or postgresql:// URL');
   return {
     databaseUrl,
+    dbUri,
     home: env.TALLY_HOME || '.tally',
     embeddedPort: integer(env, 'TALLY_EMBEDDED_PG_PORT', 54329, 1, 65535),
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: env.HOST || '127.0.0.1',
     schemas,
     anonRole,
+    apiRoles,
     preRequest: preRequestRaw === '' ? undefined : preRequestRaw,
     jwtSecret,
     jwtPreviousSecret,

@@ -15,8 +15,10 @@ export interface Lookups {
 
 const TTL_MS = 5_000;
 
-// The lists are not workspace data: any API role reads them. api_read is the least privilege.
-const READER: AuthContext = { role: 'api_read', claims: { role: 'api_read' } };
+// The lists are not workspace data: any API role reads them. api_read is the least privilege;
+// no claims at all (no workspace, so no tenant row), which the pre-request check knows as the
+// server's own read rather than a JWT's.
+const READER: AuthContext = { role: 'api_read', claims: {} };
 
 export class LookupCache {
   private cached: { value: Promise<Lookups>; until: number } | undefined;

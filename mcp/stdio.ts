@@ -2,7 +2,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Config } from '../gateway/config.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
-import { jwtSecretFor, openDatabase, serverPool } from '../gateway/db/connect.js';
+import { jwtSecretFor, openDatabase, serverLoginUrl, serverPool } from '../gateway/db/connect.js';
 import { createGateway } from '../gateway/gateway.js';
 import { ApiError } from '../gateway/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
@@ -19,7 +19,7 @@ export async function serveStdio(config: Config): Promise<void> {
       'Start it as TALLY_TOKEN=tally_ws_… tally mcp (tally token create --workspace W --scope read|write makes one)');
   }
   const db = await openDatabase(config, () => {});
-  const pool = serverPool(db.url, { max: 2 });
+  const pool = serverPool(await serverLoginUrl(config, db), { max: 2 });
   const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
   const token = await findWorkspaceToken(ctx, presented);
   if (!token.apiEnabled) throw apiSwitchedOff();

@@ -114,7 +114,7 @@ function pageText(page: Page<unknown>, noun: string): string {
 
 const pageFields = (page: Page<unknown>) => ({ limit: page.limit, offset: page.offset, has_more: page.has_more, next_offset: page.next_offset, total: page.total });
 
-/** public.fund_figures, as the computed field funds.summary embeds it (sql/040_fund_summary.sql). */
+/** public.fund_figures, as the computed field funds.summary embeds it (sql/051_fund_figures_linear.sql). */
 interface FundFigures {
   balance: number;
   income: number;

@@ -5,7 +5,7 @@ import { createKey, listKeys, revokeKey } from '../gateway/admin/keys.js';
 import { serverPool } from '../gateway/db/connect.js';
 import { ApiError } from '../gateway/errors.js';
 import { newPublishableKey } from '../gateway/secrets.js';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 
 // Publishable keys (issue 5 §4): the apikey of /rest/v1, created, listed and revoked as
 // `tally key create|list|revoke` do (gateway/admin/keys.ts), checked by the server's pool
@@ -17,7 +17,7 @@ describe('publishable keys', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    pool = serverPool(db.url, { max: 2 });
+    pool = serverPool(serverUrl(db.url), { max: 2 });
   });
   afterAll(async () => {
     await pool.end({ timeout: 5 });

@@ -4,7 +4,7 @@ import { serverPool } from '../gateway/db/connect.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE, PostgresRateLimitStore } from '../gateway/auth/ratelimit.js';
 import { newWorkspaceToken } from '../gateway/secrets.js';
 import { startTestApp, type TestApp } from './harness/app.js';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
@@ -153,6 +153,16 @@ describe('rate limits', () => {
       await request(t.app).post('/functions/v1/api-token').send({ token }).expect(429);
     });
 
+    it('holds exactly under concurrency: of 60 parallel bad tokens from one address, 10 are looked at', async () => {
+      const [a, b] = [start(), start()]; // two instances, one database
+      const statuses = await Promise.all(Array.from({ length: 60 }, (_, i) => exchange(i % 2 ? a.app : b.app, newWorkspaceToken()).then((r) => r.status)));
+      expect(statuses.filter((s) => s === 401)).toHaveLength(FAILED_AUTH_LIMIT_PER_MINUTE);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(60 - FAILED_AUTH_LIMIT_PER_MINUTE);
+      expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([{ hits: FAILED_AUTH_LIMIT_PER_MINUTE }]);
+      // MCP shares the count: the address is refused there too.
+      expect((await request(a.app).post('/mcp').set('Authorization', `Bearer ${newWorkspaceToken()}`).send({})).status).toBe(429);
+    });
+
     it('never takes requests in flight for failures: many concurrent valid calls from one address all pass', async () => {
       const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '1000' });
       const { token } = await tokenFor(db.admin, ws.id, 'read');
@@ -197,7 +207,7 @@ describe('rate limits', () => {
 
   describe('the Postgres store', () => {
     it('increments atomically under concurrency from two pools, and can decrement, get and reset', async () => {
-      const pools = [serverPool(db.url, { max: 5 }), serverPool(db.url, { max: 5 })];
+      const pools = [serverPool(serverUrl(db.url), { max: 5 }), serverPool(serverUrl(db.url), { max: 5 })];
       try {
         const stores = pools.map((p) => new PostgresRateLimitStore(p, 'test:'));
         stores.forEach((s) => s.init({ windowMs: 60_000 } as never));
@@ -219,7 +229,7 @@ describe('rate limits', () => {
     });
 
     it('is reachable by the authenticator role only through its functions, and not by API roles', async () => {
-      const pool = serverPool(db.url, { max: 1 });
+      const pool = serverPool(serverUrl(db.url), { max: 1 });
       try {
         await expect(pool`SELECT * FROM tally.rate_limits`).rejects.toMatchObject({ code: '42501' });
         await expect(pool`SELECT * FROM public.api_tokens`).rejects.toMatchObject({ code: '42501' });

@@ -2,7 +2,7 @@ import request from 'supertest';
 import { decodeJwt } from 'jose';
 import { serverPool } from '../gateway/db/connect.js';
 import { startTestApp, type TestApp } from './harness/app.js';
-import { asRole, createTestDatabase, sqlState, type TestDatabase } from './harness/db.js';
+import { asRole, createTestDatabase, serverUrl, sqlState, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
@@ -53,7 +53,7 @@ describe('scopes', () => {
   it("an exchanged read token's JWT runs as api_read through the server's own pool, which refuses writes", async () => {
     const claims = decodeJwt(await exchanged('read'));
     expect(claims.role).toBe('api_read');
-    const pool = serverPool(db.url, { max: 1 }); // connects as authenticator, as the server does
+    const pool = serverPool(serverUrl(db.url), { max: 1 }); // connects as authenticator, as the server does
     try {
       const state = await sqlState(pool.begin(async (tx) => {
         await tx`SELECT set_config('role', ${claims.role as string}, true), set_config('request.jwt.claims', ${JSON.stringify(claims)}, true)`;

@@ -49,6 +49,7 @@ beforeAll(async () => {
   await migrate(url);
   await applyPolicies(url);
   admin = postgres(url, { max: 2, onnotice: () => {} });
+  await admin`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`; // the server's login
   // A view that takes a second: the statement timeout below must cut it.
   await admin.unsafe(`CREATE VIEW public.slow_probe AS SELECT pg_sleep(1)::text AS slept`);
   await admin.unsafe(`GRANT SELECT ON public.slow_probe TO api_read, api_write`);

@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { packageRoot } from '../gateway/paths.js';
-import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 
@@ -22,7 +22,7 @@ describe('tally mcp (stdio)', () => {
       command: process.execPath,
       args: ['--import', 'tsx', 'gateway/cli/main.ts', 'mcp'],
       cwd: packageRoot,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: token, LOG_LEVEL: 'info' },
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, TALLY_DB_URI: serverUrl(db.url), TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: token, LOG_LEVEL: 'info' },
       stderr: 'pipe',
     });
   }
@@ -73,7 +73,7 @@ describe('tally mcp (stdio)', () => {
   });
 
   it('refuses to start with an unknown token, in one line', async () => {
-    const r = await tally(['mcp'], { DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: 'tally_ws_' + 'y'.repeat(40) });
+    const r = await tally(['mcp'], { DATABASE_URL: db.url, TALLY_DB_URI: serverUrl(db.url), TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: 'tally_ws_' + 'y'.repeat(40) });
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toBe('tally: Invalid workspace token. Check the token (tally token list shows the tokens of a workspace)');
     expect(r.stdout).toBe('');

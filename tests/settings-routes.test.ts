@@ -434,9 +434,15 @@ describe('failed sign-in limits', () => {
     db = await createTestDatabase();
     wsId = (await createWorkspace(db.admin, 'Limits', 'USD', 'test')).id;
     for (const who of ['target', 'bystander', 'third']) await addMember(db.admin, wsId, `${who}@example.com`, 'member', PASSWORD, 'test');
-    // Two servers on one database: the counters are shared, as between two processes.
-    a = startTestApp(db.url, limits);
-    b = startTestApp(db.url, limits);
+    // Two servers on one database: the counters are shared, as between two processes. Behind a
+    // trusted proxy, so that tests can come from several client addresses.
+    process.env.TALLY_TRUST_PROXY = '1';
+    try {
+      a = startTestApp(db.url, limits);
+      b = startTestApp(db.url, limits);
+    } finally {
+      delete process.env.TALLY_TRUST_PROXY;
+    }
   });
   afterAll(async () => {
     await a.close();
@@ -444,39 +450,63 @@ describe('failed sign-in limits', () => {
     await db.drop();
   });
 
-  async function attempt(app: TestApp, email: string, password: string) {
+  async function attempt(app: TestApp, email: string, password: string, headers: Record<string, string> = {}) {
     const agent = request.agent(app.app);
-    const login = await agent.get('/settings/login').expect(200);
-    return agent.post('/settings/login').type('form').send({ csrf: csrfOf(login.text), email, password });
+    const login = await agent.get('/settings/login').set(headers).expect(200);
+    return agent.post('/settings/login').set(headers).type('form').send({ csrf: csrfOf(login.text), email, password });
   }
 
-  it('locks an account after its failures, across servers, even for the right password; success resets it', async () => {
-    expect((await attempt(a, 'bystander@example.com', PASSWORD)).status).toBe(303); // a success counts for nothing
-    for (const app of [a, b, a]) expect((await attempt(app, 'target@example.com', 'wrong')).status).toBe(401);
-    const locked = await attempt(b, 'target@example.com', PASSWORD);
-    expect(locked.status).toBe(429);
-    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(0);
-    expect(Number(locked.headers['retry-after'])).toBeLessThanOrEqual(15 * 60);
-    expect(locked.text).toContain('Too many failed sign-ins');
-    expect(cookieOf(locked, 'tally_session')).toBeUndefined();
-    const [row] = await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = 'account:target@example.com'`;
-    expect(row.failures).toBe(4);
-    // Another account from the same address still signs in, and that clears nothing of target's.
-    expect((await attempt(a, 'bystander@example.com', PASSWORD)).status).toBe(303);
-    expect((await attempt(a, 'target@example.com', PASSWORD)).status).toBe(429);
-    // When the window has passed, the right password works and the account's count is gone.
-    await db.admin`UPDATE tally.sign_in_failures SET window_ends = now() - interval '1 second'`;
-    expect((await attempt(b, 'target@example.com', PASSWORD)).status).toBe(303);
-    expect(await db.admin`SELECT 1 FROM tally.sign_in_failures WHERE key = 'account:target@example.com'`).toHaveLength(0);
+  const ATTACKER = '203.0.113.7';
+  const MEMBER = '198.51.100.9';
+  const from = (address: string) => ({ 'X-Forwarded-For': address });
+  const liftDelays = () => db.admin`UPDATE tally.sign_in_failures SET blocked_until = NULL`;
+
+  it('an attacker elsewhere cannot lock the member out, and is slowed down with growing delays', async () => {
+    await db.admin`DELETE FROM tally.sign_in_failures`;
+    // The attacker fails ten times on the member's email (lifting each delay by hand, as if it
+    // had waited it), across both servers.
+    for (let i = 0; i < 10; i++) {
+      expect((await attempt(i % 2 ? a : b, 'target@example.com', 'wrong', from(ATTACKER))).status).toBe(401);
+      if (i < 9) await liftDelays();
+    }
+    const [pair] = await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = ${`pair:${ATTACKER} target@example.com`}`;
+    expect(pair.failures).toBe(10);
+    // The attacker's next try, even with the right password, waits: 2^(10-3) s after the tenth
+    // failure (it was 1 s after the third).
+    const slowed = await attempt(a, 'target@example.com', PASSWORD, from(ATTACKER));
+    expect(slowed.status).toBe(429);
+    expect(slowed.text).toContain('Too many failed sign-ins');
+    expect(cookieOf(slowed, 'tally_session')).toBeUndefined();
+    expect(Number(slowed.headers['retry-after'])).toBeGreaterThan(64);
+    expect(Number(slowed.headers['retry-after'])).toBeLessThanOrEqual(128);
+    // Meanwhile the member signs in from their own address, on either server.
+    expect((await attempt(b, 'target@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
+    expect((await attempt(a, 'target@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
+    // A success clears the member's own count from that address, not the attacker's.
+    expect(await db.admin`SELECT 1 FROM tally.sign_in_failures WHERE key = ${`pair:${MEMBER} target@example.com`}`).toHaveLength(0);
+    expect((await attempt(b, 'target@example.com', PASSWORD, from(ATTACKER))).status).toBe(429);
   });
 
-  it('limits an address across accounts, known or not', async () => {
+  it('throttles an address across emails, known or not, and only that address', async () => {
     await db.admin`DELETE FROM tally.sign_in_failures`;
-    for (let i = 0; i < 6; i++) expect((await attempt(i % 2 ? a : b, `guess${i}@example.com`, 'wrong')).status).toBe(401);
-    const blocked = await attempt(a, 'third@example.com', PASSWORD);
+    for (let i = 0; i < 6; i++) expect((await attempt(i % 2 ? a : b, `guess${i}@example.com`, 'wrong', from(ATTACKER))).status).toBe(401);
+    const blocked = await attempt(a, 'third@example.com', PASSWORD, from(ATTACKER));
     expect(blocked.status).toBe(429);
     expect(blocked.headers['retry-after']).toMatch(/^\d+$/);
     const rows = await db.admin<{ key: string; failures: number }[]>`SELECT key, failures FROM tally.sign_in_failures WHERE key LIKE 'addr:%'`;
-    expect(rows).toEqual([{ key: expect.stringMatching(/^addr:.*127\.0\.0\.1$/), failures: 7 }]);
+    expect(rows).toEqual([{ key: `addr:${ATTACKER}`, failures: 6 }]);
+    expect((await attempt(b, 'third@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
+  });
+
+  it('answers an unknown email and a wrong password alike, and counts both', async () => {
+    await db.admin`DELETE FROM tally.sign_in_failures`;
+    const unknown = await attempt(a, 'nobody@example.com', 'wrong', from(MEMBER));
+    const wrong = await attempt(a, 'bystander@example.com', 'wrong', from(MEMBER));
+    expect(unknown.status).toBe(401);
+    expect(wrong.status).toBe(401);
+    const errorOf = (text: string) => /<p class="error"[^>]*>([^<]*)</.exec(text)?.[1] ?? text.length;
+    expect(errorOf(unknown.text)).toEqual(errorOf(wrong.text));
+    expect((await db.admin`SELECT key FROM tally.sign_in_failures ORDER BY key`).map((r) => r.key)).toEqual([
+      `addr:${MEMBER}`, `pair:${MEMBER} bystander@example.com`, `pair:${MEMBER} nobody@example.com`]);
   });
 });

@@ -34,6 +34,12 @@ export function bearerAuth(ctx: AppContext): RequestHandler {
       }
       const claims = await verifyJwt(ctx.jwt, token);
       const role = typeof claims.role === 'string' && claims.role !== '' ? claims.role : anonRole;
+      // The server's login may become any role it is a member of: only the API roles are
+      // for requests. A JWT naming another (the owner, authenticator itself) is not Tally's.
+      if (!ctx.config.apiRoles.includes(role)) {
+        throw new ApiError(401, 'PGRST303', 'JWT role is not an API role', null, 'Exchange a workspace token at /api/v1/token for an access token',
+          { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="JWT role is not an API role"' });
+      }
       res.locals.auth = { role, claims: { ...claims, role } } satisfies AuthContext;
       res.locals.rateKey = typeof claims.sub === 'string' ? `token:${claims.sub}` : `ip:${req.ip}`;
       next();

@@ -66,7 +66,7 @@ export async function verifyJwt(keys: JwtKeys, token: string): Promise<JWTPayloa
   // every request (a WebCrypto key import and an HMAC) was ~10% of a read's CPU. Successes
   // only, until the token expires (with verification's clock tolerance) and at most a few
   // minutes; revocation does not depend on this, the pre-request check reads it per request.
-  const exp = typeof payload.exp === 'number' ? payload.exp * 1000 + CLOCK_TOLERANCE_S * 1000 : Infinity;
+  const exp = (payload.exp as number) * 1000 + CLOCK_TOLERANCE_S * 1000;
   const until = Math.min(exp, Date.now() + VERIFIED_TTL_MS);
   if (until > Date.now()) {
     if (cache.size >= VERIFIED_MAX) cache.delete(cache.keys().next().value!);
@@ -94,7 +94,8 @@ async function verifyUncached(keys: JwtKeys, token: string): Promise<JWTPayload>
   let lastError: unknown;
   for (const key of keys.verify) {
     try {
-      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance: CLOCK_TOLERANCE_S });
+      // An access token without an expiry would be valid forever: `exp` is required.
+      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['exp'] });
       if (payload.aud !== undefined && payload.aud !== AUDIENCE && !(Array.isArray(payload.aud) && payload.aud.includes(AUDIENCE))) {
         throw jwtError('PGRST303', 'JWT not in audience');
       }
@@ -102,7 +103,9 @@ async function verifyUncached(keys: JwtKeys, token: string): Promise<JWTPayload>
     } catch (err) {
       if (err instanceof ApiError) throw err;
       if (err instanceof errors.JWTExpired) throw jwtError('PGRST303', 'JWT expired', 'Exchange the workspace token for a new access token');
-      if (err instanceof errors.JWTClaimValidationFailed) throw jwtError('PGRST303', `JWT claim "${err.claim}" is invalid`);
+      if (err instanceof errors.JWTClaimValidationFailed) {
+        throw jwtError('PGRST303', `JWT claim "${err.claim}" is ${err.reason === 'missing' ? 'missing' : 'invalid'}`);
+      }
       lastError = err;
     }
   }

@@ -153,7 +153,6 @@ function limiter(ctx: AppContext, prefix: string, overrides: Partial<Options>): 
 }
 
 const requestLimiters = new WeakMap<AppContext, RateLimitRequestHandler>();
-const failureStores = new WeakMap<AppContext, PostgresRateLimitStore>();
 
 /**
  * The request limit: config.rateLimitPerMinute per workspace token (res.locals.rateKey set by
@@ -197,43 +196,30 @@ export function limitAfter(ctx: AppContext, authenticate: RequestHandler): Reque
   };
 }
 
-/**
- * The failed-authentication limit around a surface's authentication step (the exchange, MCP):
- * FAILED_AUTH_LIMIT_PER_MINUTE answers of 401 per client address and minute; after that the
- * address gets 429 before its token is even looked at, so guessing costs a minute per few
- * tries. Only failures are counted, once they happened and before the 401 is answered: a
- * request in flight counts for nothing, so an agent's many concurrent calls are never taken
- * for guesses.
- */
-export function failedAuthLimit(ctx: AppContext, authenticate: RequestHandler): RequestHandler {
-  let store = failureStores.get(ctx);
-  if (!store) {
-    store = new PostgresRateLimitStore(ctx.db, 'authfail:');
-    store.init({ windowMs: WINDOW_MS, limit: FAILED_AUTH_LIMIT_PER_MINUTE } as Options);
-    failureStores.set(ctx, store);
-  }
-  const failures = store;
-  return async (req, res, next) => {
-    const key = addressKey(req);
-    try {
-      const seen = await failures.get(key);
-      if (seen && seen.totalHits >= FAILED_AUTH_LIMIT_PER_MINUTE) {
-        const retry = Math.max(1, Math.ceil((seen.resetTime.getTime() - Date.now()) / 1000));
-        res.set({
-          'Retry-After': String(retry),
-          'RateLimit-Policy': `"failed-auth"; q=${FAILED_AUTH_LIMIT_PER_MINUTE}; w=${WINDOW_MS / 1000}`,
-          RateLimit: `"failed-auth"; r=0; t=${retry}`,
-        });
-        return next(new ApiError(429, 'PT429', 'Too many failed authentications from this address', null,
-          'Wait the number of seconds in the Retry-After header, then check the workspace token'));
-      }
-    } catch (err) {
-      return next(err);
-    }
-    authenticate(req, res, (authError?: unknown) => {
-      if (!(authError instanceof ApiError) || authError.status !== 401) return next(authError);
-      failures.increment(key).then(() => next(authError), next);
+/** The answer to an address over the failed-authentication limit, with its draft-8 headers. */
+export function tooManyFailures(resetAt: Date): ApiError {
+  const retry = Math.max(1, Math.ceil((resetAt.getTime() - Date.now()) / 1000));
+  return new ApiError(429, 'PT429', 'Too many failed authentications from this address', null,
+    'Wait the number of seconds in the Retry-After header, then check the workspace token', {
+      'Retry-After': String(retry),
+      'RateLimit-Policy': `"failed-auth"; q=${FAILED_AUTH_LIMIT_PER_MINUTE}; w=${WINDOW_MS / 1000}`,
+      RateLimit: `"failed-auth"; r=0; t=${retry}`,
     });
+}
+
+/**
+ * The failed-authentication limit around a surface's workspace-token authentication (the
+ * exchange, MCP): FAILED_AUTH_LIMIT_PER_MINUTE answers of 401 per client address and minute;
+ * after that the address gets 429 before its token is even looked at, so guessing costs a
+ * minute per few tries. The check, the lookup and the count are one database call per request
+ * (tally.authenticate_token, through authenticateWorkspaceToken), so the limit is exact even
+ * for guesses sent all at once; only failures count, so an agent's many concurrent calls are
+ * never taken for guesses.
+ */
+export function failedAuthLimit(_ctx: AppContext, authenticate: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    res.locals.failedAuthKey = 'authfail:' + addressKey(req);
+    return authenticate(req, res, next);
   };
 }
 

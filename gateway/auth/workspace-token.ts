@@ -3,6 +3,8 @@ import type { AuthContext } from '../call.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
+import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
+import { FAILED_AUTH_LIMIT_PER_MINUTE, tooManyFailures, WINDOW_MS } from './ratelimit.js';
 
 // Authentication with a workspace token itself (tally_ws_…): the token exchange, and MCP, which
 // carries the token in its URL. The database stores only SHA-256 hashes; the lookup is by hash
@@ -24,7 +26,10 @@ export const roleForScope = (scope: Scope): string => (scope === 'write' ? 'api_
 /** What a gateway call made with this token runs as (MCP); the same claims the exchange signs. */
 export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
   const role = roleForScope(token.scope);
-  return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id } };
+  // `exp` as an access token has it (the pre-request check requires one); the token itself is
+  // checked again by that function on every call, so a long MCP session is not cut off by it.
+  const exp = Math.floor(Date.now() / 1000) + ACCESS_TOKEN_TTL_SECONDS;
+  return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id, exp } };
 }
 
 const unauthorized = (code: string, message: string, hint: string | null): ApiError =>
@@ -42,20 +47,43 @@ const revokedToken = (): ApiError =>
 export const apiSwitchedOff = (): ApiError =>
   new ApiError(403, 'PT403', 'API access is switched off for this workspace', null, 'A workspace owner can switch it on in the workspace settings');
 
+type TokenRow = { token_id: string | null; workspace_id: string; scope: Scope; token_hash: Buffer; revoked: boolean; api_enabled: boolean };
+
 /**
- * Looks a presented workspace token up. Throws 401 for a malformed, unknown or revoked one;
- * the API switch is left to the caller (requireApiEnabled), after the rate limit has counted
- * the request against the token. Marks the token used (at most once a minute, in SQL).
+ * Looks a presented workspace token up. Throws 401 for a missing, malformed, unknown or revoked
+ * one; the API switch is left to the caller (requireApiEnabled), after the rate limit has
+ * counted the request against the token. Marks the token used (at most once a minute, in SQL).
+ *
+ * With `failureKey` (the client address), the failed-authentication limit applies: the check,
+ * the lookup and the count of a failure are one database call that decides the guesses of one
+ * address one after the other (tally.authenticate_token), and an address over the limit gets
+ * a 429 before its token is looked at.
  */
-export async function findWorkspaceToken(ctx: AppContext, presented: string | undefined): Promise<WorkspaceToken> {
+export async function findWorkspaceToken(ctx: AppContext, presented: string | undefined, failureKey?: string): Promise<WorkspaceToken> {
+  const shaped = presented !== undefined && looksLikeWorkspaceToken(presented);
+  const hash = shaped ? sha256(presented) : null;
+  let row: TokenRow | undefined;
+  if (failureKey !== undefined) {
+    const [r] = await ctx.db<(TokenRow & { limited: boolean; reset_at: Date })[]>`
+      SELECT limited, reset_at, token_id, workspace_id, scope, token_hash, revoked, api_enabled
+        FROM tally.authenticate_token(${hash}, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`;
+    if (r.limited) throw tooManyFailures(r.reset_at);
+    row = r.token_id === null ? undefined : r;
+  } else if (hash !== null) {
+    [row] = await ctx.db<TokenRow[]>`
+      SELECT token_id, workspace_id, scope, token_hash, revoked, api_enabled FROM tally.exchange_token(${hash})`;
+  }
   if (presented === undefined || presented === '') throw missingToken();
-  if (!looksLikeWorkspaceToken(presented)) throw invalidToken();
-  const hash = sha256(presented);
-  const [row] = await ctx.db<{ token_id: string; workspace_id: string; scope: Scope; token_hash: Buffer; revoked: boolean; api_enabled: boolean }[]>`
-    SELECT token_id, workspace_id, scope, token_hash, revoked, api_enabled FROM tally.exchange_token(${hash})`;
-  if (!row || !sameHash(row.token_hash, hash)) throw invalidToken();
+  if (hash === null || !row || !sameHash(row.token_hash, hash)) throw invalidToken();
   if (row.revoked) throw revokedToken();
-  return { id: row.token_id, workspaceId: row.workspace_id, scope: row.scope, apiEnabled: row.api_enabled };
+  return { id: row.token_id!, workspaceId: row.workspace_id, scope: row.scope, apiEnabled: row.api_enabled };
+}
+
+/** A failure of the request's own making (two tokens sent): counted like a bad token. */
+async function countFailure(ctx: AppContext, failureKey: string): Promise<void> {
+  const [r] = await ctx.db<{ limited: boolean; reset_at: Date }[]>`
+    SELECT limited, reset_at FROM tally.authenticate_token(NULL, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`;
+  if (r.limited) throw tooManyFailures(r.reset_at);
 }
 
 export interface WorkspaceTokenLocals {
@@ -68,11 +96,20 @@ export interface WorkspaceTokenLocals {
  * Middleware: authenticates the workspace token `extract` finds in the request, and sets
  * res.locals.workspaceToken, res.locals.auth and res.locals.rateKey (`token:<id>`, the same key
  * bearerAuth derives from a JWT's `sub`, so one token has one rate limit on every surface).
+ * Under failedAuthLimit (res.locals.failedAuthKey set) its failures are limited per address.
  */
 export function authenticateWorkspaceToken(ctx: AppContext, extract: (req: Parameters<RequestHandler>[0]) => string | undefined): RequestHandler {
   return async (req, res, next) => {
+    const failureKey = res.locals.failedAuthKey as string | undefined;
     try {
-      const token = await findWorkspaceToken(ctx, extract(req));
+      let presented: string | undefined;
+      try {
+        presented = extract(req);
+      } catch (err) {
+        if (failureKey !== undefined && err instanceof ApiError && err.status === 401) await countFailure(ctx, failureKey);
+        throw err;
+      }
+      const token = await findWorkspaceToken(ctx, presented, failureKey);
       res.locals.workspaceToken = token;
       res.locals.auth = workspaceTokenAuth(token);
       res.locals.rateKey = `token:${token.id}`;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config.js';
-import { adminClient, openDatabase } from '../db/connect.js';
+import { adminClient, openDatabase, provisionServerLogin } from '../db/connect.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { AdminError, createWorkspace, findWorkspace, listWorkspaces, setApiEnabled } from '../admin/workspaces.js';
 import { createToken, listTokens, parseScope, revokeToken } from '../admin/tokens.js';
@@ -115,6 +115,7 @@ async function run(argv: string[]): Promise<void> {
       const db = await openDatabase(config);
       try {
         const ran = await migrate(db.url, direction, count);
+        if (direction === 'up') await provisionServerLogin(config, db);
         process.stdout.write(ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n');
       } finally {
         await db.stop();

@@ -3,7 +3,8 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
-import { adminClient, jwtSecretFor, openDatabase, serverPool, type Database } from '../db/connect.js';
+import { adminClient, jwtSecretFor, openDatabase, provisionServerLogin, serverLoginUrl, serverPool, type Database } from '../db/connect.js';
+import { preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
@@ -60,11 +61,21 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
       await admin.end();
     }
   }
+  // The server's own login gets its password: after migrating, and on every embedded start (a
+  // home folder from before the server had a login of its own gets one here).
+  if (options.prepare || db.embedded) await provisionServerLogin(config, db);
   await serve(config, db, demo);
 }
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
-  const pool = serverPool(db.url);
+  const pool = serverPool(await serverLoginUrl(config, db));
+  try {
+    await preflight(pool, config);
+  } catch (err) {
+    await pool.end({ timeout: 1 });
+    await db.stop();
+    throw err;
+  }
   const app = createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) });
   const server = await listen(app, config.port, config.host);
   const address = server.address();

@@ -28,9 +28,42 @@ export async function jwtSecretFor(config: Config, db: Database): Promise<string
 export const AUTHENTICATOR_ROLE = 'authenticator';
 
 /**
- * The server's pool. Each connection takes the role `authenticator` at start-up, so even a
- * superuser DATABASE_URL serves requests with no privileges beyond the API roles it switches
- * to per transaction.
+ * The URL the server logs in with: TALLY_DB_URI, or in embedded mode the owner's address with
+ * the login `authenticator` and its password from the home folder. The owner's credentials
+ * are for migrations and the command line only.
+ */
+export async function serverLoginUrl(config: Config, db: Database): Promise<string> {
+  if (config.dbUri) return config.dbUri;
+  if (!db.embedded) {
+    throw new Error('TALLY_DB_URI is required with DATABASE_URL: the server logs in as authenticator, not as the owner (see the README)');
+  }
+  const url = new URL(db.url);
+  url.username = AUTHENTICATOR_ROLE;
+  url.password = encodeURIComponent((await localSecrets(config.home)).authenticatorPassword);
+  return url.toString();
+}
+
+/**
+ * Gives the server's login the password it will log in with (`tally migrate`, `tally up`), so
+ * that nobody types an ALTER ROLE. A TALLY_DB_URI naming another user is left to its DBA.
+ */
+export async function provisionServerLogin(config: Config, db: Database): Promise<void> {
+  if (!config.dbUri && !db.embedded) return;
+  const url = new URL(await serverLoginUrl(config, db));
+  if (decodeURIComponent(url.username) !== AUTHENTICATOR_ROLE || url.password === '') return;
+  const admin = adminClient(db.url);
+  try {
+    // Only once the migration that makes the function has run (migrate --count can stop before).
+    const [ready] = await admin`SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('tally.set_login_password(text, text)')`;
+    if (ready) await admin`SELECT tally.set_login_password(${AUTHENTICATOR_ROLE}, ${decodeURIComponent(url.password)})`;
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * The server's pool, logged in as the server's own login (authenticator: NOINHERIT, no
+ * privileges of its own; each request's transaction switches to one API role).
  */
 export function serverPool(url: string, options: { max?: number } = {}): Sql {
   return postgres(url, {
@@ -43,7 +76,7 @@ export function serverPool(url: string, options: { max?: number } = {}): Sql {
     // attempts: quick 503s during an outage, and service again within a second of its end.
     backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
     onnotice: () => {},
-    connection: { role: AUTHENTICATOR_ROLE, application_name: 'tally' } as Record<string, string>,
+    connection: { application_name: 'tally' },
   });
 }
 

@@ -13,6 +13,8 @@ import postgres from 'postgres';
 export interface LocalSecrets {
   postgresPassword: string;
   jwtSecret: string;
+  /** The password of the server's own login (authenticator), set by `tally migrate`/`tally up`. */
+  authenticatorPassword: string;
 }
 
 export interface EmbeddedDatabase {
@@ -24,14 +26,24 @@ export interface EmbeddedDatabase {
 
 const DATABASE = 'tally';
 
+const newSecret = (bytes: number): string => randomBytes(bytes).toString('base64url');
+
 /** Secrets generated once into the home folder, readable by its owner only. */
 export async function localSecrets(home: string): Promise<LocalSecrets> {
   const file = join(home, 'secrets.json');
-  if (existsSync(file)) return JSON.parse(await readFile(file, 'utf8')) as LocalSecrets;
+  if (existsSync(file)) {
+    const saved = JSON.parse(await readFile(file, 'utf8')) as Partial<LocalSecrets> & Pick<LocalSecrets, 'postgresPassword' | 'jwtSecret'>;
+    if (saved.authenticatorPassword) return saved as LocalSecrets;
+    // A home folder from before the server had a login of its own: add its password.
+    const completed = { ...saved, authenticatorPassword: newSecret(24) };
+    await writeFile(file, JSON.stringify(completed, null, 2) + '\n', { mode: 0o600 });
+    return completed;
+  }
   await mkdir(home, { recursive: true, mode: 0o755 });
   const secrets: LocalSecrets = {
-    postgresPassword: randomBytes(24).toString('base64url'),
-    jwtSecret: randomBytes(48).toString('base64url'),
+    postgresPassword: newSecret(24),
+    jwtSecret: newSecret(48),
+    authenticatorPassword: newSecret(24),
   };
   await writeFile(file, JSON.stringify(secrets, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
   await chmod(file, 0o600);

@@ -41,7 +41,7 @@ export interface SignInLimits {
   windowSeconds: number;
 }
 
-/** Counts an attempt; the seconds to wait when the address or the account is over its limit, else 0. */
+/** Counts an attempt; the seconds to wait while the address, or this email from it, is delayed, else 0. */
 export async function countSignInAttempt(db: Sql, address: string, email: string, limits: SignInLimits): Promise<number> {
   const [{ wait }] = await db<{ wait: number }[]>`
     SELECT tally.settings_sign_in_attempt(${address}, ${email}, ${limits.perAddress}, ${limits.perAccount}, ${limits.windowSeconds}) AS wait`;

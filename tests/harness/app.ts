@@ -4,9 +4,10 @@ import { loadConfig, type Config } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
 import { serverPool } from '../../gateway/db/connect.js';
 import { createApp } from '../../gateway/server.js';
+import { serverUrl } from './db.js';
 import { SignJWT } from 'jose';
 
-// The real server in-process for supertest: the same createApp and authenticator pool as
+// The real server in-process for supertest: the same createApp and authenticator login as
 // `tally serve`, on a test database, with a fixed JWT secret tests can sign with.
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
@@ -19,7 +20,7 @@ export interface TestApp {
 
 export function startTestApp(databaseUrl: string, env: Record<string, string> = {}): TestApp {
   const config: Config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: databaseUrl, ...env });
-  const ctx: AppContext = { config, db: serverPool(databaseUrl, { max: 4 }), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
+  const ctx: AppContext = { config, db: serverPool(serverUrl(databaseUrl), { max: 4 }), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
   return { app: createApp(ctx), ctx, close: () => ctx.db.end({ timeout: 5 }) };
 }
 

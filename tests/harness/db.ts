@@ -25,6 +25,16 @@ export function databaseUrl(database: string): string {
   return u.toString();
 }
 
+/** The server's own login (authenticator) to a test database, as `tally serve` logs in. */
+export function serverUrl(ownerUrl: string): string {
+  const password = process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD;
+  if (!password) throw new Error('the test harness did not set the authenticator password (jest globalSetup)');
+  const u = new URL(ownerUrl);
+  u.username = 'authenticator';
+  u.password = encodeURIComponent(password);
+  return u.toString();
+}
+
 /** A new database: a clone of the migrated template, or empty with `{ empty: true }`. */
 export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   const name = 'tally_test_' + randomBytes(6).toString('hex');

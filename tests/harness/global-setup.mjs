@@ -51,6 +51,15 @@ export default async function globalSetup() {
   const { applyPolicies, migrate } = (await tsImport('../../gateway/db/migrate.ts', import.meta.url));
   await migrate(templateUrl);
   await applyPolicies(templateUrl);
+  // The server logs in as authenticator (a cluster-wide role): tests do too, with this password.
+  const authenticatorPassword = 'test-authenticator-' + Math.random().toString(36).slice(2);
+  const owner = postgres(templateUrl, { max: 1, onnotice: () => {} });
+  try {
+    await owner`SELECT tally.set_login_password('authenticator', ${authenticatorPassword})`;
+  } finally {
+    await owner.end();
+  }
+  process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD = authenticatorPassword;
   process.env.TALLY_TEST_CLUSTER_URL = clusterUrl;
   process.env.TALLY_TEST_TEMPLATE = TEMPLATE;
 }

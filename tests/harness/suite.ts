@@ -53,7 +53,7 @@ export async function setUpFinance(env: Record<string, string>, names: [string, 
 
 /** restEnv for the blog fixture schema: exposed alone, its own anonymous role, no pre-request check. */
 export function blogEnv(env: Record<string, string> = {}): Record<string, string> {
-  return restEnv({ TALLY_DB_SCHEMAS: 'blog', TALLY_DB_ANON_ROLE: 'blog_anon', TALLY_DB_PRE_REQUEST: '', ...env });
+  return restEnv({ TALLY_DB_SCHEMAS: 'blog', TALLY_DB_ANON_ROLE: 'blog_anon', TALLY_DB_API_ROLES: 'blog_anon,blog_user', TALLY_DB_PRE_REQUEST: '', ...env });
 }
 
 /** A database with the blog fixture schema, and the app serving it. */

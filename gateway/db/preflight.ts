@@ -1,0 +1,41 @@
+import type { Sql } from 'postgres';
+import type { Config } from '../config.js';
+
+// Checks `tally serve` makes before it listens, on its own login, so that a deployment that
+// would serve too much never starts: each failure is one line that says what to fix.
+
+export class PreflightError extends Error {}
+
+export async function preflight(db: Sql, config: Config): Promise<void> {
+  // The login must not be able to step around the API roles: no superuser, no BYPASSRLS, and
+  // no membership in a role other than the API roles (a SET ROLE to the owner would be one).
+  const [login] = await db<{ name: string; rolsuper: boolean; rolbypassrls: boolean; others: string[] }[]>`
+    SELECT r.rolname AS name, r.rolsuper, r.rolbypassrls,
+           coalesce(array_agg(g.rolname ORDER BY g.rolname) FILTER (WHERE g.rolname <> ALL (${config.apiRoles}::text[])), '{}') AS others
+      FROM pg_roles r
+      LEFT JOIN pg_auth_members m ON m.member = r.oid
+      LEFT JOIN pg_roles g ON g.oid = m.roleid
+     WHERE r.rolname = session_user
+     GROUP BY r.rolname, r.rolsuper, r.rolbypassrls`;
+  if (login.rolsuper || login.rolbypassrls) {
+    throw new PreflightError(`the server's database login "${login.name}" is a superuser or bypasses RLS; log in as authenticator (TALLY_DB_URI)`);
+  }
+  if (login.others.length > 0) {
+    throw new PreflightError(`the server's database login "${login.name}" is a member of ${login.others.join(', ')}, not only of the API roles (${config.apiRoles.join(', ')})`);
+  }
+  // RLS by construction: a table an API role may touch that has workspace_id is a tenant
+  // table, and must force its policies on everyone, its owner included.
+  const open = await db<{ name: string }[]>`
+    SELECT n.nspname || '.' || c.relname AS name
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = ANY (${config.schemas}::text[]) AND c.relkind IN ('r', 'p')
+       AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
+       AND EXISTS (SELECT 1 FROM unnest(${config.apiRoles}::text[]) r(role)
+                    JOIN pg_roles x ON x.rolname = r.role
+                   WHERE has_table_privilege(x.oid, c.oid, 'SELECT, INSERT, UPDATE, DELETE'))
+       AND NOT (c.relrowsecurity AND c.relforcerowsecurity)
+     ORDER BY 1`;
+  if (open.length > 0) {
+    throw new PreflightError(`refusing to serve: ${open.map((t) => t.name).join(', ')} ${open.length === 1 ? 'has' : 'have'} workspace_id and ${open.length === 1 ? 'is' : 'are'} granted to an API role but without forced row-level security (run "tally policies apply" or fix the migration)`);
+  }
+}
