@@ -3,10 +3,13 @@
 
 import { readOnlyError } from './auth/scopes.js';
 
+/** PGRST201 lists the candidate relationships as objects, as PostgREST does. */
+export type ErrorDetails = string | null | Record<string, string>[];
+
 export interface ErrorBody {
   code: string;
   message: string;
-  details: string | null;
+  details: ErrorDetails;
   hint: string | null;
 }
 
@@ -15,7 +18,7 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
-    readonly details: string | null = null,
+    readonly details: ErrorDetails = null,
     readonly hint: string | null = null,
     readonly headers: Record<string, string> = {},
   ) {

@@ -44,6 +44,11 @@ function aggregateSql(fn: string, arg: string | undefined, cast: string | undefi
   return cast ? `CAST(${sql} AS ${cast})` : sql;
 }
 
+/** A node that selects no column, at any depth: PostgREST leaves such an embed out of the output. */
+function isEmpty(node: ReadNode): boolean {
+  return node.select.every((item) => item.kind === 'embed' && isEmpty(item.embed.node));
+}
+
 /** The parts of a node's SELECT, for a row reached through `row` (its own alias in reads). */
 export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params, options: CompileOptions = {}): CompiledNode {
   // Outputs in order; plain ones are the grouping keys when any output aggregates. json values
@@ -67,6 +72,8 @@ export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params
     } else {
       const e = item.embed;
       const lateral = ident(e.lateral);
+      // An embed without columns (`clients!inner()`) only filters: joined, never shown.
+      if (isEmpty(e.node)) continue;
       if (e.spread) {
         for (const col of spreadColumns(e.node)) {
           const v = `${lateral}.${ident(col.key)}`;
@@ -96,7 +103,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params
   if (node.limit !== undefined) orderLimit += ` LIMIT ${p.text(String(node.limit))}::int8`;
   if (node.offset !== undefined && node.offset > 0) orderLimit += ` OFFSET ${p.text(String(node.offset))}::int8`;
   return {
-    select: select.length > 0 ? select.join(', ') : 'NULL AS "pgrst_none"',
+    select: select.join(', '), // none at all: a row without columns, {} in JSON
     fromWhere: `${from}${joins.map((j) => ' ' + j).join('')}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}`,
     groupBy: groups.length > 0 ? ` GROUP BY ${groups.join(', ')}` : '',
     orderLimit,

@@ -43,6 +43,10 @@ export function fieldSql(expr: FieldExpr, row: RowRef, p: Params): string {
   let sql = expr.source.kind === 'column'
     ? row.col(expr.source.column.name)
     : `${qualified(expr.source.fn.schema, expr.source.fn.name)}(${row.row()})`;
+  // Arrows also reach into arrays and composite values, through their JSON form (as PostgREST).
+  const base = expr.source.kind === 'column' ? expr.source.column.baseType : expr.source.fn.baseType;
+  const isArray = expr.source.kind === 'column' ? expr.source.column.isArray : expr.source.fn.isArray;
+  if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb'))) sql = `pg_catalog.to_jsonb(${sql})`;
   for (const step of expr.json) {
     const key = /^-?\d+$/.test(step.key) ? `${p.text(step.key)}::int4` : p.text(step.key);
     sql = `(${sql}${step.arrow}${key})`;
