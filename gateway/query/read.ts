@@ -3,7 +3,7 @@
 
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
-import { aliasRow, conditionSql, fieldSql, ident, Params, qualified, type RowRef } from './sql.js';
+import { aliasRow, conditionSql, fieldSql, ident, outputSql, Params, qualified, type RowRef } from './sql.js';
 
 export interface CompiledNode {
   select: string;
@@ -59,13 +59,19 @@ export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params
   const joins: string[] = [];
   for (const item of node.select) {
     if (item.kind === 'star') {
-      // `alias.*`, or its columns one by one when they become grouping keys.
+      // `alias.*`, or its columns one by one when they become grouping keys or some column has
+      // a data representation.
+      if (node.relation.columnList.some((c) => c.representation?.toJson)) {
+        for (const c of node.relation.columnList) {
+          plain(c.representation?.toJson ? `${c.representation.toJson}(${row.col(c.name)})` : row.col(c.name), c.name);
+        }
+        continue;
+      }
       outputs.push({ sql: row.star(), plain: false, star: 'row' });
       for (const c of node.relation.columnList) outputs.push({ sql: row.col(c.name), key: c.name, plain: true, star: 'column' });
     } else if (item.kind === 'field') {
-      const e = fieldSql(item.expr, row, p);
-      if (item.aggregate && !options.lift) aggregate(aggregateSql(item.aggregate.fn, e, item.aggregate.cast), item.key);
-      else plain(e, item.key);
+      if (item.aggregate && !options.lift) aggregate(aggregateSql(item.aggregate.fn, fieldSql(item.expr, row, p), item.aggregate.cast), item.key);
+      else plain(item.aggregate ? fieldSql(item.expr, row, p) : outputSql(item.expr, row, p), item.key);
     } else if (item.kind === 'count') {
       if (options.lift) plain('1', item.key);
       else aggregate(aggregateSql('count', undefined, item.cast), item.key);

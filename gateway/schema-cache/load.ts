@@ -47,7 +47,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemas]);
   const oids = relationRows.map((r) => r.oid);
-  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows] = await Promise.all([
+  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows, castRows] = await Promise.all([
     sql.unsafe<ColumnRow[]>(`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
              pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
@@ -117,7 +117,26 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        WHERE ${USER_SCHEMAS} AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped`),
+    // Casts of domains of the exposed schemas to json and from text: data representations.
+    sql.unsafe<{ domain: string; direction: string; fn: string }[]>(`
+      SELECT format('%I.%I', dn.nspname, d.typname) AS domain,
+             CASE WHEN c.castsource = d.oid THEN 'to' ELSE 'from' END AS direction,
+             format('%I.%I', fn.nspname, f.proname) AS fn
+        FROM pg_catalog.pg_cast c
+        JOIN pg_catalog.pg_type d ON d.oid IN (c.castsource, c.casttarget) AND d.typtype = 'd'
+        JOIN pg_catalog.pg_namespace dn ON dn.oid = d.typnamespace
+        JOIN pg_catalog.pg_proc f ON f.oid = c.castfunc JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+       WHERE dn.nspname = ANY($1::text[])
+         AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
+           OR (c.casttarget = d.oid AND c.castsource = 'pg_catalog.text'::regtype))`, [schemas]),
   ]);
+  const representations = new Map<string, { toJson?: string; fromText?: string }>();
+  for (const c of castRows) {
+    const r = representations.get(c.domain) ?? {};
+    if (c.direction === 'to') r.toJson = c.fn;
+    else r.fromText = c.fn;
+    representations.set(c.domain, r);
+  }
 
   const byOid = new Map<number, Relation>();
   const relations = new Map<string, Relation>();
@@ -136,6 +155,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     const col: Column = {
       name: c.name, typeSql: c.type_sql, typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
       nullable: c.nullable, defaultExpr: c.default_expr, generated: c.generated, description: c.description,
+      representation: c.is_array ? undefined : representations.get(c.type_sql),
     };
     rel.columns.set(c.name, col);
     rel.columnList.push(col);

@@ -15,6 +15,11 @@ export interface Column {
   defaultExpr: string | null;
   generated: boolean;
   description: string | null;
+  /**
+   * A domain's "data representation" (PostgREST 11+): functions of casts declared on the domain
+   * to json (how values are shown) and from text (how filter values are read). Qualified names.
+   */
+  representation?: { toJson?: string; fromText?: string };
 }
 
 export interface ComputedField {
