@@ -64,4 +64,15 @@ describe('PostgREST conformance: functions, data representations and errors', ()
     const embedded = await get('swatches?select=name,color&id=eq.1', { Accept: 'application/vnd.pgrst.object+json' });
     expect(embedded.body).toEqual({ name: 'red', color: '#ff0000' });
   });
+
+  it('reads written values of a domain column through its cast from json', async () => {
+    const created = await request(s.t.app).post('/rest/v1/swatches').set({ apikey: TEST_API_KEY, ...user(), Prefer: 'return=representation' })
+      .send([{ id: 3, name: 'green', color: '#00ff00' }]);
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual([{ id: 3, name: 'green', color: '#00ff00' }]);
+    expect((await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`)[0].color).toBe(65280);
+    const changed = await request(s.t.app).patch('/rest/v1/swatches?id=eq.3').set({ apikey: TEST_API_KEY, ...user() }).send({ color: '#000001' });
+    expect(changed.status).toBe(204);
+    expect((await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`)[0].color).toBe(1);
+  });
 });

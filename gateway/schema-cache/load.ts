@@ -120,7 +120,8 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     // Casts of domains of the exposed schemas to json and from text: data representations.
     sql.unsafe<{ domain: string; direction: string; fn: string }[]>(`
       SELECT format('%I.%I', dn.nspname, d.typname) AS domain,
-             CASE WHEN c.castsource = d.oid THEN 'to' ELSE 'from' END AS direction,
+             CASE WHEN c.castsource = d.oid THEN 'to'
+                  WHEN c.castsource = 'pg_catalog.text'::regtype THEN 'fromText' ELSE 'fromJson' END AS direction,
              format('%I.%I', fn.nspname, f.proname) AS fn
         FROM pg_catalog.pg_cast c
         JOIN pg_catalog.pg_type d ON d.oid IN (c.castsource, c.casttarget) AND d.typtype = 'd'
@@ -128,13 +129,14 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_proc f ON f.oid = c.castfunc JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
        WHERE dn.nspname = ANY($1::text[])
          AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
-           OR (c.casttarget = d.oid AND c.castsource = 'pg_catalog.text'::regtype))`, [schemas]),
+           OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`, [schemas]),
   ]);
-  const representations = new Map<string, { toJson?: string; fromText?: string }>();
+  const representations = new Map<string, { toJson?: string; fromText?: string; fromJson?: string }>();
   for (const c of castRows) {
     const r = representations.get(c.domain) ?? {};
     if (c.direction === 'to') r.toJson = c.fn;
-    else r.fromText = c.fn;
+    else if (c.direction === 'fromText') r.fromText = c.fn;
+    else r.fromJson = c.fn;
     representations.set(c.domain, r);
   }
 

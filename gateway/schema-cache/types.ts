@@ -17,9 +17,10 @@ export interface Column {
   description: string | null;
   /**
    * A domain's "data representation" (PostgREST 11+): functions of casts declared on the domain
-   * to json (how values are shown) and from text (how filter values are read). Qualified names.
+   * to json (how values are shown), from text (how filter values are read) and from json (how
+   * written values are read). Qualified function names.
    */
-  representation?: { toJson?: string; fromText?: string };
+  representation?: { toJson?: string; fromText?: string; fromJson?: string };
 }
 
 export interface ComputedField {
