@@ -120,4 +120,17 @@ describe('PostgREST conformance: embedding', () => {
     const hinted = await get('tasks?select=name,users!users_tasks(name)&id=eq.3');
     expect(hinted.body).toEqual([{ name: 'Design o', users: [{ name: 'Michael' }] }]);
   });
+
+  it('embeds through computed relationships (functions of the row), to-many and to-one, and orders by them', async () => {
+    const res = await get('projects?select=name,design_tasks(name),owner(name)&id=lt.3&order=id');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([
+      { name: 'Windows', design_tasks: [{ name: 'Design w' }], owner: { name: 'Microsoft' } },
+      { name: 'Office', design_tasks: [{ name: 'Design o' }], owner: { name: 'Microsoft' } },
+    ]);
+    const inner = await get('projects?select=name,design_tasks!inner()&order=id');
+    expect(inner.body).toEqual([{ name: 'Windows' }, { name: 'Office' }, { name: 'iOS' }]);
+    const ordered = await get('projects?select=id,owner(name)&id=in.(1,3)&order=owner(name).asc');
+    expect(ordered.body).toEqual([{ id: 3, owner: { name: 'Apple' } }, { id: 1, owner: { name: 'Microsoft' } }]);
+  });
 });

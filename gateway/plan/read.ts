@@ -83,6 +83,7 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
   const all = (cache.relationships.get(source.oid) ?? []).filter((r) => r.target.schema === source.schema);
   const single = (cols: string[], h: string) => cols.length === 1 && cols[0] === h;
   const candidates = all.filter((r) => {
+    if (r.computed) return r.computed.name === name; // a function of the row, by its name
     const m2m = r.cardinality === 'm2m';
     const fkCol = (h: string) => !m2m && single(r.sourceColumns, h);
     const refCol = (h: string) => !m2m && single(r.targetColumns, h);

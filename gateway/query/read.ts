@@ -130,11 +130,16 @@ function link(e: Embed, child: string, parent: RowRef): { join: string; where: s
   };
 }
 
+/** Where an embedded row comes from: its relation, or the function of a computed relationship. */
+function embedSource(e: Embed, parent: RowRef): string {
+  const fn = e.relationship.computed;
+  return fn ? `${qualified(fn.schema, fn.name)}(${parent.row()})` : qualified(e.node.relation.schema, e.node.relation.name);
+}
+
 function embedJoin(e: Embed, parent: RowRef, p: Params): string {
   const child = e.node;
-  const rel = child.relation;
   const l = link(e, child.alias, parent);
-  const from = `FROM ${qualified(rel.schema, rel.name)} AS ${ident(child.alias)}${l.join}`;
+  const from = `FROM ${embedSource(e, parent)} AS ${ident(child.alias)}${l.join}`;
   const compiled = compileNode(child, aliasRow(child.alias), from, p, { extraWhere: l.where, lift: e.spread && e.toOne });
   const sub = `SELECT ${compiled.select} ${compiled.fromWhere}${compiled.groupBy}${compiled.orderLimit}`;
   let lateral: string;
@@ -161,8 +166,8 @@ function embedJoin(e: Embed, parent: RowRef, p: Params): string {
 function viaSql(e: Embed, expr: Parameters<typeof fieldSql>[0], parent: RowRef, p: Params): string {
   const alias = `${e.node.alias}_o`;
   const l = link(e, alias, parent);
-  const rel = e.node.relation;
-  return `(SELECT ${fieldSql(expr, aliasRow(alias), p)} FROM ${qualified(rel.schema, rel.name)} AS ${ident(alias)}${l.join} WHERE ${l.where.join(' AND ')} LIMIT 1)`;
+  const where = l.where.length > 0 ? ` WHERE ${l.where.join(' AND ')}` : '';
+  return `(SELECT ${fieldSql(expr, aliasRow(alias), p)} FROM ${embedSource(e, parent)} AS ${ident(alias)}${l.join}${where} LIMIT 1)`;
 }
 
 /** The body expression over the rows of `_postgrest_t`, as Postgres's own text. */

@@ -15,6 +15,7 @@ interface ColumnRow {
 interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
 interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
 interface ViewRow { oid: number; action: string }
+interface ComputedRelRow { schema: string; name: string; relid: number; target: number; setof: boolean; rows: number }
 interface AttRow { relid: number; num: number; name: string }
 
 /** Schemas of the user's objects: keys and views there may connect exposed relations. */
@@ -47,7 +48,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemas]);
   const oids = relationRows.map((r) => r.oid);
-  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows, castRows] = await Promise.all([
+  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows, castRows, computedRelRows] = await Promise.all([
     sql.unsafe<ColumnRow[]>(`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
              pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
@@ -130,6 +131,15 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
        WHERE dn.nspname = ANY($1::text[])
          AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
            OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`, [schemas]),
+    // Computed relationships: a function of one row type returning rows of another relation.
+    sql.unsafe<ComputedRelRow[]>(`
+      SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid, t.typrelid::int AS target,
+             p.proretset AS setof, p.prorows::float8 AS rows
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+        JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
+        JOIN pg_catalog.pg_type t ON t.oid = p.prorettype
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`, [schemas]),
   ]);
   const representations = new Map<string, { toJson?: string; fromText?: string; fromJson?: string }>();
   for (const c of castRows) {
@@ -268,6 +278,13 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
           sourceColumns: parent.cols, targetColumns: child.cols });
       }
     }
+  }
+  for (const f of computedRelRows) {
+    const source = byOid.get(f.relid);
+    const target = byOid.get(f.target);
+    if (!source || !target || source.kind === 'composite' || target.kind === 'composite') continue;
+    add({ cardinality: f.setof && f.rows !== 1 ? 'o2m' : 'm2o', source, target, constraint: f.name,
+      sourceColumns: [], targetColumns: [], computed: { schema: f.schema, name: f.name } });
   }
   // Many-to-many: a table with two foreign keys whose columns are all part of its primary key,
   // itself exposed or shown by an exposed view.

@@ -62,6 +62,11 @@ export interface Relationship {
   constraint: string;
   sourceColumns: string[];
   targetColumns: string[];
+  /**
+   * A computed relationship (PostgREST's): rows of `target` returned by a function of the
+   * source's row, embedded by the function's name; no columns link them.
+   */
+  computed?: { schema: string; name: string };
   junction?: {
     relation: Relation;
     sourceConstraint: string;
