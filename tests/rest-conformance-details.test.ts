@@ -64,4 +64,15 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
     expect(single.status).toBe(406);
     expect(single.body).toMatchObject({ code: 'PGRST116', message: 'JSON object requested, multiple (or no) rows returned', details: 'The result contains 5 rows' });
   });
+
+  it('refuses a write of several rows under the object media type, returned or not, and changes nothing', async () => {
+    const object = { ...user(), Accept: 'application/vnd.pgrst.object+json' };
+    const del = await request(s.t.app).delete('/rest/v1/assignments?site=eq.x&day=eq.1').set(object);
+    expect(del.status).toBe(406);
+    expect(del.body).toMatchObject({ code: 'PGRST116', details: 'The result contains 2 rows' });
+    expect(await s.db.admin`SELECT id FROM conf.assignments WHERE day = 1`).toHaveLength(2);
+    const patch = await request(s.t.app).patch('/rest/v1/assignments?id=eq.3').set(object).send({ who: 'Dee' });
+    expect(patch.status).toBe(204);
+    expect((await s.db.admin`SELECT who FROM conf.assignments WHERE id = 3`)[0].who).toBe('Dee');
+  });
 });
