@@ -2,6 +2,7 @@
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
 import { readOnlyError } from './auth/scopes.js';
+import { raisedError } from './raised-error.js';
 
 /** PGRST201 lists the candidate relationships as objects, as PostgREST does. */
 export type ErrorDetails = string | null | Record<string, string>[];
@@ -85,6 +86,7 @@ export interface PgErrorContext {
  * never SQL text.
  */
 export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
+  if (err.code === 'PGRST') return raisedError(err);
   const status = pgErrorStatus(err.code, ctx.anonymous);
   let message = err.message;
   let details: string | null = err.detail ?? null;

@@ -37,6 +37,14 @@ describe('PostgREST conformance: embedding', () => {
     expect(back.body).toEqual([{ name: 'Tolstoy', classics: [{ book_id: 2 }] }]);
   });
 
+  it('embeds from a view with a join and a subquery, through the columns its top query shows', async () => {
+    const res = await get('book_summaries?select=id,author_name,books_by_author,authors(name)&id=eq.4');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([{ id: 4, author_name: 'Austen', books_by_author: 2, authors: { name: 'Austen' } }]);
+    // Two views of one table are not related without a foreign key, as in PostgREST.
+    expect((await get('book_summaries?select=id,books(title)')).body.code).toBe('PGRST200');
+  });
+
   it('embeds by the foreign-key column name and by the constraint name, with or without an alias', async () => {
     const byColumn = await get('projects?select=name,client_id(name)&id=eq.1');
     expect(byColumn.status).toBe(200);

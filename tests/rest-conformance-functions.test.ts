@@ -45,6 +45,16 @@ describe('PostgREST conformance: functions, data representations and errors', ()
     expect(res.body).toEqual({ code: 'PT402', message: 'Payment Required', details: 'Quota exceeded', hint: 'Upgrade your plan' });
   });
 
+  it('answers RAISE SQLSTATE \'PGRST\' with the status, headers and body the function gives', async () => {
+    const res = await get('rpc/custom_error');
+    expect(res.status).toBe(402);
+    expect(res.headers['x-powered-by']).toBe('Nerd Rage');
+    expect(res.body).toEqual({ code: '123', message: 'Payment Required', details: 'Quota exceeded', hint: 'Upgrade your plan' });
+    const bad = await get('rpc/bad_custom_error');
+    expect(bad.status).toBe(500);
+    expect(bad.body.code).toBe('PGRST121');
+  });
+
   it('answers a cardinality violation (21000) with 400 and Postgres\'s message', async () => {
     const res = await get('rpc/two_rows_as_one');
     expect(res.status).toBe(400);

@@ -67,7 +67,12 @@ export interface ViewColumnOrigin {
 
 /** The view columns that read a base column directly, from the rule's top target list. */
 export function viewColumnOrigins(action: string): ViewColumnOrigin[] {
-  const tree = parseNodeTree(action);
+  let tree: NodeValue;
+  try {
+    tree = parseNodeTree(action);
+  } catch {
+    return []; // a tree too deep to walk: the view is served, without relationships
+  }
   const query = Array.isArray(tree) ? tree[0] : tree;
   if (typeof query !== 'object' || Array.isArray(query) || query.type !== 'QUERY') return [];
   const list = query.fields.get('targetList')?.[0];
