@@ -3,11 +3,15 @@
 
 import { readOnlyError } from './auth/scopes.js';
 import { constraintMessage } from './fields.js';
+import { raisedError } from './raised-error.js';
+
+/** PGRST201 lists the candidate relationships as objects, as PostgREST does. */
+export type ErrorDetails = string | null | Record<string, string>[];
 
 export interface ErrorBody {
   code: string;
   message: string;
-  details: string | null;
+  details: ErrorDetails;
   hint: string | null;
 }
 
@@ -16,7 +20,7 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
-    readonly details: string | null = null,
+    readonly details: ErrorDetails = null,
     readonly hint: string | null = null,
     readonly headers: Record<string, string> = {},
   ) {
@@ -83,6 +87,7 @@ export interface PgErrorContext {
  * never SQL text.
  */
 export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
+  if (err.code === 'PGRST') return raisedError(err);
   const status = pgErrorStatus(err.code, ctx.anonymous);
   let message = err.message;
   let details: string | null = err.detail ?? null;

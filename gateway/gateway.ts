@@ -190,7 +190,9 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
       throw new ApiError(400, 'PGRST124', 'Query result exceeds max-affected preference constraint', `The query affects ${affected} rows`,
         `At most ${prefs.maxAffected} rows may change; nothing was changed`);
     }
-    if (api.accept === 'object' && shape === 'representation' && r.page_total !== 1) throw singularError(r.page_total as number);
+    // The object media type asks for exactly one row, returned or not (PostgREST 12): otherwise
+    // 406 and nothing is changed.
+    if (api.accept === 'object' && affected !== 1) throw singularError(affected);
     return prefs.tx === 'rollback' ? 'rollback' : 'commit';
   });
   const r = results[0][0];

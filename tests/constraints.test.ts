@@ -73,22 +73,22 @@ describe('constraints of the finance schema', () => {
     });
     it('refuse an unknown category, naming category_id', async () => {
       const e = await failure((tx) => expense(tx, { category_id: 'yachts' }));
-      expect(e.code).toBe('23503');
+      expect(e.code).toBe('23514');
       expect(e.column).toBe('category_id');
       expect(e.message).toContain('category_id "yachts" is not a known category');
     });
     it('refuse a category offered only to funds', async () => {
       const e = await failure((tx) => expense(tx, { category_id: 'hotel' }));
-      expect(e).toMatchObject({ code: '23503', column: 'category_id', constraint: 'personal_transactions_category_id_fkey' });
+      expect(e).toMatchObject({ code: '23514', column: 'category_id', constraint: 'personal_transactions_category_id_fkey' });
       expect(e.message).toContain('not offered to expenses');
     });
     it('refuse an unknown payment method, naming method_id', async () => {
       const e = await failure((tx) => expense(tx, { method_id: 'barter' }));
-      expect(e).toMatchObject({ code: '23503', constraint: 'personal_transactions_method_id_fkey' });
+      expect(e).toMatchObject({ code: '23514', column: 'method_id', constraint: 'personal_transactions_method_id_fkey' });
     });
     it('refuse changing the category of an expense to a fund-only one', async () => {
       const e = await failure((tx) => tx`UPDATE public.personal_transactions SET category_id = 'refund' WHERE id = ${ws.expenseId}`);
-      expect(e).toMatchObject({ code: '23503', column: 'category_id' });
+      expect(e).toMatchObject({ code: '23514', column: 'category_id' });
     });
     it('accept a category inserted later (lists grow without a release)', async () => {
       await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
@@ -106,7 +106,7 @@ describe('constraints of the finance schema', () => {
     });
     it('refuse a category offered only to expenses', async () => {
       const e = await failure((tx) => fundTx(tx, { category_id: 'investments' }));
-      expect(e).toMatchObject({ code: '23503', column: 'category_id', constraint: 'fund_transactions_category_id_fkey' });
+      expect(e).toMatchObject({ code: '23514', column: 'category_id', constraint: 'fund_transactions_category_id_fkey' });
       expect(e.message).toContain('not offered to funds');
     });
     it('accept clothing, which both lists offer', async () => {
@@ -116,7 +116,7 @@ describe('constraints of the finance schema', () => {
       expect(await failure((tx) => fundTx(tx, { fund_id: '00000000-0000-0000-0000-000000000000' }))).toMatchObject({ code: '23503', constraint: 'fund_transactions_fund_id_fkey' });
     });
     it('refuse an unknown payment method', async () => {
-      expect(await failure((tx) => fundTx(tx, { method_id: 'gold' }))).toMatchObject({ code: '23503', constraint: 'fund_transactions_method_id_fkey' });
+      expect(await failure((tx) => fundTx(tx, { method_id: 'gold' }))).toMatchObject({ code: '23514', constraint: 'fund_transactions_method_id_fkey' });
     });
   });
 

@@ -19,7 +19,7 @@ describe('migrations', () => {
     expect(ran).toEqual([...ran].sort());
     expect(ran).toEqual(expect.arrayContaining([
       '001_roles_and_internal', '002_finance', '003_admin', '004_publishable_keys_check', '005_access', '020_settings', '021_settings_passwords',
-      '030_lookup_change_notify', '040_fund_summary',
+      '030_lookup_change_notify', '040_fund_summary', '050_field_rules_in_database',
     ]));
     const afterUp = await tables();
     expect(afterUp).toEqual(expect.arrayContaining([

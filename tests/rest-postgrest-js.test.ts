@@ -6,6 +6,8 @@ import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { tearDown, type BlogSuite } from './harness/suite.js';
+import { setUpConformance } from './harness/conformance.js';
 
 // postgrest-js (what supabase-js uses) drives the running gateway unmodified.
 
@@ -92,5 +94,80 @@ describe('postgrest-js against /rest/v1', () => {
 
     const bad = await client.from('personal_transactions').insert({ name: 'x', amount: -1, category_id: 'other', method_id: 'cash' });
     expect([bad.status, bad.error?.code]).toEqual([400, '23514']);
+  });
+});
+
+// The same client on a schema that is not Tally's (tests/fixtures/conformance.sql): the
+// PostgREST features its users lean on, as postgrest-js writes the requests.
+describe('postgrest-js against a generic schema', () => {
+  let s: BlogSuite;
+  let server: Server;
+  let client: PostgrestClient;
+  beforeAll(async () => {
+    s = await setUpConformance();
+    server = await listen(s.t.app, 0, '127.0.0.1');
+    const { port } = server.address() as AddressInfo;
+    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, { headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${s.userJwt}` } });
+  });
+  afterAll(async () => {
+    await new Promise((r) => server.close(r));
+    await tearDown(s.db, s.t);
+  });
+
+  it('embeds through views over a private schema, by foreign-key column, hint and self reference', async () => {
+    const books = await client.from('books').select('title, author:authors(name)').order('id').limit(2).throwOnError();
+    expect(books.data).toEqual([{ title: 'Emma', author: { name: 'Austen' } }, { title: 'War and Peace', author: { name: 'Tolstoy' } }]);
+    const projects = await client.from('projects').select('name, client:client_id(name)').eq('id', 3).single().throwOnError();
+    expect(projects.data).toEqual({ name: 'iOS', client: { name: 'Apple' } });
+    const messages = await client.from('messages').select('body, from:people!sender(name), to:people!receiver(name)').eq('id', 1).single().throwOnError();
+    expect(messages.data).toEqual({ body: 'hi', from: { name: 'Ann' }, to: { name: 'Ben' } });
+    const boss = await client.from('employees').select('name, reports:employees(name)').eq('id', 1)
+      .order('id', { referencedTable: 'reports' }).single().throwOnError();
+    expect(boss.data).toEqual({ name: 'Boss', reports: [{ name: 'Mid' }, { name: 'Other' }] });
+    const tasks = await client.from('users').select('name, tasks(name)').eq('id', 2).order('id', { referencedTable: 'tasks' }).single().throwOnError();
+    expect(tasks.data).toEqual({ name: 'Michael', tasks: [{ name: 'Design o' }, { name: 'Design ios' }] });
+  });
+
+  it('reports an ambiguous embed with PostgREST\'s PGRST201 body', async () => {
+    const { error, status } = await client.from('messages').select('body, people(name)');
+    expect(status).toBe(300);
+    expect(error?.code).toBe('PGRST201');
+    expect(error?.details).toEqual([
+      { cardinality: 'many-to-one', embedding: 'messages with people', relationship: 'message_receiver_fkey using messages(receiver) and people(id)' },
+      { cardinality: 'many-to-one', embedding: 'messages with people', relationship: 'message_sender_fkey using messages(sender) and people(id)' },
+    ]);
+  });
+
+  it('filters through an empty !inner embed, reads JSON/array paths and array literals in or()', async () => {
+    const apple = await client.from('projects').select('id, clients!inner()').eq('clients.name', 'Apple').order('id').throwOnError();
+    expect(apple.data).toEqual([{ id: 3 }, { id: 4 }]);
+    const paths = await client.from('things').select('id, data->a->>b, numbers->0').eq('data->a->>b', 'y').throwOnError();
+    expect(paths.data).toEqual([{ id: 2, b: 'y', numbers: 4 }]);
+    const ored = await client.from('things').select('id').or('numbers.cs.{1,2}, status.eq.done').order('id').throwOnError();
+    expect(ored.data).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }]);
+    const contains = await client.from('things').select('id').contains('tags', ['a']).throwOnError();
+    expect(contains.data).toEqual([{ id: 1 }]);
+  });
+
+  it('calls functions: GET on a VOLATILE one, counts and HEAD on a table result, custom statuses', async () => {
+    const answer = await client.rpc('volatile_answer', {}, { get: true }).throwOnError();
+    expect(answer.data).toBe(42);
+    const rows = await client.rpc('projects_of', { client: 1 }, { count: 'exact' }).select('name').order('id').throwOnError();
+    expect(rows.data).toEqual([{ name: 'Windows' }, { name: 'Office' }]);
+    expect(rows.count).toBe(2);
+    const head = await client.rpc('projects_of', { client: 2 }, { head: true, count: 'exact', get: true });
+    expect([head.status, head.count, head.data]).toEqual([200, 2, null]);
+    const pay = await client.rpc('pay');
+    expect(pay.status).toBe(402);
+    expect(pay.error).toMatchObject({ code: 'PT402', message: 'Payment Required', details: 'Quota exceeded', hint: 'Upgrade your plan' });
+  });
+
+  it('reads unicode and spaced names and domain representations', async () => {
+    const arabic = await client.from('موارد').select('هویت, "اسم کامل"') // postgrest-js drops unquoted spaces.throwOnError();
+    expect(arabic.data).toEqual([{ 'هویت': 1, 'اسم کامل': 'یک' }]);
+    const spaced = await client.from('my table').select('"full name"').throwOnError();
+    expect(spaced.data).toEqual([{ 'full name': 'Ada Lovelace' }]);
+    const colors = await client.from('swatches').select('name, color').eq('color', '#0000ff').throwOnError();
+    expect(colors.data).toEqual([{ name: 'blue', color: '#0000ff' }]);
   });
 });

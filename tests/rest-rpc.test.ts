@@ -133,10 +133,11 @@ describe('/rest/v1/rpc (blog schema)', () => {
       await db.admin`UPDATE blog.users SET name = 'Linus' WHERE id = 3`;
     });
 
-    it('refuses a VOLATILE function over GET with 405', async () => {
+    it('runs a VOLATILE function over GET read-only, as PostgREST: its write fails with 405 / 25006', async () => {
       const res = await get('rename_user?uid=3&new_name=x', { Authorization: `Bearer ${userJwt}` });
       expect(res.status).toBe(405);
-      expect(res.body.code).toBe('PGRST101');
+      expect(res.body.code).toBe('25006');
+      expect((await db.admin`SELECT name FROM blog.users WHERE id = 3`)[0].name).toBe('Linus');
     });
 
     it('runs GET (and POST to a STABLE function) READ ONLY: a write inside fails with 405 / 25006', async () => {

@@ -109,7 +109,7 @@ describe('writes through /rest/v1', () => {
       const notNull = await post('personal_transactions', { amount: 1, category_id: 'other', method_id: 'cash' });
       expect([notNull.status, notNull.body.code]).toEqual([400, '23502']);
       const enumBad = await post('personal_transactions', expense({ method_id: 'barter' }));
-      expect([enumBad.status, enumBad.body.code]).toEqual([409, '23503']);
+      expect([enumBad.status, enumBad.body.code]).toEqual([400, '23514']);
       const syntax = await post('personal_transactions', expense({ amount: 'lots' }));
       expect([syntax.status, syntax.body.code]).toEqual([400, '22P02']);
       const range = await post('funds', { name: 'x', contribution_amount: 1, contribution_frequency: 'monthly', contribution_due_day: 99999 });

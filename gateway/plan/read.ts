@@ -71,29 +71,48 @@ export function findRelation(cache: SchemaCache, schema: string, name: string): 
   return rel;
 }
 
+const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', o2o: 'one-to-one', m2m: 'many-to-many' } as const;
+
+/**
+ * The one relationship `name!hint` names from `source`, by PostgREST's rules (findRel): the
+ * target's name, optionally narrowed by a hint that is a constraint, a column of either side or
+ * a junction; or, without a hint, a foreign key's constraint or column name (`client_id(*)`). On
+ * a self reference the table's name is the one-to-many side and a column name the many-to-one.
+ */
 function relationshipFor(cache: SchemaCache, source: Relation, name: string, hint: string | undefined): Relationship {
-  const all = cache.relationships.get(source.oid) ?? [];
-  let candidates = all.filter((r) => r.target.name === name && r.target.schema === source.schema);
-  if (candidates.length === 0) {
-    // Embedding through a foreign key's column or constraint name: author_id(*), posts_author_fkey(*).
-    candidates = all.filter((r) => r.cardinality !== 'm2m' && (r.constraint === name ||
-      ((r.cardinality === 'm2o' || r.cardinality === 'o2o') && r.sourceColumns.includes(name) && !r.targetColumns.includes(name))));
-  }
-  if (hint !== undefined) {
-    candidates = candidates.filter((r) =>
-      r.constraint === hint || r.junction?.relation.name === hint ||
-      (!r.junction && (r.sourceColumns.includes(hint) || r.targetColumns.includes(hint))));
-  }
+  const all = (cache.relationships.get(source.oid) ?? []).filter((r) => r.target.schema === source.schema);
+  const single = (cols: string[], h: string) => cols.length === 1 && cols[0] === h;
+  const candidates = all.filter((r) => {
+    if (r.computed) return r.computed.name === name; // a function of the row, by its name
+    const m2m = r.cardinality === 'm2m';
+    const fkCol = (h: string) => !m2m && single(r.sourceColumns, h);
+    const refCol = (h: string) => !m2m && single(r.targetColumns, h);
+    const constraint = (h: string) => !m2m && r.constraint === h;
+    const named = r.target.name === name;
+    if (r.source.oid === r.target.oid && !m2m) {
+      if (hint === undefined) return (named && r.cardinality === 'o2m') || (fkCol(name) && r.cardinality === 'm2o');
+      return named && r.cardinality === 'o2m' && refCol(hint);
+    }
+    if (hint === undefined) return named || (r.target.kind !== 'view' && (constraint(name) || fkCol(name)));
+    return named && (constraint(hint) || fkCol(hint) || refCol(hint) || r.junction?.relation.name === hint);
+  });
   if (candidates.length === 1) return candidates[0];
   if (candidates.length === 0) {
     throw new ApiError(400, 'PGRST200', `Could not find a relationship between '${source.name}' and '${name}' in the schema cache`,
       `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`,
       'If a new foreign key between these entities was created in the database, try reloading the schema cache.');
   }
-  const label = (r: Relationship) => r.junction ? r.junction.relation.name : r.constraint;
+  const list = (cols: string[]) => cols.join(', ');
+  const details = candidates.map((r) => ({
+    cardinality: CARDINALITY[r.cardinality],
+    embedding: `${source.name} with ${r.target.name}`,
+    relationship: r.junction
+      ? `${r.junction.relation.name} using ${r.junction.sourceConstraint}(${list(r.junction.junctionSourceColumns)}) and ${r.constraint}(${list(r.junction.junctionTargetColumns)})`
+      : `${r.constraint} using ${source.name}(${list(r.sourceColumns)}) and ${r.target.name}(${list(r.targetColumns)})`,
+  }));
+  const label = (r: Relationship) => `'${r.target.name}!${r.junction ? r.junction.relation.name : r.constraint}'`;
   throw new ApiError(300, 'PGRST201', `Could not embed because more than one relationship was found for '${source.name}' and '${name}'`,
-    candidates.map((r) => `${r.cardinality} using ${r.junction ? `${r.junction.relation.name} (${r.junction.sourceConstraint}, ${r.constraint})` : r.constraint}`).join('; '),
-    `Try changing '${name}' to one of the following: ${candidates.map((r) => `'${name}!${label(r)}'`).join(', ')}.`);
+    details, `Try changing '${name}' to one of the following: ${candidates.map(label).join(', ')}. Find the desired relationship in the 'details' key.`);
 }
 
 export interface ReadPlanInput {
@@ -105,6 +124,15 @@ export interface ReadPlanInput {
   aliases: AliasCounter;
   /** TALLY_DB_AGGREGATES_ENABLED: without it an aggregate in select is PGRST123. */
   aggregatesEnabled?: boolean;
+}
+
+/**
+ * PostgREST's name for an unaliased field: the last key of its JSON path, or the column when the
+ * path ends in array indexes (`data->list->0` is `list`, `numbers->0` is `numbers`).
+ */
+function outputKey(field: FieldRef): string {
+  const keys = field.json.filter((s) => !/^-?\d+$/.test(s.key));
+  return keys.length > 0 ? keys[keys.length - 1].key : field.name;
 }
 
 function aggregatesDisabled(): ApiError {
@@ -141,7 +169,7 @@ function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], pat
         const aggregate = { fn: item.aggregate, cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast) };
         node.select.push({ kind: 'field', expr, key: item.alias ?? item.aggregate, aggregate });
       } else {
-        const key = item.alias ?? (item.field.json.length > 0 ? item.field.json[item.field.json.length - 1].key : item.field.name);
+        const key = item.alias ?? outputKey(item.field);
         node.select.push({ kind: 'field', expr, key });
       }
     } else {

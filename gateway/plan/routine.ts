@@ -88,10 +88,8 @@ export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknow
       'Try renaming the parameters or the function itself in the database so function overloading can be resolved');
   }
   const routine = chosen[0];
-  if (!post && routine.volatility === 'volatile') {
-    throw new ApiError(405, 'PGRST101', `Cannot use the ${api.method} method on RPC: ${routine.schema}.${routine.name} is VOLATILE`, null,
-      'Call it with POST, or declare it STABLE or IMMUTABLE when it does not modify the database');
-  }
+  // GET runs any function, VOLATILE too, in a READ ONLY transaction (as PostgREST): one that
+  // writes fails there with 25006.
   const readOnly = !post || routine.volatility !== 'volatile';
   if (single) return { routine, args: { kind: 'single', param: routine.params[0], json: JSON.stringify(body) }, readOnly };
   const values: Record<string, unknown> = {};

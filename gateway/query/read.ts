@@ -3,7 +3,7 @@
 
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
-import { aliasRow, conditionSql, fieldSql, ident, Params, qualified, type RowRef } from './sql.js';
+import { aliasRow, conditionSql, fieldSql, ident, outputSql, Params, qualified, type RowRef } from './sql.js';
 
 export interface CompiledNode {
   select: string;
@@ -44,6 +44,11 @@ function aggregateSql(fn: string, arg: string | undefined, cast: string | undefi
   return cast ? `CAST(${sql} AS ${cast})` : sql;
 }
 
+/** A node that selects no column, at any depth: PostgREST leaves such an embed out of the output. */
+function isEmpty(node: ReadNode): boolean {
+  return node.select.every((item) => item.kind === 'embed' && isEmpty(item.embed.node));
+}
+
 /** The parts of a node's SELECT, for a row reached through `row` (its own alias in reads). */
 export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params, options: CompileOptions = {}): CompiledNode {
   // Outputs in order; plain ones are the grouping keys when any output aggregates. json values
@@ -54,19 +59,27 @@ export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params
   const joins: string[] = [];
   for (const item of node.select) {
     if (item.kind === 'star') {
-      // `alias.*`, or its columns one by one when they become grouping keys.
+      // `alias.*`, or its columns one by one when they become grouping keys or some column has
+      // a data representation.
+      if (node.relation.columnList.some((c) => c.representation?.toJson)) {
+        for (const c of node.relation.columnList) {
+          plain(c.representation?.toJson ? `${c.representation.toJson}(${row.col(c.name)})` : row.col(c.name), c.name);
+        }
+        continue;
+      }
       outputs.push({ sql: row.star(), plain: false, star: 'row' });
       for (const c of node.relation.columnList) outputs.push({ sql: row.col(c.name), key: c.name, plain: true, star: 'column' });
     } else if (item.kind === 'field') {
-      const e = fieldSql(item.expr, row, p);
-      if (item.aggregate && !options.lift) aggregate(aggregateSql(item.aggregate.fn, e, item.aggregate.cast), item.key);
-      else plain(e, item.key);
+      if (item.aggregate && !options.lift) aggregate(aggregateSql(item.aggregate.fn, fieldSql(item.expr, row, p), item.aggregate.cast), item.key);
+      else plain(item.aggregate ? fieldSql(item.expr, row, p) : outputSql(item.expr, row, p), item.key);
     } else if (item.kind === 'count') {
       if (options.lift) plain('1', item.key);
       else aggregate(aggregateSql('count', undefined, item.cast), item.key);
     } else {
       const e = item.embed;
       const lateral = ident(e.lateral);
+      // An embed without columns (`clients!inner()`) only filters: joined, never shown.
+      if (isEmpty(e.node)) continue;
       if (e.spread) {
         for (const col of spreadColumns(e.node)) {
           const v = `${lateral}.${ident(col.key)}`;
@@ -96,7 +109,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: string, p: Params
   if (node.limit !== undefined) orderLimit += ` LIMIT ${p.text(String(node.limit))}::int8`;
   if (node.offset !== undefined && node.offset > 0) orderLimit += ` OFFSET ${p.text(String(node.offset))}::int8`;
   return {
-    select: select.length > 0 ? select.join(', ') : 'NULL AS "pgrst_none"',
+    select: select.join(', '), // none at all: a row without columns, {} in JSON
     fromWhere: `${from}${joins.map((j) => ' ' + j).join('')}${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''}`,
     groupBy: groups.length > 0 ? ` GROUP BY ${groups.join(', ')}` : '',
     orderLimit,
@@ -117,11 +130,16 @@ function link(e: Embed, child: string, parent: RowRef): { join: string; where: s
   };
 }
 
+/** Where an embedded row comes from: its relation, or the function of a computed relationship. */
+function embedSource(e: Embed, parent: RowRef): string {
+  const fn = e.relationship.computed;
+  return fn ? `${qualified(fn.schema, fn.name)}(${parent.row()})` : qualified(e.node.relation.schema, e.node.relation.name);
+}
+
 function embedJoin(e: Embed, parent: RowRef, p: Params): string {
   const child = e.node;
-  const rel = child.relation;
   const l = link(e, child.alias, parent);
-  const from = `FROM ${qualified(rel.schema, rel.name)} AS ${ident(child.alias)}${l.join}`;
+  const from = `FROM ${embedSource(e, parent)} AS ${ident(child.alias)}${l.join}`;
   const compiled = compileNode(child, aliasRow(child.alias), from, p, { extraWhere: l.where, lift: e.spread && e.toOne });
   const sub = `SELECT ${compiled.select} ${compiled.fromWhere}${compiled.groupBy}${compiled.orderLimit}`;
   let lateral: string;
@@ -148,8 +166,8 @@ function embedJoin(e: Embed, parent: RowRef, p: Params): string {
 function viaSql(e: Embed, expr: Parameters<typeof fieldSql>[0], parent: RowRef, p: Params): string {
   const alias = `${e.node.alias}_o`;
   const l = link(e, alias, parent);
-  const rel = e.node.relation;
-  return `(SELECT ${fieldSql(expr, aliasRow(alias), p)} FROM ${qualified(rel.schema, rel.name)} AS ${ident(alias)}${l.join} WHERE ${l.where.join(' AND ')} LIMIT 1)`;
+  const where = l.where.length > 0 ? ` WHERE ${l.where.join(' AND ')}` : '';
+  return `(SELECT ${fieldSql(expr, aliasRow(alias), p)} FROM ${embedSource(e, parent)} AS ${ident(alias)}${l.join}${where} LIMIT 1)`;
 }
 
 /** The body expression over the rows of `_postgrest_t`, as Postgres's own text. */

@@ -43,12 +43,32 @@ export function fieldSql(expr: FieldExpr, row: RowRef, p: Params): string {
   let sql = expr.source.kind === 'column'
     ? row.col(expr.source.column.name)
     : `${qualified(expr.source.fn.schema, expr.source.fn.name)}(${row.row()})`;
+  // Arrows also reach into arrays and composite values, through their JSON form (as PostgREST).
+  const base = expr.source.kind === 'column' ? expr.source.column.baseType : expr.source.fn.baseType;
+  const isArray = expr.source.kind === 'column' ? expr.source.column.isArray : expr.source.fn.isArray;
+  if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb'))) sql = `pg_catalog.to_jsonb(${sql})`;
   for (const step of expr.json) {
     const key = /^-?\d+$/.test(step.key) ? `${p.text(step.key)}::int4` : p.text(step.key);
     sql = `(${sql}${step.arrow}${key})`;
   }
   if (expr.cast) sql = `CAST(${sql} AS ${expr.cast})`;
   return sql;
+}
+
+/** A field as shown in output: through its domain's cast to json when it has one. */
+export function outputSql(expr: FieldExpr, row: RowRef, p: Params): string {
+  const sql = fieldSql(expr, row, p);
+  const toJson = plainColumn(expr)?.representation?.toJson;
+  return toJson ? `${toJson}(${sql})` : sql;
+}
+
+const plainColumn = (expr: FieldExpr) =>
+  expr.source.kind === 'column' && expr.json.length === 0 && expr.cast === undefined ? expr.source.column : undefined;
+
+/** A filter value of the field's type: through its domain's cast from text when it has one. */
+function typedValue(p: Params, value: string, expr: FieldExpr): string {
+  const fromText = plainColumn(expr)?.representation?.fromText;
+  return fromText ? `${fromText}(${p.text(value)})` : p.typed(value, expr.typeSql);
 }
 
 const COMPARE: Record<string, string> = { eq: '=', neq: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=' };
@@ -70,7 +90,7 @@ export function filterSql(f: Filter, e: string, expr: FieldExpr, p: Params): str
   if (f.op in COMPARE) {
     sql = v.kind === 'list'
       ? `${e} ${COMPARE[f.op]} ${f.quantifier === 'all' ? 'ALL' : 'ANY'}(${p.typed(arrayLiteral(v.items), arrayOf(T))})`
-      : `${e} ${COMPARE[f.op]} ${p.typed(v.kind === 'scalar' ? v.text : '', T)}`;
+      : `${e} ${COMPARE[f.op]} ${typedValue(p, v.kind === 'scalar' ? v.text : '', expr)}`;
   } else if (f.op in PATTERN) {
     const like = f.op === 'like' || f.op === 'ilike';
     const pat = (s: string) => (like ? s.replace(/\*/g, '%') : s);
@@ -81,7 +101,9 @@ export function filterSql(f: Filter, e: string, expr: FieldExpr, p: Params): str
     const items = v.kind === 'list' ? v.items : [];
     sql = expr.isArray
       ? (items.length === 0 ? 'false' : `${e} IN (${items.map((i) => p.typed(i, T)).join(', ')})`)
-      : `${e} = ANY(${p.typed(arrayLiteral(items), arrayOf(T))})`;
+      : plainColumn(expr)?.representation?.fromText
+        ? (items.length === 0 ? 'false' : `${e} IN (${items.map((i) => typedValue(p, i, expr)).join(', ')})`)
+        : `${e} = ANY(${p.typed(arrayLiteral(items), arrayOf(T))})`;
   } else if (f.op === 'is') {
     const which = v.kind === 'is' ? v.value : 'null';
     sql = `${e} IS ${{ null: 'NULL', not_null: 'NOT NULL', true: 'TRUE', false: 'FALSE', unknown: 'UNKNOWN' }[which]}`;

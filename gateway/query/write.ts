@@ -5,6 +5,7 @@
 import type { MutationPlan } from '../plan/write.js';
 import type { ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
+import type { Column } from '../schema-cache/types.js';
 import { bodySql, compileNode } from './read.js';
 import { aliasRow, conditionSql, ident, Params, qualified, type RowRef } from './sql.js';
 
@@ -16,22 +17,40 @@ const returned: RowRef = {
 
 export type ReturnShape = 'representation' | 'headers-only' | 'minimal';
 
+/**
+ * A JSON body's record, and each written column's value from it. A column whose domain has a
+ * cast from json (a data representation) reads its value through that function; its key is
+ * taken out of what jsonb_populate_record parses, which would read it as the base type.
+ */
+function bodyRecord(plan: MutationPlan, elem: string, p: Params): { record: string; value: (c: Column) => string } {
+  const table = qualified(plan.relation.schema, plan.relation.name);
+  const represented = plan.columns.filter((c) => c.representation?.fromJson);
+  const stripped = represented.reduce((e, c) => `(${e} - ${p.text(c.name)})`, elem);
+  return {
+    record: `pg_catalog.jsonb_populate_record(NULL::${table}, ${stripped}) AS "pgrst_rec"`,
+    value: (c) => c.representation?.fromJson
+      ? `${c.representation.fromJson}((${elem} -> ${p.text(c.name)})::pg_catalog.json)`
+      : `"pgrst_rec".${ident(c.name)}`,
+  };
+}
+
 function mutationSql(plan: MutationPlan, root: ReadNode, p: Params): string {
   const rel = plan.relation;
   const table = qualified(rel.schema, rel.name);
   const alias = ident(root.alias);
   if (plan.kind === 'insert') {
     const body = p.typed(plan.bodyJson, 'pg_catalog.jsonb');
+    const rec = bodyRecord(plan, '"pgrst_body"."elem"', p);
     const cols = plan.columns.length > 0 ? plan.columns : rel.columnList.filter((c) => !c.generated).slice(0, 1);
     const values = cols.map((c) => {
       if (plan.columns.length === 0) return c.defaultExpr ?? 'NULL';
-      const value = `"pgrst_rec".${ident(c.name)}`;
+      const value = rec.value(c);
       if (!plan.missingDefault) return value;
       return `CASE WHEN "pgrst_body"."elem" ? ${p.text(c.name)} THEN ${value} ELSE ${c.defaultExpr ?? 'NULL'} END`;
     });
     let sql = `INSERT INTO ${table} AS ${alias} (${cols.map((c) => ident(c.name)).join(', ')}) `
       + `SELECT ${values.join(', ')} FROM pg_catalog.jsonb_array_elements(${body}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") `
-      + `CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::${table}, "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord"`;
+      + `CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"`;
     if (plan.onConflict) {
       sql += ` ON CONFLICT (${plan.onConflict.columns.map(ident).join(', ')}) `;
       sql += plan.onConflict.action === 'nothing' || plan.columns.length === 0
@@ -46,8 +65,9 @@ function mutationSql(plan: MutationPlan, root: ReadNode, p: Params): string {
       // An empty PATCH changes nothing, but still runs (and is authorised) as a statement.
       return `SELECT ${alias} AS "pgrst_row" FROM ${table} AS ${alias} WHERE false`;
     }
-    const set = plan.columns.map((c) => `${ident(c.name)} = "pgrst_rec".${ident(c.name)}`).join(', ');
-    return `UPDATE ${table} AS ${alias} SET ${set} FROM pg_catalog.jsonb_populate_record(NULL::${table}, ${p.typed(plan.bodyJson, 'pg_catalog.jsonb')}) AS "pgrst_rec" `
+    const rec = bodyRecord(plan, p.typed(plan.bodyJson, 'pg_catalog.jsonb'), p);
+    const set = plan.columns.map((c) => `${ident(c.name)} = ${rec.value(c)}`).join(', ');
+    return `UPDATE ${table} AS ${alias} SET ${set} FROM ${rec.record} `
       + `WHERE ${where} RETURNING ${alias} AS "pgrst_row"`;
   }
   return `DELETE FROM ${table} AS ${alias} WHERE ${where} RETURNING ${alias} AS "pgrst_row"`;

@@ -24,8 +24,11 @@ class Cursor {
     if (!this.startsWith(s)) this.fail(`"${s}"`);
     this.pos += s.length;
   }
-  /** An identifier: a double-quoted name or a run of characters without grammar meaning. */
-  name(stop: RegExp = /[,()!:."\s]/): string {
+  /**
+   * An identifier: a double-quoted name or a run of characters without grammar meaning. Spaces
+   * inside a name belong to it (`full name`), around it they do not, as in PostgREST.
+   */
+  name(stop: RegExp = /[,()!:."\t\n\r]/): string {
     if (this.peek() === '"') {
       this.pos++;
       let out = '';
@@ -38,10 +41,12 @@ class Cursor {
       if (out === '') this.fail('a name');
       return out;
     }
+    while (this.peek() === ' ') this.pos++;
     const start = this.pos;
     while (!this.done() && !stop.test(this.peek()) && !this.startsWith('->')) this.pos++;
-    if (this.pos === start) this.fail('a name');
-    return this.raw.slice(start, this.pos);
+    const name = this.raw.slice(start, this.pos).trimEnd();
+    if (name === '') this.fail('a name');
+    return name;
   }
 }
 
@@ -50,7 +55,8 @@ function jsonPath(c: Cursor): JsonStep[] {
   while (c.startsWith('->')) {
     const arrow = c.startsWith('->>') ? '->>' : '->';
     c.pos += arrow.length;
-    steps.push({ arrow, key: c.name() });
+    // A key may hold punctuation (`data->!@#$%^&*_d`); it ends where the grammar goes on.
+    steps.push({ arrow, key: c.name(/[,():.\t\n\r]/) });
   }
   return steps;
 }
@@ -152,10 +158,14 @@ function selectItem(c: Cursor): SelectItem {
 
 const operatorSet = new Set<string>(OPERATORS);
 
-/** Splits a list on top-level commas, honouring parentheses and double quotes. */
+/**
+ * Splits a list on top-level commas, honouring parentheses, double quotes and array literals
+ * (`arr.cs.{1,2}` inside a logic tree is one element, as in PostgREST).
+ */
 export function splitTopLevel(raw: string, what: string): string[] {
   const parts: string[] = [];
   let depth = 0;
+  let braces = 0;
   let quoted = false;
   let start = 0;
   for (let i = 0; i < raw.length; i++) {
@@ -166,11 +176,13 @@ export function splitTopLevel(raw: string, what: string): string[] {
       continue;
     }
     if (ch === '"') quoted = true;
+    else if (ch === '{') braces++;
+    else if (ch === '}' && braces > 0) braces--;
     else if (ch === '(') depth++;
     else if (ch === ')') {
       depth--;
       if (depth < 0) throw grammarError(what, raw, i, 'a matching "("');
-    } else if (ch === ',' && depth === 0) {
+    } else if (ch === ',' && depth === 0 && braces === 0) {
       parts.push(raw.slice(start, i));
       start = i + 1;
     }

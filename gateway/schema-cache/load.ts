@@ -5,6 +5,7 @@
 
 import type { Sql } from 'postgres';
 import { relationKey, type Column, type Relation, type Relationship, type Routine, type SchemaCache } from './types.js';
+import { viewColumnOrigins } from './view-origins.js';
 
 interface RelationRow { oid: number; schema: string; name: string; relkind: string; description: string | null }
 interface ColumnRow {
@@ -14,6 +15,11 @@ interface ColumnRow {
 interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
 interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
 interface ViewRow { oid: number; action: string }
+interface ComputedRelRow { schema: string; name: string; relid: number; target: number; setof: boolean; rows: number }
+interface AttRow { relid: number; num: number; name: string }
+
+/** Schemas of the user's objects: keys and views there may connect exposed relations. */
+const USER_SCHEMAS = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'`;
 interface RoutineRow {
   oid: number; schema: string; name: string; volatility: string; setof: boolean; ndefaults: number;
   argnames: string[]; argmodes: string[]; ret_relid: number; ret_void: boolean; ret_record: boolean; ret_pseudo: boolean;
@@ -42,7 +48,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemas]);
   const oids = relationRows.map((r) => r.oid);
-  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows] = await Promise.all([
+  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows, castRows, computedRelRows] = await Promise.all([
     sql.unsafe<ColumnRow[]>(`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
              pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
@@ -64,8 +70,9 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
                ARRAY(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, i)
                        JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i) END AS fcols
         FROM pg_catalog.pg_constraint con
-       WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'f')
-       ORDER BY con.conname`, [oids]),
+        JOIN pg_catalog.pg_class c ON c.oid = con.conrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE ${USER_SCHEMAS} AND con.contype IN ('p', 'u', 'f')
+       ORDER BY con.conname`),
     sql.unsafe<ComputedRow[]>(`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array
@@ -79,7 +86,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       SELECT c.oid::int AS oid, r.ev_action::text AS action
         FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`, [schemas]),
+       WHERE ${USER_SCHEMAS} AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`),
     sql.unsafe<{ name: string; type_sql: string }[]>(`
       SELECT t.typname AS name, ${TYPE_SQL} AS type_sql
         FROM pg_catalog.pg_type t ${TYPE_JOINS}
@@ -105,7 +112,43 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_type t ON t.oid = a.typ ${TYPE_JOINS}
        WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'
        ORDER BY p.oid, a.i`, [schemas]),
+    // Column names of every user relation: views of the exposed schemas may read private tables.
+    sql.unsafe<AttRow[]>(`
+      SELECT a.attrelid::int AS relid, a.attnum::int AS num, a.attname AS name
+        FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE ${USER_SCHEMAS} AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped`),
+    // Casts of domains of the exposed schemas to json and from text: data representations.
+    sql.unsafe<{ domain: string; direction: string; fn: string }[]>(`
+      SELECT format('%I.%I', dn.nspname, d.typname) AS domain,
+             CASE WHEN c.castsource = d.oid THEN 'to'
+                  WHEN c.castsource = 'pg_catalog.text'::regtype THEN 'fromText' ELSE 'fromJson' END AS direction,
+             format('%I.%I', fn.nspname, f.proname) AS fn
+        FROM pg_catalog.pg_cast c
+        JOIN pg_catalog.pg_type d ON d.oid IN (c.castsource, c.casttarget) AND d.typtype = 'd'
+        JOIN pg_catalog.pg_namespace dn ON dn.oid = d.typnamespace
+        JOIN pg_catalog.pg_proc f ON f.oid = c.castfunc JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+       WHERE dn.nspname = ANY($1::text[])
+         AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
+           OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`, [schemas]),
+    // Computed relationships: a function of one row type returning rows of another relation.
+    sql.unsafe<ComputedRelRow[]>(`
+      SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid, t.typrelid::int AS target,
+             p.proretset AS setof, p.prorows::float8 AS rows
+        FROM pg_catalog.pg_proc p
+        JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+        JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
+        JOIN pg_catalog.pg_type t ON t.oid = p.prorettype
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`, [schemas]),
   ]);
+  const representations = new Map<string, { toJson?: string; fromText?: string; fromJson?: string }>();
+  for (const c of castRows) {
+    const r = representations.get(c.domain) ?? {};
+    if (c.direction === 'to') r.toJson = c.fn;
+    else if (c.direction === 'fromText') r.fromText = c.fn;
+    else r.fromJson = c.fn;
+    representations.set(c.domain, r);
+  }
 
   const byOid = new Map<number, Relation>();
   const relations = new Map<string, Relation>();
@@ -119,22 +162,34 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     // A composite type shapes function results; it is not a resource of its own.
     if (rel.kind !== 'composite') relations.set(relationKey(r.schema, r.name), rel);
   }
-  const attnames = new Map<number, Map<number, string>>();
   for (const c of columnRows) {
     const rel = byOid.get(c.relid)!;
     const col: Column = {
       name: c.name, typeSql: c.type_sql, typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
       nullable: c.nullable, defaultExpr: c.default_expr, generated: c.generated, description: c.description,
+      representation: c.is_array ? undefined : representations.get(c.type_sql),
     };
     rel.columns.set(c.name, col);
     rel.columnList.push(col);
-    if (!attnames.has(c.relid)) attnames.set(c.relid, new Map());
-    attnames.get(c.relid)!.set(c.num, c.name);
   }
+  const attnames = new Map<number, Map<number, string>>();
+  for (const a of attRows) {
+    if (!attnames.has(a.relid)) attnames.set(a.relid, new Map());
+    attnames.get(a.relid)!.set(a.num, a.name);
+  }
+  // Keys of every user table, exposed or not: a view over a private table inherits them.
+  const keysOf = new Map<number, { primary: string[]; unique: string[][] }>();
   for (const k of keyRows) {
-    const rel = byOid.get(k.relid)!;
-    if (k.contype === 'p') rel.primaryKey = k.cols;
-    if (k.contype === 'p' || k.contype === 'u') rel.uniqueKeys.push(k.cols);
+    if (k.contype === 'f') continue;
+    if (!keysOf.has(k.relid)) keysOf.set(k.relid, { primary: [], unique: [] });
+    const keys = keysOf.get(k.relid)!;
+    if (k.contype === 'p') keys.primary = k.cols;
+    keys.unique.push(k.cols);
+    const rel = byOid.get(k.relid);
+    if (rel) {
+      if (k.contype === 'p') rel.primaryKey = k.cols;
+      rel.uniqueKeys.push(k.cols);
+    }
   }
   for (const f of computedRows) {
     const rel = byOid.get(f.relid);
@@ -143,48 +198,57 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     }
   }
 
-  // A view column that Postgres records as coming straight from a base column: view → (table, column).
-  const viewOrigins = new Map<number, Map<string, { relid: number; column: string }>>(); // view oid → view column → origin
+  // Each column of an exposed view followed back, through views of views in any schema, to the
+  // table column it shows: view oid → view column → origin.
+  const direct = new Map<number, Map<number, { relid: number; attnum: number }>>();
   for (const v of viewRows) {
-    const names = attnames.get(v.oid);
-    if (!names) continue;
-    const found = new Map<string, Set<string>>();
-    const re = /:resno (\d+) :resname (\S+) :ressortgroupref \d+ :resorigtbl (\d+) :resorigcol (\d+)/g;
-    for (let m = re.exec(v.action); m; m = re.exec(v.action)) {
-      const viewCol = names.get(Number(m[1]));
-      if (viewCol === undefined || viewCol !== m[2] || m[3] === '0') continue;
-      const baseCol = attnames.get(Number(m[3]))?.get(Number(m[4]));
-      if (baseCol === undefined) continue;
-      if (!found.has(viewCol)) found.set(viewCol, new Set());
-      found.get(viewCol)!.add(`${m[3]}:${baseCol}`);
-    }
+    direct.set(v.oid, new Map(viewColumnOrigins(v.action).map((o) => [o.resno, { relid: o.relid, attnum: o.attnum }])));
+  }
+  const baseOf = (relid: number, attnum: number, seen: Set<number>): { relid: number; attnum: number } | undefined => {
+    const origins = direct.get(relid);
+    if (!origins) return { relid, attnum };
+    if (seen.has(relid)) return undefined;
+    seen.add(relid);
+    const o = origins.get(attnum);
+    return o && baseOf(o.relid, o.attnum, seen);
+  };
+  const viewOrigins = new Map<number, Map<string, { relid: number; column: string }>>();
+  for (const v of viewRows) {
+    if (!byOid.has(v.oid)) continue;
     const origins = new Map<string, { relid: number; column: string }>();
-    for (const [viewCol, set] of found) {
-      if (set.size !== 1) continue;
-      const [relid, column] = [...set][0].split(/:(.*)/s);
-      origins.set(viewCol, { relid: Number(relid), column });
+    for (const [resno, name] of attnames.get(v.oid) ?? []) {
+      const base = baseOf(v.oid, resno, new Set());
+      const column = base && base.relid !== v.oid ? attnames.get(base.relid)?.get(base.attnum) : undefined;
+      if (base && column !== undefined) origins.set(name, { relid: base.relid, column });
     }
     viewOrigins.set(v.oid, origins);
   }
-  /** The relation itself, and each view that exposes all of `cols` of it; with the columns' names there. */
+  /**
+   * The relation itself when exposed, and each exposed view that shows all of `cols` of it, with
+   * the columns' names there (a view showing a column twice gives each combination, as PostgREST).
+   */
   const exposures = (relid: number, cols: string[]): { rel: Relation; cols: string[] }[] => {
-    const out = [{ rel: byOid.get(relid)!, cols }];
+    const out: { rel: Relation; cols: string[] }[] = [];
+    const self = byOid.get(relid);
+    if (self) out.push({ rel: self, cols });
     for (const [viewOid, origins] of viewOrigins) {
-      const mapped = cols.map((c) => [...origins].find(([, o]) => o.relid === relid && o.column === c)?.[0]);
-      if (mapped.every((m) => m !== undefined)) out.push({ rel: byOid.get(viewOid)!, cols: mapped as string[] });
+      let combos: string[][] = [[]];
+      for (const c of cols) {
+        const names = [...origins].filter(([, o]) => o.relid === relid && o.column === c).map(([n]) => n);
+        combos = combos.flatMap((combo) => names.map((n) => [...combo, n]));
+      }
+      for (const combo of combos) out.push({ rel: byOid.get(viewOid)!, cols: combo });
     }
     return out;
   };
   // Views inherit the primary key of their base table when they expose all of its columns.
-  for (const [viewOid] of viewOrigins) {
+  for (const [viewOid, origins] of viewOrigins) {
     const view = byOid.get(viewOid)!;
-    const origins = viewOrigins.get(viewOid)!;
-    const baseIds = new Set([...origins.values()].map((o) => o.relid));
-    for (const baseId of baseIds) {
-      const base = byOid.get(baseId);
-      if (!base || base.primaryKey.length === 0) continue;
-      const mapped = exposures(baseId, base.primaryKey).find((e) => e.rel === view);
-      if (mapped && view.primaryKey.length === 0) {
+    for (const baseId of new Set([...origins.values()].map((o) => o.relid))) {
+      const keys = keysOf.get(baseId);
+      if (!keys || keys.primary.length === 0 || view.primaryKey.length > 0) continue;
+      const mapped = exposures(baseId, keys.primary).find((e) => e.rel === view);
+      if (mapped) {
         view.primaryKey = mapped.cols;
         view.uniqueKeys.push(mapped.cols);
       }
@@ -192,17 +256,22 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
   }
 
   const relationships = new Map<number, Relationship[]>();
+  const seenRelationships = new Set<string>();
   const add = (r: Relationship) => {
+    const id = JSON.stringify([r.cardinality, r.source.oid, r.target.oid, r.constraint, r.sourceColumns, r.targetColumns,
+      r.junction?.relation.oid, r.junction?.junctionSourceColumns, r.junction?.junctionTargetColumns]);
+    if (seenRelationships.has(id)) return;
+    seenRelationships.add(id);
     if (!relationships.has(r.source.oid)) relationships.set(r.source.oid, []);
     relationships.get(r.source.oid)!.push(r);
   };
-  const isUnique = (rel: Relation, cols: string[]) =>
-    rel.uniqueKeys.some((u) => u.length === cols.length && u.every((c) => cols.includes(c)));
-  const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null && byOid.has(k.frelid));
+  const isUnique = (relid: number, cols: string[]) =>
+    (keysOf.get(relid)?.unique ?? []).some((u) => u.length === cols.length && u.every((c) => cols.includes(c)));
+  const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null);
   for (const fk of foreignKeys) {
+    const oneToOne = isUnique(fk.relid, fk.cols);
     for (const child of exposures(fk.relid, fk.cols)) {
       for (const parent of exposures(fk.frelid!, fk.fcols!)) {
-        const oneToOne = isUnique(byOid.get(fk.relid)!, fk.cols);
         add({ cardinality: oneToOne ? 'o2o' : 'm2o', source: child.rel, target: parent.rel, constraint: fk.conname,
           sourceColumns: child.cols, targetColumns: parent.cols });
         add({ cardinality: oneToOne ? 'o2o' : 'o2m', source: parent.rel, target: child.rel, constraint: fk.conname,
@@ -210,23 +279,34 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       }
     }
   }
-  // Many-to-many: a table with two foreign keys whose columns are all part of its primary key.
+  for (const f of computedRelRows) {
+    const source = byOid.get(f.relid);
+    const target = byOid.get(f.target);
+    if (!source || !target || source.kind === 'composite' || target.kind === 'composite') continue;
+    add({ cardinality: f.setof && f.rows !== 1 ? 'o2m' : 'm2o', source, target, constraint: f.name,
+      sourceColumns: [], targetColumns: [], computed: { schema: f.schema, name: f.name } });
+  }
+  // Many-to-many: a table with two foreign keys whose columns are all part of its primary key,
+  // itself exposed or shown by an exposed view.
   const byTable = new Map<number, KeyRow[]>();
   for (const fk of foreignKeys) {
     if (!byTable.has(fk.relid)) byTable.set(fk.relid, []);
     byTable.get(fk.relid)!.push(fk);
   }
   for (const [junctionId, fks] of byTable) {
-    const junction = byOid.get(junctionId)!;
-    const inPk = fks.filter((fk) => fk.cols.every((c) => junction.primaryKey.includes(c)));
+    const primary = keysOf.get(junctionId)?.primary ?? [];
+    const inPk = fks.filter((fk) => fk.cols.every((c) => primary.includes(c)));
     for (const a of inPk) {
       for (const b of inPk) {
         if (a === b) continue;
-        for (const src of exposures(a.frelid!, a.fcols!)) {
-          for (const tgt of exposures(b.frelid!, b.fcols!)) {
-            add({ cardinality: 'm2m', source: src.rel, target: tgt.rel, constraint: b.conname,
-              sourceColumns: src.cols, targetColumns: tgt.cols,
-              junction: { relation: junction, sourceConstraint: a.conname, junctionSourceColumns: a.cols, junctionTargetColumns: b.cols } });
+        for (const j of exposures(junctionId, [...a.cols, ...b.cols])) {
+          for (const src of exposures(a.frelid!, a.fcols!)) {
+            for (const tgt of exposures(b.frelid!, b.fcols!)) {
+              add({ cardinality: 'm2m', source: src.rel, target: tgt.rel, constraint: b.conname,
+                sourceColumns: src.cols, targetColumns: tgt.cols,
+                junction: { relation: j.rel, sourceConstraint: a.conname,
+                  junctionSourceColumns: j.cols.slice(0, a.cols.length), junctionTargetColumns: j.cols.slice(a.cols.length) } });
+            }
           }
         }
       }

@@ -15,6 +15,12 @@ export interface Column {
   defaultExpr: string | null;
   generated: boolean;
   description: string | null;
+  /**
+   * A domain's "data representation" (PostgREST 11+): functions of casts declared on the domain
+   * to json (how values are shown), from text (how filter values are read) and from json (how
+   * written values are read). Qualified function names.
+   */
+  representation?: { toJson?: string; fromText?: string; fromJson?: string };
 }
 
 export interface ComputedField {
@@ -56,6 +62,11 @@ export interface Relationship {
   constraint: string;
   sourceColumns: string[];
   targetColumns: string[];
+  /**
+   * A computed relationship (PostgREST's): rows of `target` returned by a function of the
+   * source's row, embedded by the function's name; no columns link them.
+   */
+  computed?: { schema: string; name: string };
   junction?: {
     relation: Relation;
     sourceConstraint: string;
