@@ -21,6 +21,10 @@ export interface Config {
   rateLimitPerMinute: number;
   maxBodyBytes: number;
   statementTimeoutMs: number;
+  /** Connections to Postgres, how long a request waits for one, how many one token may hold. */
+  poolSize: number;
+  poolAcquireTimeoutMs: number;
+  poolPerToken: number;
   logLevel: string;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
@@ -78,6 +82,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
+  const poolSize = integer(env, 'TALLY_DB_POOL', 10, 1, 1000);
   return {
     databaseUrl,
     home: env.TALLY_HOME || '.tally',
@@ -93,6 +98,9 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerMinute: integer(env, 'TALLY_RATE_LIMIT_PER_MINUTE', 60, 1, 10_000_000),
     maxBodyBytes: integer(env, 'TALLY_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    poolSize,
+    poolAcquireTimeoutMs: integer(env, 'TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS', 3000, 100, 600_000),
+    poolPerToken: integer(env, 'TALLY_DB_POOL_PER_TOKEN', Math.max(1, Math.floor(poolSize / 2)), 1, poolSize),
     logLevel: env.LOG_LEVEL || 'info',
     settingsSessionHours: integer(env, 'TALLY_SETTINGS_SESSION_HOURS', 12, 1, 24 * 30),
     signInFailuresPerAccount: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ACCOUNT', 5, 1, 1000),

@@ -23,7 +23,7 @@ const holders = new WeakMap<AppContext, SchemaCacheHolder>();
 /** The schema cache of a server context: one per context, shared by every surface. */
 export function schemaCacheOf(ctx: AppContext): SchemaCacheHolder {
   let h = holders.get(ctx);
-  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db, ctx.config.schemas)));
+  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas)));
   return h;
 }
 

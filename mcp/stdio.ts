@@ -22,7 +22,7 @@ export async function serveStdio(config: Config): Promise<void> {
   const lookups = new LookupCache(call);
   const mcp = createMcpServer(call, workspaceTokenAuth(token), await lookups.get());
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
-  await lookups.listen(pool, () => {
+  await lookups.listen(pool.control, () => {
     lookups.get().then((l) => mcp.refresh(l), () => {});
   });
   const transport = new StdioServerTransport();

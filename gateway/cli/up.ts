@@ -3,7 +3,7 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
-import { adminClient, jwtSecretFor, openDatabase, serverPool, type Database } from '../db/connect.js';
+import { adminClient, jwtSecretFor, openDatabase, configuredPool, type Database } from '../db/connect.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
@@ -64,7 +64,7 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
 }
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
-  const pool = serverPool(db.url);
+  const pool = configuredPool(db.url, config);
   const app = createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) });
   const server = await listen(app, config.port, config.host);
   const address = server.address();

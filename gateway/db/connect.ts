@@ -1,4 +1,5 @@
 import postgres, { type Sql } from 'postgres';
+import { createPool, type Pool } from './pool.js';
 import type { Config } from '../config.js';
 import { startEmbedded, localSecrets } from './embedded.js';
 
@@ -28,23 +29,32 @@ export async function jwtSecretFor(config: Config, db: Database): Promise<string
 export const AUTHENTICATOR_ROLE = 'authenticator';
 
 /**
- * The server's pool. Each connection takes the role `authenticator` at start-up, so even a
- * superuser DATABASE_URL serves requests with no privileges beyond the API roles it switches
- * to per transaction.
+ * The server's pool (pool.ts). Each connection takes the role `authenticator` at start-up, so
+ * even a superuser DATABASE_URL serves requests with no privileges beyond the API roles it
+ * switches to per transaction.
  */
-export function serverPool(url: string, options: { max?: number } = {}): Sql {
-  return postgres(url, {
-    max: options.max ?? 10,
-    idle_timeout: 60,
-    connect_timeout: 5,
-    // While Postgres is away, a request waits for the next connection attempt before it fails
-    // with a 503: postgres.js's default backoff grows to 20 s across the pool (requests hung
-    // for 22 s and recovery took 11 s in tests/faults.test.ts). At most half a second between
-    // attempts: quick 503s during an outage, and service again within a second of its end.
-    backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
-    onnotice: () => {},
-    connection: { role: AUTHENTICATOR_ROLE, application_name: 'tally' } as Record<string, string>,
+export function serverPool(url: string, options: { max?: number; acquireTimeoutMs?: number; perToken?: number } = {}): Pool {
+  return createPool(url, {
+    size: options.max ?? 10,
+    acquireTimeoutMs: options.acquireTimeoutMs ?? 3000,
+    perKey: options.perToken ?? Math.max(1, Math.floor((options.max ?? 10) / 2)),
+    client: {
+      idle_timeout: 60,
+      connect_timeout: 5,
+      // While Postgres is away, a request waits for the next connection attempt before it fails
+      // with a 503: postgres.js's default backoff grows to 20 s (requests hung for 22 s and
+      // recovery took 11 s in tests/faults.test.ts). At most half a second between attempts:
+      // quick 503s during an outage, and service again within a second of its end.
+      backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
+      onnotice: () => {},
+      connection: { role: AUTHENTICATOR_ROLE, application_name: 'tally' } as Record<string, string>,
+    } as never,
   });
+}
+
+/** The pool sized and bounded by the configuration. */
+export function configuredPool(url: string, config: Config): Pool {
+  return serverPool(url, { max: config.poolSize, acquireTimeoutMs: config.poolAcquireTimeoutMs, perToken: config.poolPerToken });
 }
 
 /** A short-lived owner connection for administration. */
