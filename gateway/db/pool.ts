@@ -174,7 +174,8 @@ export function createPool(url: string, options: PoolOptions): Pool {
     }
   }
 
-  const control = postgres(url, { ...options.client, max: 1 });
+  const named = options.client.connection as Record<string, string> | undefined;
+  const control = postgres(url, { ...options.client, max: 1, connection: { ...named, application_name: 'tally-control' } as never });
   return Object.assign(simple, {
     reserve,
     control,
