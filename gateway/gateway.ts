@@ -12,7 +12,7 @@ import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/w
 import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements } from './query/read.js';
 import { routineSource, scalarStatement } from './query/routine.js';
 import { writeStatement, type ReturnShape } from './query/write.js';
-import { parseApiRequest, routineName } from './request/parse.js';
+import { parseApiRequest, refuseDeepJson, routineName } from './request/parse.js';
 import type { ApiRequest, PlanMedia } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
@@ -43,6 +43,7 @@ export function requestSchema(ctx: AppContext, req: GatewayRequest): string {
 export function createGateway(ctx: AppContext): GatewayCall {
   const holder = schemaCacheOf(ctx);
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
+    refuseDeepJson(req.body);
     const cache = await holder.get();
     const schema = requestSchema(ctx, req);
     // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys

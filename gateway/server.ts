@@ -23,6 +23,16 @@ export function createApp(ctx: AppContext): Express {
   app.set('trust proxy', process.env.TALLY_TRUST_PROXY === '1' ? 1 : false);
   app.use(requestLog());
   app.use(serverTiming());
+  // Routers decode the path for their parameters and static files; a malformed percent-escape
+  // there would surface as a 500. Every surface gets the same 400 instead, before any of them.
+  app.use((req, _res, next) => {
+    try {
+      decodeURIComponent(req.path);
+    } catch {
+      return next(new ApiError(400, 'PGRST100', 'Invalid percent-encoding in the request path', null, 'Encode "%" in a path as %25'));
+    }
+    next();
+  });
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
