@@ -44,7 +44,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
   const holder = schemaCacheOf(ctx);
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     refuseDeepJson(req.body);
-    const cache = await holder.get();
+    const cache: SchemaCache = { ...(await holder.get()), viewer: auth.role };
     const schema = requestSchema(ctx, req);
     // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys
     // named like one of its parameters, so the cache is asked before the query is parsed.
@@ -173,10 +173,10 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
       throw new ApiError(413, 'PGRST413', 'The request body is too large', `The limit is ${ctx.config.maxBodyBytes} bytes`, 'Split a bulk insert into smaller batches');
     }
     const rows = bodyRows(req.body, req.headers['content-type']);
-    if (api.method === 'PATCH') plan = updatePlan(relation, rows, root);
+    if (api.method === 'PATCH') plan = updatePlan(relation, rows, root, cache.viewer);
     else {
       if (api.method === 'PUT') checkPut(api, relation, rows, root);
-      plan = insertPlan(api, relation, rows, root);
+      plan = insertPlan(api, relation, rows, root, cache.viewer);
     }
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';

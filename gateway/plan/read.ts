@@ -3,7 +3,7 @@
 
 import { ApiError } from '../errors.js';
 import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
-import type { Relation, Relationship, SchemaCache } from '../schema-cache/types.js';
+import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
 
 export class AliasCounter {
@@ -13,16 +13,15 @@ export class AliasCounter {
   }
 }
 
-export function unknownColumn(rel: Relation, name: string): ApiError {
-  return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null,
-    `The columns of ${rel.name} are: ${[...rel.columns.keys()].join(', ')}`);
+export function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+  return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null, columnsHint(rel, viewer));
 }
 
 /** A field of `rel` (column or computed field), with JSON path and cast. */
 export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
   const column = rel.columns.get(ref.name);
   const fn = column ? undefined : rel.computed.get(ref.name);
-  if (!column && !fn) throw unknownColumn(rel, ref.name);
+  if (!column && !fn) throw unknownColumn(rel, ref.name, cache.viewer);
   const t = column ?? fn!;
   let typeSql = t.typeSql;
   let baseType = t.baseType;
@@ -72,7 +71,9 @@ export function findRelation(cache: SchemaCache, schema: string, name: string): 
 }
 
 function relationshipFor(cache: SchemaCache, source: Relation, name: string, hint: string | undefined): Relationship {
-  const all = cache.relationships.get(source.oid) ?? [];
+  // Relations the request's role may not read are not offered: neither embedded nor named.
+  const visible = (rel: Relation) => readableColumns(rel, cache.viewer).length > 0;
+  const all = (cache.relationships.get(source.oid) ?? []).filter((r) => visible(r.target) && (!r.junction || visible(r.junction.relation)));
   let candidates = all.filter((r) => r.target.name === name && r.target.schema === source.schema);
   if (candidates.length === 0) {
     // Embedding through a foreign key's column or constraint name: author_id(*), posts_author_fkey(*).

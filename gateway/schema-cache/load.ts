@@ -10,6 +10,7 @@ interface RelationRow { oid: number; schema: string; name: string; relkind: stri
 interface ColumnRow {
   relid: number; name: string; num: number; nullable: boolean; default_expr: string | null; generated: boolean;
   type_display: string; type_sql: string; base_type: string; is_array: boolean; description: string | null;
+  readers: string[] | null;
 }
 interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
 interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
@@ -49,8 +50,13 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
              pg_catalog.format_type(a.atttypid, a.atttypmod) AS type_display,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
-             pg_catalog.col_description(a.attrelid, a.attnum) AS description
+             pg_catalog.col_description(a.attrelid, a.attnum) AS description,
+             CASE WHEN rc.relkind = 'c' THEN NULL ELSE ARRAY(
+               SELECT r.rolname::text FROM pg_catalog.pg_roles r
+                WHERE pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')
+                  AND pg_catalog.has_column_privilege(r.oid, a.attrelid, a.attnum, 'SELECT')) END AS readers
         FROM pg_catalog.pg_attribute a
+        JOIN pg_catalog.pg_class rc ON rc.oid = a.attrelid
         JOIN pg_catalog.pg_type t ON t.oid = a.atttypid ${TYPE_JOINS}
         LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
        WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
@@ -125,6 +131,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     const col: Column = {
       name: c.name, typeSql: c.type_sql, typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
       nullable: c.nullable, defaultExpr: c.default_expr, generated: c.generated, description: c.description,
+      readers: c.readers,
     };
     rel.columns.set(c.name, col);
     rel.columnList.push(col);
