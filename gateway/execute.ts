@@ -22,6 +22,8 @@ export interface TransactionOptions {
   anonRole: string;
   preRequest: string | undefined;
   statementTimeoutMs: number;
+  /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
+  workMem?: string;
   /** For error messages: the request is a write. */
   write: boolean;
 }
@@ -74,8 +76,9 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
   try {
     const run = (s: Statement) => conn.unsafe(s.text, s.params.map((v) => (v === null ? null : conn.typed(v, 25))) as never[], { prepare: true });
     const setup: Statement[] = [{
-      text: `SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)`,
-      params: [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs)],
+      text: `SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)`
+        + (opts.workMem ? `, pg_catalog.set_config('work_mem', $4, true)` : ''),
+      params: [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs), ...(opts.workMem ? [opts.workMem] : [])],
     }];
     if (opts.preRequest) setup.push({ text: `SELECT ${preRequestSql(opts.preRequest)}()`, params: [] });
     const pipelineCommit = opts.readOnly && !decide;

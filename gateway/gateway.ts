@@ -12,6 +12,7 @@ import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/w
 import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements } from './query/read.js';
 import { routineSource, scalarStatement } from './query/routine.js';
 import { writeStatement, type ReturnShape } from './query/write.js';
+import { checkSelectLimits } from './request/limits.js';
 import { parseApiRequest, refuseDeepJson, routineName } from './request/parse.js';
 import type { ApiRequest, PlanMedia } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
@@ -63,6 +64,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
       if (req.method !== 'POST') isArgument = (key) => names.has(key);
     }
     const api = parseApiRequest(req, schema, isArgument);
+    checkSelectLimits(api.select, ctx.config);
     if (api.plan && !ctx.config.planEnabled) {
       throw new ApiError(406, 'PGRST107', `None of these media types are available: ${req.headers.accept}`, null,
         'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
@@ -70,7 +72,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
       readOnly: !write, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
-      statementTimeoutMs: ctx.config.statementTimeoutMs, write,
+      statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write,
     };
     if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);
     return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx);
