@@ -154,7 +154,8 @@ export function createPool(url: string, options: PoolOptions): Pool {
         // Ask Postgres to cancel what the backend runs (postgres.js sends a cancel request with
         // the backend's key on a connection of its own), then close ours: the backend ends as
         // soon as it reads again. A stopped backend gets both once it runs again.
-        for (const q of pending) (q as { cancel?: () => unknown }).cancel?.();
+        // The cancel request is best effort: with Postgres away it fails, and nobody waits on it.
+        for (const q of pending) Promise.resolve((q as { cancel?: () => unknown }).cancel?.()).catch(() => {});
         free(slot, key, true);
       },
     };

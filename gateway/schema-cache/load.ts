@@ -37,12 +37,18 @@ const TYPE_JOINS = `
   LEFT JOIN pg_catalog.pg_type ebt ON ebt.oid = et.typbasetype AND et.typtype = 'd'`;
 
 export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<SchemaCache> {
+  // Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has
+  // fetched the array types of the connection, which a reconnect after a restart could skip
+  // (loads then failed with "malformed array literal"). Schema names are plain identifiers
+  // (config.ts) and oids integers, so the literals need no quoting.
+  const schemaList = `{${schemas.join(',')}}`;
   const relationRows = await sql.unsafe<RelationRow[]>(`
     SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
            pg_catalog.obj_description(c.oid, 'pg_class') AS description
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemas]);
+     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemaList]);
   const oids = relationRows.map((r) => r.oid);
+  const oidList = `{${oids.join(',')}}`;
   const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows] = await Promise.all([
     sql.unsafe<ColumnRow[]>(`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
@@ -60,7 +66,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_type t ON t.oid = a.atttypid ${TYPE_JOINS}
         LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
        WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
-       ORDER BY a.attrelid, a.attnum`, [oids]),
+       ORDER BY a.attrelid, a.attnum`, [oidList]),
     sql.unsafe<KeyRow[]>(`
       SELECT con.conrelid::int AS relid, con.contype::text AS contype, con.conname AS conname,
              ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
@@ -71,7 +77,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
                        JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i) END AS fcols
         FROM pg_catalog.pg_constraint con
        WHERE con.conrelid = ANY($1::oid[]) AND con.contype IN ('p', 'u', 'f')
-       ORDER BY con.conname`, [oids]),
+       ORDER BY con.conname`, [oidList]),
     sql.unsafe<ComputedRow[]>(`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array
@@ -80,16 +86,16 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
        WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0
-         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`, [schemas]),
+         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`, [schemaList]),
     sql.unsafe<ViewRow[]>(`
       SELECT c.oid::int AS oid, r.ev_action::text AS action
         FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`, [schemas]),
+       WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`, [schemaList]),
     sql.unsafe<{ name: string; type_sql: string }[]>(`
       SELECT t.typname AS name, ${TYPE_SQL} AS type_sql
         FROM pg_catalog.pg_type t ${TYPE_JOINS}
-       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemas]),
+       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemaList]),
     sql.unsafe<RoutineRow[]>(`
       SELECT p.oid::int AS oid, pn.nspname AS schema, p.proname AS name, p.provolatile::text AS volatility,
              p.proretset AS setof, p.pronargdefaults::int AS ndefaults,
@@ -101,7 +107,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'`, [schemas]),
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'`, [schemaList]),
     sql.unsafe<RoutineArgRow[]>(`
       SELECT p.oid::int AS oid, a.i::int AS i, ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array, t.typtype = 'p' AS pseudo
@@ -110,7 +116,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         CROSS JOIN LATERAL unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) WITH ORDINALITY AS a(typ, i)
         JOIN pg_catalog.pg_type t ON t.oid = a.typ ${TYPE_JOINS}
        WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'
-       ORDER BY p.oid, a.i`, [schemas]),
+       ORDER BY p.oid, a.i`, [schemaList]),
   ]);
 
   const byOid = new Map<number, Relation>();
