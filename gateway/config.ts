@@ -25,6 +25,14 @@ export interface Config {
   rateLimitPerMinute: number;
   maxBodyBytes: number;
   statementTimeoutMs: number;
+  /** Connections to Postgres, how long a request waits for one, how many one token may hold. */
+  poolSize: number;
+  poolAcquireTimeoutMs: number;
+  poolPerToken: number;
+  /** Cost bounds of one request: embed depth, select width (request/limits.ts), work_mem. */
+  maxEmbedDepth: number;
+  maxSelectWidth: number;
+  workMem: string;
   logLevel: string;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
@@ -87,6 +95,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const dbUri = env.TALLY_DB_URI || undefined;
   if (dbUri && !/^postgres(ql)?:\/\//.test(dbUri)) throw new ConfigError('TALLY_DB_URI must be a postgres:// or postgresql:// URL');
+  const workMem = (env.TALLY_DB_WORK_MEM ?? '4MB').trim();
+  if (!/^\d{1,7}(kB|MB|GB)$/.test(workMem)) throw new ConfigError(`TALLY_DB_WORK_MEM must be a size such as 4MB or 512kB, got "${workMem}"`);
+  const poolSize = integer(env, 'TALLY_DB_POOL', 10, 1, 1000);
   return {
     databaseUrl,
     dbUri,
@@ -104,6 +115,12 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerMinute: integer(env, 'TALLY_RATE_LIMIT_PER_MINUTE', 60, 1, 10_000_000),
     maxBodyBytes: integer(env, 'TALLY_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    poolSize,
+    poolAcquireTimeoutMs: integer(env, 'TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS', 3000, 100, 600_000),
+    poolPerToken: integer(env, 'TALLY_DB_POOL_PER_TOKEN', Math.max(1, Math.floor(poolSize / 2)), 1, poolSize),
+    maxEmbedDepth: integer(env, 'TALLY_DB_MAX_EMBED_DEPTH', 3, 0, 100),
+    maxSelectWidth: integer(env, 'TALLY_DB_MAX_SELECT_WIDTH', 200, 1, 1600),
+    workMem,
     logLevel: env.LOG_LEVEL || 'info',
     settingsSessionHours: integer(env, 'TALLY_SETTINGS_SESSION_HOURS', 12, 1, 24 * 30),
     signInFailuresPerAccount: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ACCOUNT', 5, 1, 1000),

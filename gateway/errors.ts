@@ -66,6 +66,7 @@ export function pgErrorStatus(code: string, anonymous: boolean): number {
   if (code === '42P17') return 500;
   if (code === 'P0001') return 400;
   if (code === '53400') return 500;
+  if (code.startsWith('54')) return 400; // program limit exceeded: too many columns, too deep, too large
   const cls = code.slice(0, 2);
   if (cls === '08' || cls === '53') return 503;
   if (cls === '0L' || cls === '0P' || cls === '28') return 403;
@@ -115,6 +116,9 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
     // own text stays in details.
     message = constraintMessage(err)!;
     details = err.constraint_name ? `constraint: ${err.constraint_name}` : err.message;
+  } else if (err.code.startsWith('54')) {
+    // Postgres's own message says which limit ("target lists can have at most 1664 entries").
+    hint = 'The request exceeds a limit of the database: ask for fewer columns, less nesting or fewer rows';
   } else if (status === 500 || status === 503) {
     // Internal states (connection, resources, transaction) say nothing useful to a client;
     // execute.ts logs the original error.

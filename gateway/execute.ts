@@ -4,9 +4,10 @@
 // for its statement's result before it decides COMMIT or ROLLBACK (max-affected, tx=rollback,
 // singular responses), so a refused write leaves the database as it was.
 
-import type { ReservedSql, Row, Sql } from 'postgres';
+import type { Row } from 'postgres';
 import type { AuthContext } from './call.js';
-import { ApiError, connectionError, fromPgError, internalError, isConnectionError, isPgError, poolTimeout, type PgErrorContext } from './errors.js';
+import { ApiError, connectionError, fromPgError, internalError, isConnectionError, isPgError, type PgErrorContext } from './errors.js';
+import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
 import { ident } from './query/sql.js';
 import { errorFields, log } from './log.js';
 
@@ -21,6 +22,8 @@ export interface TransactionOptions {
   anonRole: string;
   preRequest: string | undefined;
   statementTimeoutMs: number;
+  /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
+  workMem?: string;
   /** For error messages: the request is a write. */
   write: boolean;
 }
@@ -52,33 +55,35 @@ export type Decide = (results: Row[][]) => 'commit' | 'rollback';
 
 const preRequestSql = (name: string) => name.split('.').map(ident).join('.');
 
-export async function runTransaction(db: Sql, opts: TransactionOptions, statements: Statement[], decide?: Decide): Promise<Row[][]> {
+export async function runTransaction(db: Pool, opts: TransactionOptions, statements: Statement[], decide?: Decide): Promise<Row[][]> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && (opts.auth.claims.scope === 'read' || opts.auth.role === 'api_read'),
     statementTimeoutMs: opts.statementTimeoutMs,
   };
   const asked = performance.now();
-  let conn: ReservedSql;
+  let lease: Lease;
   try {
-    conn = await reserveWithin(db, POOL_TIMEOUT_MS);
+    lease = await db.reserve(shareKey(opts.auth));
   } catch (err) {
     throw toApiError(err, errorContext); // the database is away: a 503 (errors.ts)
   }
   const reserved = performance.now();
   const deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
+  const conn = lease.sql;
   let open = false;
-  let lost = false;
+  let pending: Promise<unknown>[] = [];
   try {
     const run = (s: Statement) => conn.unsafe(s.text, s.params.map((v) => (v === null ? null : conn.typed(v, 25))) as never[], { prepare: true });
     const setup: Statement[] = [{
-      text: `SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)`,
-      params: [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs)],
+      text: `SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)`
+        + (opts.workMem ? `, pg_catalog.set_config('work_mem', $4, true)` : ''),
+      params: [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs), ...(opts.workMem ? [opts.workMem] : [])],
     }];
     if (opts.preRequest) setup.push({ text: `SELECT ${preRequestSql(opts.preRequest)}()`, params: [] });
     const pipelineCommit = opts.readOnly && !decide;
     open = true;
-    const pending: Promise<unknown>[] = [
+    pending = [
       conn.unsafe(opts.readOnly ? 'BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY' : 'BEGIN ISOLATION LEVEL READ COMMITTED'),
       ...setup.map(run),
       ...statements.map(run),
@@ -95,68 +100,33 @@ export async function runTransaction(db: Sql, opts: TransactionOptions, statemen
       await watched(conn.unsafe(end === 'commit' ? 'COMMIT' : 'ROLLBACK'), deadline);
       open = false;
     }
+    lease.release();
     return results;
   } catch (err) {
-    lost = isConnectionError(err);
-    if (open && !lost) await conn.unsafe('ROLLBACK').catch(() => {});
+    // Only a connection that answered with a Postgres error is known to be in a clean state
+    // after ROLLBACK; anything else (lost, stalled past the watchdog, a protocol or client
+    // error) destroys it: its backend is cancelled, its slot gets a new connection, and
+    // Postgres rolls back the transaction of a closed connection itself.
+    if (isPgError(err) && !isConnectionError(err)) {
+      const clean = !open || await watched(conn.unsafe('ROLLBACK'), deadline).then(() => true, () => false);
+      if (clean) lease.release();
+      else lease.destroy(pending);
+    } else lease.destroy(pending);
     throw toApiError(err, errorContext);
   } finally {
-    // A lost connection is not released: postgres.js (3.4.9) has already moved it to its closed
-    // queue, and release() would put it back among the open ones, where the next query written
-    // to it throws from a timer (an uncaught TypeError: the process dies) or waits forever. The
-    // pool reconnects it when it is needed. Postgres rolls back the transaction of a lost
-    // connection itself.
-    if (!lost) conn.release();
     recordTiming(opts.auth, reserved - asked, performance.now() - reserved);
   }
 }
 
 /**
- * A transaction's statements get an answer within the statement timeout (Postgres cancels them
- * then); this margin later the connection is taken for lost. postgres.js (3.4.9) never settles
- * the queries a reserved connection queued while waiting to describe a new prepared statement
- * when the connection closes meanwhile (Postgres restarting): without this, such a request
- * would hang for good.
+ * Whose share of the pool a transaction counts against: its workspace token, else its
+ * workspace, else its role (every anonymous request shares one).
  */
-const WATCHDOG_MARGIN_MS = 2000;
-
-function watched<T>(work: Promise<T>, ms: number): Promise<T> {
-  if (ms <= 0) return work;
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    work,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(Object.assign(new Error('no answer from the database connection'), { code: 'CONNECTION_CLOSED' })), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-/** How long a request waits for a pooled connection before it is answered 504 (PGRST003). */
-export const POOL_TIMEOUT_MS = 3000;
-
-/**
- * db.reserve(), bounded. While Postgres restarts, postgres.js can keep a reservation waiting
- * long after the database is back (seen in tests/faults.test.ts: 8 s and more); a request
- * should fail fast instead. A connection that arrives after the deadline goes back to the pool.
- */
-async function reserveWithin(db: Sql, ms: number): Promise<ReservedSql> {
-  let timer: NodeJS.Timeout | undefined;
-  let late = false;
-  const reserving = db.reserve();
-  try {
-    return await Promise.race([
-      reserving,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          late = true;
-          reject(poolTimeout(ms));
-        }, ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-    if (late) reserving.then((c) => c.release(), () => {});
-  }
+function shareKey(auth: AuthContext): string {
+  const c = auth.claims as Record<string, unknown>;
+  if (typeof c.sub === 'string' && c.sub !== '') return `token:${c.sub}`;
+  if (typeof c.workspace_id === 'string' && c.workspace_id !== '') return `workspace:${c.workspace_id}`;
+  return `role:${auth.role}`;
 }
 
 export function toApiError(err: unknown, ctx: PgErrorContext): ApiError {

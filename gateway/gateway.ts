@@ -12,7 +12,8 @@ import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/w
 import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements } from './query/read.js';
 import { routineSource, scalarStatement } from './query/routine.js';
 import { writeStatement, type ReturnShape } from './query/write.js';
-import { parseApiRequest, routineName } from './request/parse.js';
+import { checkSelectLimits } from './request/limits.js';
+import { parseApiRequest, refuseDeepJson, routineName } from './request/parse.js';
 import type { ApiRequest, PlanMedia } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
@@ -23,7 +24,7 @@ const holders = new WeakMap<AppContext, SchemaCacheHolder>();
 /** The schema cache of a server context: one per context, shared by every surface. */
 export function schemaCacheOf(ctx: AppContext): SchemaCacheHolder {
   let h = holders.get(ctx);
-  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db, ctx.config.schemas)));
+  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas)));
   return h;
 }
 
@@ -43,7 +44,8 @@ export function requestSchema(ctx: AppContext, req: GatewayRequest): string {
 export function createGateway(ctx: AppContext): GatewayCall {
   const holder = schemaCacheOf(ctx);
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
-    const cache = await holder.get();
+    refuseDeepJson(req.body);
+    const cache: SchemaCache = { ...(await holder.get()), viewer: auth.role };
     const schema = requestSchema(ctx, req);
     // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys
     // named like one of its parameters, so the cache is asked before the query is parsed.
@@ -62,6 +64,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
       if (req.method !== 'POST') isArgument = (key) => names.has(key);
     }
     const api = parseApiRequest(req, schema, isArgument);
+    checkSelectLimits(api.select, ctx.config);
     if (api.plan && !ctx.config.planEnabled) {
       throw new ApiError(406, 'PGRST107', `None of these media types are available: ${req.headers.accept}`, null,
         'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
@@ -69,7 +72,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
       readOnly: !write, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
-      statementTimeoutMs: ctx.config.statementTimeoutMs, write,
+      statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write,
     };
     if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);
     return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx);
@@ -172,10 +175,10 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
       throw new ApiError(413, 'PGRST413', 'The request body is too large', `The limit is ${ctx.config.maxBodyBytes} bytes`, 'Split a bulk insert into smaller batches');
     }
     const rows = bodyRows(req.body, req.headers['content-type']);
-    if (api.method === 'PATCH') plan = updatePlan(relation, rows, root);
+    if (api.method === 'PATCH') plan = updatePlan(relation, rows, root, cache.viewer);
     else {
       if (api.method === 'PUT') checkPut(api, relation, rows, root);
-      plan = insertPlan(api, relation, rows, root);
+      plan = insertPlan(api, relation, rows, root, cache.viewer);
     }
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';

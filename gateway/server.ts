@@ -13,6 +13,9 @@ import { wrapperRouter } from './wrapper/router.js';
 
 // The one HTTP server: every surface is a router mounted here.
 
+/** /readyz answers within 2 s whatever the database does. */
+const READY_DEADLINE_MS = 1500;
+
 export function createApp(ctx: AppContext): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -20,16 +23,33 @@ export function createApp(ctx: AppContext): Express {
   app.set('trust proxy', process.env.TALLY_TRUST_PROXY === '1' ? 1 : false);
   app.use(requestLog());
   app.use(serverTiming());
+  // Routers decode the path for their parameters and static files; a malformed percent-escape
+  // there would surface as a 500. Every surface gets the same 400 instead, before any of them.
+  app.use((req, _res, next) => {
+    try {
+      decodeURIComponent(req.path);
+    } catch {
+      return next(new ApiError(400, 'PGRST100', 'Invalid percent-encoding in the request path', null, 'Encode "%" in a path as %25'));
+    }
+    next();
+  });
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  // Ready: a pooled connection answers within READY_DEADLINE_MS. A pool whose every slot is
+  // stuck is not ready either (503), and the answer says how many slots are free.
   app.get('/readyz', async (_req, res) => {
+    let timer: NodeJS.Timeout | undefined;
+    const probe = ctx.db`SELECT 1`;
     try {
-      await ctx.db`SELECT 1`;
-      res.json({ status: 'ready' });
+      await Promise.race([probe, new Promise((_, reject) => (timer = setTimeout(reject, READY_DEADLINE_MS)))]);
+      res.json({ status: 'ready', pool: ctx.db.stats() });
     } catch {
-      res.status(503).set('Retry-After', '5').json({ status: 'unavailable', message: 'The database is not reachable' });
+      probe.catch(() => {});
+      res.status(503).set('Retry-After', '5').json({ status: 'unavailable', message: 'The database is not reachable or the pool has no free connection', pool: ctx.db.stats() });
+    } finally {
+      clearTimeout(timer);
     }
   });
 
@@ -40,7 +60,7 @@ export function createApp(ctx: AppContext): Express {
   // The gateway call every surface translates into, and the live lookup lists they publish.
   const call = createGateway(ctx);
   const lookups = new LookupCache(call);
-  lookups.listen(ctx.db).catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
+  lookups.listen(ctx.db.control).catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
 
   // MCP for agents: the workspace token in ?token=, the tools are gateway calls.
   app.use(mcpRouter(ctx, call, lookups));

@@ -44,7 +44,7 @@ export function toolErrorText(err: unknown): string {
     if (err.status === 429) return `${err.message}. Retry after ${err.headers['Retry-After'] ?? 60} seconds.`;
     if (err.status === 401) return `${err.message}. ${err.hint ?? 'The workspace token is no longer valid.'}`;
     // The constraint's name or Postgres's own text add nothing to the field's sentence.
-    const details = err.details && !/^(constraint|column): /.test(err.details) && err.code !== '42501' ? err.details : null;
+    const details = typeof err.details === 'string' && !/^(constraint|column): /.test(err.details) && err.code !== '42501' ? err.details : null;
     const parts = [err.message, details, err.hint].filter((p): p is string => typeof p === 'string' && p.length > 0);
     return parts.map((p) => p.replace(/[.\s]+$/, '')).join('. ') + '.';
   }

@@ -28,7 +28,7 @@ export async function serveStdio(config: Config): Promise<void> {
   // No rate limit over stdio: one desktop client on its own process and token.
   const mcp = createMcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), { listChanged: true });
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
-  await lookups.listen(pool, () => {
+  await lookups.listen(pool.control, () => {
     lookups.get().then((l) => mcp.refresh(l), () => {});
   });
   const transport = new StdioServerTransport();

@@ -1,4 +1,4 @@
-import type { Sql } from 'postgres';
+import type { Pool } from '../gateway/db/pool.js';
 import { jest } from '@jest/globals';
 import { ApiKeys } from '../gateway/auth/apikey.js';
 import { createKey, listKeys, revokeKey } from '../gateway/admin/keys.js';
@@ -13,7 +13,7 @@ import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.j
 
 describe('publishable keys', () => {
   let db: TestDatabase;
-  let pool: Sql;
+  let pool: Pool;
 
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -1,8 +1,8 @@
 import request from 'supertest';
 import { SignJWT } from 'jose';
-import type { Sql } from 'postgres';
+import postgres, { type Sql } from 'postgres';
 import { loadConfig } from '../gateway/config.js';
-import { serverPool } from '../gateway/db/connect.js';
+
 import { migrate } from '../gateway/db/migrate.js';
 import { preflight } from '../gateway/db/preflight.js';
 import { accessToken, signJwt, startTestApp, TEST_JWT_SECRET, type TestApp } from './harness/app.js';
@@ -88,7 +88,7 @@ describe('least privilege', () => {
     });
 
     it('is checked in the database itself: claims without sub or exp fail the pre-request check on any surface', async () => {
-      const pool = serverPool(serverUrl(db.url), { max: 1 });
+      const pool = serverLogin(db.url);
       try {
         const check = (role: string, claims: Record<string, unknown>) => pool.begin(async (tx) => {
           await tx`SELECT set_config('role', ${role}, true), set_config('request.jwt.claims', ${JSON.stringify({ role, ...claims })}, true)`;
@@ -119,7 +119,7 @@ describe('least privilege', () => {
   describe("the server's database login", () => {
     let pool: Sql;
     beforeAll(() => {
-      pool = serverPool(serverUrl(db.url), { max: 1 });
+      pool = serverLogin(db.url);
     });
     afterAll(() => pool.end({ timeout: 5 }));
 
@@ -182,7 +182,7 @@ describe('least privilege', () => {
     const config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user' });
 
     it('passes on a migrated database with its own login', async () => {
-      const pool = serverPool(serverUrl(db.url), { max: 1 });
+      const pool = serverLogin(db.url);
       try {
         await preflight(pool, config);
       } finally {
@@ -195,7 +195,7 @@ describe('least privilege', () => {
     });
 
     it('when its login is a member of a role that is not an API role', async () => {
-      const pool = serverPool(serverUrl(db.url), { max: 1 });
+      const pool = serverLogin(db.url);
       try {
         const narrower = { ...config, apiRoles: config.apiRoles.filter((r) => r !== 'api_write') };
         await expect(preflight(pool, narrower)).rejects.toThrow(`the server's database login "authenticator" is a member of api_write, not only of the API roles`);
@@ -207,7 +207,7 @@ describe('least privilege', () => {
     it('when a table granted to an API role has workspace_id and no forced RLS', async () => {
       await db.admin`CREATE TABLE public.leaky (workspace_id uuid NOT NULL, secret text)`;
       await db.admin`GRANT SELECT ON public.leaky TO api_read`;
-      const pool = serverPool(serverUrl(db.url), { max: 1 });
+      const pool = serverLogin(db.url);
       try {
         await expect(preflight(pool, config)).rejects.toThrow(
           'refusing to serve: public.leaky has workspace_id and is granted to an API role but without forced row-level security (run "tally policies apply" or fix the migration)');
@@ -256,3 +256,8 @@ describe('a database migrated without "tally policies apply"', () => {
     expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'planted'`).toEqual([]);
   });
 });
+
+/** One plain connection with the server's own login, as `tally serve` logs in. */
+function serverLogin(url: string): Sql {
+  return postgres(serverUrl(url), { max: 1, onnotice: () => {} });
+}

@@ -237,11 +237,11 @@ describe('rate limits', () => {
         // A request's own SQL runs as an API role: it can neither tamper with counters nor
         // look tokens up.
         for (const role of ['anon', 'api_read', 'api_write']) {
-          await expect(pool.begin(async (tx) => {
+          await expect(pool.control.begin(async (tx) => {
             await tx`SELECT set_config('role', ${role}, true)`;
             await tx`SELECT tally.rate_limit_reset('probe')`;
           })).rejects.toMatchObject({ code: '42501' });
-          await expect(pool.begin(async (tx) => {
+          await expect(pool.control.begin(async (tx) => {
             await tx`SELECT set_config('role', ${role}, true)`;
             await tx`SELECT * FROM tally.exchange_token(${Buffer.alloc(32)})`;
           })).rejects.toMatchObject({ code: '42501' });

@@ -55,7 +55,7 @@ describe('scopes', () => {
     expect(claims.role).toBe('api_read');
     const pool = serverPool(serverUrl(db.url), { max: 1 }); // connects as authenticator, as the server does
     try {
-      const state = await sqlState(pool.begin(async (tx) => {
+      const state = await sqlState(pool.control.begin(async (tx) => {
         await tx`SELECT set_config('role', ${claims.role as string}, true), set_config('request.jwt.claims', ${JSON.stringify(claims)}, true)`;
         await tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('x', 1, 'other', 'cash')`;
       }));

@@ -145,7 +145,7 @@ describe('tally in embedded mode', () => {
     expect(first.output).toContain(`${url}/functions/v1/api-token`);
     expect(first.output).toContain(`${url}/mcp?token=${token}`);
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
-    expect(await (await fetch(`${url}/readyz`)).json()).toEqual({ status: 'ready' });
+    expect(await (await fetch(`${url}/readyz`)).json()).toMatchObject({ status: 'ready', pool: { size: 10 } });
     expect((await stat(join(home, 'secrets.json'))).mode & 0o077).toBe(0); // owner-only
 
     // While it runs, another command uses the same embedded server.

@@ -189,3 +189,124 @@ describe('Server-Timing', () => {
     expect(res.headers.get('server-timing')).toMatch(/^pool;dur=\d+\.\d+, db;dur=\d+\.\d+$/);
   });
 });
+
+// ---- The pool never leaks and nothing waits forever ------------------------------------------
+
+/** Waits for a condition, not a duration; fails with `what` after `ms`. */
+async function until(what: string, check: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > ms) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+async function get(path: string, h: Record<string, string> = headers): Promise<{ status: number; code?: string; retryAfter: string | null }> {
+  try {
+    const res = await fetch(`${base}${path}`, { headers: h, signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    const code = res.status >= 400 ? (JSON.parse(text) as { code?: string }).code : undefined;
+    return { status: res.status, code, retryAfter: res.headers.get('retry-after') };
+  } catch {
+    return { status: 0, retryAfter: null }; // no answer within 10 s: a hang
+  }
+}
+
+/** The pool is whole again: every slot free, and ten concurrent reads all succeed. */
+async function expectFullPool(): Promise<void> {
+  await until('every pool slot to be free', () => t.ctx.db.stats().free === t.ctx.db.stats().size);
+  const reads = await Promise.all(Array.from({ length: 10 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
+  expect(reads.map((r) => r.status)).toEqual(Array(10).fill(200));
+  const ready = await fetch(`${base}/readyz`);
+  expect(ready.status).toBe(200);
+  expect(((await ready.json()) as { pool: { free: number; size: number } }).pool).toMatchObject({ size: t.ctx.db.stats().size });
+}
+
+/** Backends of the server's pool slots (the control connection is named apart). */
+async function poolBackends(state?: string): Promise<number[]> {
+  const rows = await admin<{ pid: number }[]>`
+    SELECT pid FROM pg_stat_activity WHERE application_name = 'tally' AND (${state ?? null}::text IS NULL OR state = ${state ?? null})`;
+  return rows.map((r) => r.pid);
+}
+
+describe('a backend that stops answering (SIGSTOP past the statement timeout, then SIGCONT)', () => {
+  it('costs the pool nothing: the stalled connections are destroyed and replaced, many times over', async () => {
+    for (let round = 0; round < 6; round++) {
+      // Make the pool's connections exist, then stop every one of them.
+      await Promise.all(Array.from({ length: 4 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
+      const stopped = await poolBackends('idle');
+      expect(stopped.length).toBeGreaterThan(0);
+      for (const pid of stopped) process.kill(pid, 'SIGSTOP');
+      try {
+        // Requests on stopped backends are answered (a 503 once the watchdog gives up on them),
+        // never left waiting; a request on a fresh slot may succeed.
+        const outcomes = await Promise.all(Array.from({ length: 4 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
+        for (const o of outcomes) {
+          expect(`${o.status} ${o.code ?? ''}`).toMatch(/^(200 |503 PGRST00[01]|504 PGRST003)$/);
+          if (o.status !== 200) expect(Number(o.retryAfter)).toBeGreaterThan(0);
+        }
+        // The pool is whole while the backends are still stopped: the stuck ones were replaced.
+        await expectFullPool();
+      } finally {
+        for (const pid of stopped) process.kill(pid, 'SIGCONT');
+      }
+    }
+    // The stopped backends end once they run again: no connection is left behind in Postgres.
+    await until('only the pool\'s own backends to remain', async () => (await poolBackends()).length <= t.ctx.db.stats().size);
+  }, 120_000);
+
+  it('keeps /readyz answering within its deadline (503, with the free slots) while every slot is stuck', async () => {
+    await Promise.all(Array.from({ length: 4 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
+    const stopped = await poolBackends('idle');
+    for (const pid of stopped) process.kill(pid, 'SIGSTOP');
+    try {
+      // Occupy every slot with a request stuck on a stopped backend (two tokens: the share of
+      // one token is half the pool).
+      const other = await workspaceWithData(admin, 'faults-readyz');
+      const token = await tokenFor(admin, other.id, 'read');
+      const jwt = await accessToken({ role: 'api_read', workspace_id: other.id, scope: 'read', sub: token.id });
+      const otherHeaders = { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` };
+      const stuck = [
+        ...Array.from({ length: 2 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')),
+        ...Array.from({ length: 2 }, () => get('/rest/v1/personal_transactions?select=id&limit=1', otherHeaders)),
+      ];
+      await until('the stalled requests to hold the pool', () => t.ctx.db.stats().free === 0, 5000).catch(() => {});
+      const res = await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(5000) });
+      const body = (await res.json()) as { pool: { size: number; free: number } };
+      expect([200, 503]).toContain(res.status);
+      expect(body.pool.size).toBe(t.ctx.db.stats().size);
+      expect(typeof body.pool.free).toBe('number');
+      await Promise.all(stuck);
+    } finally {
+      for (const pid of stopped) process.kill(pid, 'SIGCONT');
+    }
+    await expectFullPool();
+  }, 60_000);
+});
+
+describe('a name with NUL', () => {
+  it('is refused with a 400 before any SQL, a hundred times over, and the pool stays whole', async () => {
+    for (let i = 0; i < 100; i++) {
+      const res = await fetch(`${base}/rest/v1/categories?select=a%00b:id`, { headers: { apikey: TEST_API_KEY }, signal: AbortSignal.timeout(10_000) });
+      const body = (await res.json()) as { code: string; details: string };
+      expect(res.status).toBe(400);
+      expect(body.code).toBe('PGRST100');
+      expect(body.details).toMatch(/NUL/);
+    }
+    for (const path of ['/rest/v1/categories?select=id&order=a%00b', '/rest/v1/categories?a%00b=eq.1', '/rest/v1/categories?select=id,x:name->>a%00b', '/rest/v1/categories?select=id,%22a%00b%22']) {
+      const res = await get(path);
+      expect(`${path} ${res.status}`).toBe(`${path} 400`);
+    }
+    await expectFullPool();
+  }, 60_000);
+});
+
+describe('a burst of query shapes Postgres has not seen', () => {
+  it('leaves the pool whole: every request is answered, none with a 500', async () => {
+    const alias = () => 'a' + Math.random().toString(36).slice(2, 10);
+    const shape = () => `categories?select=${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:categories(${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:name)))`;
+    const outcomes = await Promise.all(Array.from({ length: 30 }, () => get(`/rest/v1/${shape()}`)));
+    for (const o of outcomes) expect(`${o.status} ${o.code ?? ''}`).toMatch(/^(200 |400 PGRST1\d\d|503 PGRST00[01]|504 (PGRST003|57014))$/);
+    await expectFullPool();
+  }, 60_000);
+});

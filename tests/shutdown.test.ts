@@ -57,7 +57,9 @@ describe('tally up on SIGTERM', () => {
       }
     };
     const writers = Array.from({ length: 6 }, writer);
-    await new Promise((r) => setTimeout(r, 700));
+    // Signal once writes are flowing (a condition, not a duration: the first writes also open
+    // the pool's connections and load the schema cache).
+    for (let i = 0; i < 600 && acknowledged < 6; i++) await new Promise((r) => setTimeout(r, 20));
     const beforeSignal = acknowledged;
     first.child.kill('SIGTERM');
     const code = await exited(first.child);

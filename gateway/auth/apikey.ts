@@ -1,4 +1,4 @@
-import type { Sql } from 'postgres';
+import type { Pool } from '../db/pool.js';
 import { ApiError } from '../errors.js';
 import { sameHash, sha256 } from '../secrets.js';
 
@@ -12,7 +12,7 @@ export class ApiKeys {
   private readonly configured: Buffer[];
   private readonly cache = new Map<string, number>(); // hash (hex) -> valid until (ms)
 
-  constructor(private readonly db: Sql, configuredKeys: string[]) {
+  constructor(private readonly db: Pool, configuredKeys: string[]) {
     this.configured = configuredKeys.map(sha256);
   }
 

@@ -1,6 +1,6 @@
 import { ipKeyGenerator, rateLimit as expressRateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
 import type { Request, RequestHandler, Response } from 'express';
-import type { Sql } from 'postgres';
+import type { Pool } from '../db/pool.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 
@@ -31,7 +31,7 @@ export class PostgresRateLimitStore implements Store {
   private readonly leases = new Map<string, Lease>();
   private readonly taking = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly db: Sql, readonly prefix: string) {}
+  constructor(private readonly db: Pool, readonly prefix: string) {}
 
   init(options: Options): void {
     this.windowMs = options.windowMs;

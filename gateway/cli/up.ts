@@ -3,7 +3,7 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
-import { adminClient, jwtSecretFor, openDatabase, provisionServerLogin, serverLoginUrl, serverPool, type Database } from '../db/connect.js';
+import { adminClient, configuredPool, jwtSecretFor, openDatabase, provisionServerLogin, serverLoginUrl, type Database } from '../db/connect.js';
 import { preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
@@ -68,9 +68,9 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
 }
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
-  const pool = serverPool(await serverLoginUrl(config, db));
+  const pool = configuredPool(await serverLoginUrl(config, db), config);
   try {
-    await preflight(pool, config);
+    await preflight(pool.control, config);
   } catch (err) {
     await pool.end({ timeout: 1 });
     await db.stop();

@@ -1,4 +1,5 @@
 import postgres, { type Sql } from 'postgres';
+import { createPool, type Pool } from './pool.js';
 import type { Config } from '../config.js';
 import { startEmbedded, localSecrets } from './embedded.js';
 
@@ -62,22 +63,31 @@ export async function provisionServerLogin(config: Config, db: Database): Promis
 }
 
 /**
- * The server's pool, logged in as the server's own login (authenticator: NOINHERIT, no
- * privileges of its own; each request's transaction switches to one API role).
+ * The server's pool (pool.ts), logged in as the server's own login (authenticator: NOINHERIT,
+ * no privileges of its own; each request's transaction switches to one API role).
  */
-export function serverPool(url: string, options: { max?: number } = {}): Sql {
-  return postgres(url, {
-    max: options.max ?? 10,
-    idle_timeout: 60,
-    connect_timeout: 5,
-    // While Postgres is away, a request waits for the next connection attempt before it fails
-    // with a 503: postgres.js's default backoff grows to 20 s across the pool (requests hung
-    // for 22 s and recovery took 11 s in tests/faults.test.ts). At most half a second between
-    // attempts: quick 503s during an outage, and service again within a second of its end.
-    backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
-    onnotice: () => {},
-    connection: { application_name: 'tally' },
+export function serverPool(url: string, options: { max?: number; acquireTimeoutMs?: number; perToken?: number } = {}): Pool {
+  return createPool(url, {
+    size: options.max ?? 10,
+    acquireTimeoutMs: options.acquireTimeoutMs ?? 3000,
+    perKey: options.perToken ?? Math.max(1, Math.floor((options.max ?? 10) / 2)),
+    client: {
+      idle_timeout: 60,
+      connect_timeout: 5,
+      // While Postgres is away, a request waits for the next connection attempt before it fails
+      // with a 503: postgres.js's default backoff grows to 20 s (requests hung for 22 s and
+      // recovery took 11 s in tests/faults.test.ts). At most half a second between attempts:
+      // quick 503s during an outage, and service again within a second of its end.
+      backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
+      onnotice: () => {},
+      connection: { application_name: 'tally' },
+    } as never,
   });
+}
+
+/** The pool sized and bounded by the configuration. */
+export function configuredPool(url: string, config: Config): Pool {
+  return serverPool(url, { max: config.poolSize, acquireTimeoutMs: config.poolAcquireTimeoutMs, perToken: config.poolPerToken });
 }
 
 /** A short-lived owner connection for administration. */

@@ -3,7 +3,7 @@
 
 import { ApiError } from '../errors.js';
 import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
-import type { Relation, Relationship, SchemaCache } from '../schema-cache/types.js';
+import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
 
 export class AliasCounter {
@@ -13,16 +13,15 @@ export class AliasCounter {
   }
 }
 
-export function unknownColumn(rel: Relation, name: string): ApiError {
-  return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null,
-    `The columns of ${rel.name} are: ${[...rel.columns.keys()].join(', ')}`);
+export function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+  return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null, columnsHint(rel, viewer));
 }
 
 /** A field of `rel` (column or computed field), with JSON path and cast. */
 export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
   const column = rel.columns.get(ref.name);
   const fn = column ? undefined : rel.computed.get(ref.name);
-  if (!column && !fn) throw unknownColumn(rel, ref.name);
+  if (!column && !fn) throw unknownColumn(rel, ref.name, cache.viewer);
   const t = column ?? fn!;
   let typeSql = t.typeSql;
   let baseType = t.baseType;
@@ -80,7 +79,10 @@ const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', o2o: 'one-to-one',
  * a self reference the table's name is the one-to-many side and a column name the many-to-one.
  */
 function relationshipFor(cache: SchemaCache, source: Relation, name: string, hint: string | undefined): Relationship {
-  const all = (cache.relationships.get(source.oid) ?? []).filter((r) => r.target.schema === source.schema);
+  // Relations the request's role may not read are not offered: neither embedded nor named.
+  const visible = (rel: Relation) => readableColumns(rel, cache.viewer).length > 0;
+  const all = (cache.relationships.get(source.oid) ?? [])
+    .filter((r) => r.target.schema === source.schema && visible(r.target) && (!r.junction || visible(r.junction.relation)));
   const single = (cols: string[], h: string) => cols.length === 1 && cols[0] === h;
   const candidates = all.filter((r) => {
     if (r.computed) return r.computed.name === name; // a function of the row, by its name

@@ -3,7 +3,7 @@
 
 import { ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
-import type { Column, Relation } from '../schema-cache/types.js';
+import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';
 
 export interface MutationPlan {
@@ -19,9 +19,8 @@ export interface MutationPlan {
   conditions: PlanCondition[];
 }
 
-export function unknownBodyColumn(rel: Relation, name: string): ApiError {
-  return new ApiError(400, 'PGRST204', `Could not find the '${name}' column of '${rel.name}' in the schema cache`, null,
-    `The columns of ${rel.name} are: ${[...rel.columns.keys()].join(', ')}`);
+export function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+  return new ApiError(400, 'PGRST204', `Could not find the '${name}' column of '${rel.name}' in the schema cache`, null, columnsHint(rel, viewer));
 }
 
 function invalidBody(message: string, hint: string | null = null): ApiError {
@@ -93,15 +92,15 @@ export function parseCsv(text: string): Record<string, unknown>[] {
   });
 }
 
-function pickColumns(rel: Relation, names: string[]): Column[] {
+function pickColumns(rel: Relation, names: string[], viewer: string | undefined): Column[] {
   return names.map((n) => {
     const c = rel.columns.get(n);
-    if (!c) throw unknownBodyColumn(rel, n);
+    if (!c) throw unknownBodyColumn(rel, n, viewer);
     return c;
   });
 }
 
-export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode): MutationPlan {
+export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): MutationPlan {
   let names: string[];
   if (api.columns) names = api.columns;
   else {
@@ -113,7 +112,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
       }
     }
   }
-  const columns = pickColumns(rel, names);
+  const columns = pickColumns(rel, names, viewer);
   let onConflict: MutationPlan['onConflict'];
   if (api.method === 'PUT') {
     onConflict = { columns: rel.primaryKey, action: 'update' };
@@ -122,7 +121,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
     if (target.length === 0) {
       throw new ApiError(400, 'PGRST100', 'An upsert needs a conflict target', null, `${rel.name} has no primary key: name unique columns with on_conflict=`);
     }
-    pickColumns(rel, target);
+    pickColumns(rel, target, viewer);
     onConflict = { columns: target, action: api.preferences.resolution === 'merge-duplicates' ? 'update' : 'nothing' };
   }
   return {
@@ -131,10 +130,10 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
   };
 }
 
-export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode): MutationPlan {
+export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): MutationPlan {
   if (rows.length !== 1) throw invalidBody('A PATCH body must be one JSON object', 'Filters select the rows; the object holds the new values');
   requireFilter('PATCH', root);
-  const columns = pickColumns(rel, Object.keys(rows[0]));
+  const columns = pickColumns(rel, Object.keys(rows[0]), viewer);
   return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), rowCount: 1, missingDefault: false, conditions: root.conditions };
 }
 

@@ -4,8 +4,10 @@
 
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
 import type { Filter } from '../request/types.js';
+import { refuseNul } from '../request/grammar.js';
 
 export function ident(name: string): string {
+  refuseNul(name, 'name'); // a last guard: the request parser refuses such names already
   return '"' + name.replace(/"/g, '""') + '"';
 }
 

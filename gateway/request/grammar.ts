@@ -5,6 +5,17 @@
 import { ApiError } from '../errors.js';
 import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
 
+/**
+ * Postgres cannot hold NUL in a name (PostgREST cuts names there): a name with one is refused
+ * here, before any SQL exists, rather than sent and answered by a broken connection.
+ */
+export function refuseNul(name: string, what: string): string {
+  if (name.includes('\0')) {
+    throw new ApiError(400, 'PGRST100', `"failed to parse ${what}"`, 'a name contains the NUL character (%00)', 'Names cannot contain NUL; remove it');
+  }
+  return name;
+}
+
 export function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
   const at = raw.slice(pos, pos + 30);
   return new ApiError(400, 'PGRST100', `"failed to parse ${what} (${raw})"`,
@@ -39,14 +50,14 @@ class Cursor {
       }
       this.expect('"');
       if (out === '') this.fail('a name');
-      return out;
+      return refuseNul(out, this.what);
     }
     while (this.peek() === ' ') this.pos++;
     const start = this.pos;
     while (!this.done() && !stop.test(this.peek()) && !this.startsWith('->')) this.pos++;
     const name = this.raw.slice(start, this.pos).trimEnd();
     if (name === '') this.fail('a name');
-    return name;
+    return refuseNul(name, this.what);
   }
 }
 
@@ -341,6 +352,6 @@ export function parseColumnList(raw: string, what: string): string[] {
   return splitTopLevel(raw, what).map((p) => {
     const name = unquote(p.trim());
     if (name === '') throw grammarError(what, raw, 0, 'a column name');
-    return name;
+    return refuseNul(name, what);
   });
 }

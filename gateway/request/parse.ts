@@ -8,6 +8,22 @@ import { PLAN_OPTIONS, type ApiRequest, type MediaType, type NodeOptions, type P
 
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
 
+/** Nesting a JSON body may have: deeper bodies are refused before anything walks them. */
+export const MAX_JSON_DEPTH = 100;
+
+/** A 400 for a body nested deeper than MAX_JSON_DEPTH; iterative, so any depth is safe to check. */
+export function refuseDeepJson(body: unknown): void {
+  const stack: [unknown, number][] = [[body, 0]];
+  while (stack.length > 0) {
+    const [value, depth] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_JSON_DEPTH) {
+      throw new ApiError(400, 'PGRST102', 'The JSON body is nested too deeply', `at most ${MAX_JSON_DEPTH} levels of arrays and objects`, 'Send flatter JSON');
+    }
+    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+  }
+}
+
 /** The function a GatewayRequest addresses: relation 'rpc/{name}' (see call.ts). */
 export function routineName(relation: string): string | undefined {
   return relation.startsWith('rpc/') ? relation.slice(4) : undefined;

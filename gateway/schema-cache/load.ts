@@ -11,6 +11,7 @@ interface RelationRow { oid: number; schema: string; name: string; relkind: stri
 interface ColumnRow {
   relid: number; name: string; num: number; nullable: boolean; default_expr: string | null; generated: boolean;
   type_display: string; type_sql: string; base_type: string; is_array: boolean; description: string | null;
+  readers: string[] | null;
 }
 interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
 interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
@@ -42,12 +43,18 @@ const TYPE_JOINS = `
   LEFT JOIN pg_catalog.pg_type ebt ON ebt.oid = et.typbasetype AND et.typtype = 'd'`;
 
 export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<SchemaCache> {
+  // Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has
+  // fetched the array types of the connection, which a reconnect after a restart could skip
+  // (loads then failed with "malformed array literal"). Schema names are plain identifiers
+  // (config.ts) and oids integers, so the literals need no quoting.
+  const schemaList = `{${schemas.join(',')}}`;
   const relationRows = await sql.unsafe<RelationRow[]>(`
     SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
            pg_catalog.obj_description(c.oid, 'pg_class') AS description
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemas]);
+     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemaList]);
   const oids = relationRows.map((r) => r.oid);
+  const oidList = `{${oids.join(',')}}`;
   const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows, castRows, computedRelRows] = await Promise.all([
     sql.unsafe<ColumnRow[]>(`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
@@ -55,12 +62,17 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
              pg_catalog.format_type(a.atttypid, a.atttypmod) AS type_display,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
-             pg_catalog.col_description(a.attrelid, a.attnum) AS description
+             pg_catalog.col_description(a.attrelid, a.attnum) AS description,
+             CASE WHEN rc.relkind = 'c' THEN NULL ELSE ARRAY(
+               SELECT r.rolname::text FROM pg_catalog.pg_roles r
+                WHERE pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')
+                  AND pg_catalog.has_column_privilege(r.oid, a.attrelid, a.attnum, 'SELECT')) END AS readers
         FROM pg_catalog.pg_attribute a
+        JOIN pg_catalog.pg_class rc ON rc.oid = a.attrelid
         JOIN pg_catalog.pg_type t ON t.oid = a.atttypid ${TYPE_JOINS}
         LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
        WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
-       ORDER BY a.attrelid, a.attnum`, [oids]),
+       ORDER BY a.attrelid, a.attnum`, [oidList]),
     sql.unsafe<KeyRow[]>(`
       SELECT con.conrelid::int AS relid, con.contype::text AS contype, con.conname AS conname,
              ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
@@ -81,7 +93,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
        WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0
-         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`, [schemas]),
+         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`, [schemaList]),
     sql.unsafe<ViewRow[]>(`
       SELECT c.oid::int AS oid, r.ev_action::text AS action
         FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
@@ -90,7 +102,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     sql.unsafe<{ name: string; type_sql: string }[]>(`
       SELECT t.typname AS name, ${TYPE_SQL} AS type_sql
         FROM pg_catalog.pg_type t ${TYPE_JOINS}
-       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemas]),
+       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemaList]),
     sql.unsafe<RoutineRow[]>(`
       SELECT p.oid::int AS oid, pn.nspname AS schema, p.proname AS name, p.provolatile::text AS volatility,
              p.proretset AS setof, p.pronargdefaults::int AS ndefaults,
@@ -102,7 +114,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'`, [schemas]),
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'`, [schemaList]),
     sql.unsafe<RoutineArgRow[]>(`
       SELECT p.oid::int AS oid, a.i::int AS i, ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array, t.typtype = 'p' AS pseudo
@@ -111,7 +123,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         CROSS JOIN LATERAL unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) WITH ORDINALITY AS a(typ, i)
         JOIN pg_catalog.pg_type t ON t.oid = a.typ ${TYPE_JOINS}
        WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'
-       ORDER BY p.oid, a.i`, [schemas]),
+       ORDER BY p.oid, a.i`, [schemaList]),
     // Column names of every user relation: views of the exposed schemas may read private tables.
     sql.unsafe<AttRow[]>(`
       SELECT a.attrelid::int AS relid, a.attnum::int AS num, a.attname AS name
@@ -130,7 +142,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_proc f ON f.oid = c.castfunc JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
        WHERE dn.nspname = ANY($1::text[])
          AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
-           OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`, [schemas]),
+           OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`, [schemaList]),
     // Computed relationships: a function of one row type returning rows of another relation.
     sql.unsafe<ComputedRelRow[]>(`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid, t.typrelid::int AS target,
@@ -139,7 +151,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`, [schemas]),
+       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`, [schemaList]),
   ]);
   const representations = new Map<string, { toJson?: string; fromText?: string; fromJson?: string }>();
   for (const c of castRows) {
@@ -168,6 +180,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       name: c.name, typeSql: c.type_sql, typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
       nullable: c.nullable, defaultExpr: c.default_expr, generated: c.generated, description: c.description,
       representation: c.is_array ? undefined : representations.get(c.type_sql),
+      readers: c.readers,
     };
     rel.columns.set(c.name, col);
     rel.columnList.push(col);

@@ -14,6 +14,8 @@ export interface Column {
   /** The default expression as Postgres prints it (pg_get_expr), or null. */
   defaultExpr: string | null;
   generated: boolean;
+  /** Roles (of those the server may become) that may read this column; null: not a table's. */
+  readers?: string[] | null;
   description: string | null;
   /**
    * A domain's "data representation" (PostgREST 11+): functions of casts declared on the domain
@@ -115,6 +117,22 @@ export interface SchemaCache {
   /** Type names usable in casts: name (and aliases) → qualified SQL type. */
   types: Map<string, string>;
   loadedAt: Date;
+  /** The role a request runs as: errors list only the columns and relations it may read. */
+  viewer?: string;
+}
+
+/** May `viewer` read `col`? (No viewer, or no privileges known: yes.) */
+export const readableBy = (viewer: string | undefined, col: Column): boolean =>
+  viewer === undefined || col.readers == null || col.readers.includes(viewer);
+
+/** The columns of `rel` that `viewer` may read, for hints. */
+export const readableColumns = (rel: Relation, viewer: string | undefined): string[] =>
+  rel.columnList.filter((c) => readableBy(viewer, c)).map((c) => c.name);
+
+/** A hint listing those columns, or null when the viewer may read none of them. */
+export function columnsHint(rel: Relation, viewer: string | undefined): string | null {
+  const names = readableColumns(rel, viewer);
+  return names.length > 0 ? `The columns of ${rel.name} are: ${names.join(', ')}` : null;
 }
 
 export const relationKey = (schema: string, name: string): string => `${schema}.${name}`;

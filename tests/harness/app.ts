@@ -2,7 +2,7 @@ import type { Express } from 'express';
 import { jwtKeys, signAccessToken, type AccessClaims } from '../../gateway/auth/jwt.js';
 import { loadConfig, type Config } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
-import { serverPool } from '../../gateway/db/connect.js';
+import { configuredPool } from '../../gateway/db/connect.js';
 import { createApp } from '../../gateway/server.js';
 import { serverUrl } from './db.js';
 import { SignJWT } from 'jose';
@@ -19,8 +19,8 @@ export interface TestApp {
 }
 
 export function startTestApp(databaseUrl: string, env: Record<string, string> = {}): TestApp {
-  const config: Config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: databaseUrl, ...env });
-  const ctx: AppContext = { config, db: serverPool(serverUrl(databaseUrl), { max: 4 }), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
+  const config: Config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: databaseUrl, TALLY_DB_POOL: '4', ...env });
+  const ctx: AppContext = { config, db: configuredPool(serverUrl(databaseUrl), config), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
   return { app: createApp(ctx), ctx, close: () => ctx.db.end({ timeout: 5 }) };
 }
 

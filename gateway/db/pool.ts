@@ -1,0 +1,206 @@
+import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
+import { ApiError, isConnectionError, isPgError, poolTimeout } from '../errors.js';
+
+// The server's pool of database connections, shared by every workspace. postgres.js's own pool
+// cannot destroy one reserved connection (its reserve() has release() only), so a connection
+// that stalled or broke stayed reserved for good and each such event cost the pool a slot.
+// Here each slot is a one-connection postgres.js client: destroying a slot ends that client
+// (its queued queries fail, its socket is closed) and a fresh one takes its place at once, so
+// the pool is always at full size. Every acquisition has a deadline, and one key (a workspace
+// token) holds at most `perKey` slots at a time: a tenant's heavy requests queue behind each
+// other, not in front of everyone else's.
+
+export interface PoolOptions {
+  size: number;
+  /** How long an acquisition waits for a slot before it fails (504 PGRST003). */
+  acquireTimeoutMs: number;
+  /** Slots one key may hold at once; the key's further requests wait (429 when that lasts). */
+  perKey: number;
+  /** postgres.js options of each slot's connection. */
+  client: Options<Record<string, never>>;
+}
+
+/** A reserved connection: release it when its work ended cleanly, destroy it otherwise. */
+export interface Lease {
+  sql: ReservedSql;
+  release(): void;
+  /** Cancels what the backend runs (`pending`: the queries in flight) and drops the connection. */
+  destroy(pending?: Iterable<unknown>): void;
+}
+
+export interface PoolStats {
+  size: number;
+  free: number;
+  waiting: number;
+}
+
+interface Slot {
+  client: Sql;
+  busy: boolean;
+}
+
+interface Waiter {
+  key: string | undefined;
+  grant: (slot: Slot) => void;
+}
+
+/** The pool is also a tagged template: one statement on a leased connection, with a deadline. */
+export interface Pool {
+  <T extends readonly object[] = Row[]>(strings: TemplateStringsArray, ...values: unknown[]): Promise<RowList<T>>;
+  reserve(key?: string): Promise<Lease>;
+  stats(): PoolStats;
+  /** A client of its own (not a pool slot) for LISTEN and the schema cache's catalog reads. */
+  control: Sql;
+  end(options?: { timeout?: number }): Promise<void>;
+}
+
+/**
+ * A connection that answers nothing for this long after its deadline (the statement timeout,
+ * which Postgres enforces itself) is taken for lost and destroyed: a stopped or unreachable
+ * backend, or postgres.js (3.4.9) never settling queries it queued behind the description of a
+ * new prepared statement when the connection closed meanwhile.
+ */
+export const WATCHDOG_MARGIN_MS = 2000;
+
+/** A single statement outside a request transaction (apikey, counters, settings) gets this long. */
+const SIMPLE_STATEMENT_MS = 5000;
+
+export function createPool(url: string, options: PoolOptions): Pool {
+  const fresh = (): Sql => postgres(url, { ...options.client, max: 1 });
+  const slots: Slot[] = Array.from({ length: options.size }, () => ({ client: fresh(), busy: false }));
+  const waiting: Waiter[] = [];
+  const held = new Map<string, number>();
+  let ended = false;
+
+  const hold = (key: string | undefined, delta: number) => {
+    if (key === undefined) return;
+    const n = (held.get(key) ?? 0) + delta;
+    if (n > 0) held.set(key, n);
+    else held.delete(key);
+  };
+  const eligible = (key: string | undefined) => key === undefined || (held.get(key) ?? 0) < options.perKey;
+
+  /** Gives free slots to the first waiters whose key is under its share. */
+  function dispatch(): void {
+    for (const slot of slots) {
+      if (slot.busy) continue;
+      const i = waiting.findIndex((w) => eligible(w.key));
+      if (i < 0) return;
+      const [w] = waiting.splice(i, 1);
+      slot.busy = true;
+      hold(w.key, 1);
+      w.grant(slot);
+    }
+  }
+
+  function free(slot: Slot, key: string | undefined, destroy: boolean): void {
+    if (destroy) {
+      const old = slot.client;
+      slot.client = fresh();
+      old.end({ timeout: 0 }).catch(() => {});
+    }
+    slot.busy = false;
+    hold(key, -1);
+    dispatch();
+  }
+
+  async function reserve(key?: string): Promise<Lease> {
+    if (ended) throw Object.assign(new Error('the pool has ended'), { code: 'CONNECTION_ENDED' });
+    const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const slot = await new Promise<Slot>((resolve, reject) => {
+      const waiter: Waiter = { key, grant: resolve };
+      waiting.push(waiter);
+      timer = setTimeout(() => {
+        const i = waiting.indexOf(waiter);
+        if (i < 0) return;
+        waiting.splice(i, 1);
+        // Waiting on its own share is the caller's doing: 429; waiting on the pool is a 504.
+        reject(eligible(key) ? poolTimeout(options.acquireTimeoutMs) : tooManyConcurrent(options.perKey));
+      }, options.acquireTimeoutMs);
+      dispatch();
+    }).finally(() => clearTimeout(timer));
+
+    // The slot's connection may still have to be made (or remade): bounded by the same deadline.
+    const left = Math.max(1, options.acquireTimeoutMs - (Date.now() - started));
+    const reserving = slot.client.reserve();
+    let conn: ReservedSql;
+    try {
+      conn = await Promise.race([
+        reserving,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(poolTimeout(options.acquireTimeoutMs)), left);
+        }),
+      ]);
+    } catch (err) {
+      reserving.catch(() => {});
+      free(slot, key, true);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+    let done = false;
+    return {
+      sql: conn,
+      release() {
+        if (done) return;
+        done = true;
+        conn.release();
+        free(slot, key, false);
+      },
+      destroy(pending = []) {
+        if (done) return;
+        done = true;
+        // Ask Postgres to cancel what the backend runs (postgres.js sends a cancel request with
+        // the backend's key on a connection of its own), then close ours: the backend ends as
+        // soon as it reads again. A stopped backend gets both once it runs again.
+        // The cancel request is best effort: with Postgres away it fails, and nobody waits on it.
+        for (const q of pending) Promise.resolve((q as { cancel?: () => unknown }).cancel?.()).catch(() => {});
+        free(slot, key, true);
+      },
+    };
+  }
+
+  async function simple<T extends readonly object[]>(strings: TemplateStringsArray, ...values: unknown[]): Promise<RowList<T>> {
+    const lease = await reserve();
+    const query = lease.sql<T>(strings, ...(values as never[]));
+    try {
+      const rows = await watched(query, SIMPLE_STATEMENT_MS);
+      lease.release();
+      return rows;
+    } catch (err) {
+      if (isPgError(err) && !isConnectionError(err)) lease.release();
+      else lease.destroy([query]);
+      throw err;
+    }
+  }
+
+  const named = options.client.connection as Record<string, string> | undefined;
+  const control = postgres(url, { ...options.client, max: 1, connection: { ...named, application_name: 'tally-control' } as never });
+  return Object.assign(simple, {
+    reserve,
+    control,
+    stats: (): PoolStats => ({ size: slots.length, free: slots.filter((s) => !s.busy).length, waiting: waiting.length }),
+    async end(opts: { timeout?: number } = {}) {
+      ended = true; // waiters still queued are answered by their timers
+      await Promise.all([...slots.map((s) => s.client.end(opts)), control.end(opts)]);
+    },
+  }) as Pool;
+}
+
+/** A promise that rejects as a lost connection when `work` takes longer than `ms` (0: never). */
+export function watched<T>(work: Promise<T>, ms: number): Promise<T> {
+  if (ms <= 0) return work;
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error('no answer from the database connection'), { code: 'CONNECTION_CLOSED' })), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+function tooManyConcurrent(n: number): ApiError {
+  return new ApiError(429, 'PT429', `Too many concurrent requests for this token: at most ${n} run at a time`, null,
+    'Wait for your running requests to finish, or send fewer at once', { 'Retry-After': '1' });
+}

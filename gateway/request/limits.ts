@@ -1,0 +1,32 @@
+// The cost of one request, bounded before any SQL exists: how deep embeds nest and how many
+// items a select names in all. A request over a limit is a 400 in PostgREST's shape; the
+// statement timeout and work_mem (execute.ts) bound what a request within them may take.
+
+import { ApiError } from '../errors.js';
+import type { SelectItem } from './types.js';
+
+export interface SelectLimits {
+  /** Levels of embedding below the top relation (TALLY_DB_MAX_EMBED_DEPTH). */
+  maxEmbedDepth: number;
+  /** Items of a select, every level counted (TALLY_DB_MAX_SELECT_WIDTH). */
+  maxSelectWidth: number;
+}
+
+export function checkSelectLimits(select: SelectItem[], limits: SelectLimits): void {
+  let width = 0;
+  const walk = (items: SelectItem[], depth: number): void => {
+    if (depth > limits.maxEmbedDepth) {
+      throw new ApiError(400, 'PGRST100', 'The select nests embedded resources too deeply',
+        `at most ${limits.maxEmbedDepth} levels of embedding`, 'Embed fewer levels, or read the deeper resources with a request of their own');
+    }
+    for (const item of items) {
+      width++;
+      if (item.kind === 'embed') walk(item.select, depth + 1);
+    }
+  };
+  walk(select, 0);
+  if (width > limits.maxSelectWidth) {
+    throw new ApiError(400, 'PGRST100', 'The select names too many columns and embedded resources',
+      `${width} items, at most ${limits.maxSelectWidth}`, 'Select fewer columns');
+  }
+}
