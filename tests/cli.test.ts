@@ -5,6 +5,12 @@ import { sha256 } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { exited, tally, tallyServer } from './harness/cli.js';
 import { freePort } from '../gateway/db/free-port.js';
+import { writeFile } from 'node:fs/promises';
+import request from 'supertest';
+import { accessToken, startTestApp } from './harness/app.js';
+import { tokenFor, workspaceWithData } from './harness/fixtures.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { waitFor } from './harness/wait.js';
 
 const noStackTrace = (text: string): void => {
   expect(text).not.toMatch(/\n\s+at /);
@@ -104,6 +110,69 @@ describe('tally CLI with DATABASE_URL', () => {
     const r = await tally(['workspace', 'list'], { DATABASE_URL: 'postgres://nobody:x@127.0.0.1:1/none' });
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toBe('tally: cannot reach the database (ECONNREFUSED); check DATABASE_URL or start Tally with "tally up"');
+  });
+
+  it('a DBA adds a function with `tally sql`, and a running server serves it over /rest/v1 without a restart', async () => {
+    const ws = await workspaceWithData(db.admin, 'DBA Travel');
+    const jwt = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: (await tokenFor(db.admin, ws.id, 'write')).id });
+    const app = startTestApp(db.url, restEnv());
+    try {
+      const call = () => request(app.app).get('/rest/v1/rpc/expenses_over?min_amount=10&select=name').set({ apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` });
+      expect((await call()).status).toBe(404); // not there yet, and the schema cache is loaded
+
+      const dir = await mkdtemp(join(tmpdir(), 'tally-sql-'));
+      const file = join(dir, 'expenses_over.sql');
+      await writeFile(file, `
+        CREATE FUNCTION public.expenses_over(min_amount numeric) RETURNS SETOF public.personal_transactions
+        LANGUAGE sql STABLE AS $$ SELECT * FROM public.personal_transactions WHERE amount >= min_amount $$;
+        REVOKE EXECUTE ON FUNCTION public.expenses_over(numeric) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION public.expenses_over(numeric) TO api_read, api_write;`);
+      const r = await tally(['sql', file], env);
+      await rm(dir, { recursive: true, force: true });
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('GRANT\n'); // the last statement's tag
+
+      // The NOTIFY after the script reloads the running server's schema cache.
+      await waitFor(async () => (await call()).status === 200, 'the schema cache to pick up the function');
+      const res = await call();
+      expect(res.body).toEqual([{ name: 'DBA Travel lunch' }]); // RLS still applies: only this workspace's row
+    } finally {
+      await app.close();
+    }
+
+    // -c and standard input; rows come back tab-separated with a header.
+    const c = await tally(['sql', '-c', "SELECT name, amount FROM public.personal_transactions WHERE name = 'DBA Travel lunch'"], env);
+    expect(c.stdout).toBe('name\tamount\nDBA Travel lunch\t12.5\n(1 row)\n');
+    const piped = await tally(['sql'], env, "UPDATE public.funds SET description = 'from stdin' WHERE name = 'DBA Travel fund';\n");
+    expect(piped.stdout).toBe('UPDATE 1\n');
+
+    // A failing script changes nothing (one transaction) and says why in one line.
+    const bad = await tally(['sql', '-c', "UPDATE public.funds SET description = 'half' WHERE name = 'DBA Travel fund'; SELECT nope"], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toBe('tally: the database refused: column "nope" does not exist');
+    const [fund] = await db.admin`SELECT description FROM public.funds WHERE name = 'DBA Travel fund'`;
+    expect(fund.description).toBe('from stdin');
+  });
+
+  it('prints the connection URL, and opens psql on it (or says how to get psql)', async () => {
+    const url = await tally(['db', 'url'], env);
+    expect(url.stdout).toBe(`${db.url}\n`);
+
+    // A stand-in psql on PATH shows what tally runs it with.
+    const bin = await mkdtemp(join(tmpdir(), 'tally-psql-'));
+    await writeFile(join(bin, 'psql'), '#!/bin/sh\nfor a in "$@"; do echo "arg: $a"; done\nexit 3\n', { mode: 0o755 });
+    try {
+      const psql = await tally(['psql', '--', '-c', 'select 1'], { ...env, PATH: bin });
+      expect(psql.stdout).toBe(`arg: ${db.url}\narg: -c\narg: select 1\n`);
+      expect(psql.code).toBe(3); // psql's own exit code
+    } finally {
+      await rm(bin, { recursive: true, force: true });
+    }
+    const missing = await tally(['psql'], { ...env, PATH: '/nonexistent' });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^tally: psql is not installed\. Install the PostgreSQL client .*apt-get install postgresql-client/);
+    expect(missing.stdout).toBe(`${db.url}\n`);
   });
 
   it('migrates and applies policies on an empty database', async () => {
