@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { mkdtemp, rm, chmod, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,12 +6,16 @@ import { sha256 } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { exited, tally, tallyServer } from './harness/cli.js';
 import { freePort } from '../gateway/db/free-port.js';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { packageRoot } from '../gateway/paths.js';
 import request from 'supertest';
 import { accessToken, startTestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { waitFor } from './harness/wait.js';
+
+// Each command is a process compiled by tsx: seconds apiece on a busy machine.
+jest.setTimeout(180_000);
 
 const noStackTrace = (text: string): void => {
   expect(text).not.toMatch(/\n\s+at /);
@@ -42,6 +47,11 @@ describe('tally CLI with DATABASE_URL', () => {
     const cur = await tally(['workspace', 'create', 'Other', '--currency', 'euro'], env);
     expect(cur.code).toBe(1);
     noStackTrace(cur.stderr);
+    // Three capital letters are not enough: the code must be one of ISO 4217's.
+    const made = await tally(['workspace', 'create', 'Other', '--currency', 'XYZ'], env);
+    expect(made.code).toBe(1);
+    expect(made.stderr.trim()).toBe('tally: currency must be an ISO 4217 code such as USD, got "XYZ"');
+    expect(await db.admin`SELECT 1 FROM public.workspaces WHERE name = 'Other'`).toHaveLength(0);
   });
 
   it('mints a token once, stores only its SHA-256, lists it without the secret and revokes it', async () => {
@@ -56,6 +66,7 @@ describe('tally CLI with DATABASE_URL', () => {
     const list = await tally(['token', 'list', '--workspace', 'Acme Travel'], env);
     expect(list.stdout).toContain(row.id);
     expect(list.stdout).toContain('active');
+    expect(list.stdout).toContain('workspace "Acme Travel"');
     expect(list.stdout).not.toContain(r.lastLine);
 
     const revoke = await tally(['token', 'revoke', row.id], env);
@@ -100,10 +111,23 @@ describe('tally CLI with DATABASE_URL', () => {
   it('answers an unknown command and a bad flag with usage and exit 1', async () => {
     const r = await tally(['frobnicate'], env);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('unknown command "frobnicate"');
+    expect(r.stderr).toBe('tally: unknown command "frobnicate" (see tally --help)\n'); // one line, not the whole usage
     const flag = await tally(['token', 'list', '--bogus'], env);
     expect(flag.code).toBe(1);
     noStackTrace(flag.stderr);
+    expect(flag.stderr.trim().split('\n')).toHaveLength(1);
+    expect(flag.stderr).toMatch(/\(see tally --help\)\n$/);
+  });
+
+  it('lists every command of the README in --help', async () => {
+    const help = await tally(['--help'], env);
+    expect(help.code).toBe(0);
+    const readme = await readFile(join(packageRoot, 'README.md'), 'utf8');
+    // The table's first column: `tally workspace api WORKSPACE on|off`, `tally key list`, `tally key revoke KEY_ID`…
+    const commands = [...readme.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => m[1].trim());
+    expect(commands).toEqual(expect.arrayContaining(['up', 'mcp', 'sql', 'psql', 'db url', 'key revoke']));
+    const lines = help.stdout.split('\n').map((l) => l.trim());
+    for (const command of new Set(commands)) expect([command, lines.some((l) => l.startsWith(command + ' ') || l === command)]).toEqual([command, true]);
   });
 
   it('says so in one line when the database is unreachable', async () => {
@@ -207,6 +231,11 @@ describe('tally in embedded mode', () => {
   it('`tally up` starts Postgres, migrates, seeds, serves and prints working credentials; a second start keeps the data', async () => {
     const first = await tallyServer(['up'], env, /Demo token\s+(tally_ws_\S+)/);
     const url = /Tally is up on (\S+)/.exec(first.output)![1];
+    // A first start says what it is doing, step by step, with durations.
+    expect(first.output).toMatch(/^Creating the embedded Postgres in .* \(initdb, first run only\) and starting it… \d+\.\d s$/m);
+    expect(first.output).toMatch(/^Running migrations… \d+ applied, \d+\.\d s$/m);
+    expect(first.output).toMatch(/^Applying the RLS policies… \d+ files, \d+\.\d s$/m);
+    expect(first.output).toMatch(/^Seeding the demo workspace… \d+\.\d s$/m);
     const token = /Demo token\s+(tally_ws_\S+)/.exec(first.output)![1];
     expect(first.output).toMatch(/Publishable key\s+tally_pk_[0-9A-Za-z]{40}/);
     expect(first.output).toContain(`${url}/api/v1`);

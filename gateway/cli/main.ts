@@ -207,13 +207,13 @@ async function run(argv: string[]): Promise<void> {
       const ref = str('workspace');
       const tokens = await withAdmin(config, async (sql) => listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined));
       for (const t of tokens) {
-        process.stdout.write(`${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace ${t.workspace_id}  ${t.label}\n`);
+        process.stdout.write(`${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace "${t.workspace_name}" (${t.workspace_id})  ${t.label}\n`);
       }
       return;
     }
     case 'token revoke': {
       const [id] = rest;
-      if (!id) throw new UsageError('token revoke needs a TOKEN_ID (see tally token list)');
+      if (!id) throw new UsageError('token revoke needs a TOKEN_ID, from tally token list');
       await withAdmin(config, (sql) => revokeToken(sql, id, null, 'cli'));
       process.stdout.write(`revoked token ${id}\n`);
       return;
@@ -230,7 +230,7 @@ async function run(argv: string[]): Promise<void> {
     }
     case 'key revoke': {
       const [id] = rest;
-      if (!id) throw new UsageError('key revoke needs a KEY_ID (see tally key list)');
+      if (!id) throw new UsageError('key revoke needs a KEY_ID, from tally key list');
       await withAdmin(config, (sql) => revokeKey(sql, id, 'cli'));
       process.stdout.write(`revoked key ${id}\n`);
       return;
@@ -264,7 +264,7 @@ async function run(argv: string[]): Promise<void> {
 
 /** One line for a person: what went wrong and, for the database, where. */
 function describe(err: unknown): string {
-  if (err instanceof UsageError) return `${err.message}\n${USAGE}`;
+  if (err instanceof UsageError) return `${err.message} (see tally --help)`;
   if (err instanceof AdminError || err instanceof ConfigError) return err.message;
   if (err instanceof ApiError) return err.hint ? `${err.message}. ${err.hint}` : err.message;
   const e = err as { code?: string; message?: string };
