@@ -259,8 +259,12 @@ describe('settings pages', () => {
 
     it('lets an admin create a token, shown once with a copy button and the exchange command, stored hashed and audited', async () => {
       const { agent, csrf } = await signedIn(admin);
-      const res = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
-      expect(res.status).toBe(201);
+      const posted = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
+      // POST/redirect/GET: the token is on the page the redirect leads to, in no URL.
+      expect(posted.status).toBe(303);
+      expect(posted.headers.location).toBe(`/settings/api?workspace=${ws.id}`);
+      const res = await agent.get(posted.headers.location);
+      expect(res.status).toBe(200);
       expect(res.headers['cache-control']).toBe('no-store');
       const token = /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(res.text)![1];
       expect(res.text).toContain('data-copy="new-token"');
@@ -271,6 +275,11 @@ describe('settings pages', () => {
       expect(row).toMatchObject({ scope: 'write', label: 'laptop <script>', revoked_at: null });
       const entries = await audit('token.create');
       expect(entries[entries.length - 1]).toEqual({ actor: admin, details: { token_id: row.id, scope: 'write', label: 'laptop <script>' } });
+      // A reload shows the page without the token, and mints nothing.
+      const reload = await agent.get(posted.headers.location);
+      expect(reload.text).not.toContain(token);
+      expect(reload.text).not.toContain('id="new-token"');
+      expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE label = 'laptop <script>'`).toHaveLength(1);
       // The token works at the exchange, and it is never shown again.
       await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${token}`).expect(200);
       const again = await agent.get(`/settings/api?workspace=${ws.id}`).expect(200);
