@@ -383,7 +383,9 @@ describe('one-time passwords and password changes', () => {
     expect(api.headers.location).toBe('/settings/password');
     const form = await agent.get('/settings/password').expect(200);
     expect(form.text).toContain('Choose your password');
-    expect(form.text).toContain('<label for="current">One-time password</label>');
+    // Signed in with the one-time password a moment ago: the form does not ask for it again.
+    expect(form.text).not.toContain('name="current"');
+    expect(form.text).toContain('name="new"');
     const create = await agent.post('/settings/api/tokens').type('form').send({ csrf: csrfOf(form.text), workspace: wsId, scope: 'write' });
     expect(create.status).toBe(403);
     expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE workspace_id = ${wsId}`).toHaveLength(0);
@@ -394,10 +396,9 @@ describe('one-time passwords and password changes', () => {
     const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
     const [before] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
     const cases: [Record<string, string>, number, string][] = [
-      [{ current: 'wrong', new: 'a brand new passphrase', repeat: 'a brand new passphrase' }, 401, 'Your one-time password is not correct.'],
-      [{ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase!' }, 400, 'The two new passwords differ.'],
-      [{ current: oneTime, new: 'short', repeat: 'short' }, 400, 'A password has at least 12 characters.'],
-      [{ current: oneTime, new: oneTime, repeat: oneTime }, 400, 'The new password must differ from the current one.'],
+      [{ new: 'a brand new passphrase', repeat: 'a brand new passphrase!' }, 400, 'The two new passwords differ.'],
+      [{ new: 'short', repeat: 'short' }, 400, 'A password has at least 12 characters.'],
+      [{ new: oneTime, repeat: oneTime }, 400, 'The new password must differ from the one-time password.'],
     ];
     for (const [fields, status, message] of cases) {
       const res = await agent.post('/settings/password').type('form').send({ csrf, ...fields });
@@ -417,7 +418,7 @@ describe('one-time passwords and password changes', () => {
     const mine = cookieValue(cookieOf(res, 'tally_session')!);
     const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
     const done = await agent.post('/settings/password').type('form')
-      .send({ csrf, current: oneTime, new: 'my very own passphrase', repeat: 'my very own passphrase' }).expect(303);
+      .send({ csrf, new: 'my very own passphrase', repeat: 'my very own passphrase' }).expect(303);
     expect(done.headers.location).toBe('/settings/api?done=password');
     const page = await agent.get(done.headers.location).expect(200);
     expect(page.text).toContain('Your password is changed.');
@@ -429,6 +430,13 @@ describe('one-time passwords and password changes', () => {
     expect(entry).toEqual({ workspace_id: null, actor: email });
     expect((await signIn(oneTime)).res.status).toBe(401);
     expect((await signIn('my very own passphrase')).res.status).toBe(303);
+    // With a password of their own, a change asks for it, and refuses a wrong one.
+    const form = await agent.get('/settings/password').expect(200);
+    expect(form.text).toContain('<label for="current">Current password</label>');
+    const wrong = await agent.post('/settings/password').type('form')
+      .send({ csrf: csrfOf(form.text), current: 'not my passphrase', new: 'another passphrase here', repeat: 'another passphrase here' });
+    expect(wrong.status).toBe(401);
+    expect(wrong.text).toContain('Your current password is not correct.');
   });
 });
 

@@ -251,20 +251,30 @@ export function settingsRouter(ctx: AppContext): Router {
 
   router.post('/password', async (req, res) => {
     const s = changeSession(req, res);
-    const current = field(req, 'current') ?? '';
+    // A session signed in with a one-time password proved it a moment ago: the form asks for
+    // the new password only (the session can do nothing else until it is chosen).
+    const temporary = s.passwordTemporary;
+    const current = temporary ? '' : field(req, 'current') ?? '';
     const chosen = field(req, 'new') ?? '';
     const problem = newPasswordProblem(current, chosen, field(req, 'repeat'));
     if (problem) return send(res, 400, passwordPage({ session: s, error: problem }));
-    // The current password is a sign-in secret: guesses here count like failed sign-ins.
     const address = clientAddress(req);
-    const wait = await countSignInAttempt(db, address, s.email, limits);
-    if (wait > 0) {
-      res.set('Retry-After', String(wait));
-      return send(res, 429, passwordPage({ session: s, error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
-    }
     const user = await credentials(db, s.email);
-    if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
-      return send(res, 401, passwordPage({ session: s, error: `Your ${s.passwordTemporary ? 'one-time' : 'current'} password is not correct.` }));
+    if (temporary) {
+      if (!user || user.user_id !== s.userId) throw new PageError(403, 'Not allowed', 'Sign in again to choose your password.');
+      if (await checkPassword(user.password_hash, chosen)) {
+        return send(res, 400, passwordPage({ session: s, error: 'The new password must differ from the one-time password.' }));
+      }
+    } else {
+      // The current password is a sign-in secret: guesses here count like failed sign-ins.
+      const wait = await countSignInAttempt(db, address, s.email, limits);
+      if (wait > 0) {
+        res.set('Retry-After', String(wait));
+        return send(res, 429, passwordPage({ session: s, error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
+      }
+      if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
+        return send(res, 401, passwordPage({ session: s, error: 'Your current password is not correct.' }));
+      }
     }
     await changePassword(db, s, await hashPassword(chosen), address);
     res.redirect(303, '/settings/api?done=password');
