@@ -21,6 +21,10 @@ export function createApp(ctx: AppContext): Express {
   app.use(requestLog());
   app.use(serverTiming());
 
+  // Browsers ask for it on every page (the settings pages): no icon, and no 404 in their logs.
+  app.get('/favicon.ico', (_req, res) => {
+    res.set('Cache-Control', 'public, max-age=86400').status(204).end();
+  });
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });

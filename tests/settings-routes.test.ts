@@ -211,6 +211,12 @@ describe('settings pages', () => {
       expect(foreign.text).not.toContain('Beta Club');
     });
 
+    it('answers the browser\'s /favicon.ico without a 404', async () => {
+      const res = await request(t.app).get('/favicon.ico');
+      expect(res.status).toBe(204);
+      expect(res.headers['cache-control']).toBe('public, max-age=86400');
+    });
+
     it('serves its own stylesheet and script', async () => {
       const css = await request(t.app).get('/settings/static/settings.css').expect(200);
       expect(css.headers['content-type']).toBe('text/css; charset=utf-8');
