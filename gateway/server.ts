@@ -34,6 +34,10 @@ export function createApp(ctx: AppContext): Express {
     next();
   });
 
+  // Browsers ask for it on every page (the settings pages): no icon, and no 404 in their logs.
+  app.get('/favicon.ico', (_req, res) => {
+    res.set('Cache-Control', 'public, max-age=86400').status(204).end();
+  });
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });

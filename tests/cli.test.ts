@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { mkdtemp, rm, chmod, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,6 +6,16 @@ import { sha256 } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { exited, tally, tallyServer } from './harness/cli.js';
 import { freePort } from '../gateway/db/free-port.js';
+import { readFile, writeFile } from 'node:fs/promises';
+import { packageRoot } from '../gateway/paths.js';
+import request from 'supertest';
+import { accessToken, startTestApp } from './harness/app.js';
+import { tokenFor, workspaceWithData } from './harness/fixtures.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { waitFor } from './harness/wait.js';
+
+// Each command is a process compiled by tsx: seconds apiece on a busy machine.
+jest.setTimeout(180_000);
 
 const noStackTrace = (text: string): void => {
   expect(text).not.toMatch(/\n\s+at /);
@@ -36,6 +47,11 @@ describe('tally CLI with DATABASE_URL', () => {
     const cur = await tally(['workspace', 'create', 'Other', '--currency', 'euro'], env);
     expect(cur.code).toBe(1);
     noStackTrace(cur.stderr);
+    // Three capital letters are not enough: the code must be one of ISO 4217's.
+    const made = await tally(['workspace', 'create', 'Other', '--currency', 'XYZ'], env);
+    expect(made.code).toBe(1);
+    expect(made.stderr.trim()).toBe('tally: currency must be an ISO 4217 code such as USD, got "XYZ"');
+    expect(await db.admin`SELECT 1 FROM public.workspaces WHERE name = 'Other'`).toHaveLength(0);
   });
 
   it('mints a token once, stores only its SHA-256, lists it without the secret and revokes it', async () => {
@@ -50,6 +66,7 @@ describe('tally CLI with DATABASE_URL', () => {
     const list = await tally(['token', 'list', '--workspace', 'Acme Travel'], env);
     expect(list.stdout).toContain(row.id);
     expect(list.stdout).toContain('active');
+    expect(list.stdout).toContain('workspace "Acme Travel"');
     expect(list.stdout).not.toContain(r.lastLine);
 
     const revoke = await tally(['token', 'revoke', row.id], env);
@@ -94,16 +111,92 @@ describe('tally CLI with DATABASE_URL', () => {
   it('answers an unknown command and a bad flag with usage and exit 1', async () => {
     const r = await tally(['frobnicate'], env);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('unknown command "frobnicate"');
+    expect(r.stderr).toBe('tally: unknown command "frobnicate" (see tally --help)\n'); // one line, not the whole usage
     const flag = await tally(['token', 'list', '--bogus'], env);
     expect(flag.code).toBe(1);
     noStackTrace(flag.stderr);
+    expect(flag.stderr.trim().split('\n')).toHaveLength(1);
+    expect(flag.stderr).toMatch(/\(see tally --help\)\n$/);
+  });
+
+  it('lists every command of the README in --help', async () => {
+    const help = await tally(['--help'], env);
+    expect(help.code).toBe(0);
+    const readme = await readFile(join(packageRoot, 'README.md'), 'utf8');
+    // The table's first column: `tally workspace api WORKSPACE on|off`, `tally key list`, `tally key revoke KEY_ID`…
+    const commands = [...readme.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => m[1].trim());
+    expect(commands).toEqual(expect.arrayContaining(['up', 'mcp', 'sql', 'psql', 'db url', 'key revoke']));
+    const lines = help.stdout.split('\n').map((l) => l.trim());
+    for (const command of new Set(commands)) expect([command, lines.some((l) => l.startsWith(command + ' ') || l === command)]).toEqual([command, true]);
   });
 
   it('says so in one line when the database is unreachable', async () => {
     const r = await tally(['workspace', 'list'], { DATABASE_URL: 'postgres://nobody:x@127.0.0.1:1/none' });
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toBe('tally: cannot reach the database (ECONNREFUSED); check DATABASE_URL or start Tally with "tally up"');
+  });
+
+  it('a DBA adds a function with `tally sql`, and a running server serves it over /rest/v1 without a restart', async () => {
+    const ws = await workspaceWithData(db.admin, 'DBA Travel');
+    const jwt = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: (await tokenFor(db.admin, ws.id, 'write')).id });
+    const app = startTestApp(db.url, restEnv());
+    try {
+      const call = () => request(app.app).get('/rest/v1/rpc/expenses_over?min_amount=10&select=name').set({ apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` });
+      expect((await call()).status).toBe(404); // not there yet, and the schema cache is loaded
+
+      const dir = await mkdtemp(join(tmpdir(), 'tally-sql-'));
+      const file = join(dir, 'expenses_over.sql');
+      await writeFile(file, `
+        CREATE FUNCTION public.expenses_over(min_amount numeric) RETURNS SETOF public.personal_transactions
+        LANGUAGE sql STABLE AS $$ SELECT * FROM public.personal_transactions WHERE amount >= min_amount $$;
+        REVOKE EXECUTE ON FUNCTION public.expenses_over(numeric) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION public.expenses_over(numeric) TO api_read, api_write;`);
+      const r = await tally(['sql', file], env);
+      await rm(dir, { recursive: true, force: true });
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('GRANT\n'); // the last statement's tag
+
+      // The NOTIFY after the script reloads the running server's schema cache.
+      await waitFor(async () => (await call()).status === 200, 'the schema cache to pick up the function');
+      const res = await call();
+      expect(res.body).toEqual([{ name: 'DBA Travel lunch' }]); // RLS still applies: only this workspace's row
+    } finally {
+      await app.close();
+    }
+
+    // -c and standard input; rows come back tab-separated with a header.
+    const c = await tally(['sql', '-c', "SELECT name, amount FROM public.personal_transactions WHERE name = 'DBA Travel lunch'"], env);
+    expect(c.stdout).toBe('name\tamount\nDBA Travel lunch\t12.5\n(1 row)\n');
+    const piped = await tally(['sql'], env, "UPDATE public.funds SET description = 'from stdin' WHERE name = 'DBA Travel fund';\n");
+    expect(piped.stdout).toBe('UPDATE 1\n');
+
+    // A failing script changes nothing (one transaction) and says why in one line.
+    const bad = await tally(['sql', '-c', "UPDATE public.funds SET description = 'half' WHERE name = 'DBA Travel fund'; SELECT nope"], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim()).toBe('tally: the database refused: column "nope" does not exist');
+    const [fund] = await db.admin`SELECT description FROM public.funds WHERE name = 'DBA Travel fund'`;
+    expect(fund.description).toBe('from stdin');
+  });
+
+  it('prints the connection URL, and opens psql on it (or says how to get psql)', async () => {
+    const url = await tally(['db', 'url'], env);
+    expect(url.stdout).toBe(`${db.url}\n`);
+
+    // A stand-in psql on PATH shows what tally runs it with.
+    const bin = await mkdtemp(join(tmpdir(), 'tally-psql-'));
+    await writeFile(join(bin, 'psql'), '#!/bin/sh\nfor a in "$@"; do echo "arg: $a"; done\nexit 3\n', { mode: 0o755 });
+    try {
+      const psql = await tally(['psql', '--', '-c', 'select 1'], { ...env, PATH: bin });
+      expect(psql.stdout).toBe(`arg: ${db.url}\narg: -c\narg: select 1\n`);
+      expect(psql.code).toBe(3); // psql's own exit code
+    } finally {
+      await rm(bin, { recursive: true, force: true });
+    }
+    const missing = await tally(['psql'], { ...env, PATH: '/nonexistent' });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^tally: psql is not installed\. Install the PostgreSQL client .*apt-get install postgresql-client/);
+    expect(missing.stdout).toBe(`${db.url}\n`);
   });
 
   it('migrates and applies policies on an empty database', async () => {
@@ -138,6 +231,11 @@ describe('tally in embedded mode', () => {
   it('`tally up` starts Postgres, migrates, seeds, serves and prints working credentials; a second start keeps the data', async () => {
     const first = await tallyServer(['up'], env, /Demo token\s+(tally_ws_\S+)/);
     const url = /Tally is up on (\S+)/.exec(first.output)![1];
+    // A first start says what it is doing, step by step, with durations.
+    expect(first.output).toMatch(/^Creating the embedded Postgres in .* \(initdb, first run only\) and starting it… \d+\.\d s$/m);
+    expect(first.output).toMatch(/^Running migrations… \d+ applied, \d+\.\d s$/m);
+    expect(first.output).toMatch(/^Applying the RLS policies… \d+ files, \d+\.\d s$/m);
+    expect(first.output).toMatch(/^Seeding the demo workspace… \d+\.\d s$/m);
     const token = /Demo token\s+(tally_ws_\S+)/.exec(first.output)![1];
     expect(first.output).toMatch(/Publishable key\s+tally_pk_[0-9A-Za-z]{40}/);
     expect(first.output).toContain(`${url}/api/v1`);

@@ -211,6 +211,12 @@ describe('settings pages', () => {
       expect(foreign.text).not.toContain('Beta Club');
     });
 
+    it('answers the browser\'s /favicon.ico without a 404', async () => {
+      const res = await request(t.app).get('/favicon.ico');
+      expect(res.status).toBe(204);
+      expect(res.headers['cache-control']).toBe('public, max-age=86400');
+    });
+
     it('serves its own stylesheet and script', async () => {
       const css = await request(t.app).get('/settings/static/settings.css').expect(200);
       expect(css.headers['content-type']).toBe('text/css; charset=utf-8');
@@ -259,8 +265,12 @@ describe('settings pages', () => {
 
     it('lets an admin create a token, shown once with a copy button and the exchange command, stored hashed and audited', async () => {
       const { agent, csrf } = await signedIn(admin);
-      const res = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
-      expect(res.status).toBe(201);
+      const posted = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
+      // POST/redirect/GET: the token is on the page the redirect leads to, in no URL.
+      expect(posted.status).toBe(303);
+      expect(posted.headers.location).toBe(`/settings/api?workspace=${ws.id}`);
+      const res = await agent.get(posted.headers.location);
+      expect(res.status).toBe(200);
       expect(res.headers['cache-control']).toBe('no-store');
       const token = /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(res.text)![1];
       expect(res.text).toContain('data-copy="new-token"');
@@ -271,6 +281,11 @@ describe('settings pages', () => {
       expect(row).toMatchObject({ scope: 'write', label: 'laptop <script>', revoked_at: null });
       const entries = await audit('token.create');
       expect(entries[entries.length - 1]).toEqual({ actor: admin, details: { token_id: row.id, scope: 'write', label: 'laptop <script>' } });
+      // A reload shows the page without the token, and mints nothing.
+      const reload = await agent.get(posted.headers.location);
+      expect(reload.text).not.toContain(token);
+      expect(reload.text).not.toContain('id="new-token"');
+      expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE label = 'laptop <script>'`).toHaveLength(1);
       // The token works at the exchange, and it is never shown again.
       await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${token}`).expect(200);
       const again = await agent.get(`/settings/api?workspace=${ws.id}`).expect(200);
@@ -374,7 +389,9 @@ describe('one-time passwords and password changes', () => {
     expect(api.headers.location).toBe('/settings/password');
     const form = await agent.get('/settings/password').expect(200);
     expect(form.text).toContain('Choose your password');
-    expect(form.text).toContain('<label for="current">One-time password</label>');
+    // Signed in with the one-time password a moment ago: the form does not ask for it again.
+    expect(form.text).not.toContain('name="current"');
+    expect(form.text).toContain('name="new"');
     const create = await agent.post('/settings/api/tokens').type('form').send({ csrf: csrfOf(form.text), workspace: wsId, scope: 'write' });
     expect(create.status).toBe(403);
     expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE workspace_id = ${wsId}`).toHaveLength(0);
@@ -385,10 +402,9 @@ describe('one-time passwords and password changes', () => {
     const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
     const [before] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
     const cases: [Record<string, string>, number, string][] = [
-      [{ current: 'wrong', new: 'a brand new passphrase', repeat: 'a brand new passphrase' }, 401, 'Your one-time password is not correct.'],
-      [{ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase!' }, 400, 'The two new passwords differ.'],
-      [{ current: oneTime, new: 'short', repeat: 'short' }, 400, 'A password has at least 12 characters.'],
-      [{ current: oneTime, new: oneTime, repeat: oneTime }, 400, 'The new password must differ from the current one.'],
+      [{ new: 'a brand new passphrase', repeat: 'a brand new passphrase!' }, 400, 'The two new passwords differ.'],
+      [{ new: 'short', repeat: 'short' }, 400, 'A password has at least 12 characters.'],
+      [{ new: oneTime, repeat: oneTime }, 400, 'The new password must differ from the one-time password.'],
     ];
     for (const [fields, status, message] of cases) {
       const res = await agent.post('/settings/password').type('form').send({ csrf, ...fields });
@@ -408,7 +424,7 @@ describe('one-time passwords and password changes', () => {
     const mine = cookieValue(cookieOf(res, 'tally_session')!);
     const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
     const done = await agent.post('/settings/password').type('form')
-      .send({ csrf, current: oneTime, new: 'my very own passphrase', repeat: 'my very own passphrase' }).expect(303);
+      .send({ csrf, new: 'my very own passphrase', repeat: 'my very own passphrase' }).expect(303);
     expect(done.headers.location).toBe('/settings/api?done=password');
     const page = await agent.get(done.headers.location).expect(200);
     expect(page.text).toContain('Your password is changed.');
@@ -420,6 +436,13 @@ describe('one-time passwords and password changes', () => {
     expect(entry).toEqual({ workspace_id: null, actor: email });
     expect((await signIn(oneTime)).res.status).toBe(401);
     expect((await signIn('my very own passphrase')).res.status).toBe(303);
+    // With a password of their own, a change asks for it, and refuses a wrong one.
+    const form = await agent.get('/settings/password').expect(200);
+    expect(form.text).toContain('<label for="current">Current password</label>');
+    const wrong = await agent.post('/settings/password').type('form')
+      .send({ csrf: csrfOf(form.text), current: 'not my passphrase', new: 'another passphrase here', repeat: 'another passphrase here' });
+    expect(wrong.status).toBe(401);
+    expect(wrong.text).toContain('Your current password is not correct.');
   });
 });
 

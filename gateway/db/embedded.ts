@@ -70,6 +70,14 @@ function urlFor(password: string, port: number, database: string): string {
   return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
 
+/** The owner's URL of the embedded database, and whether a server runs on its data folder now. */
+export async function embeddedUrl(options: { home: string; port: number }): Promise<{ url: string; running: boolean }> {
+  const home = resolve(options.home);
+  const { postgresPassword } = await localSecrets(home);
+  const port = await runningPort(join(home, 'pgdata'));
+  return { url: urlFor(postgresPassword, port ?? options.port, DATABASE), running: port !== undefined };
+}
+
 export async function startEmbedded(options: { home: string; port: number; log?: (line: string) => void }): Promise<EmbeddedDatabase> {
   const home = resolve(options.home);
   const dataDir = join(home, 'pgdata');

@@ -1,4 +1,5 @@
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type Response, type Router } from 'express';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AdminError } from '../admin/workspaces.js';
@@ -9,7 +10,7 @@ import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
 import { checkPassword, hashPassword, passwordProblem } from './passwords.js';
 import {
-  clearSessionCookie, loginToken, newSecret, sameSecret, secretHash, sessionSecret, setSessionCookie, validLoginToken,
+  clearSessionCookie, loginToken, newSecret, readCookie, sameSecret, secretHash, sessionSecret, setSessionCookie, validLoginToken,
 } from './session.js';
 import {
   changePassword, countSignInAttempt, createSession, createTokenAs, credentials, endSession, findSession, revokeTokenAs, setApiEnabledAs,
@@ -51,6 +52,38 @@ const STATIC: Record<string, { type: string; body: Buffer }> = {
 
 function send(res: Response, status: number, page: Html): void {
   res.status(status).type('html').send(page.value);
+}
+
+// The token just created, carried from the POST to the page after its redirect: an HttpOnly,
+// SameSite=Strict cookie on /settings/api that lives a minute, is bound to the session by an
+// HMAC keyed on the session's secret hash (another session, or a planted cookie, shows
+// nothing), and is cleared by the page that shows it.
+const CREATED_COOKIE = 'tally_created';
+interface Created { token: string; scope: 'read' | 'write'; label: string; workspace: string }
+const createdMac = (s: Session, value: string): Buffer => createHmac('sha256', s.hash).update(value).digest();
+const createdCookie = (req: Request) => ({ path: '/settings/api', httpOnly: true, sameSite: 'strict' as const, secure: req.secure });
+
+function giveCreated(req: Request, res: Response, s: Session, created: Created): void {
+  const value = Buffer.from(JSON.stringify(created)).toString('base64url');
+  res.cookie(CREATED_COOKIE, `${value}.${createdMac(s, value).toString('base64url')}`, { ...createdCookie(req), maxAge: 60_000 });
+}
+
+function takeCreated(req: Request, res: Response, s: Session, workspaceId: string | undefined): Omit<Created, 'workspace'> | undefined {
+  const raw = readCookie(req, CREATED_COOKIE);
+  if (raw === undefined) return undefined;
+  res.clearCookie(CREATED_COOKIE, createdCookie(req));
+  const [value, mac] = raw.split('.');
+  if (!value || !mac) return undefined;
+  const given = Buffer.from(mac, 'base64url');
+  const expected = createdMac(s, value);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  try {
+    const c = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Created;
+    if (c.workspace !== workspaceId || !/^tally_ws_[0-9A-Za-z]{40}$/.test(c.token) || (c.scope !== 'read' && c.scope !== 'write') || typeof c.label !== 'string') return undefined;
+    return { token: c.token, scope: c.scope, label: c.label };
+  } catch {
+    return undefined;
+  }
 }
 
 /** A form field as one string (a repeated or missing field is undefined). */
@@ -218,20 +251,30 @@ export function settingsRouter(ctx: AppContext): Router {
 
   router.post('/password', async (req, res) => {
     const s = changeSession(req, res);
-    const current = field(req, 'current') ?? '';
+    // A session signed in with a one-time password proved it a moment ago: the form asks for
+    // the new password only (the session can do nothing else until it is chosen).
+    const temporary = s.passwordTemporary;
+    const current = temporary ? '' : field(req, 'current') ?? '';
     const chosen = field(req, 'new') ?? '';
     const problem = newPasswordProblem(current, chosen, field(req, 'repeat'));
     if (problem) return send(res, 400, passwordPage({ session: s, error: problem }));
-    // The current password is a sign-in secret: guesses here count like failed sign-ins.
     const address = clientAddress(req);
-    const wait = await countSignInAttempt(db, address, s.email, limits);
-    if (wait > 0) {
-      res.set('Retry-After', String(wait));
-      return send(res, 429, passwordPage({ session: s, error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
-    }
     const user = await credentials(db, s.email);
-    if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
-      return send(res, 401, passwordPage({ session: s, error: `Your ${s.passwordTemporary ? 'one-time' : 'current'} password is not correct.` }));
+    if (temporary) {
+      if (!user || user.user_id !== s.userId) throw new PageError(403, 'Not allowed', 'Sign in again to choose your password.');
+      if (await checkPassword(user.password_hash, chosen)) {
+        return send(res, 400, passwordPage({ session: s, error: 'The new password must differ from the one-time password.' }));
+      }
+    } else {
+      // The current password is a sign-in secret: guesses here count like failed sign-ins.
+      const wait = await countSignInAttempt(db, address, s.email, limits);
+      if (wait > 0) {
+        res.set('Retry-After', String(wait));
+        return send(res, 429, passwordPage({ session: s, error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
+      }
+      if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
+        return send(res, 401, passwordPage({ session: s, error: 'Your current password is not correct.' }));
+      }
     }
     await changePassword(db, s, await hashPassword(chosen), address);
     res.redirect(303, '/settings/api?done=password');
@@ -241,7 +284,9 @@ export function settingsRouter(ctx: AppContext): Router {
     const s = pageSession(req, res);
     if (!s) return;
     const done = query(req, 'done');
-    await renderApi(res, req, s, 200, { workspaceId: query(req, 'workspace'), flash: done ? FLASH[done] : undefined });
+    const workspaceId = query(req, 'workspace');
+    const created = takeCreated(req, res, s, workspaceId);
+    await renderApi(res, req, s, 200, { workspaceId, flash: done ? FLASH[done] : undefined, created });
   });
 
   router.post('/api/tokens', async (req, res) => {
@@ -257,8 +302,10 @@ export function settingsRouter(ctx: AppContext): Router {
       return renderApi(res, req, s, 400, { workspaceId: ws.id, error: err.message.replace(/^./, (c) => c.toUpperCase()) });
     }
     const { token } = await createTokenAs(db, s, ws.id, scope, label);
-    // Rendered in this response, never redirected to: the secret appears once and in no URL.
-    await renderApi(res, req, s, 201, { workspaceId: ws.id, created: { token, scope, label } });
+    // POST/redirect/GET, so that a reload cannot post the form again and mint a second token.
+    // The secret reaches the next page in a one-time cookie (never in a URL), shown once.
+    giveCreated(req, res, s, { token, scope, label, workspace: ws.id });
+    res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}`);
   });
 
   const tokenFor = async (s: Session, ws: MemberWorkspace, id: string) => {

@@ -247,8 +247,8 @@ ${session.passwordTemporary ? html`<p class="notice" role="status">You signed in
 ${error ? html`<p class="error" role="alert">${error}</p>` : ''}
 <form method="post" action="/settings/password" class="card stack">
   ${csrfField(session)}
-  <label for="current">${session.passwordTemporary ? 'One-time password' : 'Current password'}</label>
-  <input id="current" name="current" type="password" autocomplete="current-password" required>
+  ${session.passwordTemporary ? '' : html`<label for="current">Current password</label>
+  <input id="current" name="current" type="password" autocomplete="current-password" required>`}
   <label for="new">New password <span class="hint">(at least ${MIN_PASSWORD_LENGTH} characters)</span></label>
   <input id="new" name="new" type="password" autocomplete="new-password" minlength="${MIN_PASSWORD_LENGTH}" required>
   <label for="repeat">New password again</label>

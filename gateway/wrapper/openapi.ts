@@ -39,6 +39,9 @@ function listParameters(resource: Resource): unknown[] {
 
 const CONTENT_RANGE = { 'Content-Range': { description: 'The range of the page and, with Prefer: count=…, the total: 0-19/123', schema: { type: 'string' } } };
 
+/** "a fund", "an expense". */
+const article = (noun: string): string => `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
+
 function resourcePaths(resource: Resource): Record<string, unknown> {
   const tag = resource.path;
   const noun = resource.noun;
@@ -56,7 +59,7 @@ function resourcePaths(resource: Resource): Record<string, unknown> {
   };
   if (resource.create) {
     collection.post = {
-      operationId: `create_${resource.path}`, tags: [tag], summary: `Create a ${noun}`,
+      operationId: `create_${resource.path}`, tags: [tag], summary: `Create ${article(noun)}`,
       requestBody: { required: true, content: content(ref(resource.create)) },
       responses: {
         201: {
@@ -79,7 +82,7 @@ function resourcePaths(resource: Resource): Record<string, unknown> {
     };
   if (resource.update) {
     member.patch = {
-      operationId: `update_${resource.path}`, tags: [tag], summary: `Change fields of a ${noun}`,
+      operationId: `update_${resource.path}`, tags: [tag], summary: `Change fields of ${article(noun)}`,
       requestBody: { required: true, content: content(ref(resource.update)) },
       responses: {
         200: { description: `The ${noun} as changed`, content: content(ref(resource.record)) },
@@ -89,7 +92,7 @@ function resourcePaths(resource: Resource): Record<string, unknown> {
   }
   if (resource.remove) {
     member.delete = {
-      operationId: `delete_${resource.path}`, tags: [tag], summary: `Delete a ${noun} permanently`,
+      operationId: `delete_${resource.path}`, tags: [tag], summary: `Delete ${article(noun)} permanently`,
       description: 'Answers 200 with the deleted record, so a client can show or undo what was removed.',
       responses: { 200: { description: `The deleted ${noun}`, content: content(ref(resource.record)) }, 404: response('NotFound'), ...COMMON_ERRORS },
     };

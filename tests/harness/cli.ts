@@ -33,7 +33,8 @@ export function tallyServer(argv: string[], env: Record<string, string | undefin
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args(argv), { cwd: packageRoot, env: { ...process.env, NODE_OPTIONS: '', ...env } });
     let output = '';
-    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ready}; output so far:\n${output}`)), 60_000);
+    // A safety net only: a first start (initdb, migrations, seed) on a busy machine takes minutes.
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ready}; output so far:\n${output}`)), 240_000);
     const onData = (d: Buffer): void => {
       output += d;
       if (ready.test(output)) {

@@ -1,0 +1,112 @@
+// The README's examples as data: its fenced `sh` and `js` blocks in order, each shell block cut
+// into commands with the output the README shows for them. A block right after an HTML comment
+// `<!-- not run: reason -->` is skipped (it starts the service, needs Docker, downloads a tool…).
+// Prose, tables and other languages (json, sql, plain output) are ignored, so the README can
+// grow without touching the runner.
+
+export interface Command {
+  /** The command as written, continuation lines and here-documents included. */
+  text: string;
+  /** Full-line `# …` comments right after the command: the output the README shows for it. */
+  expected: string[];
+}
+
+export interface Block {
+  lang: 'sh' | 'js';
+  line: number;
+  code: string;
+  commands: Command[];
+}
+
+export function readmeBlocks(markdown: string): Block[] {
+  const lines = markdown.split('\n');
+  const blocks: Block[] = [];
+  let skip = false;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (/^\s*<!--\s*not run\b/.test(line)) {
+      skip = true;
+      continue;
+    }
+    const fence = /^(\s*)```(\w*)\s*$/.exec(line);
+    if (!fence) {
+      if (line.trim() !== '') skip = false; // the marker holds only for the block right after it
+      continue;
+    }
+    const indent = fence[1].length;
+    const start = i;
+    const body: string[] = [];
+    for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i]); i++) body.push(lines[i].slice(indent));
+    const lang = fence[2];
+    if (!skip && (lang === 'sh' || lang === 'js')) {
+      const code = body.join('\n');
+      blocks.push({ lang, line: start + 1, code, commands: lang === 'sh' ? shellCommands(body) : [] });
+    }
+    skip = false;
+  }
+  return blocks;
+}
+
+function shellCommands(lines: string[]): Command[] {
+  const commands: Command[] = [];
+  let current: Command | undefined;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (line.trim() === '') {
+      current = undefined; // output comments belong to the command right above them
+      continue;
+    }
+    if (/^\s*#/.test(line)) {
+      if (current) current.expected.push(line.replace(/^\s*# ?/, ''));
+      continue;
+    }
+    const text = [line];
+    const heredoc = /<<-?\s*'?(\w+)'?/.exec(line)?.[1];
+    const unfinished = (): boolean => {
+      const last = text[text.length - 1];
+      return heredoc ? last !== heredoc || text.length === 1 : last.endsWith('\\') || openQuote(text.join('\n'));
+    };
+    while (i + 1 < lines.length && unfinished()) text.push(lines[++i]);
+    current = { text: text.join('\n'), expected: [] };
+    commands.push(current);
+  }
+  return commands;
+}
+
+/** Whether shell text ends inside a quoted string (a multi-line argument continues). */
+function openQuote(text: string): boolean {
+  let quote: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote === "'") {
+      if (c === "'") quote = undefined;
+    } else if (c === '\\') {
+      i++;
+    } else if (quote === '"') {
+      if (c === '"') quote = undefined;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+    } else if (c === '#' && (i === 0 || /\s/.test(text[i - 1]))) {
+      while (i < text.length && text[i] !== '\n') i++; // a comment: its quotes do not count
+    }
+  }
+  return quote !== undefined;
+}
+
+/**
+ * Whether output shows what the README says: each expected line, in order, matches a whole line
+ * of the output, where `…` stands for anything and `<name>` for one value.
+ */
+export function showsExpected(output: string, expected: string[]): boolean {
+  // Postgres's JSON aggregates break lines between array elements: `[{…}, \n {…}]` reads `[{…},{…}]`.
+  const lines = output.replace(/,\s*\n\s*/g, ',').split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  let at = 0;
+  for (const want of expected) {
+    const pattern = new RegExp('^' + want.trim().split(/(…|<[a-z_ ]+>)/).map((part) =>
+      part === '…' ? '.*' : /^<[a-z_ ]+>$/.test(part) ? '[^\\s"]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('') + '$');
+    while (at < lines.length && !pattern.test(lines[at])) at++;
+    if (at === lines.length) return false;
+    at++;
+  }
+  return true;
+}
