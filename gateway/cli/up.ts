@@ -64,7 +64,7 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
 }
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
-  const pool = serverPool(db.url);
+  const pool = serverPool(db.url, { prepare: config.preparedStatements });
   const app = createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) });
   const server = await listen(app, config.port, config.host);
   const address = server.address();

@@ -31,10 +31,16 @@ export const AUTHENTICATOR_ROLE = 'authenticator';
  * The server's pool. Each connection takes the role `authenticator` at start-up, so even a
  * superuser DATABASE_URL serves requests with no privileges beyond the API roles it switches
  * to per transaction.
+ *
+ * `prepare: false` (TALLY_DB_PREPARED_STATEMENTS=false) turns off named prepared statements for
+ * every query of the pool: postgres.js lets the pool's setting override a query's own, so a
+ * transaction pooler (PgBouncer in transaction mode), which may hand each transaction another
+ * server connection, never sees a statement name it does not know.
  */
-export function serverPool(url: string, options: { max?: number } = {}): Sql {
+export function serverPool(url: string, options: { max?: number; prepare?: boolean } = {}): Sql {
   return postgres(url, {
     max: options.max ?? 10,
+    prepare: options.prepare ?? true,
     idle_timeout: 60,
     connect_timeout: 5,
     // While Postgres is away, a request waits for the next connection attempt before it fails

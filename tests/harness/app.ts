@@ -19,7 +19,7 @@ export interface TestApp {
 
 export function startTestApp(databaseUrl: string, env: Record<string, string> = {}): TestApp {
   const config: Config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: databaseUrl, ...env });
-  const ctx: AppContext = { config, db: serverPool(databaseUrl, { max: 4 }), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
+  const ctx: AppContext = { config, db: serverPool(databaseUrl, { max: 4, prepare: config.preparedStatements }), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
   return { app: createApp(ctx), ctx, close: () => ctx.db.end({ timeout: 5 }) };
 }
 
