@@ -50,7 +50,12 @@ export function restRouter(ctx: AppContext, call: GatewayCall): Router {
       const response = await call(gatewayRequest(req, method), res.locals.auth as AuthContext);
       res.status(response.status).set(response.headers);
       if (response.body === undefined || method === 'HEAD') res.end();
-      else res.send(response.body);
+      else {
+        // The body is JSON (or CSV) text as Postgres serialised it: written as it is, with no
+        // ETag hashed over it (res.send would) and no conversion beyond the one encoding.
+        res.setHeader('Content-Length', Buffer.byteLength(response.body));
+        res.end(response.body);
+      }
     } catch (err) {
       next(err);
     }
