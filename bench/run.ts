@@ -40,6 +40,17 @@ const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json'
 const log = (line: string): void => void process.stdout.write(line + '\n');
 
 
+/** CPU time (user + system) a process has used so far, in ms (Linux /proc; clock ticks of 10 ms). */
+function cpuMsOf(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
 /** Peak and current resident set of a process, in MB (Linux /proc). */
 function memoryOf(pid: number | undefined): { peakMb: number; rssMb: number } | undefined {
   if (pid === undefined) return undefined;
@@ -114,6 +125,11 @@ export interface Measurement {
   ratioToBaseline: number | null;
   /** This case's p99 over the floor's p99 in the paired floor run. */
   p99RatioToBaseline: number | null;
+  /**
+   * CPU time the serving process spent per answered request (ms): unlike throughput, barely
+   * moved by what else runs on the machine. Postgres's share is not counted.
+   */
+  serverCpuMsPerRequest: number | null;
   tallyPeakRssMb: number | null;
 }
 
@@ -315,6 +331,7 @@ async function main(): Promise<void> {
     const tallyBase = `http://127.0.0.1:${tallyPort}`;
     const baselineBase = `http://127.0.0.1:${baselinePort}`;
     const bases: Record<Case['target'], string> = { tally: tallyBase, baseline: baselineBase, postgraphile: '', pgbouncer: '' };
+    const pids: Record<Case['target'], number | undefined> = { tally: tally.child.pid, baseline: baseline.child.pid, postgraphile: undefined, pgbouncer: undefined };
     await waitReady(`${tallyBase}/readyz`, tally.child, tally.output);
     await waitReady(baselineBase + '/', baseline.child, baseline.output, true); // any answer: it has no health route
 
@@ -330,6 +347,7 @@ async function main(): Promise<void> {
       await waitReady(`${bases.postgraphile}/graphql`, pgl.child, pgl.output, true);
       postgraphileUp = true;
       peerMemory.postgraphile = () => memoryOf(pgl.child.pid);
+      pids.postgraphile = pgl.child.pid;
     } catch (err) {
       notes.push(`PostGraphile 5 is not available, case (g) skipped: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
     }
@@ -344,6 +362,7 @@ async function main(): Promise<void> {
       const behind = startProcess(['dist/gateway/cli/main.js', 'serve'], { ...tallyEnv, PORT: String(port), DATABASE_URL: bouncer.url, TALLY_DB_PREPARED_STATEMENTS: 'false' });
       children.push(behind.child);
       bases.pgbouncer = `http://127.0.0.1:${port}`;
+      pids.pgbouncer = behind.child.pid;
       await waitReady(`${bases.pgbouncer}/readyz`, behind.child, behind.output);
       pgbouncerUp = true;
     }
@@ -369,7 +388,9 @@ async function main(): Promise<void> {
     const results: Measurement[] = [];
     const floor = all[0];
     const measure = async (c: Case, connections: number, against?: Measurement): Promise<Measurement> => {
+      const cpuBefore = cpuMsOf(pids[c.target]);
       const r = await drive(bases[c.target], c, connections, SECONDS);
+      const cpuMs = cpuMsOf(pids[c.target]) - cpuBefore;
       const rps = r.requests.average;
       const m: Measurement = {
         case: c.id, title: c.title, target: c.target, connections, seconds: SECONDS,
@@ -377,11 +398,13 @@ async function main(): Promise<void> {
         non2xx: r.non2xx, errors: r.errors + r.timeouts + (r.mismatches ?? 0),
         ratioToBaseline: against && c.comparable && against.reqPerSec > 0 ? Math.round((rps / against.reqPerSec) * 100) / 100 : null,
         p99RatioToBaseline: against && c.comparable && against.p99Ms > 0 ? Math.round((r.latency.p99 / against.p99Ms) * 100) / 100 : null,
+        serverCpuMsPerRequest: Number.isFinite(cpuMs) && r.requests.total > 0 ? Math.round((cpuMs / r.requests.total) * 1000) / 1000 : null,
         tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
       };
       results.push(m);
       log(`  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms`
         + `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× floor, p99 ${fmt(m.p99RatioToBaseline ?? NaN, 2)}× floor's` : ''}`
+        + `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request`
         + `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${loadavg()[0].toFixed(2)}]`);
       return m;
     };
@@ -479,10 +502,10 @@ async function main(): Promise<void> {
     };
 
     log('');
-    log("| case | conn | req/s | p50 ms | p99 ms | × floor | p99 × floor's | Tally peak RSS MB |");
-    log('|---|---:|---:|---:|---:|---:|---:|---:|');
+    log("| case | conn | req/s | p50 ms | p99 ms | × floor | p99 × floor's | server CPU ms/req | Tally peak RSS MB |");
+    log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const m of results) {
-      log(`| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.target === 'tally' ? m.tallyPeakRssMb ?? '' : ''} |`);
+      log(`| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.serverCpuMsPerRequest ?? ''} | ${m.target === 'tally' ? m.tallyPeakRssMb ?? '' : ''} |`);
     }
     log('');
     log(`Peak RSS: Tally ${tallyMemory?.peakMb} MB, floor ${baselineMemory?.peakMb} MB${postgraphileMemory ? `, PostGraphile ${postgraphileMemory.peakMb} MB` : ''}`);
