@@ -341,7 +341,7 @@ async function main(): Promise<void> {
     try {
       await import('postgraphile');
       const port = await freePort();
-      const pgl = startProcess(['dist/bench/postgraphile.js'], { DATABASE_URL: pg.url, PORT: String(port), TALLY_JWT_SECRET: jwtSecret });
+      const pgl = startProcess(['dist/bench/postgraphile.js'], { DATABASE_URL: pg.url, PORT: String(port), TALLY_JWT_SECRET: jwtSecret, GRAPHILE_ENV: 'production' });
       children.push(pgl.child);
       bases.postgraphile = `http://127.0.0.1:${port}`;
       await waitReady(`${bases.postgraphile}/graphql`, pgl.child, pgl.output, true);
