@@ -339,6 +339,7 @@ async function main(): Promise<void> {
     const notes: string[] = [];
     let postgraphileUp = false;
     try {
+      process.env.GRAPHILE_ENV ??= 'production'; // the probe below would print a notice otherwise
       await import('postgraphile');
       const port = await freePort();
       const pgl = startProcess(['dist/bench/postgraphile.js'], { DATABASE_URL: pg.url, PORT: String(port), TALLY_JWT_SECRET: jwtSecret, GRAPHILE_ENV: 'production' });
