@@ -1,10 +1,11 @@
-// The benchmark's floor: a minimal node:http server that runs the very SQL transaction Tally
-// runs for case (a) through postgres.js, with the same pool size, and returns the rows. No
-// routing framework, no parsing of PostgREST's grammar, no JWT verification (the claims are
-// decoded, not checked), no rate limit: what any Node gateway in front of this database pays at
+// The benchmark's floor: a minimal node:http server that verifies the HS256 JWT and runs the
+// very SQL transaction Tally runs for case (a) through postgres.js, with the same pool size,
+// and returns the body Postgres serialised. No routing framework, no parsing of PostgREST's
+// grammar, no apikey, no rate limit: what any Node gateway in front of this database pays at
 // least. Run as its own process: DATABASE_URL (the owner's URL; connections take the role
-// `authenticator`, as Tally's do) and PORT.
+// `authenticator`, as Tally's do), PORT and TALLY_JWT_SECRET.
 
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import postgres from 'postgres';
 
@@ -27,14 +28,30 @@ const sql = postgres(url, {
   connection: { role: 'authenticator', application_name: 'tally-baseline' } as Record<string, string>,
 });
 
+const secret = process.env.TALLY_JWT_SECRET;
+if (!secret) throw new Error('TALLY_JWT_SECRET is required');
+
+/** The verified claims of `Authorization: Bearer <HS256 JWT>` (signature, algorithm, expiry). */
 function claimsOf(authorization: string | undefined): Record<string, unknown> {
-  const payload = authorization?.split(' ')[1]?.split('.')[1];
-  return payload ? (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>) : {};
+  const [head, body, sig] = (authorization?.split(' ')[1] ?? '').split('.');
+  const expected = createHmac('sha256', secret!).update(`${head}.${body}`).digest();
+  const given = Buffer.from(sig ?? '', 'base64url');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new Error('invalid JWT');
+  if (JSON.parse(Buffer.from(head, 'base64url').toString('utf8')).alg !== 'HS256') throw new Error('invalid JWT');
+  const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Record<string, unknown>;
+  if (typeof claims.exp === 'number' && claims.exp * 1000 < Date.now()) throw new Error('expired JWT');
+  return claims;
 }
 
 const server = createServer((req, res) => {
   void (async () => {
-    const claims = claimsOf(req.headers.authorization);
+    let claims: Record<string, unknown>;
+    try {
+      claims = claimsOf(req.headers.authorization);
+    } catch {
+      res.writeHead(401, { 'Content-Type': 'application/json' });
+      return void res.end('{"message":"invalid JWT"}');
+    }
     const conn = await sql.reserve();
     try {
       const text = (v: string) => conn.typed(v, 25) as never;

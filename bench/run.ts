@@ -1,37 +1,55 @@
-// `npm run bench`: Tally side by side with a minimal baseline (bench/baseline.ts), over
+// `npm run bench`: Tally side by side with a floor (bench/baseline.ts: node:http + postgres.js,
+// JWT verified, the same transaction) and PostGraphile 5 (bench/postgraphile.ts), over
 // loopback, with autocannon. Starts its own embedded Postgres in a temporary home on a free
-// port, generates the data set (bench/data.ts), runs `tally serve` and the baseline as child
-// processes (so their peak RSS is their own), drives each case at 1, 16 and 64 connections,
-// prints a table and writes bench/results/latest.json.
+// port, generates the data set (bench/data.ts), runs `tally serve`, the floor and PostGraphile
+// as child processes (so their peak RSS is their own), and, when Debian's pgbouncer is
+// installed, a second Tally behind PgBouncer in transaction mode with prepared statements off.
+// On a shared machine the load drifts between runs: every case is measured right after the
+// floor at the same connections, and compared with that floor figure. Prints every target
+// with its measured value, and writes bench/results/latest.json.
 //
 // Knobs (environment): BENCH_SECONDS (per case, default 6), BENCH_CONNECTIONS (default
-// 1,16,64), BENCH_MAIN_ROWS (100000), BENCH_OTHER_WORKSPACES (100), BENCH_OTHER_ROWS (10000),
+// 16), BENCH_MAIN_ROWS (100000), BENCH_OTHER_WORKSPACES (100), BENCH_OTHER_ROWS (10000),
+// BENCH_MANY_WORKSPACES (1000; 0 skips the many-workspaces case), BENCH_MCP_SESSIONS (100),
 // BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CASES (e.g. c,d: only these
 // besides the baseline and (a)), BENCH_CPU_PROF=1 (Tally runs with
 // --cpu-prof into bench/results/profiles), BENCH_OUT (the JSON file).
 
 import autocannon, { type Result } from 'autocannon';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import postgres from 'postgres';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminClient } from '../gateway/db/connect.js';
 import { startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
-import { generateDataset, type Dataset } from './data.js';
+import { generateDataset, generateExpenses, type Dataset } from './data.js';
+import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { freePort } from '../gateway/db/free-port.js';
 
 const env = process.env;
 const num = (name: string, fallback: number): number => (env[name] !== undefined && env[name] !== '' ? Number(env[name]) : fallback);
 const SECONDS = num('BENCH_SECONDS', 6);
-const CONNECTIONS = (env.BENCH_CONNECTIONS ?? '1,16,64').split(',').map(Number);
+const CONNECTIONS = (env.BENCH_CONNECTIONS ?? '16').split(',').map(Number);
 const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json');
 
 const log = (line: string): void => void process.stdout.write(line + '\n');
 
+
+/** CPU time (user + system) a process has used so far, in ms (Linux /proc; clock ticks of 10 ms). */
+function cpuMsOf(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
 
 /** Peak and current resident set of a process, in MB (Linux /proc). */
 function memoryOf(pid: number | undefined): { peakMb: number; rssMb: number } | undefined {
@@ -83,7 +101,7 @@ function stopProcess(child: ChildProcess): Promise<void> {
 interface Case {
   id: string;
   title: string;
-  target: 'tally' | 'baseline';
+  target: 'tally' | 'baseline' | 'postgraphile' | 'pgbouncer';
   method: 'GET' | 'POST';
   path: string;
   headers: Record<string, string>;
@@ -105,6 +123,13 @@ export interface Measurement {
   non2xx: number;
   errors: number;
   ratioToBaseline: number | null;
+  /** This case's p99 over the floor's p99 in the paired floor run. */
+  p99RatioToBaseline: number | null;
+  /**
+   * CPU time the serving process spent per answered request (ms): unlike throughput, barely
+   * moved by what else runs on the machine. Postgres's share is not counted.
+   */
+  serverCpuMsPerRequest: number | null;
   tallyPeakRssMb: number | null;
 }
 
@@ -130,7 +155,12 @@ async function drive(base: string, c: Case, connections: number, seconds: number
   });
 }
 
-function cases(d: Dataset, wrapperPresent: boolean, mcpToken: string): Case[] {
+/** The list read of case (a) as PostGraphile's Amber preset names it: every column of the newest 20. */
+const GRAPHQL_LIST = JSON.stringify({
+  query: '{ allPersonalTransactions(first: 20, orderBy: OCCURRED_AT_DESC) { nodes { id workspaceId name amount categoryId methodId occurredAt note createdAt } } }',
+});
+
+function cases(d: Dataset, wrapperPresent: boolean, mcpToken: string, extra: { postgraphile: boolean; pgbouncer: boolean }): Case[] {
   const rest = { apikey: d.apikey, authorization: `Bearer ${d.main.jwt}` };
   const list: Case[] = [
     { id: 'baseline', title: 'baseline: node:http + postgres.js, same transaction as (a)', target: 'baseline', method: 'GET', path: '/', headers: { authorization: `Bearer ${d.main.jwt}` }, comparable: false },
@@ -152,6 +182,13 @@ function cases(d: Dataset, wrapperPresent: boolean, mcpToken: string): Case[] {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_expenses', arguments: { limit: 20 } } }), comparable: true,
     },
   );
+  if (extra.postgraphile) {
+    list.push({
+      id: 'g', title: 'PostGraphile 5 (Amber): allPersonalTransactions(first: 20, orderBy: OCCURRED_AT_DESC), same JWT', target: 'postgraphile', method: 'POST', path: '/graphql',
+      headers: { authorization: `Bearer ${d.main.jwt}`, 'content-type': 'application/json' }, body: GRAPHQL_LIST, comparable: true,
+    });
+  }
+  if (extra.pgbouncer) list.push({ ...list[1], id: 'p', title: 'case (a) through PgBouncer (transaction mode), TALLY_DB_PREPARED_STATEMENTS=false', target: 'pgbouncer' });
   return list;
 }
 
@@ -184,13 +221,74 @@ async function transactionsPerRead(ownerUrl: string, base: string, c: Case): Pro
 
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
 
+const peerMemory: { postgraphile?: () => { peakMb: number; rssMb: number } | undefined } = {};
+
+/**
+ * Debian's pgbouncer in transaction mode in front of the embedded Postgres, logging in as
+ * `authenticator` (given a password for it); a note instead when it is not installed.
+ */
+async function startPgBouncer(ownerUrl: string, home: string): Promise<{ child: ChildProcess; url: string } | string> {
+  let binary: string;
+  try {
+    binary = execFileSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer'], { encoding: 'utf8' }).trim().split('\n')[0];
+  } catch {
+    return 'pgbouncer is not installed (apt-get install pgbouncer), case (p) skipped';
+  }
+  const owner = new URL(ownerUrl);
+  const password = randomBytes(18).toString('base64url');
+  const admin = adminClient(ownerUrl);
+  try {
+    await admin.unsafe(`ALTER ROLE authenticator PASSWORD '${password}'`); // generated: base64url only
+  } finally {
+    await admin.end();
+  }
+  const port = await freePort();
+  const database = owner.pathname.slice(1);
+  const dir = join(home, 'pgbouncer');
+  await mkdir(dir, { recursive: true });
+  await chmod(dir, 0o755);
+  await writeFile(join(dir, 'userlist.txt'), `"authenticator" "${password}"\n`, { mode: 0o644 });
+  await writeFile(join(dir, 'pgbouncer.ini'), [
+    '[databases]',
+    `${database} = host=${owner.hostname} port=${owner.port} dbname=${database} user=authenticator password=${password}`,
+    '[pgbouncer]',
+    'listen_addr = 127.0.0.1', `listen_port = ${port}`, "unix_socket_dir =",
+    'auth_type = scram-sha-256', `auth_file = ${join(dir, 'userlist.txt')}`,
+    'pool_mode = transaction', 'default_pool_size = 10', 'max_client_conn = 200',
+    // postgres.js sends the role as a startup parameter; the login is authenticator already.
+    'ignore_startup_parameters = role',
+  ].join('\n') + '\n', { mode: 0o644 });
+  const args = [...(process.getuid?.() === 0 ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')];
+  const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
+  const url = `postgres://authenticator:${password}@127.0.0.1:${port}/${database}`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const probe = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 2, prepare: false });
+    try {
+      await probe`SELECT 1`;
+      return { child, url };
+    } catch (err) {
+      if (child.exitCode !== null || Date.now() > deadline) {
+        child.kill('SIGKILL');
+        return `pgbouncer did not start, case (p) skipped: ${err instanceof Error ? err.message : String(err)} ${stderr.slice(-300)}`;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      await probe.end({ timeout: 1 });
+    }
+  }
+}
+
 async function main(): Promise<void> {
   const started = Date.now();
   const home = await mkdtemp(join(tmpdir(), 'tally-bench-'));
   await chmod(home, 0o755); // the embedded server runs as the user postgres when we are root
   const pgPort = await freePort();
   const jwtSecret = randomBytes(48).toString('base64url');
-  log(`Tally benchmark: ${cpus().length} cores, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}, ${SECONDS} s per case`);
+  const loadAverageAtStart = loadavg();
+  log(`Tally benchmark: ${cpus().length} cores, load average ${loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}, ${SECONDS} s per case`);
   log(`Embedded Postgres in ${home} on port ${pgPort}; generating data…`);
   const pg = await startEmbedded({ home, port: pgPort });
   const children: ChildProcess[] = [];
@@ -217,23 +315,59 @@ async function main(): Promise<void> {
     const baselinePort = await freePort();
     const profileDir = join(packageRoot, 'bench', 'results', 'profiles');
     const profile = env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-    const tally = startProcess([...profile, 'dist/gateway/cli/main.js', 'serve'], {
+    const tallyEnv = {
       TALLY_HOME: home,
       TALLY_EMBEDDED_PG_PORT: String(pgPort),
-      PORT: String(tallyPort),
       HOST: '127.0.0.1',
       TALLY_JWT_SECRET: jwtSecret,
       // The benchmark sends far more than a client may: the limit is raised by configuration.
       TALLY_RATE_LIMIT_PER_MINUTE: '10000000',
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
-    });
+    };
+    const tally = startProcess([...profile, 'dist/gateway/cli/main.js', 'serve'], { ...tallyEnv, PORT: String(tallyPort) });
     children.push(tally.child);
-    const baseline = startProcess(['dist/bench/baseline.js'], { DATABASE_URL: pg.url, PORT: String(baselinePort) });
+    const baseline = startProcess(['dist/bench/baseline.js'], { DATABASE_URL: pg.url, PORT: String(baselinePort), TALLY_JWT_SECRET: jwtSecret });
     children.push(baseline.child);
     const tallyBase = `http://127.0.0.1:${tallyPort}`;
     const baselineBase = `http://127.0.0.1:${baselinePort}`;
+    const bases: Record<Case['target'], string> = { tally: tallyBase, baseline: baselineBase, postgraphile: '', pgbouncer: '' };
+    const pids: Record<Case['target'], number | undefined> = { tally: tally.child.pid, baseline: baseline.child.pid, postgraphile: undefined, pgbouncer: undefined };
     await waitReady(`${tallyBase}/readyz`, tally.child, tally.output);
     await waitReady(baselineBase + '/', baseline.child, baseline.output, true); // any answer: it has no health route
+
+    // PostGraphile 5, when the package is installed (a dev dependency).
+    const notes: string[] = [];
+    let postgraphileUp = false;
+    try {
+      process.env.GRAPHILE_ENV ??= 'production'; // the probe below would print a notice otherwise
+      await import('postgraphile');
+      const port = await freePort();
+      const pgl = startProcess(['dist/bench/postgraphile.js'], { DATABASE_URL: pg.url, PORT: String(port), TALLY_JWT_SECRET: jwtSecret, GRAPHILE_ENV: 'production' });
+      children.push(pgl.child);
+      bases.postgraphile = `http://127.0.0.1:${port}`;
+      await waitReady(`${bases.postgraphile}/graphql`, pgl.child, pgl.output, true);
+      postgraphileUp = true;
+      peerMemory.postgraphile = () => memoryOf(pgl.child.pid);
+      pids.postgraphile = pgl.child.pid;
+    } catch (err) {
+      notes.push(`PostGraphile 5 is not available, case (g) skipped: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+    }
+
+    // Tally behind PgBouncer in transaction mode, when Debian's pgbouncer is installed.
+    let pgbouncerUp = false;
+    const bouncer = await startPgBouncer(pg.url, home);
+    if (typeof bouncer === 'string') notes.push(bouncer);
+    else {
+      children.push(bouncer.child);
+      const port = await freePort();
+      const behind = startProcess(['dist/gateway/cli/main.js', 'serve'], { ...tallyEnv, PORT: String(port), DATABASE_URL: bouncer.url, TALLY_DB_PREPARED_STATEMENTS: 'false' });
+      children.push(behind.child);
+      bases.pgbouncer = `http://127.0.0.1:${port}`;
+      pids.pgbouncer = behind.child.pid;
+      await waitReady(`${bases.pgbouncer}/readyz`, behind.child, behind.output);
+      pgbouncerUp = true;
+    }
+    for (const note of notes) log(`  note: ${note}`);
 
     const probe = await fetch(`${tallyBase}/api/v1/personal_transactions`, { headers: { authorization: `Bearer ${dataset.main.jwt}` } });
     const wrapperPresent = probe.status !== 404;
@@ -241,39 +375,60 @@ async function main(): Promise<void> {
     if (!wrapperPresent) log('  note: /api/v1 is not served by this build; case (b) is skipped');
 
     const only = env.BENCH_CASES ? new Set(env.BENCH_CASES.split(',')) : undefined;
-    const all = cases(dataset, wrapperPresent, dataset.main.token).filter((c) => !only || only.has(c.id) || c.id === 'baseline' || c.id === 'a');
+    const all = cases(dataset, wrapperPresent, dataset.main.token, { postgraphile: postgraphileUp, pgbouncer: pgbouncerUp })
+      .filter((c) => !only || only.has(c.id) || c.id === 'baseline' || c.id === 'a');
     // Every case must answer 2xx before it is measured: a benchmark of errors measures nothing.
     for (const c of all) {
-      const res = await fetch((c.target === 'tally' ? tallyBase : baselineBase) + c.path, { method: c.method, headers: c.headers, body: c.body });
+      const res = await fetch(bases[c.target] + c.path, { method: c.method, headers: c.headers, body: c.body });
       const text = await res.text();
       if (!res.ok) throw new Error(`case ${c.id} answered ${res.status}: ${text.slice(0, 300)}`);
       if (c.id === 'e' && /"isError":true/.test(text)) throw new Error(`case e returned a tool error: ${text.slice(0, 300)}`);
+      if (c.id === 'g' && (/"errors"/.test(text) || !/"nodes":\[\{/.test(text))) throw new Error(`case g answered no rows: ${text.slice(0, 300)}`);
     }
 
     const results: Measurement[] = [];
-    const baselineRps = new Map<number, number>();
-    for (const c of all) {
-      const base = c.target === 'tally' ? tallyBase : baselineBase;
-      await drive(base, c, 4, 1); // warm-up: JIT, prepared statements, pool connections
-      for (const connections of CONNECTIONS) {
-        const r = await drive(base, c, connections, SECONDS);
-        const rps = r.requests.average;
-        if (c.id === 'baseline') baselineRps.set(connections, rps);
-        const ratio = c.comparable && baselineRps.get(connections) ? rps / baselineRps.get(connections)! : null;
-        const m: Measurement = {
-          case: c.id, title: c.title, target: c.target, connections, seconds: SECONDS,
-          requests: r.requests.total, reqPerSec: Math.round(rps), p50Ms: r.latency.p50, p99Ms: r.latency.p99,
-          non2xx: r.non2xx, errors: r.errors + r.timeouts + (r.mismatches ?? 0),
-          ratioToBaseline: ratio === null ? null : Math.round(ratio * 100) / 100,
-          tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
-        };
-        results.push(m);
-        log(`  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms`
-          + `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× baseline` : ''}${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}`);
-      }
-    }
+    const floor = all[0];
+    const measure = async (c: Case, connections: number, against?: Measurement): Promise<Measurement> => {
+      const cpuBefore = cpuMsOf(pids[c.target]);
+      const r = await drive(bases[c.target], c, connections, SECONDS);
+      const cpuMs = cpuMsOf(pids[c.target]) - cpuBefore;
+      const rps = r.requests.average;
+      const m: Measurement = {
+        case: c.id, title: c.title, target: c.target, connections, seconds: SECONDS,
+        requests: r.requests.total, reqPerSec: Math.round(rps), p50Ms: r.latency.p50, p99Ms: r.latency.p99,
+        non2xx: r.non2xx, errors: r.errors + r.timeouts + (r.mismatches ?? 0),
+        ratioToBaseline: against && c.comparable && against.reqPerSec > 0 ? Math.round((rps / against.reqPerSec) * 100) / 100 : null,
+        p99RatioToBaseline: against && c.comparable && against.p99Ms > 0 ? Math.round((r.latency.p99 / against.p99Ms) * 100) / 100 : null,
+        serverCpuMsPerRequest: Number.isFinite(cpuMs) && r.requests.total > 0 ? Math.round((cpuMs / r.requests.total) * 1000) / 1000 : null,
+        tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
+      };
+      results.push(m);
+      log(`  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms`
+        + `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× floor, p99 ${fmt(m.p99RatioToBaseline ?? NaN, 2)}× floor's` : ''}`
+        + `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request`
+        + `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${loadavg()[0].toFixed(2)}]`);
+      return m;
+    };
+    /** A case right after the floor at the same connections: the pair shares the machine's load. */
+    const paired = async (c: Case, connections: number): Promise<Measurement> => measure(c, connections, await measure(floor, connections));
 
+    await drive(baselineBase, floor, 4, 1); // warm-up: JIT, prepared statements, pool connections
+    for (const c of all.slice(1)) {
+      await drive(bases[c.target], c, 4, 1);
+      for (const connections of CONNECTIONS) await paired(c, connections);
+    }
     for (const [id, body] of toolErrors) log(`  note: case ${id} answered tool errors, e.g. ${body}`);
+
+    // Many MCP clients at once (the endpoint is stateless: a client's session is its connection).
+    const mcp = all.find((c) => c.id === 'e');
+    const mcpSessions = num('BENCH_MCP_SESSIONS', 100);
+    let mcpHold: number | null = null;
+    if (mcp && mcpSessions > 0) {
+      const at16 = results.find((m) => m.case === 'e' && m.connections === 16) ?? await measure(mcp, 16);
+      const many = await measure(mcp, mcpSessions);
+      mcpHold = at16.reqPerSec > 0 ? Math.round((many.reqPerSec / at16.reqPerSec) * 100) / 100 : null;
+      log(`  MCP: ${mcpSessions} concurrent sessions ${many.reqPerSec} req/s vs ${at16.reqPerSec} at 16 (${mcpHold}×)`);
+    }
 
     // Cost as data grows: case (a) on a 10,000-row and a large workspace, one connection (latency).
     const growth: { rows: number; p50Ms: number; p99Ms: number; meanMs: number; reqPerSec: number; non2xx: number }[] = [];
@@ -290,44 +445,85 @@ async function main(): Promise<void> {
       const meanMs = Math.round((1000 / r.requests.average) * 1000) / 1000;
       growth.push({ rows: ws.rows, p50Ms: r.latency.p50, p99Ms: r.latency.p99, meanMs, reqPerSec: Math.round(r.requests.average), non2xx: r.non2xx });
       log(`  growth   (a) on ${ws.rows.toLocaleString('en')} rows: ${Math.round(r.requests.average)} req/s, mean ${fmt(meanMs, 3)} ms, p99 ${fmt(r.latency.p99)} ms`
-        + `${r.non2xx ? `  (${r.non2xx} non-2xx)` : ''}`);
+        + `${r.non2xx ? `  (${r.non2xx} non-2xx)` : ''}  [load ${loadavg()[0].toFixed(2)}]`);
     }
 
     const txPerRead = await transactionsPerRead(pg.url, tallyBase, all[1]);
     const baselineTx = await transactionsPerRead(pg.url, baselineBase, all[0]);
-    log(`  Postgres transactions per read (a): Tally ${txPerRead}, baseline ${baselineTx}`);
+    log(`  Postgres transactions per read (a): Tally ${txPerRead}, floor ${baselineTx}`);
+
+    // Many workspaces: case (a) against the floor again once the database holds
+    // BENCH_MANY_WORKSPACES workspaces; the measured workspace's reads must not slow down.
+    const manyWorkspaces = num('BENCH_MANY_WORKSPACES', 1000);
+    let manyRatio: number | null = null;
+    const readBefore = results.find((m) => m.case === 'a' && m.connections === 16);
+    if (manyWorkspaces > dataset.others + 2 && readBefore) {
+      const owner = adminClient(pg.url);
+      try {
+        const add = manyWorkspaces - dataset.others - 2;
+        for (let i = 0; i < add; i++) {
+          const ws = await createWorkspace(owner, `Bench many ${i}`, 'USD', 'bench');
+          await owner.begin(async (tx) => {
+            await tx`SET LOCAL session_replication_role = replica`;
+            await tx`SET LOCAL synchronous_commit = off`;
+            await generateExpenses(tx, ws.id, 1000);
+          });
+        }
+        await owner`VACUUM ANALYZE public.personal_transactions`;
+        log(`  ${manyWorkspaces.toLocaleString('en')} workspaces now (${add} added, 1,000 expenses each)`);
+      } finally {
+        await owner.end();
+      }
+      const after = await paired({ ...all[1], id: 'a@many' }, 16);
+      manyRatio = readBefore.ratioToBaseline && after.ratioToBaseline ? Math.round((after.ratioToBaseline / readBefore.ratioToBaseline) * 100) / 100 : null;
+    }
 
     const tallyMemory = memoryOf(tally.child.pid);
     const baselineMemory = memoryOf(baseline.child.pid);
-    const at16 = results.find((m) => m.case === 'a' && m.connections === 16);
+    const postgraphileMemory = peerMemory.postgraphile?.();
+    const at = (id: string) => results.filter((m) => m.case === id && m.connections === 16).at(-1);
     const growthRatio = growth.length === 2 ? Math.round((growth[1].meanMs / growth[0].meanMs) * 100) / 100 : null;
-    const targets = {
-      readThroughputVsBaselineAt16: { target: '>= 0.8', measured: at16?.ratioToBaseline ?? null, met: (at16?.ratioToBaseline ?? 0) >= 0.8 },
-      readP99At16Ms: { target: '< 15', measured: at16?.p99Ms ?? null, met: (at16?.p99Ms ?? Infinity) < 15 },
-      peakRssMb: { target: '< 200', measured: tallyMemory?.peakMb ?? null, met: (tallyMemory?.peakMb ?? Infinity) < 200 },
-      postgresTransactionsPerRead: { target: '1', measured: txPerRead, met: txPerRead <= 1.05 },
-      latencyGrowthLargeVsSmall: { target: '<= 1.5', measured: growthRatio, met: growthRatio !== null && growthRatio <= 1.5 },
+    const target = (label: string, measured: number | null | undefined, met: (v: number) => boolean) => ({ target: label, measured: measured ?? null, met: measured !== null && measured !== undefined && met(measured) });
+    const tallyVsPostgraphile = at('a') && at('g') ? Math.round((at('a')!.reqPerSec / at('g')!.reqPerSec) * 100) / 100 : null;
+    const targets: Record<string, { target: string; measured: number | null; met: boolean }> = {
+      restReadVsFloorAt16: target('>= 0.85× floor', at('a')?.ratioToBaseline, (v) => v >= 0.85),
+      restReadP99VsFloorAt16: target("<= 1.2× floor's p99", at('a')?.p99RatioToBaseline, (v) => v <= 1.2),
+      wrapperReadVsFloorAt16: target('>= 0.85× floor', at('b')?.ratioToBaseline, (v) => v >= 0.85),
+      wrapperReadP99VsFloorAt16: target("<= 1.2× floor's p99", at('b')?.p99RatioToBaseline, (v) => v <= 1.2),
+      fundsWithTransactionsVsFloorAt16: target('>= 0.6× floor', at('c')?.ratioToBaseline, (v) => v >= 0.6),
+      singleRowPostVsFloorAt16: target('>= 0.7× floor', at('d')?.ratioToBaseline, (v) => v >= 0.7),
+      mcpListVsFloorAt16: target('>= 0.5× floor', at('e')?.ratioToBaseline, (v) => v >= 0.5),
+      restReadVsPostGraphileAt16: target('> 1× PostGraphile', tallyVsPostgraphile, (v) => v > 1),
+      pgbouncerReadVsFloorAt16: target('answers 2xx (figure for information)', at('p')?.ratioToBaseline, () => (at('p')?.non2xx ?? 1) === 0 && (at('p')?.errors ?? 1) === 0),
+      peakRssMb: target('< 150 MB', tallyMemory?.peakMb, (v) => v < 150),
+      postgresTransactionsPerRead: target('1', txPerRead, (v) => v <= 1.05),
+      latencyLargeVsSmallWorkspace: target('<= 1.2', growthRatio, (v) => v <= 1.2),
+      readWithManyWorkspacesVsBefore: target('>= 0.9 (not slower)', manyRatio, (v) => v >= 0.9),
+      mcpThroughputManySessionsVs16: target(`>= 0.9 (${mcpSessions} sessions hold)`, mcpHold, (v) => v >= 0.9),
     };
 
     log('');
-    log('| case | conn | req/s | p50 ms | p99 ms | × baseline | Tally peak RSS MB |');
-    log('|---|---:|---:|---:|---:|---:|---:|');
+    log("| case | conn | req/s | p50 ms | p99 ms | × floor | p99 × floor's | server CPU ms/req | Tally peak RSS MB |");
+    log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const m of results) {
-      log(`| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.target === 'tally' ? m.tallyPeakRssMb ?? '' : ''} |`);
+      log(`| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.serverCpuMsPerRequest ?? ''} | ${m.target === 'tally' ? m.tallyPeakRssMb ?? '' : ''} |`);
     }
     log('');
-    log(`Peak RSS: Tally ${tallyMemory?.peakMb} MB, baseline ${baselineMemory?.peakMb} MB`);
+    log(`Peak RSS: Tally ${tallyMemory?.peakMb} MB, floor ${baselineMemory?.peakMb} MB${postgraphileMemory ? `, PostGraphile ${postgraphileMemory.peakMb} MB` : ''}`);
+    for (const note of notes) log(`Note: ${note}`);
     for (const [name, t] of Object.entries(targets)) log(`Target ${name}: ${t.target}, measured ${t.measured} → ${t.met ? 'met' : 'NOT met'}`);
+    log(`Load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 
     const report = {
       measuredAt: new Date().toISOString(),
-      machine: { cores: cpus().length, model: cpus()[0]?.model, loadAverageAtStart: loadavg(), node: process.version },
-      settings: { secondsPerCase: SECONDS, connections: CONNECTIONS, tallyPool: 10, baselinePool: 10, logLevel: env.LOG_LEVEL ?? 'info' },
-      data: { mainRows: dataset.main.rows, otherWorkspaces: dataset.others, otherRows: dataset.small.rows, largeRows: dataset.large?.rows ?? 0, generationSeconds: dataset.generationSeconds },
+      machine: { cores: cpus().length, model: cpus()[0]?.model, loadAverageAtStart, loadAverageAtEnd: loadavg(), node: process.version },
+      settings: { secondsPerCase: SECONDS, connections: CONNECTIONS, tallyPool: 10, baselinePool: 10, postgraphilePool: 10, logLevel: env.LOG_LEVEL ?? 'info' },
+      data: { mainRows: dataset.main.rows, otherWorkspaces: dataset.others, otherRows: dataset.small.rows, largeRows: dataset.large?.rows ?? 0, manyWorkspaces, generationSeconds: dataset.generationSeconds },
+      notes,
       results,
       growth,
       transactionsPerRead: { tally: txPerRead, baseline: baselineTx },
-      memory: { tally: tallyMemory, baseline: baselineMemory },
+      memory: { tally: tallyMemory, baseline: baselineMemory, postgraphile: postgraphileMemory },
       targets,
       totalSeconds: Math.round((Date.now() - started) / 1000),
     };

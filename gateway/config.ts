@@ -43,6 +43,8 @@ export interface Config {
   aggregatesEnabled: boolean;
   /** Accept: application/vnd.pgrst.plan answers EXPLAIN of the request's query (db-plan-enabled); off: 406. */
   planEnabled: boolean;
+  /** Statements are prepared on their connection (PostgREST's db-prepared-statements); off behind a transaction pooler. */
+  preparedStatements: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -58,9 +60,10 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
-function flag(env: Env, name: string): boolean {
+function flag(env: Env, name: string, fallback = false): boolean {
   const raw = (env[name] ?? '').trim().toLowerCase();
-  if (raw === '' || raw === 'false' || raw === '0' || raw === 'off') return false;
+  if (raw === '') return fallback;
+  if (raw === 'false' || raw === '0' || raw === 'off') return false;
   if (raw === 'true' || raw === '1' || raw === 'on') return true;
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
@@ -127,5 +130,6 @@ export function loadConfig(env: Env = process.env): Config {
     signInFailuresPerAddress: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ADDRESS', 20, 1, 100_000),
     aggregatesEnabled: flag(env, 'TALLY_DB_AGGREGATES_ENABLED'),
     planEnabled: flag(env, 'TALLY_DB_PLAN_ENABLED'),
+    preparedStatements: flag(env, 'TALLY_DB_PREPARED_STATEMENTS', true),
   };
 }

@@ -18,6 +18,7 @@ import type { ApiRequest, PlanMedia } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
 import type { SchemaCache } from './schema-cache/types.js';
+import { Lru } from './lru.js';
 
 const holders = new WeakMap<AppContext, SchemaCacheHolder>();
 
@@ -41,11 +42,47 @@ export function requestSchema(ctx: AppContext, req: GatewayRequest): string {
   return asked;
 }
 
+/** A table read, parsed, planned and compiled: all of it depends only on the read's key. */
+interface CompiledRead {
+  api: ApiRequest;
+  statements: ReadStatements;
+}
+
+/** Compiled reads kept per schema cache: a reload starts afresh, so no plan outlives its schema. */
+const COMPILED_READS = 1000;
+const compiledReads = new WeakMap<SchemaCache['relations'], Lru<string, CompiledRead>>();
+
+/** Keyed by the loaded cache's relations, which every request's view of that cache shares. */
+function compiledReadsOf(cache: SchemaCache): Lru<string, CompiledRead> {
+  let lru = compiledReads.get(cache.relations);
+  if (!lru) compiledReads.set(cache.relations, (lru = new Lru(COMPILED_READS)));
+  return lru;
+}
+
+/**
+ * What a table read's statement depends on: relation, query string, role, and the headers the
+ * parser reads (schema profile, Accept, Prefer, Range). Reads of a function are not cached (their
+ * arguments are query keys); nor is anything else but GET and HEAD.
+ */
+function readKey(req: GatewayRequest, auth: AuthContext): string | undefined {
+  if ((req.method !== 'GET' && req.method !== 'HEAD') || routineName(req.relation) !== undefined) return undefined;
+  const h = req.headers;
+  return [req.method, req.schema ?? '', h['accept-profile'] ?? '', req.relation, req.query.toString(), auth.role, h.accept ?? '', h.prefer ?? '', h.range ?? ''].join('\0');
+}
+
+function readOptions(ctx: AppContext, auth: AuthContext): TransactionOptions {
+  return { readOnly: true, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest, statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write: false };
+}
+
 export function createGateway(ctx: AppContext): GatewayCall {
   const holder = schemaCacheOf(ctx);
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     refuseDeepJson(req.body);
     const cache: SchemaCache = { ...(await holder.get()), viewer: auth.role };
+    // The same read again (a client polling its list): parse, plan and SQL are done already.
+    const key = readKey(req, auth);
+    const compiled = key === undefined ? undefined : compiledReadsOf(cache).get(key);
+    if (compiled) return executeRead(ctx, compiled, readOptions(ctx, auth));
     const schema = requestSchema(ctx, req);
     // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys
     // named like one of its parameters, so the cache is asked before the query is parsed.
@@ -75,11 +112,11 @@ export function createGateway(ctx: AppContext): GatewayCall {
       statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write,
     };
     if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);
-    return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx);
+    return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx, key);
   };
 }
 
-async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions, key: string | undefined): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
   const root = readPlan({
     cache, relation, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(), aggregatesEnabled: ctx.config.aggregatesEnabled,
@@ -87,6 +124,12 @@ async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx:
   const count = api.preferences.count;
   const statements = readStatement(root, api.accept, count);
   if (api.plan) return planResponse(ctx, tx, statements.main, api.plan);
+  const compiled = { api, statements };
+  if (key !== undefined) compiledReadsOf(cache).set(key, compiled);
+  return executeRead(ctx, compiled, tx);
+}
+
+async function executeRead(ctx: AppContext, { api, statements }: CompiledRead, tx: TransactionOptions): Promise<GatewayResponse> {
   const results = await runTransaction(ctx.db, tx, statements.explain ? [statements.main, statements.explain] : [statements.main]);
   return readResult(api, results);
 }

@@ -4,11 +4,10 @@ import type { AppContext } from './context.js';
 import { ApiError, connectionError, internalError, isConnectionError } from './errors.js';
 import { restRouter } from './rest/router.js';
 import { errorFields, log, requestLog, serverTiming } from './log.js';
-import { settingsRouter } from './settings/router.js';
 import { exchangeRouter } from './auth/exchange.js';
 import { createGateway } from './gateway.js';
 import { LookupCache } from './lookups.js';
-import { mcpRouter } from '../mcp/http.js';
+import { lazyHandler, lazyUnder } from './lazy.js';
 import { wrapperRouter } from './wrapper/router.js';
 
 // The one HTTP server: every surface is a router mounted here.
@@ -38,6 +37,13 @@ export function createApp(ctx: AppContext): Express {
   app.get('/favicon.ico', (_req, res) => {
     res.set('Cache-Control', 'public, max-age=86400').status(204).end();
   });
+
+  // The gateway call every surface translates into.
+  const call = createGateway(ctx);
+
+  // /rest/v1 first: its requests, the bulk of the traffic, pass no other surface's routers.
+  app.use('/rest/v1', restRouter(ctx, call));
+
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
@@ -61,22 +67,20 @@ export function createApp(ctx: AppContext): Express {
   // with a workspace token, not a JWT.
   app.use(exchangeRouter(ctx));
 
-  // The gateway call every surface translates into, and the live lookup lists they publish.
-  const call = createGateway(ctx);
+  // The live lookup lists the surfaces publish.
   const lookups = new LookupCache(call);
   lookups.listen(ctx.db.control).catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
 
   // MCP for agents: the workspace token in ?token=, the tools are gateway calls.
-  app.use(mcpRouter(ctx, call, lookups));
+  // Loaded on the first /mcp request: the MCP SDK is most of a process's memory otherwise.
+  app.use(lazyUnder('/mcp', async () => (await import('../mcp/http.js')).mcpRouter(ctx, call, lookups)));
 
   // The REST wrapper /api/v1 (after the exchange: POST /api/v1/token needs no JWT) and its live
   // OpenAPI description, also published at /openapi.json.
   app.use(wrapperRouter(ctx, call, lookups));
 
   // The workspace settings pages (HTML, their own errors): members manage API access.
-  app.use('/settings', settingsRouter(ctx));
-
-  app.use('/rest/v1', restRouter(ctx, call));
+  app.use('/settings', lazyHandler(async () => (await import('./settings/router.js')).settingsRouter(ctx)));
 
   app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
   app.use(errorHandler);

@@ -12,7 +12,6 @@ import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './sql.
 import { readFile } from 'node:fs/promises';
 import { ApiError } from '../errors.js';
 import { logToStderr } from '../log.js';
-import { serveStdio } from '../../mcp/stdio.js';
 import type { Sql } from 'postgres';
 
 // The `tally` command line (DESIGN.md). Every command works with DATABASE_URL and in embedded
@@ -257,7 +256,8 @@ async function run(argv: string[]): Promise<void> {
     }
     case 'mcp':
       logToStderr();
-      return serveStdio(config);
+      // The MCP SDK is loaded only by the command that needs it.
+      return (await import('../../mcp/stdio.js')).serveStdio(config);
     default:
       throw new UsageError(`unknown command "${positionals.join(' ')}"`);
   }

@@ -65,13 +65,19 @@ export async function provisionServerLogin(config: Config, db: Database): Promis
 /**
  * The server's pool (pool.ts), logged in as the server's own login (authenticator: NOINHERIT,
  * no privileges of its own; each request's transaction switches to one API role).
+ *
+ * `prepare: false` (TALLY_DB_PREPARED_STATEMENTS=false) turns off named prepared statements for
+ * every query of the pool: postgres.js lets the pool's setting override a query's own, so a
+ * transaction pooler (PgBouncer in transaction mode), which may hand each transaction another
+ * server connection, never sees a statement name it does not know.
  */
-export function serverPool(url: string, options: { max?: number; acquireTimeoutMs?: number; perToken?: number } = {}): Pool {
+export function serverPool(url: string, options: { max?: number; acquireTimeoutMs?: number; perToken?: number; prepare?: boolean } = {}): Pool {
   return createPool(url, {
     size: options.max ?? 10,
     acquireTimeoutMs: options.acquireTimeoutMs ?? 3000,
     perKey: options.perToken ?? Math.max(1, Math.floor((options.max ?? 10) / 2)),
     client: {
+      prepare: options.prepare ?? true,
       idle_timeout: 60,
       connect_timeout: 5,
       // While Postgres is away, a request waits for the next connection attempt before it fails
@@ -87,7 +93,7 @@ export function serverPool(url: string, options: { max?: number; acquireTimeoutM
 
 /** The pool sized and bounded by the configuration. */
 export function configuredPool(url: string, config: Config): Pool {
-  return serverPool(url, { max: config.poolSize, acquireTimeoutMs: config.poolAcquireTimeoutMs, perToken: config.poolPerToken });
+  return serverPool(url, { max: config.poolSize, acquireTimeoutMs: config.poolAcquireTimeoutMs, perToken: config.poolPerToken, prepare: config.preparedStatements });
 }
 
 /** A short-lived owner connection for administration. */

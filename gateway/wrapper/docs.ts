@@ -1,10 +1,11 @@
 import type { RequestHandler } from 'express';
-import swaggerUi from 'swagger-ui-express';
+import { lazyHandler } from '../lazy.js';
 
 // GET /api/v1/docs: the human-readable reference, rendered by Swagger UI from the live
 // /api/v1/openapi.json. swagger-ui-express serves swagger-ui-dist's assets from node_modules
 // itself, so the page works offline (no CDN). The page loads the document by a path relative
-// to itself, so it also works behind a proxy that adds a prefix.
+// to itself, so it also works behind a proxy that adds a prefix. Swagger UI is loaded on the
+// first visit of the page, not at start.
 
 export function docsHandlers(documentPath: string): RequestHandler[] {
   const relative = `../${documentPath.split('/').pop()!}`;
@@ -14,5 +15,18 @@ export function docsHandlers(documentPath: string): RequestHandler[] {
     if (req.path === '/' && !req.originalUrl.split('?')[0].endsWith('/')) return res.redirect(301, `${req.baseUrl}/`);
     next();
   };
-  return [slash, ...(swaggerUi.serveFiles(undefined, options) as RequestHandler[]), swaggerUi.setup(undefined, options) as RequestHandler];
+  const swagger = lazyHandler(async () => {
+    const { default: swaggerUi } = await import('swagger-ui-express');
+    const handlers = [...(swaggerUi.serveFiles(undefined, options) as RequestHandler[]), swaggerUi.setup(undefined, options) as RequestHandler];
+    // The handlers in turn, as express would run them.
+    return (req, res, next) => {
+      const run = (i: number, err?: unknown): void => {
+        if (err !== undefined && err !== null) return next(err);
+        if (i === handlers.length) return next();
+        handlers[i](req, res, (e?: unknown) => run(i + 1, e));
+      };
+      run(0);
+    };
+  });
+  return [slash, swagger];
 }

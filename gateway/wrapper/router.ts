@@ -71,7 +71,11 @@ function passThrough(res: Response, g: GatewayResponse): void {
     const value = g.headers[name] ?? g.headers[name.replace(/(^|-)[a-z]/g, (c) => c.toUpperCase())];
     if (value !== undefined) res.set(name, value);
   }
-  res.status(g.status).type(res.get('content-type') ?? 'application/json').send(g.body ?? '[]');
+  // Postgres's JSON text, written as it is (no ETag hashed over it, as res.send would).
+  const body = g.body ?? '[]';
+  res.status(g.status).type(res.get('content-type') ?? 'application/json');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
 }
 
 export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCache): Router {
