@@ -137,6 +137,7 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   personal_transactions_amount_positive: 'amount must be greater than 0',
   personal_transactions_amount_bounds: `amount ${AMOUNT}`,
   personal_transactions_note_length: 'note must be at most 2000 characters',
+  personal_transactions_occurred_at_finite: 'occurred_at must be a real date and time, such as 2026-03-14T18:30:00Z (not infinity)',
   personal_transactions_category_id_fkey: 'category_id must be one of the expense categories (see the live list)',
   personal_transactions_method_id_fkey: 'method_id must be one of the payment methods (see the live list)',
   contacts_name_length: 'name must be 1 to 255 characters',
@@ -160,6 +161,7 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   fund_transactions_name_length: 'name must be 1 to 255 characters',
   fund_transactions_amount_not_zero: 'amount must not be 0',
   fund_transactions_amount_bounds: `amount ${AMOUNT}`,
+  fund_transactions_occurred_at_finite: 'occurred_at must be a real date and time, such as 2026-03-14T18:30:00Z (not infinity)',
   fund_transactions_category_id_fkey: 'category_id must be one of the fund categories (see the live list)',
   fund_transactions_method_id_fkey: 'method_id must be one of the payment methods (see the live list)',
   fund_transactions_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
@@ -183,8 +185,9 @@ interface ConstraintError {
 export function constraintMessage(err: ConstraintError): string | undefined {
   if (err.constraint_name && err.code.startsWith('23')) {
     const known = CONSTRAINT_MESSAGES[err.constraint_name];
-    // A category or method the trigger refused says which value and which domain: keep it.
-    if (known && !(err.code === '23503' && /category_id "/.test(err.message))) return known;
+    // A category or method the trigger refused names the value, and its details list the
+    // allowed ones: keep the trigger's own message.
+    if (known && !/^(category_id|method_id) "/.test(err.message)) return known;
   }
   const value = /: "([^"]*)"$/.exec(err.message)?.[1];
   if (err.code === '22008') return `${value ? `"${value}"` : 'A date'} is not a real date and time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;

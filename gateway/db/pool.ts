@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
 import { ApiError, isConnectionError, isPgError, poolTimeout } from '../errors.js';
 
@@ -36,6 +37,8 @@ export interface PoolStats {
 
 interface Slot {
   client: Sql;
+  /** Stops the client from ever opening a connection again (see slotClient). */
+  retire: () => void;
   busy: boolean;
 }
 
@@ -66,8 +69,7 @@ export const WATCHDOG_MARGIN_MS = 2000;
 const SIMPLE_STATEMENT_MS = 5000;
 
 export function createPool(url: string, options: PoolOptions): Pool {
-  const fresh = (): Sql => postgres(url, { ...options.client, max: 1 });
-  const slots: Slot[] = Array.from({ length: options.size }, () => ({ client: fresh(), busy: false }));
+  const slots: Slot[] = Array.from({ length: options.size }, () => ({ ...slotClient(url, options.client), busy: false }));
   const waiting: Waiter[] = [];
   const held = new Map<string, number>();
   let ended = false;
@@ -96,8 +98,9 @@ export function createPool(url: string, options: PoolOptions): Pool {
   function free(slot: Slot, key: string | undefined, destroy: boolean): void {
     if (destroy) {
       const old = slot.client;
-      slot.client = fresh();
       old.end({ timeout: 0 }).catch(() => {});
+      slot.retire();
+      Object.assign(slot, slotClient(url, options.client));
     }
     slot.busy = false;
     hold(key, -1);
@@ -186,6 +189,24 @@ export function createPool(url: string, options: PoolOptions): Pool {
       await Promise.all([...slots.map((s) => s.client.end(opts)), control.end(opts)]);
     },
   }) as Pool;
+}
+
+/**
+ * A slot's one-connection client, whose sockets come from here. postgres.js (3.4.9) reconnects a
+ * connection that closed while it was still starting up (Postgres restarting) from a timer that
+ * end() does not clear: a retired slot's client would come back later as an idle backend that
+ * nobody uses, one per retirement. Once retired, the client gets no socket, so it cannot.
+ */
+function slotClient(url: string, clientOptions: PoolOptions['client']): Pick<Slot, 'client' | 'retire'> {
+  let retired = false;
+  // Otherwise the socket postgres.js would make itself: it writes the start-up message at once,
+  // which Node buffers until the connection is made; refusals and timeouts reach it as usual.
+  const socket = (o: { host: string[]; port: number[] }): Socket => {
+    if (retired) throw Object.assign(new Error('this pool slot was retired'), { code: 'CONNECTION_DESTROYED' });
+    return connect({ host: o.host[0], port: o.port[0] });
+  };
+  const client = postgres(url, { ...clientOptions, max: 1, socket } as never);
+  return { client, retire: () => void (retired = true) };
 }
 
 /** A promise that rejects as a lost connection when `work` takes longer than `ms` (0: never). */

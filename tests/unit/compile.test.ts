@@ -26,7 +26,7 @@ describe('select', () => {
     ).toEqual({
       main: {
         text: rows(
-          `SELECT "pgrst_0"."id" AS "id", "pgrst_0"."title" AS "headline", "blog"."title_upper"("pgrst_0") AS "title_upper", ("pgrst_0"."meta"->>$1::text) AS "lang", (("pgrst_0"."meta"->$2::text)->$3::text::int4) AS "0", CAST("pgrst_0"."rating" AS pg_catalog.text) AS "rating" FROM "blog"."posts" AS "pgrst_0"`,
+          `SELECT "pgrst_0"."id" AS "id", "pgrst_0"."title" AS "headline", "blog"."title_upper"("pgrst_0") AS "title_upper", ("pgrst_0"."meta"->>$1::text) AS "lang", (("pgrst_0"."meta"->$2::text)->$3::text::int4) AS "a", CAST("pgrst_0"."rating" AS pg_catalog.text) AS "rating" FROM "blog"."posts" AS "pgrst_0"`,
         ),
         params: ['lang', 'a', '0'],
       },
@@ -619,7 +619,7 @@ describe('edge cases', () => {
   it('a negative JSON array index is an int4 parameter too', () => {
     expect(compileRead('posts', { query: 'select=last:tags->-1,meta->>-2' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT ("pgrst_0"."tags"->$1::text::int4) AS "last", ("pgrst_0"."meta"->>$2::text::int4) AS "-2" FROM "blog"."posts" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
+        text: `WITH pgrst_rows AS (SELECT (pg_catalog.to_jsonb("pgrst_0"."tags")->$1::text::int4) AS "last", ("pgrst_0"."meta"->>$2::text::int4) AS "meta" FROM "blog"."posts" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body FROM pgrst_rows AS "_postgrest_t"`,
         params: ['-1', '-2'],
       },
     });

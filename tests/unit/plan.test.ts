@@ -184,8 +184,11 @@ describe('read plan errors', () => {
       status: 300,
       code: 'PGRST201',
       message: "Could not embed because more than one relationship was found for 'posts' and 'users'",
-      details: 'm2o using posts_author_id_fkey; m2o using posts_editor_fkey',
-      hint: "Try changing 'users' to one of the following: 'users!posts_author_id_fkey', 'users!posts_editor_fkey'.",
+      details: [
+        { cardinality: 'many-to-one', embedding: 'posts with users', relationship: 'posts_author_id_fkey using posts(author_id) and users(id)' },
+        { cardinality: 'many-to-one', embedding: 'posts with users', relationship: 'posts_editor_fkey using posts(editor_id) and users(id)' },
+      ],
+      hint: "Try changing 'users' to one of the following: 'users!posts_author_id_fkey', 'users!posts_editor_fkey'. Find the desired relationship in the 'details' key.",
     });
   });
 
@@ -508,7 +511,7 @@ describe('routine plan', () => {
     expect(planRoutine('rename_user', { method: 'POST', body: { uid: 1, new_name: 'x' } }).readOnly).toBe(false);
   });
 
-  it('answers PGRST202 for unknown arguments, PGRST203 for ambiguity, PGRST101 for GET on VOLATILE', () => {
+  it('answers PGRST202 for unknown arguments, PGRST203 for ambiguity, and plans GET on VOLATILE', () => {
     expect(failure(() => planRoutine('greet', { method: 'POST', body: { nom: 'Ada' } }))).toEqual({
       status: 404,
       code: 'PGRST202',
@@ -530,13 +533,8 @@ describe('routine plan', () => {
       message:
         'Could not choose the best candidate function between: blog.greet(name => text), blog.greet(name => text, shout => text)',
     });
-    expect(failure(() => planRoutine('rename_user', { query: 'uid=1&new_name=x' }))).toEqual({
-      status: 405,
-      code: 'PGRST101',
-      message: 'Cannot use the GET method on RPC: blog.rename_user is VOLATILE',
-      details: null,
-      hint: 'Call it with POST, or declare it STABLE or IMMUTABLE when it does not modify the database',
-    });
+    // GET on a VOLATILE function plans (it runs in a READ ONLY transaction, as in PostgREST).
+    expect(() => planRoutine('rename_user', { query: 'uid=1&new_name=x' })).not.toThrow();
     expect(failure(() => planRoutine('greet', { method: 'POST', body: [1] }))).toMatchObject({
       status: 400,
       code: 'PGRST102',
