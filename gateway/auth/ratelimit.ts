@@ -2,7 +2,7 @@ import { ipKeyGenerator, rateLimit as expressRateLimit, type Options, type RateL
 import type { Request, RequestHandler, Response } from 'express';
 import type { Pool } from '../db/pool.js';
 import type { AppContext } from '../context.js';
-import { catalogue, ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 
 // Rate limits (SPEC §8; issue 5): TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;

@@ -89,10 +89,10 @@ export const catalogue = {
     message: `"failed to parse ${what}"`, details, hint })),
   pathEncoding: entry('PGRST100', 400, 'the request path is not valid percent-encoding', () => ({
     message: 'Invalid percent-encoding in the request path', hint: 'Encode "%" in a path as %25' })),
-  selectTooDeep: entry('PGRST100', 400, 'the select nests embedded resources deeper than TALLY_MAX_EMBED_DEPTH', (max: number) => ({
+  selectTooDeep: entry('PGRST100', 400, 'the select nests embedded resources deeper than TALLY_DB_MAX_EMBED_DEPTH', (max: number) => ({
     message: 'The select nests embedded resources too deeply', details: `at most ${max} levels of embedding`,
     hint: 'Embed fewer levels, or read the deeper resources with a request of their own' })),
-  selectTooWide: entry('PGRST100', 400, 'the select names more items than TALLY_MAX_SELECT_WIDTH', (width: number, max: number) => ({
+  selectTooWide: entry('PGRST100', 400, 'the select names more items than TALLY_DB_MAX_SELECT_WIDTH', (width: number, max: number) => ({
     message: 'The select names too many columns and embedded resources', details: `${width} items, at most ${max}`, hint: 'Select fewer columns' })),
   notOneOf: entry('PGRST100', 400, 'a query parameter of /api/v1 takes one of a fixed list of values', (name: string, allowed: string[]) => ({
     message: `${name} must be one of: ${allowed.join(', ')}` })),
@@ -183,7 +183,7 @@ export const catalogue = {
     message: `type "${name}" does not exist`, hint: 'Cast to a built-in type such as text, integer, numeric or date' })),
 
   // ---- from the database ----
-  database: entry('SQLSTATE', 'by SQLSTATE', "any other error of Postgres: its SQLSTATE and text, the status as PostgREST maps it", (status: number, sqlstate: string, message: string, details: Text, hint: Text, headers: Record<string, string>) => ({
+  database: entry('SQLSTATE', 'by SQLSTATE', "any other error of Postgres: its SQLSTATE and text, the status as PostgREST maps it (a function's RAISE sqlstate 'PT402' answers 402)", (status: number, sqlstate: string, message: string, details: Text, hint: Text, headers: Record<string, string>) => ({
     status, code: sqlstate, message, details, hint, headers })),
   raised: entry('custom', 'custom', "a function's RAISE SQLSTATE 'PGRST' decides code, message, status and headers", (status: number, code: string, message: string, details: Text, hint: Text, headers: Record<string, string>) => ({
     status, message, details, hint, headers, code })),

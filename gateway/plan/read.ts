@@ -1,7 +1,7 @@
 // readPlan: select tree, filters, order and ranges of an ApiRequest resolved against the schema
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
-import { catalogue, ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';

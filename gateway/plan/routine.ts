@@ -3,7 +3,7 @@
 // every given key a parameter; else the fallback of one unnamed json/jsonb parameter that takes
 // the whole body. Only names that matched a parameter reach SQL; values stay one JSON parameter.
 
-import { catalogue, ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
 import type { Routine, RoutineParam, SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';

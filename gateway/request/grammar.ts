@@ -2,7 +2,7 @@
 // Pure functions from strings to the types of ./types.ts; every failure is a PGRST100 whose
 // hint points at the part that could not be read.
 
-import { catalogue, ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
 
 /**

@@ -2,7 +2,7 @@
 // Content-Type, 206/416, the singular object media type (406 PGRST116), Preference-Applied.
 
 import type { GatewayResponse } from '../call.js';
-import { catalogue, ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { MediaType, Preferences } from '../request/types.js';
 
 export const CONTENT_TYPES: Record<MediaType, string> = {
