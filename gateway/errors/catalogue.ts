@@ -176,7 +176,7 @@ export const catalogue = {
     hint: `Add a filter such as ?id=eq.<id>. To really ${method === 'DELETE' ? 'delete' : 'update'} every row, say so with a filter every row matches, e.g. ?id=not.is.null` })),
   readOnly: entry('42501', 403, 'a read-only token tried to write', (details: Text = null) => ({
     message: 'This token is read-only: it cannot create, change or delete data', details,
-    hint: 'Writes need a token with the write scope' })),
+    hint: 'Writes need a workspace token with the write scope (tally token create --scope write)' })),
   undefinedColumn: entry('42703', 400, 'a select, filter or order names a column the table does not have', (table: string, column: string, hint: Text) => ({
     message: `column ${table}.${column} does not exist`, hint })),
   undefinedType: entry('42704', 400, 'a cast names a type that does not exist', (name: string) => ({

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ApiError, catalogue, type Entry } from '../../gateway/errors/catalogue.js';
 import { packageRoot as root } from '../../gateway/paths.js';
+import { toApiError } from '../../gateway/errors.js';
 
 // The catalogue is the one list of errors: the README's table says the same, each PostgREST
 // code has PostgREST's status, and nothing else makes an ApiError.
@@ -89,5 +90,27 @@ describe('the error catalogue', () => {
     walk('gateway');
     walk('mcp');
     expect(offenders).toEqual([]);
+  });
+});
+
+describe('toApiError, the one way anything thrown becomes an answer', () => {
+  const answer = (err: unknown) => {
+    const { error, unexpected } = toApiError(err);
+    return { status: error.status, code: error.code, unexpected };
+  };
+
+  it('keeps an ApiError, maps a lost database to 503 and body-parser refusals to their 4xx', () => {
+    expect(answer(catalogue.singular(2))).toEqual({ status: 406, code: 'PGRST116', unexpected: false });
+    expect(answer(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toEqual({ status: 503, code: 'PGRST000', unexpected: false });
+    expect(answer(Object.assign(new Error('socket'), { code: 'ECONNRESET' }))).toEqual({ status: 503, code: 'PGRST001', unexpected: false });
+    expect(answer(Object.assign(new Error('too big'), { type: 'entity.too.large' }))).toEqual({ status: 413, code: 'TLY001', unexpected: false });
+    expect(answer(Object.assign(new Error('bad'), { type: 'entity.parse.failed' }))).toEqual({ status: 400, code: 'PGRST102', unexpected: false });
+  });
+
+  it('answers anything else as a 500 that says nothing internal, for the caller to log', () => {
+    const { error, unexpected } = toApiError(new Error('SELECT secret FROM internals'));
+    expect(unexpected).toBe(true);
+    expect([error.status, error.body()]).toEqual([500, { code: 'TLY000', message: 'Internal server error', details: null, hint: expect.any(String) }]);
+    expect(JSON.stringify(error.body())).not.toMatch(/secret|SELECT/);
   });
 });
