@@ -1,41 +1,16 @@
 // The one error shape of every surface, PostgREST's: {code, message, details, hint}, with an
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
-import { readOnlyError } from './auth/scopes.js';
 import { constraintMessage } from './fields.js';
 import { raisedError } from './raised-error.js';
+import { ApiError, catalogue } from './errors/catalogue.js';
 
-/** PGRST201 lists the candidate relationships as objects, as PostgREST does. */
-export type ErrorDetails = string | null | Record<string, string>[];
-
-export interface ErrorBody {
-  code: string;
-  message: string;
-  details: ErrorDetails;
-  hint: string | null;
-}
-
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly details: ErrorDetails = null,
-    readonly hint: string | null = null,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-
-  body(): ErrorBody {
-    return { code: this.code, message: this.message, details: this.details, hint: this.hint };
-  }
-}
+// The errors themselves, every one of them, are in errors/catalogue.ts; this module maps what
+// is thrown (Postgres errors, lost connections, body-parser refusals, bugs) onto them.
+export { ApiError, catalogue, type ErrorBody, type ErrorDetails } from './errors/catalogue.js';
 
 /** A 500 that says nothing about the internals; the cause is logged, never sent. */
-export function internalError(): ApiError {
-  return new ApiError(500, 'PGRST000', 'Internal server error', null, 'This is a bug in Tally; the server log has the details');
-}
+export const internalError = (): ApiError => catalogue.internal();
 
 // ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
 
@@ -100,10 +75,7 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
       hint ??= 'Send an access token: Authorization: Bearer <JWT>';
     } else if (ctx.readOnlyWrite) {
       // Every surface (/rest/v1, /api/v1, MCP) says the same: the token is read-only.
-      const refusal = readOnlyError();
-      message = refusal.message;
-      details = err.message; // names the table
-      hint = refusal.hint;
+      return catalogue.readOnly(err.message); // details name the table
     } else if (/row-level security/.test(err.message)) {
       hint ??= 'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
     }
@@ -128,7 +100,7 @@ export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
   }
   if (details === null && err.column_name && (err.code.startsWith('23') || err.code.startsWith('22'))) details = `column: ${err.column_name}`;
   if (details === null && err.constraint_name && err.code.startsWith('23')) details = `constraint: ${err.constraint_name}`;
-  return new ApiError(status, err.code, message, details, hint, headers);
+  return catalogue.database(status, err.code, message, details, hint, headers);
 }
 
 // ---- The database unreachable: PostgREST's connection errors --------------------------------
@@ -138,9 +110,6 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETU
 const LOST = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED']);
 /** admin_shutdown, crash_shutdown, cannot_connect_now: Postgres is stopping or starting. */
 const SHUTTING_DOWN = new Set(['57P01', '57P02', '57P03']);
-
-/** Seconds a client should wait before it retries while the database is away. */
-export const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
@@ -156,16 +125,30 @@ export function isConnectionError(err: unknown): boolean {
  */
 export function connectionError(err: unknown): ApiError {
   const code = (err as { code?: string }).code ?? '';
-  const unreachable = UNREACHABLE.has(code) || code === '57P03';
-  return new ApiError(503, unreachable ? 'PGRST000' : 'PGRST001',
-    unreachable ? 'Could not connect with the database' : 'The connection with the database was lost',
-    null, `The database is not available at the moment; retry in ${DATABASE_RETRY_AFTER_SECONDS} seconds`,
-    { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) });
+  return UNREACHABLE.has(code) || code === '57P03' ? catalogue.couldNotConnect() : catalogue.connectionLost();
 }
 
 /** PostgREST's PGRST003: no pooled connection became free in time (504, retry later). */
-export function poolTimeout(ms: number): ApiError {
-  return new ApiError(504, 'PGRST003', 'Timed out acquiring a connection from the database pool', `waited ${ms} ms`,
-    `The database is busy or restarting; retry in ${DATABASE_RETRY_AFTER_SECONDS} seconds`,
-    { 'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS) });
+export const poolTimeout = (ms: number): ApiError => catalogue.poolTimeout(ms);
+
+/** What express's body parsers throw: a body over the limit, or one that does not parse. */
+function bodyParserError(err: unknown): ApiError | undefined {
+  const type = typeof err === 'object' && err !== null ? (err as { type?: unknown }).type : undefined;
+  if (type === 'entity.too.large' || type === 'parameters.too.many') return catalogue.bodyTooLarge();
+  if (type === 'entity.parse.failed') return catalogue.invalidBody('not valid JSON');
+  return undefined;
+}
+
+/**
+ * The one way anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a
+ * database error as PostgREST maps it (given the request's context), a body-parser refusal its
+ * 4xx, and anything else a 500 (TLY000) that the caller logs (`unexpected` is then true).
+ */
+export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
+  if (err instanceof ApiError) return { error: err, unexpected: false };
+  if (isConnectionError(err)) return { error: connectionError(err), unexpected: false };
+  if (pg && isPgError(err)) return { error: fromPgError(err, pg), unexpected: false };
+  const parsed = bodyParserError(err);
+  if (parsed) return { error: parsed, unexpected: false };
+  return { error: catalogue.internal(), unexpected: true };
 }

@@ -6,7 +6,7 @@
 
 import type { Row } from 'postgres';
 import type { AuthContext } from './call.js';
-import { ApiError, connectionError, fromPgError, internalError, isConnectionError, isPgError, type PgErrorContext } from './errors.js';
+import { ApiError, isConnectionError, isPgError, toApiError, type PgErrorContext } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
 import { ident } from './query/sql.js';
 import { errorFields, log } from './log.js';
@@ -66,7 +66,7 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
   try {
     lease = await db.reserve(shareKey(opts.auth));
   } catch (err) {
-    throw toApiError(err, errorContext); // the database is away: a 503 (errors.ts)
+    throw databaseError(err, errorContext); // the database is away: a 503 (errors.ts)
   }
   const reserved = performance.now();
   const deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
@@ -112,7 +112,7 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
       if (clean) lease.release();
       else lease.destroy(pending);
     } else lease.destroy(pending);
-    throw toApiError(err, errorContext);
+    throw databaseError(err, errorContext);
   } finally {
     recordTiming(opts.auth, reserved - asked, performance.now() - reserved);
   }
@@ -129,9 +129,9 @@ function shareKey(auth: AuthContext): string {
   return `role:${auth.role}`;
 }
 
-export function toApiError(err: unknown, ctx: PgErrorContext): ApiError {
+function databaseError(err: unknown, ctx: PgErrorContext): ApiError {
   if (err instanceof ApiError) return err;
-  const mapped = isConnectionError(err) ? connectionError(err) : isPgError(err) ? fromPgError(err, ctx) : internalError();
+  const mapped = toApiError(err, ctx).error;
   // The client gets the one error shape and nothing internal; the log gets what happened.
   if (mapped.status >= 500) log.error({ ...errorFields(err), status: mapped.status }, 'request failed in the database layer');
   return mapped;

@@ -4,7 +4,7 @@
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { AppContext } from './context.js';
-import { ApiError } from './errors.js';
+import { catalogue } from './errors.js';
 import { runTransaction, type Statement, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './plan/routine.js';
@@ -36,7 +36,7 @@ export function requestSchema(ctx: AppContext, req: GatewayRequest): string {
   const schemas = ctx.config.schemas;
   if (asked === undefined || asked === '') return schemas[0];
   if (!schemas.includes(asked)) {
-    throw new ApiError(406, 'PGRST106', `The schema must be one of the following: ${schemas.join(', ')}`, null,
+    throw catalogue.schemaNotExposed(schemas,
       `Use ${read ? 'Accept-Profile' : 'Content-Profile'} with an exposed schema`);
   }
   return asked;
@@ -90,7 +90,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
     let isArgument: ((key: string) => boolean) | undefined;
     if (fn !== undefined) {
       if (req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'POST') {
-        throw new ApiError(405, 'PGRST101', `Cannot use the ${req.method} method on RPC`, null, 'Call functions with GET or POST');
+        throw catalogue.rpcMethod(req.method);
       }
       const overloads = findRoutines(cache, schema, fn);
       const names = new Set(overloads.flatMap((r) => r.params.map((p) => p.name)).filter((n) => n !== ''));
@@ -103,7 +103,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
     const api = parseApiRequest(req, schema, isArgument);
     checkSelectLimits(api.select, ctx.config);
     if (api.plan && !ctx.config.planEnabled) {
-      throw new ApiError(406, 'PGRST107', `None of these media types are available: ${req.headers.accept}`, null,
+      throw catalogue.notAcceptable(req.headers.accept,
         'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
     }
     const write = api.method !== 'GET' && api.method !== 'HEAD';
@@ -212,10 +212,10 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
   let plan;
   if (api.method === 'DELETE') plan = deletePlan(relation, root);
   else {
-    if (req.body === undefined) throw new ApiError(400, 'PGRST102', 'Empty or invalid json', null, 'Send a JSON object (or an array of objects for a bulk insert)');
+    if (req.body === undefined) throw catalogue.invalidBody('empty or invalid JSON', null, 'Send a JSON object (or an array of objects for a bulk insert)');
     const size = typeof req.body === 'string' ? Buffer.byteLength(req.body) : Buffer.byteLength(JSON.stringify(req.body) ?? '');
     if (size > ctx.config.maxBodyBytes) {
-      throw new ApiError(413, 'PGRST413', 'The request body is too large', `The limit is ${ctx.config.maxBodyBytes} bytes`, 'Split a bulk insert into smaller batches');
+      throw catalogue.bodyTooLarge(ctx.config.maxBodyBytes);
     }
     const rows = bodyRows(req.body, req.headers['content-type']);
     if (api.method === 'PATCH') plan = updatePlan(relation, rows, root, cache.viewer);
@@ -233,8 +233,7 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
     const r = res[0][0];
     affected = Number(r.total_result_set);
     if (strict && affected > prefs.maxAffected!) {
-      throw new ApiError(400, 'PGRST124', 'Query result exceeds max-affected preference constraint', `The query affects ${affected} rows`,
-        `At most ${prefs.maxAffected} rows may change; nothing was changed`);
+      throw catalogue.maxAffected(affected, prefs.maxAffected!);
     }
     // The object media type asks for exactly one row, returned or not (PostgREST 12): otherwise
     // 406 and nothing is changed.

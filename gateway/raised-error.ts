@@ -2,11 +2,11 @@
 // "message": …, "details": …, "hint": …}', detail = '{"status": 402, "headers": {…}}'`. The
 // function decides the whole response: status, headers and body.
 
-import { ApiError, type PgErrorLike } from './errors.js';
+import { catalogue, type ApiError } from './errors/catalogue.js';
 
 const text = (v: unknown): string | null => (typeof v === 'string' ? v : v === undefined || v === null ? null : JSON.stringify(v));
 
-export function raisedError(err: PgErrorLike): ApiError {
+export function raisedError(err: { message: string; detail?: string }): ApiError {
   let body: Record<string, unknown>;
   let meta: { status?: unknown; headers?: unknown };
   try {
@@ -14,8 +14,7 @@ export function raisedError(err: PgErrorLike): ApiError {
     meta = JSON.parse(err.detail ?? '');
     if (typeof body !== 'object' || body === null || typeof meta !== 'object' || meta === null) throw new Error('not objects');
   } catch {
-    return new ApiError(500, 'PGRST121', "Could not parse JSON in the RAISE SQLSTATE 'PGRST' error", null,
-      'The message must be a JSON object of code, message, details, hint; the detail one of status and headers');
+    return catalogue.raisedUnparseable();
   }
   const status = Number.isInteger(meta.status) && (meta.status as number) >= 100 && (meta.status as number) <= 599 ? meta.status as number : 500;
   const headers: Record<string, string> = {};
@@ -26,5 +25,5 @@ export function raisedError(err: PgErrorLike): ApiError {
         && !['content-length', 'content-type', 'transfer-encoding', 'connection'].includes(k.toLowerCase())) headers[k] = v;
     }
   }
-  return new ApiError(status, text(body.code) ?? '', text(body.message) ?? '', text(body.details), text(body.hint), headers);
+  return catalogue.raised(status, text(body.code) ?? '', text(body.message) ?? '', text(body.details), text(body.hint), headers);
 }

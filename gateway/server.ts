@@ -1,7 +1,7 @@
 import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
-import { ApiError, connectionError, internalError, isConnectionError } from './errors.js';
+import { catalogue, toApiError } from './errors.js';
 import { restRouter } from './rest/router.js';
 import { errorFields, log, requestLog, serverTiming } from './log.js';
 import { exchangeRouter } from './auth/exchange.js';
@@ -28,7 +28,7 @@ export function createApp(ctx: AppContext): Express {
     try {
       decodeURIComponent(req.path);
     } catch {
-      return next(new ApiError(400, 'PGRST100', 'Invalid percent-encoding in the request path', null, 'Encode "%" in a path as %25'));
+      return next(catalogue.pathEncoding());
     }
     next();
   });
@@ -82,24 +82,15 @@ export function createApp(ctx: AppContext): Express {
   // The workspace settings pages (HTML, their own errors): members manage API access.
   app.use('/settings', lazyHandler(async () => (await import('./settings/router.js')).settingsRouter(ctx)));
 
-  app.use((_req, _res, next) => next(new ApiError(404, 'PGRST125', 'Invalid path specified in request URL')));
+  app.use((_req, _res, next) => next(catalogue.invalidPath()));
   app.use(errorHandler);
   return app;
 }
 
-/** Turns anything thrown into the one error shape; an unexpected error is a logged 500. */
+/** Answers anything thrown in the one error shape; an unexpected error is a logged 500. */
 export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
-  let error: ApiError;
-  if (err instanceof ApiError) error = err;
-  else if (isConnectionError(err)) error = connectionError(err); // e.g. an apikey or rate-limit lookup while the database is away
-  else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.too.large') {
-    error = new ApiError(413, 'PGRST413', 'The request body is too large');
-  } else if (err && typeof err === 'object' && 'type' in err && err.type === 'entity.parse.failed') {
-    error = new ApiError(400, 'PGRST102', 'Invalid JSON in the request body');
-  } else {
-    log.error(errorFields(err), 'unexpected error');
-    error = internalError();
-  }
+  const { error, unexpected } = toApiError(err);
+  if (unexpected) log.error(errorFields(err), 'unexpected error');
   if (res.headersSent) return;
   res.status(error.status).set(error.headers).json(error.body());
 };

@@ -80,7 +80,7 @@ export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCac
   // one error shape, before any tool runs.
   const errors: ErrorRequestHandler = (err, req, res, next) => {
     if (!(err instanceof ApiError) || res.headersSent) return next(err);
-    if (err.status === 401 && err.code === 'PGRST302') return next(new ApiError(401, err.code, err.message, err.details, MCP_TOKEN_HINT, err.headers));
+    if (err.status === 401 && err.code === 'PGRST302') return next(err.withHint(MCP_TOKEN_HINT));
     const id = err.status === 429 ? toolCallId(req.body) : undefined;
     if (id === undefined) return next(err);
     const text = `${err.message}. Retry after ${res.getHeader('Retry-After') ?? 60} seconds.`;

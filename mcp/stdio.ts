@@ -4,7 +4,7 @@ import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
 import { jwtSecretFor, openDatabase, serverLoginUrl, serverPool } from '../gateway/db/connect.js';
 import { createGateway } from '../gateway/gateway.js';
-import { ApiError } from '../gateway/errors.js';
+import { catalogue } from '../gateway/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createMcpServer } from './server.js';
 
@@ -15,7 +15,7 @@ import { createMcpServer } from './server.js';
 export async function serveStdio(config: Config): Promise<void> {
   const presented = process.env.TALLY_TOKEN;
   if (!presented) {
-    throw new ApiError(401, 'PGRST302', 'No workspace token: set TALLY_TOKEN', null,
+    throw catalogue.noCredential('No workspace token: set TALLY_TOKEN',
       'Start it as TALLY_TOKEN=tally_ws_… tally mcp (tally token create --workspace W --scope read|write makes one)');
   }
   const db = await openDatabase(config, () => {});

@@ -135,7 +135,7 @@ describe('token exchange', () => {
     it('400 in the error shape for malformed JSON and for a body of the wrong shape', async () => {
       const malformed = await exchange().set('Content-Type', 'application/json').send('{"token": ');
       expect(malformed.status).toBe(400);
-      expect(malformed.body).toEqual({ code: 'PGRST102', message: 'Invalid JSON in the request body', details: null, hint: null });
+      expect(malformed.body).toEqual({ code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null });
       const leaky = await exchange().set('Content-Type', 'application/json').send(`{"token": "${write.token}"`);
       expect(leaky.status).toBe(400);
       expect(JSON.stringify(leaky.body)).not.toContain(write.token);

@@ -173,7 +173,7 @@ describe('/api/v1 wrapper routes', () => {
     it('an unknown id or one that is not a uuid is 404 in the error shape', async () => {
       const res = await api().get('/funds/00000000-0000-4000-8000-000000000000');
       expect(res.status).toBe(404);
-      expect(res.body).toEqual({ code: 'PGRST116', message: 'No fund with id 00000000-0000-4000-8000-000000000000 in this workspace', details: null, hint: expect.any(String) });
+      expect(res.body).toEqual({ code: 'TLY100', message: 'No fund with id 00000000-0000-4000-8000-000000000000 in this workspace', details: null, hint: expect.any(String) });
       expect((await api().get('/funds/not-a-uuid')).status).toBe(404);
     });
   });
@@ -322,7 +322,7 @@ describe('/api/v1 wrapper routes', () => {
       ];
       for (const res of await Promise.all(calls)) {
         expect(res.status).toBe(404);
-        expect(res.body.code).toBe('PGRST116');
+        expect(res.body.code).toBe('TLY100');
       }
       expect(await snapshot()).toEqual(before);
       expect(before[0].expense).toContain('beta lunch');

@@ -47,7 +47,7 @@ describe('/api/v1 request validation', () => {
   it('malformed JSON', async () => {
     const res = await raw('/personal_transactions', '{"name": "Lunch", amount: 12}');
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ code: 'PGRST102', message: 'Invalid JSON in the request body', details: null, hint: null });
+    expect(res.body).toEqual({ code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null });
     expect((await raw(`/personal_transactions/${a.expenseId}`, '{', 'patch')).status).toBe(400);
   });
 
@@ -56,7 +56,7 @@ describe('/api/v1 request validation', () => {
     await refused(await raw('/contacts', '"Ann"'), 'the request body must be a JSON object');
     const none = await request(t.app).post('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`);
     expect(none.status).toBe(400);
-    expect(none.body.message).toBe('The request body is missing');
+    expect(none.body.message).toBe('Invalid request body: the body is missing');
   });
 
   it('wrong types name the field', async () => {

@@ -1,5 +1,5 @@
 import type { Pool } from '../db/pool.js';
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import { sameHash, sha256 } from '../secrets.js';
 
 // The `apikey` header of the direct table interface: a publishable (public client) key, from
@@ -19,7 +19,7 @@ export class ApiKeys {
   /** Throws PostgREST-style 401s for a missing or unknown key. */
   async check(apikey: string | undefined): Promise<void> {
     if (apikey === undefined || apikey === '') {
-      throw new ApiError(401, 'PGRST301', 'No API key found in request', null, 'Send your publishable key in the apikey header');
+      throw catalogue.invalidCredential('No API key found in request', 'Send your publishable key in the apikey header', {});
     }
     const hash = sha256(apikey);
     if (this.configured.some((k) => sameHash(k, hash))) return;
@@ -29,7 +29,7 @@ export class ApiKeys {
     const [{ active }] = await this.db<{ active: boolean }[]>`SELECT tally.publishable_key_active(${hash}) AS active`;
     if (!active) {
       this.cache.delete(hex);
-      throw new ApiError(401, 'PGRST301', 'Invalid API key', null, 'Double check your publishable key (tally key list)');
+      throw catalogue.invalidCredential('Invalid API key', 'Double check your publishable key (tally key list)', {});
     }
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hex, Date.now() + KEY_CACHE_MS);

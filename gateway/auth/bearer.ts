@@ -1,7 +1,7 @@
 import type { Request, RequestHandler } from 'express';
 import type { AuthContext } from '../call.js';
 import type { AppContext } from '../context.js';
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import { verifyJwt } from './jwt.js';
 
 // Authentication of the JWT surfaces (/rest/v1, /api/v1): a verified `Authorization: Bearer`
@@ -18,7 +18,7 @@ export function bearerToken(req: Request): string | undefined {
   const header = req.headers.authorization;
   if (header === undefined) return undefined;
   const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header);
-  if (!m) throw new ApiError(401, 'PGRST301', 'The Authorization header must be "Bearer <token>"');
+  if (!m) throw catalogue.invalidCredential('The Authorization header must be "Bearer <token>"', null, {});
   return m[1];
 }
 
@@ -37,7 +37,7 @@ export function bearerAuth(ctx: AppContext): RequestHandler {
       // The server's login may become any role it is a member of: only the API roles are
       // for requests. A JWT naming another (the owner, authenticator itself) is not Tally's.
       if (!ctx.config.apiRoles.includes(role)) {
-        throw new ApiError(401, 'PGRST303', 'JWT role is not an API role', null, 'Exchange a workspace token at /api/v1/token for an access token',
+        throw catalogue.invalidClaims('JWT role is not an API role', 'Exchange a workspace token at /api/v1/token for an access token',
           { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="JWT role is not an API role"' });
       }
       res.locals.auth = { role, claims: { ...claims, role } } satisfies AuthContext;

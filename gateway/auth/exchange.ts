@@ -1,6 +1,6 @@
 import express, { Router, type Request } from 'express';
 import type { AppContext } from '../context.js';
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import { looksLikeWorkspaceToken } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { failedAuthLimit, rateLimit } from './ratelimit.js';
@@ -34,17 +34,17 @@ export function presentedToken(req: Request): string | undefined {
   const body: unknown = req.body;
   if (body !== undefined && body !== null) {
     if (typeof body !== 'object' || Array.isArray(body)) {
-      throw new ApiError(400, 'PGRST102', 'The request body must be a JSON object', null, 'Send {"token": "tally_ws_…"} or no body');
+      throw catalogue.invalidBody('the body must be a JSON object', null, 'Send {"token": "tally_ws_…"} or no body');
     }
     const token = (body as Record<string, unknown>).token;
     if (token !== undefined && token !== null) {
-      if (typeof token !== 'string') throw new ApiError(400, 'PGRST102', 'The body field "token" must be a string');
+      if (typeof token !== 'string') throw catalogue.invalidBody('the body field "token" must be a string');
       candidates.push(token.trim());
     }
   }
   const shaped = [...new Set(candidates.filter(looksLikeWorkspaceToken))];
   if (shaped.length > 1) {
-    throw new ApiError(401, 'PGRST301', 'Two different workspace tokens were sent', null, 'Send the workspace token in one place only',
+    throw catalogue.invalidCredential('Two different workspace tokens were sent', 'Send the workspace token in one place only',
       { 'WWW-Authenticate': 'Bearer realm="tally"' });
   }
   // Nothing shaped like a workspace token: the first value presented fails the lookup as

@@ -1,6 +1,6 @@
 import { errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { createHash, randomUUID } from 'node:crypto';
-import { ApiError } from '../errors.js';
+import { ApiError, catalogue } from '../errors.js';
 
 // Access tokens: HS256 JWTs. The current secret signs; the current and the previous one both
 // verify, so the secret can be rotated without cutting clients off. Only HS256 is accepted
@@ -42,8 +42,8 @@ export async function signAccessToken(keys: JwtKeys, claims: AccessClaims, ttlSe
     .sign(keys.sign);
 }
 
-const jwtError = (code: string, message: string, hint: string | null = null): ApiError =>
-  new ApiError(401, code, message, null, hint, { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${message}"` });
+const jwtError = (kind: 'invalidCredential' | 'invalidClaims', message: string, hint: string | null = null): ApiError =>
+  catalogue[kind](message, hint, { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${message}"` });
 
 /**
  * Verifies a JWT and returns its claims, or throws PostgREST's JWT errors (401): PGRST301 for
@@ -88,7 +88,7 @@ function verifiedOf(keys: JwtKeys): Map<string, { payload: JWTPayload; until: nu
 
 async function verifyUncached(keys: JwtKeys, token: string): Promise<JWTPayload> {
   if (token.split('.').length !== 3) {
-    throw jwtError('PGRST301', 'Expected 3 parts in JWT; got ' + token.split('.').length,
+    throw jwtError('invalidCredential', 'Expected 3 parts in JWT; got ' + token.split('.').length,
       token.startsWith('tally_ws_') ? 'This is a workspace token: exchange it for an access token at POST /api/v1/token first' : null);
   }
   let lastError: unknown;
@@ -97,19 +97,19 @@ async function verifyUncached(keys: JwtKeys, token: string): Promise<JWTPayload>
       // An access token without an expiry would be valid forever: `exp` is required.
       const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['exp'] });
       if (payload.aud !== undefined && payload.aud !== AUDIENCE && !(Array.isArray(payload.aud) && payload.aud.includes(AUDIENCE))) {
-        throw jwtError('PGRST303', 'JWT not in audience');
+        throw jwtError('invalidClaims', 'JWT not in audience');
       }
       return payload;
     } catch (err) {
       if (err instanceof ApiError) throw err;
-      if (err instanceof errors.JWTExpired) throw jwtError('PGRST303', 'JWT expired', 'Exchange the workspace token for a new access token');
+      if (err instanceof errors.JWTExpired) throw jwtError('invalidClaims', 'JWT expired', 'Exchange the workspace token for a new access token');
       if (err instanceof errors.JWTClaimValidationFailed) {
-        throw jwtError('PGRST303', `JWT claim "${err.claim}" is ${err.reason === 'missing' ? 'missing' : 'invalid'}`);
+        throw jwtError('invalidClaims', `JWT claim "${err.claim}" is ${err.reason === 'missing' ? 'missing' : 'invalid'}`);
       }
       lastError = err;
     }
   }
-  if (lastError instanceof errors.JWSSignatureVerificationFailed) throw jwtError('PGRST301', 'JWT signature does not match');
-  if (lastError instanceof errors.JOSEAlgNotAllowed) throw jwtError('PGRST301', 'JWT algorithm is not allowed; only HS256 is accepted');
-  throw jwtError('PGRST301', 'JWT cannot be decoded');
+  if (lastError instanceof errors.JWSSignatureVerificationFailed) throw jwtError('invalidCredential', 'JWT signature does not match');
+  if (lastError instanceof errors.JOSEAlgNotAllowed) throw jwtError('invalidCredential', 'JWT algorithm is not allowed; only HS256 is accepted');
+  throw jwtError('invalidCredential', 'JWT cannot be decoded');
 }

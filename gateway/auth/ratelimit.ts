@@ -2,7 +2,7 @@ import { ipKeyGenerator, rateLimit as expressRateLimit, type Options, type RateL
 import type { Request, RequestHandler, Response } from 'express';
 import type { Pool } from '../db/pool.js';
 import type { AppContext } from '../context.js';
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 
 // Rate limits (SPEC §8; issue 5): TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;
@@ -169,7 +169,7 @@ export function rateLimit(ctx: AppContext): RateLimitRequestHandler {
         return typeof key === 'string' && key.startsWith('token:') ? key : addressKey(req);
       },
       handler: (_req, _res, next) => {
-        next(new ApiError(429, 'PT429', `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`, null,
+        next(catalogue.rateLimited(`Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`, null,
           'Wait the number of seconds in the Retry-After header before sending more requests'));
       },
     });
@@ -199,7 +199,7 @@ export function limitAfter(ctx: AppContext, authenticate: RequestHandler): Reque
 /** The answer to an address over the failed-authentication limit, with its draft-8 headers. */
 export function tooManyFailures(resetAt: Date): ApiError {
   const retry = Math.max(1, Math.ceil((resetAt.getTime() - Date.now()) / 1000));
-  return new ApiError(429, 'PT429', 'Too many failed authentications from this address', null,
+  return catalogue.rateLimited('Too many failed authentications from this address', null,
     'Wait the number of seconds in the Retry-After header, then check the workspace token', {
       'Retry-After': String(retry),
       'RateLimit-Policy': `"failed-auth"; q=${FAILED_AUTH_LIMIT_PER_MINUTE}; w=${WINDOW_MS / 1000}`,
@@ -245,7 +245,7 @@ export async function takeRequests(ctx: AppContext, key: string, hits: number): 
     SELECT hits, reset_at FROM tally.rate_limit_take(${'req:' + key}, ${WINDOW_MS}, ${hits})`;
   if (row.hits > ctx.config.rateLimitPerMinute) {
     const retry = Math.max(1, Math.ceil((row.reset_at.getTime() - Date.now()) / 1000));
-    throw new ApiError(429, 'PT429', `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
+    throw catalogue.rateLimited(`Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
       `this call counts as ${hits + 1} requests`, 'Wait the number of seconds in the Retry-After header, or send fewer records per call',
       { 'Retry-After': String(retry) });
   }

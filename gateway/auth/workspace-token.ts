@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import type { AuthContext } from '../call.js';
 import type { AppContext } from '../context.js';
-import { ApiError } from '../errors.js';
+import { catalogue, ApiError } from '../errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE, tooManyFailures, WINDOW_MS } from './ratelimit.js';
@@ -32,20 +32,18 @@ export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
   return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id, exp } };
 }
 
-const unauthorized = (code: string, message: string, hint: string | null): ApiError =>
-  new ApiError(401, code, message, null, hint, { 'WWW-Authenticate': 'Bearer realm="tally"' });
+const REALM = { 'WWW-Authenticate': 'Bearer realm="tally"' };
 
 export const missingToken = (): ApiError =>
-  unauthorized('PGRST302', 'No workspace token found in request', 'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body');
+  catalogue.noCredential('No workspace token found in request', 'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body', REALM);
 
 const invalidToken = (): ApiError =>
-  unauthorized('PGRST301', 'Invalid workspace token', 'Check the token (tally token list shows the tokens of a workspace)');
+  catalogue.invalidCredential('Invalid workspace token', 'Check the token (tally token list shows the tokens of a workspace)', REALM);
 
 const revokedToken = (): ApiError =>
-  unauthorized('PGRST301', 'The workspace token has been revoked', 'Ask a workspace owner for a new workspace token');
+  catalogue.invalidCredential('The workspace token has been revoked', 'Ask a workspace owner for a new workspace token', REALM);
 
-export const apiSwitchedOff = (): ApiError =>
-  new ApiError(403, 'PT403', 'API access is switched off for this workspace', null, 'A workspace owner can switch it on in the workspace settings');
+export const apiSwitchedOff = (): ApiError => catalogue.apiSwitchedOff();
 
 type TokenRow = { token_id: string | null; workspace_id: string; scope: Scope; token_hash: Buffer; revoked: boolean; api_enabled: boolean };
 

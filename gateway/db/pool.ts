@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
-import { ApiError, isConnectionError, isPgError, poolTimeout } from '../errors.js';
+import { catalogue, type ApiError, isConnectionError, isPgError, poolTimeout } from '../errors.js';
 
 // The server's pool of database connections, shared by every workspace. postgres.js's own pool
 // cannot destroy one reserved connection (its reserve() has release() only), so a connection
@@ -222,6 +222,6 @@ export function watched<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 function tooManyConcurrent(n: number): ApiError {
-  return new ApiError(429, 'PT429', `Too many concurrent requests for this token: at most ${n} run at a time`, null,
+  return catalogue.rateLimited(`Too many concurrent requests for this token: at most ${n} run at a time`, null,
     'Wait for your running requests to finish, or send fewer at once', { 'Retry-After': '1' });
 }

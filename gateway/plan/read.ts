@@ -1,7 +1,7 @@
 // readPlan: select tree, filters, order and ranges of an ApiRequest resolved against the schema
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
@@ -14,7 +14,7 @@ export class AliasCounter {
 }
 
 export function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
-  return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null, columnsHint(rel, viewer));
+  return catalogue.undefinedColumn(rel.name, name, columnsHint(rel, viewer));
 }
 
 /** A field of `rel` (column or computed field), with JSON path and cast. */
@@ -55,7 +55,7 @@ export function resolveType(cache: SchemaCache, name: string): string {
   const array = name.endsWith('[]');
   const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
   const t = cache.types.get(base);
-  if (!t) throw new ApiError(400, '42704', `type "${name}" does not exist`, null, 'Cast to a built-in type such as text, integer, numeric or date');
+  if (!t) throw catalogue.undefinedType(name);
   return array && !t.endsWith('[]') ? `${t}[]` : t;
 }
 
@@ -64,7 +64,7 @@ export function findRelation(cache: SchemaCache, schema: string, name: string): 
   if (!rel) {
     const names = [...cache.relations.values()].filter((r) => r.schema === schema).map((r) => r.name);
     const close = names.find((n) => n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n));
-    throw new ApiError(404, 'PGRST205', `Could not find the table '${schema}.${name}' in the schema cache`, null,
+    throw catalogue.noTable(`${schema}.${name}`,
       close ? `Perhaps you meant the table '${schema}.${close}'` : null);
   }
   return rel;
@@ -100,9 +100,8 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
   });
   if (candidates.length === 1) return candidates[0];
   if (candidates.length === 0) {
-    throw new ApiError(400, 'PGRST200', `Could not find a relationship between '${source.name}' and '${name}' in the schema cache`,
-      `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`,
-      'If a new foreign key between these entities was created in the database, try reloading the schema cache.');
+    throw catalogue.noRelationship(source.name, name,
+      `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`);
   }
   const list = (cols: string[]) => cols.join(', ');
   const details = candidates.map((r) => ({
@@ -113,7 +112,7 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
       : `${r.constraint} using ${source.name}(${list(r.sourceColumns)}) and ${r.target.name}(${list(r.targetColumns)})`,
   }));
   const label = (r: Relationship) => `'${r.target.name}!${r.junction ? r.junction.relation.name : r.constraint}'`;
-  throw new ApiError(300, 'PGRST201', `Could not embed because more than one relationship was found for '${source.name}' and '${name}'`,
+  throw catalogue.ambiguousEmbed(source.name, name,
     details, `Try changing '${name}' to one of the following: ${candidates.map(label).join(', ')}. Find the desired relationship in the 'details' key.`);
 }
 
@@ -138,8 +137,7 @@ function outputKey(field: FieldRef): string {
 }
 
 function aggregatesDisabled(): ApiError {
-  return new ApiError(400, 'PGRST123', 'Use of aggregate functions is not allowed', null,
-    'Aggregates are off on this server (TALLY_DB_AGGREGATES_ENABLED)');
+  return catalogue.aggregatesDisabled();
 }
 
 export function readPlan(input: ReadPlanInput): ReadNode {
@@ -149,7 +147,7 @@ export function readPlan(input: ReadPlanInput): ReadNode {
   root.limit = input.range.limit;
   for (const path of input.nodes.keys()) {
     if (!used.has(path)) {
-      throw new ApiError(400, 'PGRST108', `'${path}' is not an embedded resource in this request`, null,
+      throw catalogue.notEmbedded(path,
         `Add '${path.split('.').pop()}' to the select parameter to filter, order or limit it`);
     }
   }
@@ -207,7 +205,7 @@ function condition(input: ReadPlanInput, node: ReadNode, c: Condition): PlanCond
     ? node.embeds.find((e) => e.key === f.field.name) : undefined;
   if (embed) {
     if (f.op !== 'is' || f.value.kind !== 'is' || (f.value.value !== 'null' && f.value.value !== 'not_null')) {
-      throw new ApiError(400, 'PGRST100', `"failed to parse filter (${f.field.name})"`, null,
+      throw catalogue.parse(`filter (${f.field.name})`, null,
         `An embedded resource can only be filtered with ${f.field.name}=is.null or ${f.field.name}=not.is.null`);
     }
     const isNull = (f.value.value === 'null') !== f.negate;
@@ -220,12 +218,12 @@ function orderTerm(input: ReadPlanInput, node: ReadNode, o: OrderTerm): PlanOrde
   if (o.relation !== undefined) {
     const via = node.embeds.find((e) => e.key === o.relation || e.node.relation.name === o.relation);
     if (!via) {
-      throw new ApiError(400, 'PGRST108', `'${o.relation}' is not an embedded resource in this request`, null,
+      throw catalogue.notEmbedded(o.relation,
         `Add '${o.relation}' to the select parameter to order by its columns`);
     }
     if (!via.toOne) {
-      throw new ApiError(400, 'PGRST118', `A related order on '${o.relation}' is not possible`,
-        `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`, null);
+      throw catalogue.relatedOrder(o.relation,
+        `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`);
     }
     return { expr: resolveField(input.cache, via.node.relation, o.field), via, direction: o.direction, nulls: o.nulls };
   }

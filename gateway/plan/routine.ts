@@ -3,7 +3,7 @@
 // every given key a parameter; else the fallback of one unnamed json/jsonb parameter that takes
 // the whole body. Only names that matched a parameter reach SQL; values stay one JSON parameter.
 
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
 import type { Routine, RoutineParam, SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';
@@ -22,7 +22,7 @@ export function routineNotFound(cache: SchemaCache, schema: string, name: string
   const sorted = [...keys].sort();
   const others = [...cache.routines.values()].flat().filter((r) => r.schema === schema).map((r) => r.name);
   const close = others.find((n) => n !== name && (n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n)));
-  return new ApiError(404, 'PGRST202', `Could not find the function ${schema}.${name}(${sorted.join(', ')}) in the schema cache`,
+  return catalogue.noFunction(`${schema}.${name}(${sorted.join(', ')})`,
     `Searched for the function ${schema}.${name} ${sorted.length ? `with parameters ${sorted.join(', ')}` : 'without parameters'} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.`,
     close ? `Perhaps you meant to call the function ${schema}.${close}` : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.');
 }
@@ -48,7 +48,7 @@ function bodyValue(body: unknown, contentType: string | undefined): unknown {
     try {
       return JSON.parse(body);
     } catch (err) {
-      throw new ApiError(400, 'PGRST102', 'Empty or invalid json', err instanceof Error ? err.message : null, 'Send the arguments as a JSON object');
+      throw catalogue.invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null, 'Send the arguments as a JSON object');
     }
   }
   return body;
@@ -78,14 +78,13 @@ export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknow
   }
   if (chosen.length === 0) {
     if (post && !isObject) {
-      throw new ApiError(400, 'PGRST102', 'Invalid body: expected a JSON object of named arguments', null,
+      throw catalogue.invalidBody('expected a JSON object of named arguments', null,
         'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON');
     }
     throw routineNotFound(cache, api.schema, api.relation, keys);
   }
   if (chosen.length > 1) {
-    throw new ApiError(300, 'PGRST203', `Could not choose the best candidate function between: ${chosen.map(signature).join(', ')}`, null,
-      'Try renaming the parameters or the function itself in the database so function overloading can be resolved');
+    throw catalogue.ambiguousFunction(chosen.map(signature));
   }
   const routine = chosen[0];
   // GET runs any function, VOLATILE too, in a READ ONLY transaction (as PostgREST): one that

@@ -1,7 +1,7 @@
 // writePlan: the body and target of POST/PUT/PATCH/DELETE checked against the schema cache.
 // Only columns that matched the cache are written; the body travels as one JSON parameter.
 
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
 import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';
@@ -20,41 +20,40 @@ export interface MutationPlan {
 }
 
 export function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
-  return new ApiError(400, 'PGRST204', `Could not find the '${name}' column of '${rel.name}' in the schema cache`, null, columnsHint(rel, viewer));
+  return catalogue.noColumn(name, rel.name, columnsHint(rel, viewer));
 }
 
 function invalidBody(message: string, hint: string | null = null): ApiError {
-  return new ApiError(400, 'PGRST102', message, null, hint);
+  return catalogue.invalidBody(message, null, hint);
 }
 
 /** The body as an array of objects (JSON value, form text or CSV text). */
 export function bodyRows(body: unknown, contentType: string | undefined): Record<string, unknown>[] {
   const type = (contentType ?? 'application/json').split(';')[0].trim().toLowerCase();
   if (type === 'application/x-www-form-urlencoded') {
-    if (typeof body !== 'string') throw invalidBody('Invalid form body');
+    if (typeof body !== 'string') throw invalidBody('not a form');
     return [Object.fromEntries(new URLSearchParams(body))];
   }
   if (type === 'text/csv') {
-    if (typeof body !== 'string') throw invalidBody('Invalid CSV body');
+    if (typeof body !== 'string') throw invalidBody('not CSV text');
     return parseCsv(body);
   }
   if (type !== 'application/json' && type !== '' && !type.endsWith('+json')) {
-    throw new ApiError(415, 'PGRST107', `Content-Type not acceptable: ${type}`, null,
-      'Send application/json, application/x-www-form-urlencoded or text/csv');
+    throw catalogue.unsupportedContentType(type);
   }
   let value = body;
   if (typeof value === 'string' || Buffer.isBuffer(value)) {
     try {
       value = JSON.parse(value.toString());
     } catch (err) {
-      throw invalidBody('Empty or invalid json', err instanceof Error ? err.message : null);
+      throw invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null);
     }
   }
-  if (value === undefined || value === null) throw invalidBody('Empty or invalid json', 'Send a JSON object or an array of objects');
+  if (value === undefined || value === null) throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
   const rows = Array.isArray(value) ? value : [value];
   for (const r of rows) {
     if (typeof r !== 'object' || r === null || Array.isArray(r)) {
-      throw invalidBody('Invalid body: expected a JSON object or an array of JSON objects');
+      throw invalidBody('expected a JSON object or an array of JSON objects');
     }
   }
   return rows as Record<string, unknown>[];
@@ -82,12 +81,12 @@ export function parseCsv(text: string): Record<string, unknown>[] {
     if (ch === '\n' || ch === '\r') { endField(); records.push(row); row = []; i++; continue; }
     field += ch; i++;
   }
-  if (inQuotes) throw invalidBody('Invalid CSV: an unterminated quoted field');
+  if (inQuotes) throw invalidBody('the CSV has an unterminated quoted field');
   if (field !== '' || quoted || row.length > 0) { endField(); records.push(row); }
   const [header, ...lines] = records.filter((r) => !(r.length === 1 && r[0].value === '' && !r[0].quoted));
-  if (!header) throw invalidBody('Invalid CSV: a header line is required');
+  if (!header) throw invalidBody('the CSV needs a header line');
   return lines.map((line, n) => {
-    if (line.length !== header.length) throw invalidBody(`Invalid CSV: line ${n + 2} has ${line.length} fields, the header ${header.length}`);
+    if (line.length !== header.length) throw invalidBody(`the CSV's line ${n + 2} has ${line.length} fields, the header ${header.length}`);
     return Object.fromEntries(header.map((h, k) => [h.value, line[k].value === '' && !line[k].quoted ? null : line[k].value]));
   });
 }
@@ -108,7 +107,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
     const key = [...names].sort().join('\u0000');
     for (const r of rows) {
       if (Object.keys(r).sort().join('\u0000') !== key) {
-        throw invalidBody('All object keys must match', 'Give every object of a bulk insert the same keys, or name the columns with columns=');
+        throw invalidBody('all object keys must match', 'Give every object of a bulk insert the same keys, or name the columns with columns=');
       }
     }
   }
@@ -119,7 +118,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
   } else if (api.preferences.resolution) {
     const target = api.onConflict ?? rel.primaryKey;
     if (target.length === 0) {
-      throw new ApiError(400, 'PGRST100', 'An upsert needs a conflict target', null, `${rel.name} has no primary key: name unique columns with on_conflict=`);
+      throw catalogue.upsertWithoutTarget(rel.name);
     }
     pickColumns(rel, target, viewer);
     onConflict = { columns: target, action: api.preferences.resolution === 'merge-duplicates' ? 'update' : 'nothing' };
@@ -131,7 +130,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
 }
 
 export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): MutationPlan {
-  if (rows.length !== 1) throw invalidBody('A PATCH body must be one JSON object', 'Filters select the rows; the object holds the new values');
+  if (rows.length !== 1) throw invalidBody('a PATCH body must be one JSON object', 'Filters select the rows; the object holds the new values');
   requireFilter('PATCH', root);
   const columns = pickColumns(rel, Object.keys(rows[0]), viewer);
   return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), rowCount: 1, missingDefault: false, conditions: root.conditions };
@@ -145,14 +144,13 @@ export function deletePlan(rel: Relation, root: ReadNode): MutationPlan {
 /** Safe by default: an unfiltered PATCH or DELETE would touch every row the caller can see. */
 function requireFilter(method: string, root: ReadNode): void {
   if (root.conditions.length === 0) {
-    throw new ApiError(400, '21000', `${method} requires a filter: a ${method} without one would change every row`, null,
-      `Add a filter such as ?id=eq.<id>. To really ${method === 'DELETE' ? 'delete' : 'update'} every row, say so with a filter every row matches, e.g. ?id=not.is.null`);
+    throw catalogue.unfilteredMutation(method);
   }
   if (root.conditions.some((c) => c.kind === 'embedNull')) {
-    throw new ApiError(400, 'PGRST100', `${method} cannot filter on embedded resources`, null, 'Filter on columns of the table itself');
+    throw catalogue.mutationEmbedFilter(method);
   }
   if (root.limit !== undefined || (root.offset ?? 0) > 0) {
-    throw new ApiError(400, 'PGRST100', `limit and offset are not supported with ${method}`, null, 'Select the rows with filters on their key');
+    throw catalogue.mutationLimit(method);
   }
 }
 
@@ -166,16 +164,14 @@ export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, un
     return pk.includes(c.filter.field.name);
   }) && pk.every((k) => eqs.has(k)) && root.conditions.length === pk.length;
   if (!ok) {
-    throw new ApiError(405, 'PGRST105', 'Filters must include all and only primary key columns with \'eq\' operators', null,
-      pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`);
+    throw catalogue.invalidPut(pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`);
   }
-  if (rows.length !== 1) throw invalidBody('A PUT body must be one JSON object');
+  if (rows.length !== 1) throw invalidBody('a PUT body must be one JSON object');
   for (const k of pk) {
     const v = rows[0][k];
     if (v === undefined || v === null || String(v) !== eqs.get(k)) {
-      throw new ApiError(400, 'PGRST115', 'Payload values do not match URL in primary key column(s)', null,
-        `The body must carry ${pk.join(', ')} with the values of the filters`);
+      throw catalogue.putPkMismatch(`The body must carry ${pk.join(', ')} with the values of the filters`);
     }
   }
-  if (api.columns) throw new ApiError(400, 'PGRST100', 'columns= is not supported with PUT');
+  if (api.columns) throw catalogue.putColumns();
 }

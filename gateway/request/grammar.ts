@@ -2,7 +2,7 @@
 // Pure functions from strings to the types of ./types.ts; every failure is a PGRST100 whose
 // hint points at the part that could not be read.
 
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
 
 /**
@@ -11,14 +11,14 @@ import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef,
  */
 export function refuseNul(name: string, what: string): string {
   if (name.includes('\0')) {
-    throw new ApiError(400, 'PGRST100', `"failed to parse ${what}"`, 'a name contains the NUL character (%00)', 'Names cannot contain NUL; remove it');
+    throw catalogue.parse(what, 'a name contains the NUL character (%00)', 'Names cannot contain NUL; remove it');
   }
   return name;
 }
 
 export function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
   const at = raw.slice(pos, pos + 30);
-  return new ApiError(400, 'PGRST100', `"failed to parse ${what} (${raw})"`,
+  return catalogue.parse(`${what} (${raw})`,
     at === '' ? `unexpected end of input, expecting ${expected}` : `unexpected "${at[0]}" at position ${pos}, expecting ${expected}`,
     at === '' ? `The ${what} ends too early` : `The problem starts at: ${at}`);
 }
@@ -223,7 +223,7 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
   const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
   if (!m || !operatorSet.has(m[1])) {
     const offset = raw.length - rest.length;
-    throw new ApiError(400, 'PGRST100', `"failed to parse filter (${raw})"`,
+    throw catalogue.parse(`filter (${raw})`,
       `unknown operator at position ${offset}`,
       `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`);
   }
@@ -249,7 +249,7 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
   } else if (op === 'is') {
     const v = text.toLowerCase();
     if (!['null', 'not_null', 'true', 'false', 'unknown'].includes(v)) {
-      throw new ApiError(400, 'PGRST100', `"failed to parse filter (${raw})"`, `unexpected "${text}"`,
+      throw catalogue.parse(`filter (${raw})`, `unexpected "${text}"`,
         'The "is" operator takes one of: null, not_null, true, false, unknown');
     }
     value = { kind: 'is', value: v as 'null' };
@@ -262,7 +262,7 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
 function listItems(raw: string, whole: string, open: string, close: string): string[] {
   const t = raw.trim();
   if (!t.startsWith(open) || !t.endsWith(close)) {
-    throw new ApiError(400, 'PGRST100', `"failed to parse filter (${whole})"`, `expecting a list in "${open}${close}"`,
+    throw catalogue.parse(`filter (${whole})`, `expecting a list in "${open}${close}"`,
       `Write the list as ${open}a,b,"c,d"${close}; quote values holding commas or parentheses`);
   }
   const inner = t.slice(1, -1);
@@ -282,7 +282,7 @@ export function parseField(raw: string, what: string): FieldRef {
 export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Condition {
   const t = raw.trim();
   if (!t.startsWith('(') || !t.endsWith(')')) {
-    throw new ApiError(400, 'PGRST100', `"failed to parse logic tree (${raw})"`, 'expecting "(" … ")"',
+    throw catalogue.parse(`logic tree (${raw})`, 'expecting "(" … ")"',
       `Write it as ${op}=(column.operator.value,…)`);
   }
   return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw) };
@@ -290,7 +290,7 @@ export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Cond
 
 function logicChildren(inner: string, whole: string): Condition[] {
   if (inner.trim() === '') {
-    throw new ApiError(400, 'PGRST100', `"failed to parse logic tree (${whole})"`, 'empty logic tree', 'Put at least one filter inside the parentheses');
+    throw catalogue.parse(`logic tree (${whole})`, 'empty logic tree', 'Put at least one filter inside the parentheses');
   }
   return splitTopLevel(inner, 'logic tree').map((part) => {
     const p = part.trim();
@@ -298,7 +298,7 @@ function logicChildren(inner: string, whole: string): Condition[] {
     if (m) return { kind: 'logic', op: m[2] as 'and' | 'or', negate: m[1] !== undefined, children: logicChildren(m[3], whole) };
     const dot = p.indexOf('.');
     if (dot <= 0) {
-      throw new ApiError(400, 'PGRST100', `"failed to parse logic tree (${whole})"`, `unexpected "${p.slice(0, 30)}"`,
+      throw catalogue.parse(`logic tree (${whole})`, `unexpected "${p.slice(0, 30)}"`,
         'Each element is column.operator.value, and(…) or or(…)');
     }
     // The field ends at the first dot that is not inside a quoted name.

@@ -2,7 +2,7 @@
 // items a select names in all. A request over a limit is a 400 in PostgREST's shape; the
 // statement timeout and work_mem (execute.ts) bound what a request within them may take.
 
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import type { SelectItem } from './types.js';
 
 export interface SelectLimits {
@@ -16,8 +16,7 @@ export function checkSelectLimits(select: SelectItem[], limits: SelectLimits): v
   let width = 0;
   const walk = (items: SelectItem[], depth: number): void => {
     if (depth > limits.maxEmbedDepth) {
-      throw new ApiError(400, 'PGRST100', 'The select nests embedded resources too deeply',
-        `at most ${limits.maxEmbedDepth} levels of embedding`, 'Embed fewer levels, or read the deeper resources with a request of their own');
+      throw catalogue.selectTooDeep(limits.maxEmbedDepth);
     }
     for (const item of items) {
       width++;
@@ -26,7 +25,6 @@ export function checkSelectLimits(select: SelectItem[], limits: SelectLimits): v
   };
   walk(select, 0);
   if (width > limits.maxSelectWidth) {
-    throw new ApiError(400, 'PGRST100', 'The select names too many columns and embedded resources',
-      `${width} items, at most ${limits.maxSelectWidth}`, 'Select fewer columns');
+    throw catalogue.selectTooWide(width, limits.maxSelectWidth);
   }
 }

@@ -2,7 +2,7 @@
 // names). Pure: no schema cache, no I/O.
 
 import type { GatewayRequest } from '../call.js';
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import { parseColumnList, parseField, parseLogic, parseOperation, parseOrder, parseSelect, splitTopLevel } from './grammar.js';
 import { PLAN_OPTIONS, type ApiRequest, type MediaType, type NodeOptions, type PlanMedia, type PlanOption, type Preferences, type RangeRequest } from './types.js';
 
@@ -18,7 +18,7 @@ export function refuseDeepJson(body: unknown): void {
     const [value, depth] = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
     if (depth >= MAX_JSON_DEPTH) {
-      throw new ApiError(400, 'PGRST102', 'The JSON body is nested too deeply', `at most ${MAX_JSON_DEPTH} levels of arrays and objects`, 'Send flatter JSON');
+      throw catalogue.invalidBody('the JSON nests too deeply', `at most ${MAX_JSON_DEPTH} levels of arrays and objects`, 'Send flatter JSON');
     }
     for (const child of Object.values(value)) stack.push([child, depth + 1]);
   }
@@ -79,7 +79,7 @@ export function parseApiRequest(req: GatewayRequest, schema: string, isArgument?
       continue;
     }
     if (key === '') {
-      throw new ApiError(400, 'PGRST100', '"failed to parse filter ()"', 'empty query parameter name', 'Write a filter as column=operator.value');
+      throw catalogue.parse('filter ()', 'empty query parameter name', 'Write a filter as column=operator.value');
     }
     // A filter: [embedded.path.]column[->json]=[not.]op.value
     const fieldStart = firstFieldSegment(segments);
@@ -121,7 +121,7 @@ function firstFieldSegment(segments: string[]): number {
 
 function nonNegative(raw: string, key: string): number {
   if (!/^\d{1,15}$/.test(raw.trim())) {
-    throw new ApiError(400, 'PGRST100', `"failed to parse ${key} parameter (${raw})"`, 'expecting a non-negative integer', `Write ${key}=<n> with n ≥ 0`);
+    throw catalogue.parse(`${key} parameter (${raw})`, 'expecting a non-negative integer', `Write ${key}=<n> with n ≥ 0`);
   }
   return Number(raw.trim());
 }
@@ -136,7 +136,7 @@ export function parseRange(header: string | undefined, limit: number | undefined
       lower = Number(m[1]);
       upper = m[2] === '' ? undefined : Number(m[2]);
       if (upper !== undefined && upper < lower) {
-        throw new ApiError(416, 'PGRST103', 'Requested range not satisfiable', `The Range ${header} ends before it starts`, null);
+        throw catalogue.rangeNotSatisfiable(`The Range ${header} ends before it starts`);
       }
     }
   }
@@ -192,8 +192,7 @@ export function parsePreferences(header: string | undefined): Preferences {
     if (!ok) prefs.invalid.push(item);
   }
   if (prefs.handling === 'strict' && prefs.invalid.length > 0) {
-    throw new ApiError(400, 'PGRST122', 'Invalid preferences given with handling=strict',
-      `Invalid preferences: ${prefs.invalid.join(', ')}`, 'Remove them or use handling=lenient');
+    throw catalogue.strictPreferences(prefs.invalid);
   }
   return prefs;
 }
@@ -240,6 +239,5 @@ export function parseAccept(header: string | undefined): { media: MediaType; pla
       }
     }
   }
-  throw new ApiError(406, 'PGRST107', `None of these media types are available: ${header}`, null,
-    'Ask for application/json, application/vnd.pgrst.object+json or text/csv');
+  throw catalogue.notAcceptable(header, 'Ask for application/json, application/vnd.pgrst.object+json or text/csv');
 }

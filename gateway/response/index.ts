@@ -2,7 +2,7 @@
 // Content-Type, 206/416, the singular object media type (406 PGRST116), Preference-Applied.
 
 import type { GatewayResponse } from '../call.js';
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { MediaType, Preferences } from '../request/types.js';
 
 export const CONTENT_TYPES: Record<MediaType, string> = {
@@ -17,8 +17,7 @@ export function contentRange(offset: number, pageTotal: number, total: number | 
 }
 
 export function singularError(rows: number): ApiError {
-  return new ApiError(406, 'PGRST116', 'JSON object requested, multiple (or no) rows returned', `The result contains ${rows} rows`,
-    'Filter down to exactly one row, or ask for application/json');
+  return catalogue.singular(rows);
 }
 
 export interface ReadResult {
@@ -29,8 +28,7 @@ export interface ReadResult {
 
 export function readResponse(r: ReadResult, offset: number, media: MediaType, head: boolean, prefs: Preferences): GatewayResponse {
   if (r.total !== undefined && offset > r.total) {
-    throw new ApiError(416, 'PGRST103', 'Requested range not satisfiable',
-      `An offset of ${offset} was requested, but there are only ${r.total} rows.`, null,
+    throw catalogue.rangeNotSatisfiable(`An offset of ${offset} was requested, but there are only ${r.total} rows.`,
       { 'Content-Range': `*/${r.total}` });
   }
   if (media === 'object' && r.pageTotal !== 1) throw singularError(r.pageTotal);

@@ -7,7 +7,7 @@ import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter } from '../auth/ratelimit.js';
 import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../call.js';
 import type { AppContext } from '../context.js';
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import { requestSchema } from '../gateway.js';
 import { openApiDocument } from './openapi.js';
 
@@ -49,7 +49,7 @@ export function restRouter(ctx: AppContext, call: GatewayCall): RequestHandler {
       if (target === undefined) return next();
       const method = req.method.toUpperCase() as GatewayMethod;
       if (target === '') return method === 'GET' || method === 'HEAD' ? describe(req, res) : next();
-      if (!METHODS.has(method)) throw new ApiError(405, 'PGRST117', `Unsupported HTTP method: ${req.method}`);
+      if (!METHODS.has(method)) throw catalogue.unsupportedMethod(req.method);
       const response = await call(gatewayRequest(req, method, target), res.locals.auth as AuthContext);
       res.status(response.status).set(response.headers);
       if (response.body === undefined || method === 'HEAD') res.end();
@@ -87,7 +87,7 @@ function routeOf(path: string): string | undefined {
   try {
     decoded = parts.map(decodeURIComponent);
   } catch {
-    throw new ApiError(400, 'PGRST100', 'The path is not valid percent-encoding');
+    throw catalogue.pathEncoding();
   }
   if (decoded.length === 1) return decoded[0];
   if (decoded.length === 2 && parts[0] === 'rpc') return `rpc/${decoded[1]}`;
@@ -107,7 +107,7 @@ function gatewayRequest(req: Request, method: GatewayMethod, relation: string): 
       try {
         body = JSON.parse(raw);
       } catch (err) {
-        throw new ApiError(400, 'PGRST102', 'Empty or invalid json', err instanceof Error ? err.message : null, 'Send a valid JSON object or array');
+        throw catalogue.invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null, 'Send a valid JSON object or array');
       }
     } else body = raw;
   }

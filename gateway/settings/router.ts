@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { AdminError } from '../admin/workspaces.js';
 import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
+import { ApiError, catalogue, toApiError } from '../errors.js';
 import { errorFields, log } from '../log.js';
 import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
@@ -36,14 +37,9 @@ const CSP = [
   "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
 ].join('; ');
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ONLY_ADMINS = 'Only an owner or an admin of the workspace can change its API access.';
 
-/** A page to answer with instead of the one asked for (refusals, unknown things). */
-class PageError extends Error {
-  constructor(readonly status: number, readonly title: string, message: string) {
-    super(message);
-  }
-}
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const STATIC: Record<string, { type: string; body: Buffer }> = {
   'settings.css': { type: 'text/css; charset=utf-8', body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.css')) },
@@ -150,7 +146,7 @@ export function settingsRouter(ctx: AppContext): Router {
     const s = session(res);
     if (!s?.passwordTemporary || req.path === '/password' || req.path === '/logout') return next();
     if (req.method === 'GET' || req.method === 'HEAD') return res.redirect(303, '/settings/password');
-    throw new PageError(403, 'Choose your password first', 'You signed in with a one-time password: choose your own password before changing anything.');
+    throw catalogue.notAllowed('You signed in with a one-time password: choose your own password before changing anything.', 'Choose your password first');
   });
 
   /** Pages need a session: without one, off to the sign-in page. */
@@ -166,9 +162,9 @@ export function settingsRouter(ctx: AppContext): Router {
   /** Changes need a session and the session's CSRF token in the form. */
   const changeSession = (req: Request, res: Response): Session => {
     const s = session(res);
-    if (!s) throw new PageError(401, 'Signed out', 'Your session has ended. Sign in again and repeat the change.');
+    if (!s) throw catalogue.signedOut();
     if (!sameSecret(s.csrfToken, field(req, 'csrf'))) {
-      throw new PageError(403, 'Form refused', 'This form did not come from your current session. Reload the page and try again.');
+      throw catalogue.formRefused();
     }
     return s;
   };
@@ -178,16 +174,16 @@ export function settingsRouter(ctx: AppContext): Router {
     const workspaces = await workspacesOf(db, s);
     if (id === undefined || id === '') return { workspaces, current: workspaces[0] };
     const current = workspaces.find((ws) => ws.id === id);
-    if (!current) throw new PageError(404, 'No such workspace', 'You are not a member of that workspace.');
+    if (!current) throw catalogue.pageNotFound('No such workspace', 'You are not a member of that workspace.');
     return { workspaces, current };
   }
 
   /** A workspace the session's member may change, or a 403. */
   async function managedWorkspace(s: Session, id: string | undefined): Promise<MemberWorkspace> {
-    if (!id || !UUID.test(id)) throw new PageError(400, 'Bad request', 'The form names no workspace.');
+    if (!id || !UUID.test(id)) throw catalogue.badForm('The form names no workspace.');
     const { current } = await workspaceOf(s, id);
     if (!current || !canManage(current)) {
-      throw new PageError(403, 'Not allowed', 'Only an owner or an admin of the workspace can change its API access.');
+      throw catalogue.notAllowed(ONLY_ADMINS);
     }
     return current;
   }
@@ -261,7 +257,7 @@ export function settingsRouter(ctx: AppContext): Router {
     const address = clientAddress(req);
     const user = await credentials(db, s.email);
     if (temporary) {
-      if (!user || user.user_id !== s.userId) throw new PageError(403, 'Not allowed', 'Sign in again to choose your password.');
+      if (!user || user.user_id !== s.userId) throw catalogue.notAllowed('Sign in again to choose your password.');
       if (await checkPassword(user.password_hash, chosen)) {
         return send(res, 400, passwordPage({ session: s, error: 'The new password must differ from the one-time password.' }));
       }
@@ -310,7 +306,7 @@ export function settingsRouter(ctx: AppContext): Router {
 
   const tokenFor = async (s: Session, ws: MemberWorkspace, id: string) => {
     const token = UUID.test(id) ? (await tokensOf(db, s, ws.id)).find((t) => t.id === id) : undefined;
-    if (!token || token.revoked_at) throw new PageError(404, 'No such token', 'This workspace has no active token with that id.');
+    if (!token || token.revoked_at) throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
     return token;
   };
 
@@ -329,7 +325,7 @@ export function settingsRouter(ctx: AppContext): Router {
       return res.redirect(303, `/settings/api/tokens/${encodeURIComponent(id)}/revoke?workspace=${encodeURIComponent(ws.id)}`);
     }
     if (!UUID.test(id) || !(await revokeTokenAs(db, s, ws.id, id))) {
-      throw new PageError(404, 'No such token', 'This workspace has no active token with that id.');
+      throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
     }
     res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}&done=revoked`);
   });
@@ -346,7 +342,7 @@ export function settingsRouter(ctx: AppContext): Router {
     const s = changeSession(req, res);
     const ws = await managedWorkspace(s, field(req, 'workspace'));
     const state = field(req, 'state');
-    if (state !== 'on' && state !== 'off') throw new PageError(400, 'Bad request', 'The API switch is either on or off.');
+    if (state !== 'on' && state !== 'off') throw catalogue.badForm('The API switch is either on or off.');
     if (state === 'off' && field(req, 'confirm') !== 'yes') {
       return res.redirect(303, `/settings/api/switch?workspace=${encodeURIComponent(ws.id)}`);
     }
@@ -362,19 +358,22 @@ export function settingsRouter(ctx: AppContext): Router {
   return router;
 }
 
-/** Errors of the settings pages are pages too; the database's refusal of a role is a 403. */
+/**
+ * Errors of the settings pages are pages too, made from the same error as every surface's: the
+ * message is the page's title, the details its text. The database's refusal of a role is a 403.
+ */
 const pageErrors: ErrorRequestHandler = (err, _req, res: Response, _next: NextFunction) => {
   if (res.headersSent) return;
-  const s = session(res);
-  const back = { href: '/settings/api', text: 'Back to API settings' };
-  if (err instanceof PageError) return send(res, err.status, messagePage(err.title, err.message, s, back));
-  const e = err as { code?: string; type?: string };
-  if (e?.code === '42501') {
-    return send(res, 403, messagePage('Not allowed', 'Only an owner or an admin of the workspace can change its API access.', s, back));
-  }
-  if (e?.type === 'entity.too.large' || e?.type === 'parameters.too.many') {
-    return send(res, 413, messagePage('Form too large', 'The form sent more than a settings page ever sends.', s, back));
-  }
-  log.error(errorFields(err), 'unexpected error in /settings');
-  send(res, 500, messagePage('Something went wrong', 'The change was not made. Please try again; the server log has the details.', s, back));
+  const refusedRole = (err as { code?: unknown } | null)?.code === '42501' && !(err instanceof ApiError);
+  const { error, unexpected } = toApiError(refusedRole ? catalogue.notAllowed(ONLY_ADMINS) : err);
+  if (unexpected) log.error(errorFields(err), 'unexpected error in /settings');
+  send(res, error.status, messagePage(...pageText(error), session(res), { href: '/settings/api', text: 'Back to API settings' }));
 };
+
+/** Title and text of an error's page: the settings' own errors say both, others by status. */
+function pageText(error: ApiError): [string, string] {
+  if (error.code.startsWith('TLY2') && typeof error.details === 'string') return [error.message, error.details];
+  if (error.status === 413) return ['Form too large', 'The form sent more than a settings page ever sends.'];
+  if (error.status >= 500) return ['Something went wrong', 'The change was not made. Please try again; the server log has the details.'];
+  return [error.message, error.hint ?? ''];
+}

@@ -1,7 +1,7 @@
 import express, { Router, type Request, type RequestHandler, type Response } from 'express';
 import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest, GatewayResponse } from '../call.js';
 import type { AppContext } from '../context.js';
-import { ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { LookupCache } from '../lookups.js';
 import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter, rateLimit } from '../auth/ratelimit.js';
@@ -30,7 +30,7 @@ function requireJwt(ctx: AppContext): RequestHandler {
   const bearer = bearerAuth(ctx);
   return (req, res, next) => {
     if (req.headers.authorization === undefined) {
-      return next(new ApiError(401, 'PGRST302', 'Authorization required: send "Authorization: Bearer <access token>"', null,
+      return next(catalogue.noCredential('Authorization required: send "Authorization: Bearer <access token>"',
         'Exchange a workspace token for an access token at POST /api/v1/token first', { 'WWW-Authenticate': 'Bearer realm="tally"' }));
     }
     return bearer(req, res, next);
@@ -51,7 +51,7 @@ function withDefaults(query: URLSearchParams, defaults: Record<string, string>):
 const auth = (res: Response): AuthContext => res.locals.auth as AuthContext;
 
 const notFound = (resource: Pick<Resource, 'noun' | 'path'>, id: string): ApiError =>
-  new ApiError(404, 'PGRST116', `No ${resource.noun} with id ${id} in this workspace`, null, `GET /api/v1/${resource.path} lists the ids`);
+  catalogue.recordNotFound(resource.noun, id, `/api/v1/${resource.path}`);
 
 /** The record id of a path; anything that is not a UUID names no record. */
 function recordId(req: Request, resource: Pick<Resource, 'noun' | 'path'>): string {
@@ -186,7 +186,7 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
     const domain = clientQuery(req).get('domain');
     if (domain !== null) {
       const flag = CATEGORY_DOMAINS[domain];
-      if (!flag) throw new ApiError(400, 'PGRST100', `domain must be one of: ${Object.keys(CATEGORY_DOMAINS).join(', ')}`);
+      if (!flag) throw catalogue.notOneOf('domain', Object.keys(CATEGORY_DOMAINS));
       query.set(flag, 'is.true');
     }
     const g = await gateway(res, { method: 'GET', relation: 'categories', query });

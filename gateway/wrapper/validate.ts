@@ -1,6 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import type { Lookups } from '../lookups.js';
 import { REQUEST_SCHEMAS, wrapperSchemas, type RequestSchemaName, type WrapperSchemas } from './schemas.js';
 
@@ -108,7 +108,7 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
 /** Checks a request body; throws the 400 (PGRST102, every problem named) when it fails. */
 export function validateBody(compiledSchemas: CompiledSchemas, name: RequestSchemaName, body: unknown): Record<string, unknown> {
   if (body === undefined) {
-    throw new ApiError(400, 'PGRST102', 'The request body is missing', null, 'Send a JSON object with Content-Type: application/json');
+    throw catalogue.invalidBody('the body is missing', null, 'Send a JSON object with Content-Type: application/json');
   }
   const validate = compiledSchemas.validators[name];
   if (validate(body)) return body as Record<string, unknown>;
@@ -117,6 +117,6 @@ export function validateBody(compiledSchemas: CompiledSchemas, name: RequestSche
   const errors = validate.errors ?? [];
   const rootType = errors.find((e) => e.instancePath === '' && e.keyword === 'type');
   const problems = [...new Set((rootType ? [rootType] : errors).map((e) => describeError(e, schema)))];
-  throw new ApiError(400, 'PGRST102', `Invalid request body: ${problems.join('; ')}`, problems.join('\n'),
+  throw catalogue.invalidBody(problems.join('; '), problems.join('\n'),
     `See the ${name} schema in /api/v1/openapi.json`);
 }

@@ -329,18 +329,18 @@ describe('write plan', () => {
     expect(failure(() => planWrite('tags', { method: 'POST', body: [{ id: 1 }, { name: 'a' }] }))).toEqual({
       status: 400,
       code: 'PGRST102',
-      message: 'All object keys must match',
+      message: 'Invalid request body: all object keys must match',
       details: null,
       hint: 'Give every object of a bulk insert the same keys, or name the columns with columns=',
     });
     expect(failure(() => planWrite('tags', { method: 'POST', body: '{oops' }))).toMatchObject({
       status: 400,
       code: 'PGRST102',
-      message: 'Empty or invalid json',
+      message: 'Invalid request body: empty or invalid JSON',
     });
     expect(failure(() => planWrite('tags', { method: 'POST', body: [1, 2] }))).toMatchObject({
       code: 'PGRST102',
-      message: 'Invalid body: expected a JSON object or an array of JSON objects',
+      message: 'Invalid request body: expected a JSON object or an array of JSON objects',
     });
     expect(
       failure(() => planWrite('tags', { method: 'POST', body: 'x', headers: { 'Content-Type': 'application/xml' } })),
@@ -351,7 +351,7 @@ describe('write plan', () => {
       ),
     ).toMatchObject({
       code: 'PGRST102',
-      message: 'Invalid CSV: line 2 has 1 fields, the header 2',
+      message: "Invalid request body: the CSV's line 2 has 1 fields, the header 2",
     });
   });
 
@@ -433,7 +433,7 @@ describe('write plan', () => {
     ).toMatchObject({ code: 'PGRST115' });
     expect(
       failure(() => planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: [{ id: 1 }, { id: 1 }] })),
-    ).toMatchObject({ code: 'PGRST102', message: 'A PUT body must be one JSON object' });
+    ).toMatchObject({ code: 'PGRST102', message: 'Invalid request body: a PUT body must be one JSON object' });
     expect(
       planWrite('post_tags', { method: 'PUT', query: 'post_id=eq.1&tag_id=eq.2', body: { post_id: 1, tag_id: '2' } })
         .plan.kind,
@@ -476,7 +476,7 @@ describe('write plan', () => {
       failure(() => planWrite('tags', { method: 'PATCH', query: 'id=eq.1', body: [{ name: 'a' }, { name: 'b' }] })),
     ).toMatchObject({
       code: 'PGRST102',
-      message: 'A PATCH body must be one JSON object',
+      message: 'Invalid request body: a PATCH body must be one JSON object',
     });
   });
 });

@@ -1,0 +1,116 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ApiError, catalogue, type Entry } from '../../gateway/errors/catalogue.js';
+import { packageRoot as root } from '../../gateway/paths.js';
+import { toApiError } from '../../gateway/errors.js';
+
+// The catalogue is the one list of errors: the README's table says the same, each PostgREST
+// code has PostgREST's status, and nothing else makes an ApiError.
+
+const entries: Entry[] = Object.values(catalogue);
+
+/** Code → the statuses its entries answer, as the README writes them ("406, 415"). */
+function statusesByCode(): Map<string, string> {
+  const by = new Map<string, Set<string>>();
+  for (const e of entries) by.set(e.code, (by.get(e.code) ?? new Set()).add(String(e.status)));
+  return new Map([...by].map(([code, s]) => [code, [...s].sort().join(', ')]));
+}
+
+/** The rows of the README's table under "## Errors": code → status cell. */
+function readmeTable(): Map<string, string> {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.split(/^## Errors$/m)[1]?.split(/^## /m)[0] ?? '';
+  const rows = new Map<string, string>();
+  for (const line of section.split('\n')) {
+    const m = /^\| `([^`]+)` \| ([^|]+?) \|/.exec(line);
+    if (m) rows.set(m[1], m[2].trim());
+  }
+  return rows;
+}
+
+// PostgREST's status of each of its codes (src/PostgREST/Error.hs); PGRST107 is 415 for the
+// Content-Type and 406 for Accept.
+const POSTGREST_STATUS: Record<string, string> = {
+  PGRST000: '503', PGRST001: '503', PGRST002: '503', PGRST003: '504',
+  PGRST100: '400', PGRST101: '405', PGRST102: '400', PGRST103: '416', PGRST105: '405', PGRST106: '406',
+  PGRST107: '406, 415', PGRST108: '400', PGRST111: '500', PGRST112: '500', PGRST114: '400', PGRST115: '400',
+  PGRST116: '406', PGRST117: '405', PGRST118: '400', PGRST120: '400', PGRST121: '500', PGRST122: '400',
+  PGRST123: '400', PGRST124: '400', PGRST125: '404', PGRST126: '404', PGRST127: '400', PGRST128: '400',
+  PGRST200: '400', PGRST201: '300', PGRST202: '404', PGRST203: '300', PGRST204: '400', PGRST205: '404',
+  PGRST300: '500', PGRST301: '401', PGRST302: '401', PGRST303: '401',
+};
+
+describe('the error catalogue', () => {
+  it('is the README error table: every code with the same status, and no other row', () => {
+    expect(readmeTable()).toEqual(statusesByCode());
+  });
+
+  it("gives PostgREST's codes PostgREST's statuses, and every code a known family", () => {
+    for (const [code, statuses] of statusesByCode()) {
+      if (code.startsWith('PGRST')) expect([code, statuses]).toEqual([code, POSTGREST_STATUS[code]]);
+      else if (code.startsWith('PT')) expect([code, statuses]).toEqual([code, code.slice(2)]);
+      else expect(code).toMatch(/^(TLY\d{3}|[0-9][0-9A-Z]{4}|SQLSTATE|custom)$/);
+    }
+  });
+
+  it('has one PGRST102 builder with one message template', () => {
+    expect(entries.filter((e) => e.code === 'PGRST102')).toHaveLength(1);
+    expect(catalogue.invalidBody('not valid JSON').body()).toEqual({
+      code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null,
+    });
+  });
+
+  it('keeps a bug (TLY000, 500) apart from a database that cannot be reached (PGRST000, 503)', () => {
+    expect([catalogue.internal().status, catalogue.internal().code]).toEqual([500, 'TLY000']);
+    const away = catalogue.couldNotConnect();
+    expect([away.status, away.code, away.headers]).toEqual([503, 'PGRST000', { 'Retry-After': '2' }]);
+  });
+
+  it("answers the database's own code and status for database errors", () => {
+    const e = catalogue.database(409, '23505', 'duplicate key', null, null, {});
+    expect([e.status, e.code]).toEqual([409, '23505']);
+    const raised = catalogue.raised(402, 'PAY01', 'Pay first', null, null, { 'X-Pay': '1' });
+    expect([raised.status, raised.code, raised.headers]).toEqual([402, 'PAY01', { 'X-Pay': '1' }]);
+  });
+
+  it('makes errors only through the catalogue: the constructor refuses anyone else', () => {
+    const Construct = ApiError as unknown as new (...args: unknown[]) => ApiError;
+    expect(() => new Construct(Symbol('error catalogue'), 400, 'X', 'm')).toThrow(TypeError);
+  });
+
+  it('is the only place in the sources that constructs an ApiError', () => {
+    const offenders: string[] = [];
+    const walk = (dir: string): void => {
+      for (const d of readdirSync(join(root, dir), { withFileTypes: true })) {
+        const path = `${dir}/${d.name}`;
+        if (d.isDirectory()) walk(path);
+        else if (path.endsWith('.ts') && path !== 'gateway/errors/catalogue.ts' && /new ApiError\b/.test(readFileSync(join(root, path), 'utf8'))) offenders.push(path);
+      }
+    };
+    walk('gateway');
+    walk('mcp');
+    expect(offenders).toEqual([]);
+  });
+});
+
+describe('toApiError, the one way anything thrown becomes an answer', () => {
+  const answer = (err: unknown) => {
+    const { error, unexpected } = toApiError(err);
+    return { status: error.status, code: error.code, unexpected };
+  };
+
+  it('keeps an ApiError, maps a lost database to 503 and body-parser refusals to their 4xx', () => {
+    expect(answer(catalogue.singular(2))).toEqual({ status: 406, code: 'PGRST116', unexpected: false });
+    expect(answer(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toEqual({ status: 503, code: 'PGRST000', unexpected: false });
+    expect(answer(Object.assign(new Error('socket'), { code: 'ECONNRESET' }))).toEqual({ status: 503, code: 'PGRST001', unexpected: false });
+    expect(answer(Object.assign(new Error('too big'), { type: 'entity.too.large' }))).toEqual({ status: 413, code: 'TLY001', unexpected: false });
+    expect(answer(Object.assign(new Error('bad'), { type: 'entity.parse.failed' }))).toEqual({ status: 400, code: 'PGRST102', unexpected: false });
+  });
+
+  it('answers anything else as a 500 that says nothing internal, for the caller to log', () => {
+    const { error, unexpected } = toApiError(new Error('SELECT secret FROM internals'));
+    expect(unexpected).toBe(true);
+    expect([error.status, error.body()]).toEqual([500, { code: 'TLY000', message: 'Internal server error', details: null, hint: expect.any(String) }]);
+    expect(JSON.stringify(error.body())).not.toMatch(/secret|SELECT/);
+  });
+});
