@@ -1,8 +1,8 @@
 import type { AuthContext } from '../gateway/call.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
-import { financeFields, nullable, uuid, type JsonSchema } from '../gateway/fields.js';
+import { type financeFields, nullable, uuid, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';
-import { TableClient, ToolError, pageOf, searchFilter, type Page } from './gateway-client.js';
+import { type TableClient, ToolError, pageOf, searchFilter, type Page } from './gateway-client.js';
 import {
   CONTACT_COLUMNS, DEFAULT_LIMIT, EXPENSE_COLUMNS, FUND_COLUMNS, FUND_TRANSACTION_COLUMNS, array, contact, dateOrDateTime, expense, fund,
   fundTransaction, fundWithTotals, limit, offset, pageOutput, participant, rangeEnd, rangeStart, search,
@@ -470,7 +470,7 @@ export const tools: Tool[] = [
       'Sums the personal expenses between two dates (whole UTC days, both included; leave one out for no bound) by category, by ' +
       'payment method and by month, largest first, computed by Postgres over every matching expense. Answers "what did I spend on food last month?".',
     annotations: READ,
-    input: (f) => ({
+    input: () => ({
       properties: {
         start_date: { type: 'string', format: 'date', description: 'First day, e.g. 2026-03-01 (default: no lower bound)' },
         end_date: { type: 'string', format: 'date', description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)' },

@@ -1,5 +1,5 @@
 import type { Sql } from 'postgres';
-import { asRole, createTestDatabase, sqlState, type TestDatabase } from './harness/db.js';
+import { asRole, createTestDatabase, type TestDatabase } from './harness/db.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 
 // The rules of SPEC §2 are enforced by the database itself, whatever surface writes.

@@ -2,7 +2,6 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import request from 'supertest';
 import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
-import type { WorkspaceFixture } from './harness/fixtures.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
 // The live OpenAPI description of /api/v1 (issue 6 §5), its reference page, and the rate
@@ -18,10 +17,10 @@ type Doc = {
 };
 
 describe('/api/v1 OpenAPI description and docs', () => {
-  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwt: string;
+  let db: TestDatabase, t: TestApp, jwt: string;
 
   beforeAll(async () => {
-    ({ db, t, a, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }, ['docs', 'other']));
+    ({ db, t, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }, ['docs', 'other']));
   });
   afterAll(() => tearDown(db, t));
 

@@ -2,9 +2,9 @@
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
 import { ApiError } from '../errors.js';
-import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
+import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
-import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
+import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
 
 export class AliasCounter {
   private n = 0;

@@ -104,7 +104,7 @@ function castOf(c: Cursor): string | undefined {
   if (!c.startsWith('::')) return undefined;
   c.pos += 2;
   const start = c.pos;
-  while (!c.done() && /[A-Za-z0-9_ \[\]]/.test(c.peek())) c.pos++;
+  while (!c.done() && /[A-Za-z0-9_ [\]]/.test(c.peek())) c.pos++;
   const cast = c.raw.slice(start, c.pos).trim();
   if (cast === '') c.fail('a type name after "::"');
   return cast;
