@@ -56,7 +56,7 @@ export function isPgError(err: unknown): err is PgErrorLike {
 }
 
 /** PostgREST's status for a SQLSTATE (docs "HTTP Status Codes"); 42501 depends on the role. */
-export function pgErrorStatus(code: string, anonymous: boolean): number {
+function pgErrorStatus(code: string, anonymous: boolean): number {
   if (code === '42501') return anonymous ? 401 : 403;
   if (code === '57014') return 504; // statement timeout: the query was cancelled, not broken
   if (/^PT\d{3}$/.test(code)) return Number(code.slice(2));
@@ -140,7 +140,7 @@ const LOST = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', '
 const SHUTTING_DOWN = new Set(['57P01', '57P02', '57P03']);
 
 /** Seconds a client should wait before it retries while the database is away. */
-export const DATABASE_RETRY_AFTER_SECONDS = 2;
+const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;

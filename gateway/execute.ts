@@ -129,7 +129,7 @@ function shareKey(auth: AuthContext): string {
   return `role:${auth.role}`;
 }
 
-export function toApiError(err: unknown, ctx: PgErrorContext): ApiError {
+function toApiError(err: unknown, ctx: PgErrorContext): ApiError {
   if (err instanceof ApiError) return err;
   const mapped = isConnectionError(err) ? connectionError(err) : isPgError(err) ? fromPgError(err, ctx) : internalError();
   // The client gets the one error shape and nothing internal; the log gets what happened.

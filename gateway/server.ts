@@ -88,7 +88,7 @@ export function createApp(ctx: AppContext): Express {
 }
 
 /** Turns anything thrown into the one error shape; an unexpected error is a logged 500. */
-export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
+const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
   let error: ApiError;
   if (err instanceof ApiError) error = err;
   else if (isConnectionError(err)) error = connectionError(err); // e.g. an apikey or rate-limit lookup while the database is away

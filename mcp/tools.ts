@@ -14,14 +14,14 @@ import {
 // RLS, scopes, revocation and the API switch hold as on the REST surfaces. Input schemas are
 // built from the field rules of gateway/fields.ts, the wrapper's.
 
-export interface ToolAnnotations {
+interface ToolAnnotations {
   readOnlyHint?: boolean;
   destructiveHint?: boolean;
   idempotentHint?: boolean;
   openWorldHint?: boolean;
 }
 
-export interface RateLimitLeft {
+interface RateLimitLeft {
   limit: number;
   remaining: number;
   reset_at: string;
@@ -43,7 +43,7 @@ export interface ToolContext {
   lookups: Lookups;
 }
 
-export interface ToolResult {
+interface ToolResult {
   structured: Record<string, unknown>;
   /** One line for a person; the records follow it as JSON in the same text block. */
   summary: string;

@@ -13,7 +13,7 @@ import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type Works
 // refused before its token is looked at), then the lookup (401 unknown/revoked), then the
 // request limit keyed by the token, then the API switch (403), then the JWT.
 
-export const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
+const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
 
 /**
  * The workspace token of an exchange request. SPEC §5.4 allows three places: the
@@ -22,7 +22,7 @@ export const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
  * the workspace token elsewhere, so a value that is not a workspace token there gives way to
  * one in the other places. Two different workspace tokens are refused rather than guessed at.
  */
-export function presentedToken(req: Request): string | undefined {
+function presentedToken(req: Request): string | undefined {
   const candidates: string[] = [];
   const authorization = req.headers.authorization;
   if (authorization !== undefined) {

@@ -118,7 +118,7 @@ export class PostgresRateLimitStore implements Store {
 }
 
 /** From this limit per window on, hits are taken from Postgres in blocks (see increment). */
-export const LEASE_MIN_LIMIT = 1000;
+const LEASE_MIN_LIMIT = 1000;
 const LEASE_MAX = 1000;
 const TAKE_TIMEOUT_MS = 3000;
 
@@ -131,7 +131,7 @@ interface Lease {
 }
 
 /** The client address as a key; IPv6 addresses are grouped by /56, as one client holds many. */
-export const addressKey = (req: Request): string => `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
+const addressKey = (req: Request): string => `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
 
 function retryAfterSeconds(req: Request): number {
   const info = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit;

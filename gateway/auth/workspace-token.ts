@@ -35,7 +35,7 @@ export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
 const unauthorized = (code: string, message: string, hint: string | null): ApiError =>
   new ApiError(401, code, message, null, hint, { 'WWW-Authenticate': 'Bearer realm="tally"' });
 
-export const missingToken = (): ApiError =>
+const missingToken = (): ApiError =>
   unauthorized('PGRST302', 'No workspace token found in request', 'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body');
 
 const invalidToken = (): ApiError =>
@@ -84,12 +84,6 @@ async function countFailure(ctx: AppContext, failureKey: string): Promise<void> 
   const [r] = await ctx.db<{ limited: boolean; reset_at: Date }[]>`
     SELECT limited, reset_at FROM tally.authenticate_token(NULL, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`;
   if (r.limited) throw tooManyFailures(r.reset_at);
-}
-
-export interface WorkspaceTokenLocals {
-  workspaceToken: WorkspaceToken;
-  auth: AuthContext;
-  rateKey: string;
 }
 
 /**

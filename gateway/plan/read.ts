@@ -13,12 +13,12 @@ export class AliasCounter {
   }
 }
 
-export function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
   return new ApiError(400, '42703', `column ${rel.name}.${name} does not exist`, null, columnsHint(rel, viewer));
 }
 
 /** A field of `rel` (column or computed field), with JSON path and cast. */
-export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
+function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
   const column = rel.columns.get(ref.name);
   const fn = column ? undefined : rel.computed.get(ref.name);
   if (!column && !fn) throw unknownColumn(rel, ref.name, cache.viewer);
@@ -51,7 +51,7 @@ export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, c
   };
 }
 
-export function resolveType(cache: SchemaCache, name: string): string {
+function resolveType(cache: SchemaCache, name: string): string {
   const array = name.endsWith('[]');
   const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
   const t = cache.types.get(base);

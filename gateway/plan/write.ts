@@ -19,7 +19,7 @@ export interface MutationPlan {
   conditions: PlanCondition[];
 }
 
-export function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
   return new ApiError(400, 'PGRST204', `Could not find the '${name}' column of '${rel.name}' in the schema cache`, null, columnsHint(rel, viewer));
 }
 
@@ -61,7 +61,7 @@ export function bodyRows(body: unknown, contentType: string | undefined): Record
 }
 
 /** RFC 4180 CSV with a header line; an empty unquoted field is NULL. */
-export function parseCsv(text: string): Record<string, unknown>[] {
+function parseCsv(text: string): Record<string, unknown>[] {
   const records: { value: string; quoted: boolean }[][] = [];
   let row: { value: string; quoted: boolean }[] = [];
   let field = '';

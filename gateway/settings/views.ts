@@ -34,7 +34,7 @@ interface LayoutOptions {
   body: HtmlValue;
 }
 
-export function layout({ title, session, body }: LayoutOptions): Html {
+function layout({ title, session, body }: LayoutOptions): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>

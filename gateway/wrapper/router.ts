@@ -18,7 +18,7 @@ import { schemasFor, validateBody } from './validate.js';
 // so a list here equals the same query on /rest/v1. Bodies are validated before the gateway
 // (validate.ts), so a 400 writes nothing. Postgres (grants, RLS) decides everything else.
 
-export const BASE = '/api/v1';
+const BASE = '/api/v1';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

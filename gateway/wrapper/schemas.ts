@@ -2,7 +2,6 @@ import type { Lookups } from '../lookups.js';
 import { financeFields, financeRecords, nullable, type JsonSchema } from '../fields.js';
 
 export type { JsonSchema } from '../fields.js';
-export { AMOUNT_STEP, CONTRIBUTION_FREQUENCIES, FUND_STATUSES } from '../fields.js';
 
 // The JSON Schemas of the /api/v1 wrapper (JSON Schema 2020-12, the dialect of OpenAPI 3.1).
 // One function of the live lookups builds them from the field rules of gateway/fields.ts; ajv validates request bodies with these very
