@@ -8,7 +8,7 @@ import {
   fundTransaction, fundWithTotals, limit, offset, pageOutput, participant, rangeEnd, rangeStart, search,
 } from './schemas.js';
 
-// The tools: the 14 of the spec, then get_workspace, create_expenses, spending_summary,
+// The tools: the 14 core ones, then get_workspace, create_expenses, spending_summary,
 // update_fund_transaction and add_fund_participant, which go beyond it. Each is a thin
 // translation into one or a few gateway calls under the caller's role and workspace claim:
 // RLS, scopes, revocation and the API switch hold as on the REST surfaces. Input schemas are
@@ -416,7 +416,7 @@ export const tools: Tool[] = [
     },
   },
 
-  // ---- Beyond the spec ---------------------------------------------------------------------
+  // ---- Beyond the core tools ---------------------------------------------------------------
 
   {
     name: 'get_workspace',

@@ -8,7 +8,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 
-// The workspace settings pages (issue 10): sign-in, sessions, CSRF, roles, and the changes
+// The workspace settings pages: sign-in, sessions, CSRF, roles, and the changes
 // they make, checked in the responses and in the database.
 
 const PASSWORD = 'correct horse battery staple';

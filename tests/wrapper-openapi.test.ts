@@ -4,8 +4,8 @@ import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
-// The live OpenAPI description of /api/v1 (issue 6 §5), its reference page, and the rate
-// limit of the surface (§6).
+// The live OpenAPI description of /api/v1, its reference page, and the rate limit of the
+// surface.
 
 type Doc = {
   openapi: string;
@@ -83,7 +83,7 @@ describe('/api/v1 OpenAPI description and docs', () => {
     expect(tooMany.content).toMatchObject({ 'application/json': { schema: { required: ['code', 'message', 'details', 'hint'] } } });
   });
 
-  it('publishes the list defaults of SPEC §4.1', async () => {
+  it('publishes the list defaults of each resource', async () => {
     const doc = await fetchDoc();
     const params = (path: string) => (doc.paths[path].get as unknown as { parameters: { name: string; schema: { default?: unknown } }[] }).parameters;
     const defaults = (path: string) => Object.fromEntries(params(path).filter((p) => p.schema.default !== undefined).map((p) => [p.name, p.schema.default]));

@@ -6,7 +6,7 @@ import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { failedAuthLimit, rateLimit } from './ratelimit.js';
 import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type WorkspaceToken } from './workspace-token.js';
 
-// The token exchange (SPEC §4.1 POST /token, §4.3, §5): a workspace token in, a one-hour access
+// The token exchange: a workspace token in, a one-hour access
 // token (JWT) out. Served at POST /api/v1/token and POST /functions/v1/api-token.
 //
 // Order of the steps: the failed-authentication limit per address first (a blocked address is
@@ -16,7 +16,7 @@ import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type Works
 const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
 
 /**
- * The workspace token of an exchange request. SPEC §5.4 allows three places: the
+ * The workspace token of an exchange request, from one of three places: the
  * Authorization header as a bearer value, the x-api-token header, the JSON body's `token`.
  * Clients of a functions host often put a platform key of their own into Authorization and
  * the workspace token elsewhere, so a value that is not a workspace token there gives way to

@@ -4,7 +4,7 @@ import type { Pool } from '../db/pool.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 
-// Rate limits (SPEC §8; issue 5): TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
+// Rate limits: TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;
 // and a stricter limit per address on failed authentications, to slow token guessing. The
 // counters live in Postgres (tally.rate_limits), so every Tally process on the database

@@ -21,7 +21,7 @@ import {
   type ApiView,
 } from './views.js';
 
-// /settings: members sign in and manage their workspace's API access (issue 10). A thin
+// /settings: members sign in and manage their workspace's API access. A thin
 // surface: it renders pages and calls the tally.settings_* functions (store.ts); the database
 // decides who may do what, and the changes are the CLI's own functions.
 
