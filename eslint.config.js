@@ -18,8 +18,11 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.mjs', '**/*.js'],
+    // Plain JavaScript (configs, the test harness) is outside the TypeScript project: lint it
+    // without type information.
+    files: ['**/*.{js,mjs,cjs}'],
     ...tseslint.configs.disableTypeChecked,
-    languageOptions: { globals: globals.node },
+    languageOptions: { ...tseslint.configs.disableTypeChecked.languageOptions, globals: globals.node },
   },
+  { files: ['**/*.cjs'], languageOptions: { sourceType: 'commonjs' } },
 );

@@ -10,7 +10,7 @@ import { createToken } from '../gateway/admin/tokens.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { jwtKeys, signAccessToken } from '../gateway/auth/jwt.js';
 
-export interface BenchWorkspace {
+interface BenchWorkspace {
   id: string;
   rows: number;
   /** A write-scope access token (JWT) for the workspace, as the exchange would mint it. */
@@ -38,7 +38,7 @@ export async function generateExpenses(sql: Db, workspaceId: string, rows: numbe
 }
 
 /** A few funds, a third of them In Progress, each with a short ledger (case c's embed). */
-export async function generateFunds(sql: Db, workspaceId: string, funds: number, perFund: number): Promise<void> {
+async function generateFunds(sql: Db, workspaceId: string, funds: number, perFund: number): Promise<void> {
   await sql`
     INSERT INTO public.funds (workspace_id, name, kind, status, currency)
     SELECT ${workspaceId}::uuid, 'Fund ' || g, 'Travel', (ARRAY['Upcoming', 'In Progress', 'Completed'])[1 + g % 3], 'USD'

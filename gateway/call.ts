@@ -1,4 +1,4 @@
-// The one internal interface (DESIGN.md): every surface turns its request into a GatewayRequest
+// The one internal interface: every surface turns its request into a GatewayRequest
 // and runs it under an AuthContext. /rest/v1 is this call over HTTP; the /api/v1 wrapper and
 // the MCP tools build GatewayRequests with their defaults. No surface writes SQL of its own
 // against the finance tables.

@@ -31,7 +31,7 @@ export function isPgError(err: unknown): err is PgErrorLike {
 }
 
 /** PostgREST's status for a SQLSTATE (docs "HTTP Status Codes"); 42501 depends on the role. */
-export function pgErrorStatus(code: string, anonymous: boolean): number {
+function pgErrorStatus(code: string, anonymous: boolean): number {
   if (code === '42501') return anonymous ? 401 : 403;
   if (code === '57014') return 504; // statement timeout: the query was cancelled, not broken
   if (/^PT\d{3}$/.test(code)) return Number(code.slice(2));

@@ -9,30 +9,30 @@ import type { Lookups } from './lookups.js';
 
 export type JsonSchema = Record<string, unknown>;
 
-export const FUND_STATUSES = ['Upcoming', 'In Progress', 'Completed'];
-export const CONTRIBUTION_FREQUENCIES = ['once', 'weekly', 'monthly', 'quarterly', 'yearly'];
+const FUND_STATUSES = ['Upcoming', 'In Progress', 'Completed'];
+const CONTRIBUTION_FREQUENCIES = ['once', 'weekly', 'monthly', 'quarterly', 'yearly'];
 
 /** Bounds of the database's numeric checks (amount < 1e12). */
-export const AMOUNT_LIMIT = 1e12;
+const AMOUNT_LIMIT = 1e12;
 /** Amounts keep at most 4 decimals (scale(amount) <= 4); ajv checks it with multipleOfPrecision. */
-export const AMOUNT_STEP = 0.0001;
-export const PHONE_PATTERN = '^\\+?[0-9 ().-]{3,32}$';
+const AMOUNT_STEP = 0.0001;
+const PHONE_PATTERN = '^\\+?[0-9 ().-]{3,32}$';
 
 /** An enum read from a table; an empty table accepts nothing rather than anything. */
-export function liveEnum(values: string[], description: string): JsonSchema {
+function liveEnum(values: string[], description: string): JsonSchema {
   return values.length > 0
     ? { type: 'string', enum: [...values], description: `${description}. One of: ${values.join(', ')} (the live list)` }
     : { type: 'string', not: {}, description: `${description} (the list is empty)` };
 }
 
 export const uuid = (description: string): JsonSchema => ({ type: 'string', format: 'uuid', description });
-export const text = (maxLength: number, description: string, minLength = 0): JsonSchema =>
+const text = (maxLength: number, description: string, minLength = 0): JsonSchema =>
   minLength > 0 ? { type: 'string', minLength, maxLength, description } : { type: 'string', maxLength, description };
 export const nullable = (schema: JsonSchema): JsonSchema => ({ ...schema, type: [schema.type as string, 'null'] });
-export const dateTime = (description: string): JsonSchema => ({
+const dateTime = (description: string): JsonSchema => ({
   type: 'string', format: 'date-time', description: `${description}; ISO 8601 date-time with a time zone, e.g. 2026-03-14T18:30:00Z`,
 });
-export const date = (description: string): JsonSchema => ({ type: 'string', format: 'date', description: `${description}; ISO 8601 date, e.g. 2026-03-14` });
+const date = (description: string): JsonSchema => ({ type: 'string', format: 'date', description: `${description}; ISO 8601 date, e.g. 2026-03-14` });
 
 /** The writable fields of each finance table, with the live enums of `lookups`. */
 export function financeFields(lookups: Lookups) {

@@ -1,4 +1,4 @@
-// The gateway call (DESIGN.md "the one internal interface"): parse → plan → query → execute →
+// The gateway call (the one internal interface, see call.ts): parse → plan → query → execute →
 // response. It knows no table by name; everything comes from the schema cache.
 
 import type { Row } from 'postgres';

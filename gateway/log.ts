@@ -70,7 +70,7 @@ export function errorFields(err: unknown): Record<string, unknown> {
 }
 
 /** The Server-Timing value: waiting for a pooled connection, then the database transactions. */
-export function serverTimingValue(t: TransactionTiming): string {
+function serverTimingValue(t: TransactionTiming): string {
   return `pool;dur=${t.poolMs.toFixed(2)}, db;dur=${t.dbMs.toFixed(2)}`;
 }
 

@@ -1,7 +1,7 @@
 import type { Sql } from 'postgres';
 import type { AuthContext, GatewayCall } from './call.js';
 
-// The live lists of SPEC §2.4–2.6 (and fund kinds): rows of their tables, read through the
+// The live lookup lists (categories, payment methods, fund kinds): rows of their tables, read through the
 // gateway like any client read, cached briefly for every schema that publishes them (wrapper
 // validation, OpenAPI, MCP tool schemas). A change to a list notifies channel tally_lookups
 // (sql/030), which drops the cache at once; the TTL is the fallback if a notice is missed.

@@ -11,8 +11,8 @@ function randomBase62(length: number): string {
   return out;
 }
 
-export const TOKEN_PREFIX = 'tally_ws_';
-export const KEY_PREFIX = 'tally_pk_';
+const TOKEN_PREFIX = 'tally_ws_';
+const KEY_PREFIX = 'tally_pk_';
 
 export const newWorkspaceToken = (): string => TOKEN_PREFIX + randomBase62(40);
 export const newPublishableKey = (): string => KEY_PREFIX + randomBase62(40);
@@ -28,4 +28,3 @@ export function sameHash(a: Uint8Array, b: Uint8Array): boolean {
 
 /** The shape of a workspace token, checked before any database work. */
 export const looksLikeWorkspaceToken = (value: string): boolean => /^tally_ws_[0-9A-Za-z]{32,128}$/.test(value);
-export const looksLikePublishableKey = (value: string): boolean => /^tally_pk_[0-9A-Za-z]{32,128}$/.test(value);

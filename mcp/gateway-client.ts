@@ -90,12 +90,12 @@ export class TableClient {
  * A value inside PostgREST's or=(…) grammar: double-quoted, with backslash escapes, so that
  * commas, dots and parentheses in a search term stay part of the value.
  */
-export function quoted(value: string): string {
+function quoted(value: string): string {
   return `"${value.replace(/[\\"]/g, (c) => '\\' + c)}"`;
 }
 
 /** A case-insensitive substring pattern for ilike: LIKE's own wildcards in the term are literal. */
-export function containsPattern(term: string): string {
+function containsPattern(term: string): string {
   return `*${term.replace(/[\\%_*]/g, (c) => '\\' + c)}*`;
 }
 

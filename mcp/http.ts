@@ -10,7 +10,7 @@ import type { LookupCache } from '../gateway/lookups.js';
 import { createMcpServer } from './server.js';
 import type { McpCaller } from './tools.js';
 
-// {mcp_url} = /mcp?token=<workspace token> (SPEC §4.4), or Authorization: Bearer <workspace
+// The MCP URL is /mcp?token=<workspace token>, or Authorization: Bearer <workspace
 // token>. No OAuth: a client registers it with Client ID and Secret left empty. The transport
 // is the SDK's Streamable HTTP, stateless (one server per request, JSON responses), so any
 // number of Tally processes can serve one client; the server is a few closures over a tool

@@ -27,7 +27,7 @@ export function rangeEnd(value: string): ['lt' | 'lte', string] {
 }
 
 export const DEFAULT_LIMIT = 50;
-export const MAX_LIMIT = 1000;
+const MAX_LIMIT = 1000;
 export const limit: JsonSchema = { type: 'integer', minimum: 1, maximum: MAX_LIMIT, description: `How many records to return, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT})` };
 export const offset: JsonSchema = { type: 'integer', minimum: 0, description: 'How many matching records to skip, for paging: pass the next_offset of the previous page (default 0)' };
 export const search: JsonSchema = { type: 'string', minLength: 1, maxLength: 200 };
@@ -62,7 +62,7 @@ export const fundTransaction = only(records.fundTransaction, FUND_TRANSACTION_CO
 export const contact = only(records.contact, CONTACT_COLUMNS);
 export const participant = only(records.participant, CONTACT_COLUMNS, { joined_at: { type: 'string', format: 'date-time' } });
 
-export const totals: JsonSchema = {
+const totals: JsonSchema = {
   type: 'object', description: 'The fund\'s figures in its currency, computed by Postgres from the ledger',
   properties: {
     balance: { type: 'number', description: 'Sum of all transactions (income minus expenses)' },

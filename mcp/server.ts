@@ -22,7 +22,7 @@ import { isReadTool, tools, workspaceInfo, type McpCaller, type Tool, type ToolC
 // from the field rules of gateway/fields.ts. So a server per HTTP request costs a few closures,
 // not a schema conversion; a long-lived stdio server calls refresh() when the lists change.
 
-export const SERVER_INFO = { name: 'tally', version: '1.0.0' };
+const SERVER_INFO = { name: 'tally', version: '1.0.0' };
 
 const INSTRUCTIONS =
   'Tally keeps the finances of one workspace: personal expenses, group funds with their transactions, and a contact roster. ' +
@@ -38,7 +38,7 @@ const WORKSPACE_URI = 'tally://workspace';
 const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
 
 /** One sentence an agent can act on, from whatever a tool call failed with. */
-export function toolErrorText(err: unknown): string {
+function toolErrorText(err: unknown): string {
   if (err instanceof ToolError) return err.message;
   if (err instanceof ApiError) {
     if (err.status === 429) return `${err.message}. Retry after ${err.headers['Retry-After'] ?? 60} seconds.`;
@@ -67,7 +67,7 @@ interface Catalog {
 // builds (and compiles) each catalog once and drops old versions with them.
 const catalogs = new WeakMap<Lookups, Catalog>();
 
-export function catalogFor(lookups: Lookups): Catalog {
+function catalogFor(lookups: Lookups): Catalog {
   let catalog = catalogs.get(lookups);
   if (catalog) return catalog;
   const ajv = createAjv();

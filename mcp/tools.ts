@@ -1,27 +1,27 @@
 import type { AuthContext } from '../gateway/call.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
-import { financeFields, nullable, uuid, type JsonSchema } from '../gateway/fields.js';
+import { type financeFields, nullable, uuid, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';
-import { TableClient, ToolError, pageOf, searchFilter, type Page } from './gateway-client.js';
+import { type TableClient, ToolError, pageOf, searchFilter, type Page } from './gateway-client.js';
 import {
   CONTACT_COLUMNS, DEFAULT_LIMIT, EXPENSE_COLUMNS, FUND_COLUMNS, FUND_TRANSACTION_COLUMNS, array, contact, dateOrDateTime, expense, fund,
   fundTransaction, fundWithTotals, limit, offset, pageOutput, participant, rangeEnd, rangeStart, search,
 } from './schemas.js';
 
-// The tools: the 14 of the spec, then get_workspace, create_expenses, spending_summary,
+// The tools: the 14 core ones, then get_workspace, create_expenses, spending_summary,
 // update_fund_transaction and add_fund_participant, which go beyond it. Each is a thin
 // translation into one or a few gateway calls under the caller's role and workspace claim:
 // RLS, scopes, revocation and the API switch hold as on the REST surfaces. Input schemas are
 // built from the field rules of gateway/fields.ts, the wrapper's.
 
-export interface ToolAnnotations {
+interface ToolAnnotations {
   readOnlyHint?: boolean;
   destructiveHint?: boolean;
   idempotentHint?: boolean;
   openWorldHint?: boolean;
 }
 
-export interface RateLimitLeft {
+interface RateLimitLeft {
   limit: number;
   remaining: number;
   reset_at: string;
@@ -43,7 +43,7 @@ export interface ToolContext {
   lookups: Lookups;
 }
 
-export interface ToolResult {
+interface ToolResult {
   structured: Record<string, unknown>;
   /** One line for a person; the records follow it as JSON in the same text block. */
   summary: string;
@@ -416,7 +416,7 @@ export const tools: Tool[] = [
     },
   },
 
-  // ---- Beyond the spec ---------------------------------------------------------------------
+  // ---- Beyond the core tools ---------------------------------------------------------------
 
   {
     name: 'get_workspace',
@@ -470,7 +470,7 @@ export const tools: Tool[] = [
       'Sums the personal expenses between two dates (whole UTC days, both included; leave one out for no bound) by category, by ' +
       'payment method and by month, largest first, computed by Postgres over every matching expense. Answers "what did I spend on food last month?".',
     annotations: READ,
-    input: (f) => ({
+    input: () => ({
       properties: {
         start_date: { type: 'string', format: 'date', description: 'First day, e.g. 2026-03-01 (default: no lower bound)' },
         end_date: { type: 'string', format: 'date', description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)' },

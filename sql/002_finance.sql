@@ -1,5 +1,5 @@
 -- Up Migration
--- The finance tables of SPEC §2. Every tenant table carries workspace_id, has the primary key
+-- The finance tables: expenses, funds, contacts and their lookup lists. Every tenant table carries workspace_id, has the primary key
 -- (workspace_id, id), and every foreign key between tenant tables includes workspace_id, so
 -- that a row can never point into another workspace (an RLS policy does not guard a foreign
 -- key check) and every table can be distributed by workspace_id.

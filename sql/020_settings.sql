@@ -1,5 +1,5 @@
 -- Up Migration
--- The workspace settings page (issue 10): members, sign-in sessions, failed sign-in counters,
+-- The workspace settings page (/settings): members, sign-in sessions, failed sign-in counters,
 -- and the functions the page calls. The server connects as `authenticator`, which has no
 -- table privileges, so each thing the page does is one SECURITY DEFINER function granted to
 -- authenticator. Everything a signed-in member does is keyed on the SHA-256 of their session

@@ -1,5 +1,5 @@
 -- Up Migration
--- Categories, payment methods and fund kinds grow without a release (SPEC §2.4–2.6). Every
+-- Categories, payment methods and fund kinds grow without a release (a DBA inserts a row). Every
 -- Tally process caches the lists briefly for its schemas (wrapper validation, OpenAPI, MCP tool
 -- schemas); a change notifies them on channel tally_lookups, so a new row is accepted at once.
 CREATE FUNCTION tally.notify_lookup_change() RETURNS trigger

@@ -1,5 +1,5 @@
 -- Up Migration
--- A fund's figures, computed in one place for every surface (issue 9): the /rest/v1/rpc
+-- A fund's figures, computed in one place for every surface: the /rest/v1/rpc
 -- endpoints, the /api/v1 wrapper's GET /funds/{id} and the MCP tools list_funds and get_fund.
 --
 -- Shape: a composite type, so that the functions compose over /rpc like a table: fund_summary

@@ -7,7 +7,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 
-// The token exchange (SPEC §4.1 POST /token, §4.3, §5; issue 5): three ways of presenting a
+// The token exchange: three ways of presenting a
 // workspace token, the JWT it answers with, and every refusal.
 
 describe('token exchange', () => {

@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
-// Access tokens on /rest/v1 (issue 5 §1–2): expiry, forgeries, rotation, and revocation and the
+// Access tokens on /rest/v1: expiry, forgeries, rotation, and revocation and the
 // API switch acting on the very next request, with two Tally instances on one database.
 
 const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url');

@@ -7,7 +7,7 @@ import { ApiError } from '../gateway/errors.js';
 import { newPublishableKey } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 
-// Publishable keys (issue 5 §4): the apikey of /rest/v1, created, listed and revoked as
+// Publishable keys: the apikey of /rest/v1, created, listed and revoked as
 // `tally key create|list|revoke` do (gateway/admin/keys.ts), checked by the server's pool
 // (the authenticator role), with extra keys from TALLY_PUBLISHABLE_KEYS.
 

@@ -8,7 +8,7 @@ import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.j
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
-// Rate limits (SPEC §8, issue 5 §5): per workspace token across surfaces and instances, per
+// Rate limits: per workspace token across surfaces and instances, per
 // address without a token, stricter per address for failed authentications; counters in
 // Postgres.
 

@@ -6,7 +6,7 @@ import { asRole, createTestDatabase, serverUrl, sqlState, type TestDatabase } fr
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
-// Scopes (issue 5 §3): a read token's JWT maps to api_read, and the database itself refuses
+// Scopes: a read token's JWT maps to api_read, and the database itself refuses
 // its writes; surfaces say the token is read-only.
 
 describe('scopes', () => {

@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 
-// Issue 5 on the real surfaces, with two Tally instances on one database: the token exchange,
+// Workspace tokens on the real surfaces, with two Tally instances on one database: the token exchange,
 // the direct table interface /rest/v1 and MCP (?token=). Revocation and the API switch act on
 // the very next request on each; a read token's writes are refused as read-only; one token has
 // one rate limit over all of them. The /api/v1 wrapper is checked alongside.
@@ -55,7 +55,7 @@ describe('access on every surface, two instances', () => {
     for (const app of [a.app, b.app]) {
       expect((await rest(app, jwt).expect(200)).body).toHaveLength(1);
       expect((await wrapper(app, jwt).expect(200)).body).toHaveLength(1);
-      expect((await mcp(app, t.token).expect(200)).body.result.tools).toHaveLength(19); // a write token: the 14 of the spec and 5 more
+      expect((await mcp(app, t.token).expect(200)).body.result.tools).toHaveLength(19); // a write token: the 14 core tools and 5 more
     }
 
     await revokeToken(db.admin, t.id, ws.id, 'test');

@@ -1,8 +1,8 @@
 import type { Sql } from 'postgres';
-import { asRole, createTestDatabase, sqlState, type TestDatabase } from './harness/db.js';
+import { asRole, createTestDatabase, type TestDatabase } from './harness/db.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 
-// The rules of SPEC §2 are enforced by the database itself, whatever surface writes.
+// The finance rules are enforced by the database itself, whatever surface writes.
 
 describe('constraints of the finance schema', () => {
   let db: TestDatabase;
@@ -30,7 +30,7 @@ describe('constraints of the finance schema', () => {
     tx`INSERT INTO public.fund_transactions ${tx({ fund_id: ws.fundId, name: 'Deposit', amount: 10, category_id: 'fund-income', method_id: 'cash', ...fields })}`;
   const fund = (tx: Sql, fields: Record<string, unknown>) => tx`INSERT INTO public.funds ${tx({ name: 'Trip', ...fields })}`;
 
-  it('seeds exactly the categories and methods of SPEC §2.4–2.6', async () => {
+  it('seeds exactly the documented categories and methods', async () => {
     const expenses = await db.admin`SELECT id FROM public.categories WHERE for_expenses ORDER BY id`;
     const funds = await db.admin`SELECT id FROM public.categories WHERE for_funds ORDER BY id`;
     const methods = await db.admin`SELECT id FROM public.payment_methods ORDER BY id`;

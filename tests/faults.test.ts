@@ -13,7 +13,7 @@ import { freePort } from '../gateway/db/free-port.js';
 import { waitFor } from './harness/wait.js';
 import { log } from '../gateway/log.js';
 
-// Faults (issue 8): Postgres stopped and started again under a bounded load. This file runs its
+// Faults: Postgres stopped and started again under a bounded load. This file runs its
 // own Postgres, as the shared one cannot be stopped under the other files.
 
 

@@ -8,10 +8,10 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
 
-const SPEC_TOOLS = ['create_contact', 'create_expense', 'create_fund', 'create_fund_transaction', 'delete_expense', 'delete_fund_transaction',
+const CORE_TOOLS = ['create_contact', 'create_expense', 'create_fund', 'create_fund_transaction', 'delete_expense', 'delete_fund_transaction',
   'get_fund', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'update_contact', 'update_expense', 'update_fund'];
-const BEYOND_SPEC = ['add_fund_participant', 'create_expenses', 'get_workspace', 'spending_summary', 'update_fund_transaction'];
-const TOOLS = [...SPEC_TOOLS, ...BEYOND_SPEC].sort();
+const BEYOND_CORE = ['add_fund_participant', 'create_expenses', 'get_workspace', 'spending_summary', 'update_fund_transaction'];
+const TOOLS = [...CORE_TOOLS, ...BEYOND_CORE].sort();
 const READ_TOOLS = ['get_fund', 'get_workspace', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'spending_summary'];
 
 let db: TestDatabase;
@@ -61,7 +61,7 @@ afterAll(async () => {
 });
 
 describe('tools/list', () => {
-  it('lists the 14 tools of the spec and those beyond it, with schemas an agent can act on', async () => {
+  it('lists the 14 core tools and those beyond them, with schemas an agent can act on', async () => {
     const client = await connect(writeA);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);

@@ -132,7 +132,7 @@ describe('fuzzing the gateway', () => {
       return res.body ?? '';
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
-      if (err.status >= 500) throw new Error(`${method} /${relation}?${qs} ${JSON.stringify(h)} → ${err.status} ${err.code} ${err.message}`);
+      if (err.status >= 500) throw new Error(`${method} /${relation}?${qs} ${JSON.stringify(h)} → ${err.status} ${err.code} ${err.message}`, { cause: err });
       stats.client++;
       stats.codes[err.code] = (stats.codes[err.code] ?? 0) + 1;
       if (process.env.FUZZ_DEBUG && err.code === process.env.FUZZ_DEBUG && stats.codes[err.code] < 15) console.log(qs, err.message);

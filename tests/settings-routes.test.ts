@@ -8,7 +8,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 
-// The workspace settings pages (issue 10): sign-in, sessions, CSRF, roles, and the changes
+// The workspace settings pages: sign-in, sessions, CSRF, roles, and the changes
 // they make, checked in the responses and in the database.
 
 const PASSWORD = 'correct horse battery staple';
@@ -199,10 +199,15 @@ describe('settings pages', () => {
       expect(page.text).not.toContain('Turn API access');
     });
 
-    it('lets a member of several workspaces pick one, and refuses a workspace that is not theirs', async () => {
+    it('lets a member of several workspaces open one in one click, and refuses a workspace that is not theirs', async () => {
       const { agent, page } = await signedIn(admin);
-      expect(page.text).toContain(`<option value="${other.id}">Beta Club</option>`);
-      const beta = await agent.get(`/settings/api?workspace=${other.id}`).expect(200);
+      // Each workspace is a link straight to its page (no select-then-submit), the open one marked.
+      expect(page.text).not.toContain('<select');
+      expect(page.text).toMatch(/<a href="\/settings\/api\?workspace=[0-9a-f-]{36}" aria-current="page">/);
+      const link = page.text.match(/<a href="([^"]+)">Beta Club<\/a>/)?.[1];
+      expect(link).toBe(`/settings/api?workspace=${other.id}`);
+      const beta = await agent.get(link!).expect(200);
+      expect(beta.text).toContain(`<a href="/settings/api?workspace=${other.id}" aria-current="page">Beta Club</a>`);
       expect(beta.text).toContain('<span class="sub">Beta Club</span>');
       expect(beta.text).toContain('You are a member of this workspace.');
       const { agent: ownerAgent } = await signedIn(owner);

@@ -5,7 +5,7 @@ import { exited, tallyServer } from './harness/cli.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { waitFor } from './harness/wait.js';
 
-// Shutdown (issue 8): SIGTERM under a write load stops accepting, drains what is in flight,
+// Shutdown: SIGTERM under a write load stops accepting, drains what is in flight,
 // closes the pool and the embedded Postgres, and exits 0; after a restart every write that was
 // acknowledged with 201 is there.
 

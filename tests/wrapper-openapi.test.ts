@@ -2,11 +2,10 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import request from 'supertest';
 import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
-import type { WorkspaceFixture } from './harness/fixtures.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
-// The live OpenAPI description of /api/v1 (issue 6 §5), its reference page, and the rate
-// limit of the surface (§6).
+// The live OpenAPI description of /api/v1, its reference page, and the rate limit of the
+// surface.
 
 type Doc = {
   openapi: string;
@@ -18,10 +17,10 @@ type Doc = {
 };
 
 describe('/api/v1 OpenAPI description and docs', () => {
-  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwt: string;
+  let db: TestDatabase, t: TestApp, jwt: string;
 
   beforeAll(async () => {
-    ({ db, t, a, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }, ['docs', 'other']));
+    ({ db, t, jwtA: jwt } = await setUpFinance({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' }, ['docs', 'other']));
   });
   afterAll(() => tearDown(db, t));
 
@@ -84,7 +83,7 @@ describe('/api/v1 OpenAPI description and docs', () => {
     expect(tooMany.content).toMatchObject({ 'application/json': { schema: { required: ['code', 'message', 'details', 'hint'] } } });
   });
 
-  it('publishes the list defaults of SPEC §4.1', async () => {
+  it('publishes the list defaults of each resource', async () => {
     const doc = await fetchDoc();
     const params = (path: string) => (doc.paths[path].get as unknown as { parameters: { name: string; schema: { default?: unknown } }[] }).parameters;
     const defaults = (path: string) => Object.fromEntries(params(path).filter((p) => p.schema.default !== undefined).map((p) => [p.name, p.schema.default]));

@@ -5,7 +5,7 @@ import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
-// The routes of the /api/v1 wrapper (SPEC §4.1, issue 6): each one's defaults give the same
+// The routes of the /api/v1 wrapper: each one's defaults give the same
 // result as the same query on /rest/v1; writes answer with the record (201 + Location); ids
 // of another workspace are 404 and change nothing; a read token's writes are refused as such.
 
@@ -75,7 +75,7 @@ describe('/api/v1 wrapper routes', () => {
     });
   });
 
-  describe('lists: the defaults of SPEC §4.1 equal the same /rest/v1 query', () => {
+  describe('lists: the defaults of each resource equal the same /rest/v1 query', () => {
     it('GET /personal_transactions: select=*, order=occurred_at.desc, limit=20', async () => {
       const res = await api().get('/personal_transactions');
       expect(res.status).toBe(200);

@@ -4,9 +4,9 @@ import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
-// Validation before the gateway (issue 6 §3): every malformed body is a 400 whose message
+// Validation before the gateway: every malformed body is a 400 whose message
 // names the field (and for an enum, the allowed values), and nothing is written. The enums
-// are live (§4): a category a DBA inserts is accepted within seconds, without a restart.
+// are live: a category a DBA inserts is accepted within seconds, without a restart.
 
 describe('/api/v1 request validation', () => {
   let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwt: string;

@@ -9,11 +9,6 @@ import { verifyJwt } from './jwt.js';
 // Sets res.locals.auth, and res.locals.rateKey for the rate limiter: the workspace token
 // behind the JWT (its `sub`), or the client address without one.
 
-export interface AuthLocals {
-  auth: AuthContext;
-  rateKey: string;
-}
-
 export function bearerToken(req: Request): string | undefined {
   const header = req.headers.authorization;
   if (header === undefined) return undefined;

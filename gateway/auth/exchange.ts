@@ -6,23 +6,23 @@ import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { failedAuthLimit, rateLimit } from './ratelimit.js';
 import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type WorkspaceToken } from './workspace-token.js';
 
-// The token exchange (SPEC §4.1 POST /token, §4.3, §5): a workspace token in, a one-hour access
+// The token exchange: a workspace token in, a one-hour access
 // token (JWT) out. Served at POST /api/v1/token and POST /functions/v1/api-token.
 //
 // Order of the steps: the failed-authentication limit per address first (a blocked address is
 // refused before its token is looked at), then the lookup (401 unknown/revoked), then the
 // request limit keyed by the token, then the API switch (403), then the JWT.
 
-export const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
+const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
 
 /**
- * The workspace token of an exchange request. SPEC §5.4 allows three places: the
+ * The workspace token of an exchange request, from one of three places: the
  * Authorization header as a bearer value, the x-api-token header, the JSON body's `token`.
  * Clients of a functions host often put a platform key of their own into Authorization and
  * the workspace token elsewhere, so a value that is not a workspace token there gives way to
  * one in the other places. Two different workspace tokens are refused rather than guessed at.
  */
-export function presentedToken(req: Request): string | undefined {
+function presentedToken(req: Request): string | undefined {
   const candidates: string[] = [];
   const authorization = req.headers.authorization;
   if (authorization !== undefined) {

@@ -6,8 +6,8 @@ import { ApiError, catalogue } from '../errors.js';
 // verify, so the secret can be rotated without cutting clients off. Only HS256 is accepted
 // (no `none`, no algorithm confusion).
 
-export const ISSUER = 'tally';
-export const AUDIENCE = 'tally';
+const ISSUER = 'tally';
+const AUDIENCE = 'tally';
 export const ACCESS_TOKEN_TTL_SECONDS = 3600;
 
 export interface JwtKeys {

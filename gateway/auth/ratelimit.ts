@@ -4,7 +4,7 @@ import type { Pool } from '../db/pool.js';
 import type { AppContext } from '../context.js';
 import { catalogue, type ApiError } from '../errors.js';
 
-// Rate limits (SPEC §8; issue 5): TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
+// Rate limits: TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;
 // and a stricter limit per address on failed authentications, to slow token guessing. The
 // counters live in Postgres (tally.rate_limits), so every Tally process on the database
@@ -118,7 +118,7 @@ export class PostgresRateLimitStore implements Store {
 }
 
 /** From this limit per window on, hits are taken from Postgres in blocks (see increment). */
-export const LEASE_MIN_LIMIT = 1000;
+const LEASE_MIN_LIMIT = 1000;
 const LEASE_MAX = 1000;
 const TAKE_TIMEOUT_MS = 3000;
 
@@ -131,7 +131,7 @@ interface Lease {
 }
 
 /** The client address as a key; IPv6 addresses are grouped by /56, as one client holds many. */
-export const addressKey = (req: Request): string => `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
+const addressKey = (req: Request): string => `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
 
 function retryAfterSeconds(req: Request): number {
   const info = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit;

@@ -1,6 +1,6 @@
 import { catalogue, type ApiError } from '../errors/catalogue.js';
 
-// Scopes (issue 5 §3): a read token's requests run as api_read, which has SELECT only, so
+// Scopes: a read token's requests run as api_read, which has SELECT only, so
 // Postgres itself refuses every write with 42501 (insufficient_privilege). Its message
 // ("permission denied for table …") does not say why; the gateway's error mapping
 // (errors.ts, fromPgError) answers this instead, for every surface alike.

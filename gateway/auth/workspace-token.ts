@@ -84,12 +84,6 @@ async function countFailure(ctx: AppContext, failureKey: string): Promise<void> 
   if (r.limited) throw tooManyFailures(r.reset_at);
 }
 
-export interface WorkspaceTokenLocals {
-  workspaceToken: WorkspaceToken;
-  auth: AuthContext;
-  rateKey: string;
-}
-
 /**
  * Middleware: authenticates the workspace token `extract` finds in the request, and sets
  * res.locals.workspaceToken, res.locals.auth and res.locals.rateKey (`token:<id>`, the same key

@@ -14,7 +14,7 @@ import { ApiError } from '../errors.js';
 import { logToStderr } from '../log.js';
 import type { Sql } from 'postgres';
 
-// The `tally` command line (DESIGN.md). Every command works with DATABASE_URL and in embedded
+// The `tally` command line. Every command works with DATABASE_URL and in embedded
 // mode; a command that only needs the database uses the running embedded server, or starts one
 // for its own duration. Errors are one line and a non-zero exit, never a stack trace.
 

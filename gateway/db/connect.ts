@@ -26,7 +26,7 @@ export async function jwtSecretFor(config: Config, db: Database): Promise<string
   throw new Error('TALLY_JWT_SECRET is required with DATABASE_URL (at least 32 characters)');
 }
 
-export const AUTHENTICATOR_ROLE = 'authenticator';
+const AUTHENTICATOR_ROLE = 'authenticator';
 
 /**
  * The URL the server logs in with: TALLY_DB_URI, or in embedded mode the owner's address with

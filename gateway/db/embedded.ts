@@ -112,7 +112,7 @@ export async function startEmbedded(options: { home: string; port: number; log?:
     await server.start();
   } catch (err) {
     const reason = err instanceof Error ? err.message : errors.join(' ').slice(-500) || 'the server exited during start';
-    throw new Error(`cannot start the embedded Postgres in ${dataDir} on port ${options.port}: ${reason}`);
+    throw new Error(`cannot start the embedded Postgres in ${dataDir} on port ${options.port}: ${reason}`, { cause: err });
   }
 
   const admin = postgres(urlFor(postgresPassword, options.port, 'postgres'), { max: 1, onnotice: () => {} });

@@ -29,7 +29,7 @@ export interface Lease {
   destroy(pending?: Iterable<unknown>): void;
 }
 
-export interface PoolStats {
+interface PoolStats {
   size: number;
   free: number;
   waiting: number;

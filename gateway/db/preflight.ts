@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 // Checks `tally serve` makes before it listens, on its own login, so that a deployment that
 // would serve too much never starts: each failure is one line that says what to fix.
 
-export class PreflightError extends Error {}
+class PreflightError extends Error {}
 
 export async function preflight(db: Sql, config: Config): Promise<void> {
   // The login must not be able to step around the API roles: no superuser, no BYPASSRLS, and

@@ -4,7 +4,7 @@
 import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
-import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
+import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
 
 export class AliasCounter {
   private n = 0;
@@ -18,7 +18,7 @@ export function unknownColumn(rel: Relation, name: string, viewer: string | unde
 }
 
 /** A field of `rel` (column or computed field), with JSON path and cast. */
-export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
+function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
   const column = rel.columns.get(ref.name);
   const fn = column ? undefined : rel.computed.get(ref.name);
   if (!column && !fn) throw unknownColumn(rel, ref.name, cache.viewer);
@@ -51,7 +51,7 @@ export function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, c
   };
 }
 
-export function resolveType(cache: SchemaCache, name: string): string {
+function resolveType(cache: SchemaCache, name: string): string {
   const array = name.endsWith('[]');
   const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
   const t = cache.types.get(base);

@@ -60,7 +60,7 @@ export function bodyRows(body: unknown, contentType: string | undefined): Record
 }
 
 /** RFC 4180 CSV with a header line; an empty unquoted field is NULL. */
-export function parseCsv(text: string): Record<string, unknown>[] {
+function parseCsv(text: string): Record<string, unknown>[] {
   const records: { value: string; quoted: boolean }[][] = [];
   let row: { value: string; quoted: boolean }[] = [];
   let field = '';

@@ -79,13 +79,13 @@ const RANGE_OPS: Record<string, string> = { cs: '@>', cd: '<@', ov: '&&', sl: '<
 const FTS: Record<string, string> = { fts: 'to_tsquery', plfts: 'plainto_tsquery', phfts: 'phraseto_tsquery', wfts: 'websearch_to_tsquery' };
 
 /** A Postgres array literal of text items: {"a","b \"c\""}. */
-export function arrayLiteral(items: string[]): string {
+function arrayLiteral(items: string[]): string {
   return '{' + items.map((s) => '"' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"') + '"').join(',') + '}';
 }
 
 const arrayOf = (t: string) => (t.endsWith('[]') ? t : `${t}[]`);
 
-export function filterSql(f: Filter, e: string, expr: FieldExpr, p: Params): string {
+function filterSql(f: Filter, e: string, expr: FieldExpr, p: Params): string {
   const T = expr.typeSql;
   let sql: string;
   const v = f.value;

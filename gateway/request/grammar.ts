@@ -16,7 +16,7 @@ export function refuseNul(name: string, what: string): string {
   return name;
 }
 
-export function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
+function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
   const at = raw.slice(pos, pos + 30);
   return catalogue.parse(`${what} (${raw})`,
     at === '' ? `unexpected end of input, expecting ${expected}` : `unexpected "${at[0]}" at position ${pos}, expecting ${expected}`,
@@ -104,7 +104,7 @@ function castOf(c: Cursor): string | undefined {
   if (!c.startsWith('::')) return undefined;
   c.pos += 2;
   const start = c.pos;
-  while (!c.done() && /[A-Za-z0-9_ \[\]]/.test(c.peek())) c.pos++;
+  while (!c.done() && /[A-Za-z0-9_ [\]]/.test(c.peek())) c.pos++;
   const cast = c.raw.slice(start, c.pos).trim();
   if (cast === '') c.fail('a type name after "::"');
   return cast;
@@ -205,7 +205,7 @@ export function splitTopLevel(raw: string, what: string): string[] {
 }
 
 /** A value as PostgREST reads it inside lists and logic trees: "quoted" with \ escapes, or bare. */
-export function unquote(raw: string): string {
+function unquote(raw: string): string {
   if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
     return raw.slice(1, -1).replace(/\\(.)/g, '$1');
   }

@@ -9,7 +9,7 @@ import { PLAN_OPTIONS, type ApiRequest, type MediaType, type NodeOptions, type P
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
 
 /** Nesting a JSON body may have: deeper bodies are refused before anything walks them. */
-export const MAX_JSON_DEPTH = 100;
+const MAX_JSON_DEPTH = 100;
 
 /** A 400 for a body nested deeper than MAX_JSON_DEPTH; iterative, so any depth is safe to check. */
 export function refuseDeepJson(body: unknown): void {

@@ -64,9 +64,6 @@ export interface NodeOptions {
   offset?: number;
 }
 
-export type Preference =
-  | 'return' | 'count' | 'resolution' | 'missing' | 'handling' | 'max-affected' | 'tx';
-
 export interface Preferences {
   return?: 'minimal' | 'headers-only' | 'representation';
   count?: 'exact' | 'planned' | 'estimated';

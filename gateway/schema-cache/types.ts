@@ -48,7 +48,7 @@ export interface Relation {
   description: string | null;
 }
 
-export type Cardinality = 'm2o' | 'o2m' | 'o2o' | 'm2m';
+type Cardinality = 'm2o' | 'o2m' | 'o2o' | 'm2m';
 
 /**
  * A way to embed `target` from `source`. For m2o/o2m/o2o: rows of target whose `targetColumns`
@@ -122,7 +122,7 @@ export interface SchemaCache {
 }
 
 /** May `viewer` read `col`? (No viewer, or no privileges known: yes.) */
-export const readableBy = (viewer: string | undefined, col: Column): boolean =>
+const readableBy = (viewer: string | undefined, col: Column): boolean =>
   viewer === undefined || col.readers == null || col.readers.includes(viewer);
 
 /** The columns of `rel` that `viewer` may read, for hints. */

@@ -25,7 +25,7 @@ function tokenize(text: string): string[] {
 }
 
 /** Parses the text of a pg_node_tree; the tokens `(){}` written by Postgres are always balanced. */
-export function parseNodeTree(text: string): NodeValue {
+function parseNodeTree(text: string): NodeValue {
   const tokens = tokenize(text);
   let pos = 0;
   const value = (): NodeValue => {

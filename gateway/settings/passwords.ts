@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 // recommended minimum), in the PHC string format, in user_credentials.password_hash.
 
 export const MIN_PASSWORD_LENGTH = 12;
-export const MAX_PASSWORD_LENGTH = 1024;
+const MAX_PASSWORD_LENGTH = 1024;
 
 export const hashPassword = (password: string): Promise<string> => hash(password);
 

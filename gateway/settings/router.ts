@@ -1,4 +1,4 @@
-import express, { type ErrorRequestHandler, type NextFunction, type Request, type Response, type Router } from 'express';
+import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -6,6 +6,7 @@ import { AdminError } from '../admin/workspaces.js';
 import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
 import { ApiError, catalogue, toApiError } from '../errors.js';
+import type { Pool } from '../db/pool.js';
 import { errorFields, log } from '../log.js';
 import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
@@ -22,7 +23,7 @@ import {
   type ApiView,
 } from './views.js';
 
-// /settings: members sign in and manage their workspace's API access (issue 10). A thin
+// /settings: members sign in and manage their workspace's API access. A thin
 // surface: it renders pages and calls the tally.settings_* functions (store.ts); the database
 // decides who may do what, and the changes are the CLI's own functions.
 
@@ -107,95 +108,84 @@ const originOf = (req: Request): string => `${req.protocol}://${req.get('host') 
 const session = (res: Response): Session | undefined => res.locals.session as Session | undefined;
 
 export function settingsRouter(ctx: AppContext): Router {
-  const { db, config } = ctx;
   const router = express.Router();
+  router.use(securityHeaders);
+  router.get('/static/:file', staticAsset);
+  router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
+  router.use(loadSession(ctx.db));
+  router.use(passwordFirst);
+  router.get('/', (_req, res) => res.redirect(303, '/settings/api'));
+  signInRoutes(router, ctx);
+  apiRoutes(router, ctx.db);
+  router.use((_req, res) => {
+    send(res, 404, messagePage('Not found', 'There is no settings page at this address.', session(res), { href: '/settings/api', text: 'Back to API settings' }));
+  });
+  router.use(pageErrors);
+  return router;
+}
+
+// ---- Every page --------------------------------------------------------------------------
+
+const securityHeaders: RequestHandler = (_req, res, next) => {
+  res.set({
+    'Content-Security-Policy': CSP,
+    'X-Content-Type-Options': 'nosniff',
+    'X-Frame-Options': 'DENY',
+    'Referrer-Policy': 'same-origin',
+    'Cache-Control': 'no-store', // pages show tokens and CSRF tokens
+  });
+  next();
+};
+
+const staticAsset: RequestHandler<{ file: string }> = (req, res, next) => {
+  const asset = STATIC[req.params.file];
+  if (!asset) return next();
+  res.set('Cache-Control', 'public, max-age=3600').type(asset.type).send(asset.body);
+};
+
+/** The session, when the cookie names a live one. */
+const loadSession = (db: Pool): RequestHandler => async (req, res, next) => {
+  const secret = sessionSecret(req);
+  if (secret) res.locals.session = await findSession(db, secretHash(secret));
+  next();
+};
+
+/** A member with a one-time password chooses their own before anything else. */
+const passwordFirst: RequestHandler = (req, res, next) => {
+  const s = session(res);
+  if (!s?.passwordTemporary || req.path === '/password' || req.path === '/logout') return next();
+  if (req.method === 'GET' || req.method === 'HEAD') return res.redirect(303, '/settings/password');
+  throw catalogue.notAllowed('You signed in with a one-time password: choose your own password before changing anything.', 'Choose your password first');
+};
+
+/** Pages need a session: without one, off to the sign-in page. */
+function pageSession(req: Request, res: Response): Session | undefined {
+  const s = session(res);
+  if (!s) {
+    if (sessionSecret(req)) clearSessionCookie(req, res);
+    res.redirect(303, '/settings/login');
+  }
+  return s;
+}
+
+/** Changes need a session and the session's CSRF token in the form. */
+function changeSession(req: Request, res: Response): Session {
+  const s = session(res);
+  if (!s) throw catalogue.signedOut();
+  if (!sameSecret(s.csrfToken, field(req, 'csrf'))) {
+    throw catalogue.formRefused();
+  }
+  return s;
+}
+
+// ---- Sign-in, sign-out, password ---------------------------------------------------------
+
+function signInRoutes(router: Router, { db, config }: AppContext): void {
   const limits = {
     perAddress: config.signInFailuresPerAddress,
     perAccount: config.signInFailuresPerAccount,
     windowSeconds: SIGN_IN_WINDOW_SECONDS,
   };
-
-  router.use((_req, res, next) => {
-    res.set({
-      'Content-Security-Policy': CSP,
-      'X-Content-Type-Options': 'nosniff',
-      'X-Frame-Options': 'DENY',
-      'Referrer-Policy': 'same-origin',
-      'Cache-Control': 'no-store', // pages show tokens and CSRF tokens
-    });
-    next();
-  });
-
-  router.get('/static/:file', (req, res, next) => {
-    const asset = STATIC[req.params.file];
-    if (!asset) return next();
-    res.set('Cache-Control', 'public, max-age=3600').type(asset.type).send(asset.body);
-  });
-
-  router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
-
-  // The session, when the cookie names a live one.
-  router.use(async (req, res, next) => {
-    const secret = sessionSecret(req);
-    if (secret) res.locals.session = await findSession(db, secretHash(secret));
-    next();
-  });
-
-  // A member with a one-time password chooses their own before anything else.
-  router.use((req, res, next) => {
-    const s = session(res);
-    if (!s?.passwordTemporary || req.path === '/password' || req.path === '/logout') return next();
-    if (req.method === 'GET' || req.method === 'HEAD') return res.redirect(303, '/settings/password');
-    throw catalogue.notAllowed('You signed in with a one-time password: choose your own password before changing anything.', 'Choose your password first');
-  });
-
-  /** Pages need a session: without one, off to the sign-in page. */
-  const pageSession = (req: Request, res: Response): Session | undefined => {
-    const s = session(res);
-    if (!s) {
-      if (sessionSecret(req)) clearSessionCookie(req, res);
-      res.redirect(303, '/settings/login');
-    }
-    return s;
-  };
-
-  /** Changes need a session and the session's CSRF token in the form. */
-  const changeSession = (req: Request, res: Response): Session => {
-    const s = session(res);
-    if (!s) throw catalogue.signedOut();
-    if (!sameSecret(s.csrfToken, field(req, 'csrf'))) {
-      throw catalogue.formRefused();
-    }
-    return s;
-  };
-
-  /** The session's workspaces and the one asked for (default: the first). */
-  async function workspaceOf(s: Session, id: string | undefined): Promise<{ workspaces: MemberWorkspace[]; current: MemberWorkspace | undefined }> {
-    const workspaces = await workspacesOf(db, s);
-    if (id === undefined || id === '') return { workspaces, current: workspaces[0] };
-    const current = workspaces.find((ws) => ws.id === id);
-    if (!current) throw catalogue.pageNotFound('No such workspace', 'You are not a member of that workspace.');
-    return { workspaces, current };
-  }
-
-  /** A workspace the session's member may change, or a 403. */
-  async function managedWorkspace(s: Session, id: string | undefined): Promise<MemberWorkspace> {
-    if (!id || !UUID.test(id)) throw catalogue.badForm('The form names no workspace.');
-    const { current } = await workspaceOf(s, id);
-    if (!current || !canManage(current)) {
-      throw catalogue.notAllowed(ONLY_ADMINS);
-    }
-    return current;
-  }
-
-  async function renderApi(res: Response, req: Request, s: Session, status: number, extra: Partial<ApiView> & { workspaceId?: string }): Promise<void> {
-    const { workspaces, current } = await workspaceOf(s, extra.workspaceId);
-    if (!current) return send(res, 200, noWorkspacePage(s));
-    const tokens = await tokensOf(db, s, current.id);
-    send(res, status, apiPage({ session: s, workspaces, current, tokens, origin: originOf(req), ...extra }));
-  }
-
-  router.get('/', (_req, res) => res.redirect(303, '/settings/api'));
 
   router.get('/login', (req, res) => {
     if (session(res)) return res.redirect(303, '/settings/api');
@@ -275,19 +265,56 @@ export function settingsRouter(ctx: AppContext): Router {
     await changePassword(db, s, await hashPassword(chosen), address);
     res.redirect(303, '/settings/api?done=password');
   });
+}
 
+// ---- A workspace's API access: tokens and the switch -------------------------------------
+
+/** The session's workspaces and the one asked for (default: the first). */
+async function workspaceOf(db: Pool, s: Session, id: string | undefined): Promise<{ workspaces: MemberWorkspace[]; current: MemberWorkspace | undefined }> {
+  const workspaces = await workspacesOf(db, s);
+  if (id === undefined || id === '') return { workspaces, current: workspaces[0] };
+  const current = workspaces.find((ws) => ws.id === id);
+  if (!current) throw catalogue.pageNotFound('No such workspace', 'You are not a member of that workspace.');
+  return { workspaces, current };
+}
+
+/** A workspace the session's member may change, or a 403. */
+async function managedWorkspace(db: Pool, s: Session, id: string | undefined): Promise<MemberWorkspace> {
+  if (!id || !UUID.test(id)) throw catalogue.badForm('The form names no workspace.');
+  const { current } = await workspaceOf(db, s, id);
+  if (!current || !canManage(current)) {
+    throw catalogue.notAllowed(ONLY_ADMINS);
+  }
+  return current;
+}
+
+async function renderApi(db: Pool, req: Request, res: Response, s: Session, status: number, extra: Partial<ApiView> & { workspaceId?: string }): Promise<void> {
+  const { workspaces, current } = await workspaceOf(db, s, extra.workspaceId);
+  if (!current) return send(res, 200, noWorkspacePage(s));
+  const tokens = await tokensOf(db, s, current.id);
+  send(res, status, apiPage({ session: s, workspaces, current, tokens, origin: originOf(req), ...extra }));
+}
+
+/** An active token of the workspace, or a 404. */
+async function activeToken(db: Pool, s: Session, ws: MemberWorkspace, id: string) {
+  const token = UUID.test(id) ? (await tokensOf(db, s, ws.id)).find((t) => t.id === id) : undefined;
+  if (!token || token.revoked_at) throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
+  return token;
+}
+
+function apiRoutes(router: Router, db: Pool): void {
   router.get('/api', async (req, res) => {
     const s = pageSession(req, res);
     if (!s) return;
     const done = query(req, 'done');
     const workspaceId = query(req, 'workspace');
     const created = takeCreated(req, res, s, workspaceId);
-    await renderApi(res, req, s, 200, { workspaceId, flash: done ? FLASH[done] : undefined, created });
+    await renderApi(db, req, res, s, 200, { workspaceId, flash: done ? FLASH[done] : undefined, created });
   });
 
   router.post('/api/tokens', async (req, res) => {
     const s = changeSession(req, res);
-    const ws = await managedWorkspace(s, field(req, 'workspace'));
+    const ws = await managedWorkspace(db, s, field(req, 'workspace'));
     const label = (field(req, 'label') ?? '').trim();
     let scope;
     try {
@@ -295,7 +322,7 @@ export function settingsRouter(ctx: AppContext): Router {
       if (label.length > 200) throw new AdminError('A label has at most 200 characters.');
     } catch (err) {
       if (!(err instanceof AdminError)) throw err;
-      return renderApi(res, req, s, 400, { workspaceId: ws.id, error: err.message.replace(/^./, (c) => c.toUpperCase()) });
+      return renderApi(db, req, res, s, 400, { workspaceId: ws.id, error: err.message.replace(/^./, (c) => c.toUpperCase()) });
     }
     const { token } = await createTokenAs(db, s, ws.id, scope, label);
     // POST/redirect/GET, so that a reload cannot post the form again and mint a second token.
@@ -304,22 +331,16 @@ export function settingsRouter(ctx: AppContext): Router {
     res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}`);
   });
 
-  const tokenFor = async (s: Session, ws: MemberWorkspace, id: string) => {
-    const token = UUID.test(id) ? (await tokensOf(db, s, ws.id)).find((t) => t.id === id) : undefined;
-    if (!token || token.revoked_at) throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
-    return token;
-  };
-
   router.get('/api/tokens/:id/revoke', async (req, res) => {
     const s = pageSession(req, res);
     if (!s) return;
-    const ws = await managedWorkspace(s, query(req, 'workspace'));
-    send(res, 200, confirmRevokePage(s, ws, await tokenFor(s, ws, req.params.id)));
+    const ws = await managedWorkspace(db, s, query(req, 'workspace'));
+    send(res, 200, confirmRevokePage(s, ws, await activeToken(db, s, ws, req.params.id)));
   });
 
   router.post('/api/tokens/:id/revoke', async (req, res) => {
     const s = changeSession(req, res);
-    const ws = await managedWorkspace(s, field(req, 'workspace'));
+    const ws = await managedWorkspace(db, s, field(req, 'workspace'));
     const id = req.params.id;
     if (field(req, 'confirm') !== 'yes') {
       return res.redirect(303, `/settings/api/tokens/${encodeURIComponent(id)}/revoke?workspace=${encodeURIComponent(ws.id)}`);
@@ -333,14 +354,14 @@ export function settingsRouter(ctx: AppContext): Router {
   router.get('/api/switch', async (req, res) => {
     const s = pageSession(req, res);
     if (!s) return;
-    const ws = await managedWorkspace(s, query(req, 'workspace'));
+    const ws = await managedWorkspace(db, s, query(req, 'workspace'));
     if (!ws.api_enabled) return res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}`);
     send(res, 200, confirmSwitchOffPage(s, ws));
   });
 
   router.post('/api/switch', async (req, res) => {
     const s = changeSession(req, res);
-    const ws = await managedWorkspace(s, field(req, 'workspace'));
+    const ws = await managedWorkspace(db, s, field(req, 'workspace'));
     const state = field(req, 'state');
     if (state !== 'on' && state !== 'off') throw catalogue.badForm('The API switch is either on or off.');
     if (state === 'off' && field(req, 'confirm') !== 'yes') {
@@ -349,13 +370,6 @@ export function settingsRouter(ctx: AppContext): Router {
     await setApiEnabledAs(db, s, ws.id, state === 'on');
     res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}&done=api-${state}`);
   });
-
-  router.use((_req, res) => {
-    send(res, 404, messagePage('Not found', 'There is no settings page at this address.', session(res), { href: '/settings/api', text: 'Back to API settings' }));
-  });
-
-  router.use(pageErrors);
-  return router;
 }
 
 /**

@@ -6,8 +6,8 @@ import type { CookieOptions, Request, Response } from 'express';
 // must come back in every form. Before sign-in, the login form is protected by a
 // double-submit token: a cookie of its own that the form must repeat.
 
-export const SESSION_COOKIE = 'tally_session';
-export const LOGIN_COOKIE = 'tally_login';
+const SESSION_COOKIE = 'tally_session';
+const LOGIN_COOKIE = 'tally_login';
 const COOKIE_PATH = '/settings';
 
 /** 32 random bytes, base64url: 43 characters. */

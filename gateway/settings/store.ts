@@ -7,7 +7,7 @@ import type { Scope } from '../admin/tokens.js';
 // carries the SHA-256 of the session cookie; the database checks the session, the membership
 // and the role itself, and changes go through the CLI's own functions (audit log included).
 
-export type MemberRole = 'owner' | 'admin' | 'member';
+type MemberRole = 'owner' | 'admin' | 'member';
 
 export interface Session {
   hash: Buffer;

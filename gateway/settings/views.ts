@@ -34,7 +34,7 @@ interface LayoutOptions {
   body: HtmlValue;
 }
 
-export function layout({ title, session, body }: LayoutOptions): Html {
+function layout({ title, session, body }: LayoutOptions): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -94,15 +94,16 @@ export interface ApiView {
   created?: { token: string; scope: Scope; label: string };
 }
 
+// One click opens a workspace: each is a link to its page. A member of one workspace sees no
+// picker, its page is the one shown.
 function workspacePicker(workspaces: MemberWorkspace[], current: MemberWorkspace): HtmlValue {
   if (workspaces.length < 2) return '';
-  return html`<form method="get" action="/settings/api" class="picker">
-  <label for="workspace">Workspace</label>
-  <select id="workspace" name="workspace">
-    ${workspaces.map((ws) => html`<option value="${ws.id}"${ws.id === current.id ? html` selected` : ''}>${ws.name}</option>`)}
-  </select>
-  <button type="submit" class="secondary">Open</button>
-</form>`;
+  return html`<nav class="picker" aria-label="Workspaces">
+  <span>Workspace:</span>
+  <ul>
+    ${workspaces.map((ws) => html`<li><a href="${apiUrl(ws)}"${ws.id === current.id ? html` aria-current="page"` : ''}>${ws.name}</a></li>`)}
+  </ul>
+</nav>`;
 }
 
 function createdPanel(created: NonNullable<ApiView['created']>, origin: string): Html {

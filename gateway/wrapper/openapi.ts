@@ -1,7 +1,7 @@
 import { CATEGORY_DOMAINS, RESOURCES, type Resource } from './resources.js';
 import type { JsonSchema, WrapperSchemas } from './schemas.js';
 
-// GET /api/v1/openapi.json (and /openapi.json, SPEC §2.6/§9): the OpenAPI 3.1 description of
+// GET /api/v1/openapi.json (and /openapi.json): the OpenAPI 3.1 description of
 // the wrapper, built per request from the live schemas: components.schemas ARE the objects ajv
 // validates with, so the enums a client reads are the ones enforced at that moment.
 

@@ -1,6 +1,6 @@
 import type { RequestSchemaName } from './schemas.js';
 
-// The resources of the /api/v1 wrapper: which table each path is, its defaults (SPEC §4.1) and
+// The resources of the /api/v1 wrapper: which table each path is, its list defaults and
 // which operations it offers. The routes and the OpenAPI document are both built from this
 // table, so what is documented is what is served.
 

@@ -12,13 +12,13 @@ import {
 } from './resources.js';
 import { schemasFor, validateBody } from './validate.js';
 
-// The REST wrapper /api/v1 (SPEC §4.1, issue 6): each route builds one GatewayRequest with the
+// The REST wrapper /api/v1: each route builds one GatewayRequest with the
 // wrapper's defaults and answers with what the gateway answers. No SQL and no filtering of its
 // own: a client's select/order/limit/offset and PostgREST filters are forwarded as they are,
 // so a list here equals the same query on /rest/v1. Bodies are validated before the gateway
 // (validate.ts), so a 400 writes nothing. Postgres (grants, RLS) decides everything else.
 
-export const BASE = '/api/v1';
+const BASE = '/api/v1';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -108,7 +108,7 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
 
     api.get(collection, handle(async (req, res) => {
       const query = withDefaults(clientQuery(req), resource.listDefaults);
-      // fund_id=<uuid> is read as the filter the spec writes, fund_id=eq.<uuid>.
+      // fund_id=<uuid> (the documented shorthand of this one filter) is read as fund_id=eq.<uuid>.
       const fundId = query.get('fund_id');
       if (resource.path === 'fund_transactions' && fundId !== null && UUID.test(fundId)) query.set('fund_id', `eq.${fundId}`);
       const headers: GatewayRequest['headers'] = { prefer: req.get('prefer'), range: req.get('range') };

@@ -2,7 +2,6 @@ import type { Lookups } from '../lookups.js';
 import { financeFields, financeRecords, nullable, type JsonSchema } from '../fields.js';
 
 export type { JsonSchema } from '../fields.js';
-export { AMOUNT_STEP, CONTRIBUTION_FREQUENCIES, FUND_STATUSES } from '../fields.js';
 
 // The JSON Schemas of the /api/v1 wrapper (JSON Schema 2020-12, the dialect of OpenAPI 3.1).
 // One function of the live lookups builds them from the field rules of gateway/fields.ts; ajv validates request bodies with these very
@@ -51,10 +50,12 @@ export const REQUEST_SCHEMAS: RequestSchemaName[] = [
 ];
 
 export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
-  const { expense: expenseFields, fundTransaction: fundTransactionFields, fund: fundFields, contact: contactFields } = financeFields(lookups);
-  const { expense: Expense, fundTransaction: FundTransaction, fundProperties, contact: Contact, participant: Participant } = financeRecords();
-  const record = (properties: Record<string, JsonSchema>, description: string): JsonSchema => ({ type: 'object', description, properties });
+  return { ...requestSchemas(lookups), ...recordSchemas(), ...tokenAndErrorSchemas() };
+}
 
+/** The request bodies: the field rules, with the live lookups as enums. */
+function requestSchemas(lookups: Lookups): Record<RequestSchemaName, JsonSchema> {
+  const { expense: expenseFields, fundTransaction: fundTransactionFields, fund: fundFields, contact: contactFields } = financeFields(lookups);
   return {
     ExpenseCreate: object(expenseFields, ['name', 'amount', 'category_id', 'method_id'], 'A new personal expense'),
     ExpenseUpdate: patch({ ...expenseFields, note: nullable(expenseFields.note) }, 'Fields of an expense to change; others stay as they are'),
@@ -77,7 +78,15 @@ export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
     ContactUpdate: patch(
       { name: contactFields.name, nickname: nullable(contactFields.nickname), phone: nullable(contactFields.phone), email: nullable(contactFields.email) },
       'Fields of a contact to change (null clears an optional one)'),
+  };
+}
 
+const record = (properties: Record<string, JsonSchema>, description: string): JsonSchema => ({ type: 'object', description, properties });
+
+/** The records the wrapper answers with. */
+function recordSchemas(): Pick<WrapperSchemas, 'Expense' | 'FundTransaction' | 'Fund' | 'FundWithTransactions' | 'FundDetail' | 'Contact' | 'Participant' | 'Category' | 'PaymentMethod'> {
+  const { expense: Expense, fundTransaction: FundTransaction, fundProperties, contact: Contact, participant: Participant } = financeRecords();
+  return {
     Expense,
     FundTransaction,
     Fund: record(fundProperties, 'A group fund; it has no stored balance'),
@@ -107,6 +116,12 @@ export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
       for_expenses: { type: 'boolean', description: 'Offered to personal expenses' }, for_funds: { type: 'boolean', description: 'Offered to fund transactions' },
     }, 'A category (the category_id of an expense or a fund transaction)'),
     PaymentMethod: record({ id: { type: 'string' }, name: { type: 'string' } }, 'A payment method (the method_id of a transaction)'),
+  };
+}
+
+/** The error shape and the token exchange's request and answer. */
+function tokenAndErrorSchemas(): Pick<WrapperSchemas, 'Error' | 'TokenRequest' | 'TokenResponse'> {
+  return {
     Error: {
       type: 'object', description: 'The error shape of every Tally surface (PostgREST\'s)',
       properties: {

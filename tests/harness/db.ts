@@ -19,7 +19,7 @@ function clusterUrl(): string {
   return url;
 }
 
-export function databaseUrl(database: string): string {
+function databaseUrl(database: string): string {
   const u = new URL(clusterUrl());
   u.pathname = '/' + database;
   return u.toString();

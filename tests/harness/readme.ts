@@ -4,7 +4,7 @@
 // Prose, tables and other languages (json, sql, plain output) are ignored, so the README can
 // grow without touching the runner.
 
-export interface Command {
+interface Command {
   /** The command as written, continuation lines and here-documents included. */
   text: string;
   /** Full-line `# …` comments right after the command: the output the README shows for it. */

@@ -41,7 +41,7 @@ export interface Call {
   aggregates?: boolean;
 }
 
-export function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
+function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
   const headers: Record<string, string | undefined> = {};
   for (const [k, v] of Object.entries(call.headers ?? {})) headers[k.toLowerCase()] = v;
   return {
