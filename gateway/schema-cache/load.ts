@@ -81,7 +81,7 @@ const QUERIES: { [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: 
         LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
        WHERE a.attrelid = ANY(${p.oids}) AND a.attnum > 0 AND NOT a.attisdropped
        ORDER BY a.attrelid, a.attnum`,
-  keys: (p) => sql`
+  keys: () => sql`
       SELECT con.conrelid::int AS relid, con.contype::text AS contype, con.conname AS conname,
              ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
                      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i) AS cols,
@@ -102,7 +102,7 @@ const QUERIES: { [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: 
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
        WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0
          AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`,
-  views: (p) => sql`
+  views: () => sql`
       SELECT c.oid::int AS oid, r.ev_action::text AS action
         FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -133,7 +133,7 @@ const QUERIES: { [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: 
        WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f'
        ORDER BY p.oid, a.i`,
   // Column names of every user relation: views of the exposed schemas may read private tables.
-  attributes: (p) => sql`
+  attributes: () => sql`
       SELECT a.attrelid::int AS relid, a.attnum::int AS num, a.attname AS name
         FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
