@@ -153,7 +153,7 @@ export function prefixed(head: Fragment, statement: CompiledSql): CompiledSql {
  * Sends a compiled statement on a postgres.js connection (or pool), every parameter as text
  * (oid 25; the SQL casts it), as a prepared statement unless `prepare` is false.
  */
-export function run<T extends readonly object[] = Row[]>(conn: Sql, statement: CompiledSql, prepare = true): Promise<T> {
+export function run<T extends object[] = Row[]>(conn: Sql, statement: CompiledSql, prepare = true) {
   const params = statement.params.map((v) => (v === null ? null : conn.typed(v, 25)));
-  return conn.unsafe<T extends Row[] ? T : never>(statement.text, params as never[], { prepare }) as unknown as Promise<T>;
+  return conn.unsafe<T>(statement.text, params as never[], { prepare });
 }

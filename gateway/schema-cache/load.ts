@@ -178,7 +178,7 @@ const relationsQuery = (schemas: Fragment) => sql`
 const arrayLiteral = (items: readonly (string | number)[]) => `{${items.join(',')}}`;
 
 async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows> {
-  const query = <T extends readonly object[]>(f: Fragment) => run<T>(db, compile(f), false);
+  const query = <T extends object[]>(f: Fragment) => run<T>(db, compile(f), false);
   const schemas = sql`${text(arrayLiteral(schemaNames))}::text[]`;
   const relations = await query<RelationRow[]>(relationsQuery(schemas));
   const oids = sql`${text(arrayLiteral(relations.map((r) => r.oid)))}::oid[]`;
