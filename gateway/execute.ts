@@ -8,13 +8,8 @@ import type { Row } from 'postgres';
 import type { AuthContext } from './call.js';
 import { ApiError, isConnectionError, isPgError, toApiError, type PgErrorContext } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
-import { ident } from './query/sql.js';
+import { compile, ident, join, run, sql, text, type CompiledSql } from './engine/sql.js';
 import { errorFields, log } from './log.js';
-
-export interface Statement {
-  text: string;
-  params: (string | null)[];
-}
 
 export interface TransactionOptions {
   readOnly: boolean;
@@ -53,9 +48,27 @@ function recordTiming(auth: AuthContext, poolMs: number, dbMs: number): void {
 /** Decides the end of a write transaction from its results; throwing rolls back and fails. */
 export type Decide = (results: Row[][]) => 'commit' | 'rollback';
 
-const preRequestSql = (name: string) => name.split('.').map(ident).join('.');
+const BEGIN_READ_ONLY = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`);
+const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
+const COMMIT = compile(sql`COMMIT`);
+const ROLLBACK = compile(sql`ROLLBACK`);
 
-export async function runTransaction(db: Pool, opts: TransactionOptions, statements: Statement[], decide?: Decide): Promise<Row[][]> {
+/** Role, claims, statement timeout (and work_mem) of the transaction, as SET LOCAL does. */
+function setupStatement(opts: TransactionOptions): CompiledSql {
+  const settings = [
+    sql`pg_catalog.set_config('role', ${text(opts.auth.role)}, true)`,
+    sql`pg_catalog.set_config('request.jwt.claims', ${text(JSON.stringify(opts.auth.claims))}, true)`,
+    sql`pg_catalog.set_config('statement_timeout', ${text(String(opts.statementTimeoutMs))}, true)`,
+    ...(opts.workMem ? [sql`pg_catalog.set_config('work_mem', ${text(opts.workMem)}, true)`] : []),
+  ];
+  return compile(sql`SELECT ${join(settings)}`);
+}
+
+/** The pre-request function (a configured, possibly schema-qualified name), called without arguments. */
+const preRequestStatement = (name: string): CompiledSql => compile(sql`SELECT ${join(name.split('.').map(ident), sql`.`)}()`);
+
+/** Runs `statements` (compiled by the query stage) in one transaction; see the top of this file. */
+export async function runTransaction(db: Pool, opts: TransactionOptions, statements: readonly CompiledSql[], decide?: Decide): Promise<Row[][]> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && (opts.auth.claims.scope === 'read' || opts.auth.role === 'api_read'),
@@ -74,21 +87,12 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
   let open = false;
   let pending: Promise<unknown>[] = [];
   try {
-    const run = (s: Statement) => conn.unsafe(s.text, s.params.map((v) => (v === null ? null : conn.typed(v, 25))) as never[], { prepare: true });
-    const setup: Statement[] = [{
-      text: `SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)`
-        + (opts.workMem ? `, pg_catalog.set_config('work_mem', $4, true)` : ''),
-      params: [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs), ...(opts.workMem ? [opts.workMem] : [])],
-    }];
-    if (opts.preRequest) setup.push({ text: `SELECT ${preRequestSql(opts.preRequest)}()`, params: [] });
+    const send = (s: CompiledSql) => run(conn, s);
+    const setup = [setupStatement(opts), ...(opts.preRequest ? [preRequestStatement(opts.preRequest)] : [])];
     const pipelineCommit = opts.readOnly && !decide;
     open = true;
-    pending = [
-      conn.unsafe(opts.readOnly ? 'BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY' : 'BEGIN ISOLATION LEVEL READ COMMITTED'),
-      ...setup.map(run),
-      ...statements.map(run),
-    ];
-    if (pipelineCommit) pending.push(conn.unsafe('COMMIT'));
+    pending = [send(opts.readOnly ? BEGIN_READ_ONLY : BEGIN), ...setup.map(send), ...statements.map(send)];
+    if (pipelineCommit) pending.push(send(COMMIT));
     const settled = await watched(Promise.allSettled(pending), deadline);
     if (pipelineCommit) open = false; // COMMIT of a failed transaction rolls it back
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
@@ -97,7 +101,7 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
       .map((s) => (s as PromiseFulfilledResult<Row[]>).value);
     if (open) {
       const end = decide ? decide(results) : 'commit';
-      await watched(conn.unsafe(end === 'commit' ? 'COMMIT' : 'ROLLBACK'), deadline);
+      await watched(send(end === 'commit' ? COMMIT : ROLLBACK), deadline);
       open = false;
     }
     lease.release();
@@ -108,7 +112,7 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
     // error) destroys it: its backend is cancelled, its slot gets a new connection, and
     // Postgres rolls back the transaction of a closed connection itself.
     if (isPgError(err) && !isConnectionError(err)) {
-      const clean = !open || await watched(conn.unsafe('ROLLBACK'), deadline).then(() => true, () => false);
+      const clean = !open || await watched(run(conn, ROLLBACK), deadline).then(() => true, () => false);
       if (clean) lease.release();
       else lease.destroy(pending);
     } else lease.destroy(pending);

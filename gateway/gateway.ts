@@ -5,16 +5,17 @@ import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { AppContext } from './context.js';
 import { catalogue } from './errors.js';
-import { runTransaction, type Statement, type TransactionOptions } from './execute.js';
+import { join, prefixed, sql, type Fragment } from './engine/sql.js';
+import { runTransaction, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './plan/routine.js';
 import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/write.js';
-import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements } from './query/read.js';
+import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements, type Statement } from './query/read.js';
 import { routineSource, scalarStatement } from './query/routine.js';
 import { writeStatement, type ReturnShape } from './query/write.js';
 import { checkSelectLimits } from './request/limits.js';
 import { parseApiRequest, refuseDeepJson, routineName } from './request/parse.js';
-import type { ApiRequest, PlanMedia } from './request/types.js';
+import type { ApiRequest, PlanMedia, PlanOption } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
 import type { SchemaCache } from './schema-cache/types.js';
@@ -178,6 +179,11 @@ async function runRoutine(ctx: AppContext, cache: SchemaCache, api: ApiRequest, 
   return readResult(api, results, applied);
 }
 
+const EXPLAIN_FORMATS: Record<PlanMedia['format'], Fragment> = { json: sql`FORMAT JSON`, text: sql`FORMAT TEXT` };
+const EXPLAIN_OPTIONS: Record<PlanOption, Fragment> = {
+  analyze: sql`ANALYZE`, verbose: sql`VERBOSE`, settings: sql`SETTINGS`, buffers: sql`BUFFERS`, wal: sql`WAL`,
+};
+
 const MEDIA_NAMES: Record<PlanMedia['for'], string> = { json: 'application/json', object: 'application/vnd.pgrst.object+json', csv: 'text/csv' };
 
 /**
@@ -186,8 +192,8 @@ const MEDIA_NAMES: Record<PlanMedia['for'], string> = { json: 'application/json'
  * write or a VOLATILE function changes nothing.
  */
 async function planResponse(ctx: AppContext, tx: TransactionOptions, statement: Statement, plan: PlanMedia): Promise<GatewayResponse> {
-  const options = [`FORMAT ${plan.format.toUpperCase()}`, ...plan.options.map((o) => o.toUpperCase())];
-  const [rows] = await runTransaction(ctx.db, tx, [{ text: `EXPLAIN (${options.join(', ')}) ${statement.text}`, params: statement.params }], () => 'rollback');
+  const options = [EXPLAIN_FORMATS[plan.format], ...plan.options.map((o) => EXPLAIN_OPTIONS[o])];
+  const [rows] = await runTransaction(ctx.db, tx, [prefixed(sql`EXPLAIN (${join(options)}) `, statement)], () => 'rollback');
   const body = plan.format === 'json'
     ? (typeof rows[0]['QUERY PLAN'] === 'string' ? rows[0]['QUERY PLAN'] as string : JSON.stringify(rows[0]['QUERY PLAN']))
     : rows.map((r) => r['QUERY PLAN'] as string).join('\n');
@@ -221,7 +227,7 @@ async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, re
     if (api.method === 'PATCH') plan = updatePlan(relation, rows, root, cache.viewer);
     else {
       if (api.method === 'PUT') checkPut(api, relation, rows, root);
-      plan = insertPlan(api, relation, rows, root, cache.viewer);
+      plan = insertPlan(api, relation, rows, cache.viewer);
     }
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';

@@ -9,7 +9,10 @@
 //   catalog(text)        text the schema cache read from pg_catalog (a type, a default); only
 //                        the schema cache loader makes CatalogText, so no client string can
 //
-// compile() numbers the parameters once, at the end; execute accepts only what it returns.
+// compile() numbers the parameters once, at the end; run() (the one place a statement is sent
+// to Postgres through postgres.js's unsafe()) accepts only what it returns.
+
+import type { Row, Sql } from 'postgres';
 
 declare const catalogBrand: unique symbol;
 
@@ -19,6 +22,11 @@ export type CatalogText = string & { readonly [catalogBrand]: true };
 /** Marks pg_catalog text as such. Only the schema cache loader calls this (a lint rule holds it). */
 export function catalogText(text: string): CatalogText {
   return text as CatalogText;
+}
+
+/** An array of a catalog type: `t[]`, unless `t` is one already. */
+export function catalogArrayOf(t: CatalogText): CatalogText {
+  return (t.endsWith('[]') ? t : `${t}[]`) as CatalogText;
 }
 
 /** A parameter value: Postgres receives it as text and the SQL casts it where needed. */
@@ -108,16 +116,44 @@ export function empty(): Fragment {
   return EMPTY;
 }
 
-/** Numbers the parameters $1…$n, in order of appearance. */
+/**
+ * Numbers the parameters $1…$n, in order of first appearance. A parameter made once and used
+ * twice (a filter in the page and in its count, a regconfig in to_tsvector and in to_tsquery)
+ * is one parameter: it is the same part, so it keeps its number.
+ */
 export function compile(fragment: Fragment): CompiledSql {
   let out = '';
   const params: SqlValue[] = [];
+  const numbers = new Map<Part, number>();
   for (const part of fragment.parts) {
     if ('text' in part) out += part.text;
     else {
-      params.push(part.value);
-      out += '$' + params.length;
+      let n = numbers.get(part);
+      if (n === undefined) {
+        n = params.push(part.value);
+        numbers.set(part, n);
+      }
+      out += '$' + n;
     }
   }
   return { text: out, params };
+}
+
+/**
+ * A compiled statement with a head that has no parameters (`EXPLAIN (…) `) before it: the
+ * statement's numbering stays valid.
+ */
+export function prefixed(head: Fragment, statement: CompiledSql): CompiledSql {
+  const h = compile(head);
+  if (h.params.length > 0) throw new TypeError('prefixed() takes a head without parameters');
+  return { text: h.text + statement.text, params: statement.params };
+}
+
+/**
+ * Sends a compiled statement on a postgres.js connection (or pool), every parameter as text
+ * (oid 25; the SQL casts it), as a prepared statement unless `prepare` is false.
+ */
+export function run<T extends object[] = Row[]>(conn: Sql, statement: CompiledSql, prepare = true) {
+  const params = statement.params.map((v) => (v === null ? null : conn.typed(v, 25)));
+  return conn.unsafe<T>(statement.text, params as never[], { prepare });
 }

@@ -1,8 +1,10 @@
 // readPlan: select tree, filters, order and ranges of an ApiRequest resolved against the schema
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
+import { catalogArrayOf, type CatalogText } from '../engine/sql.js';
 import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
+import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
 
@@ -29,16 +31,16 @@ function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: s
   if (ref.json.length > 0) {
     const last = ref.json[ref.json.length - 1];
     if (last.arrow === '->>') {
-      typeSql = 'pg_catalog.text';
+      typeSql = BUILTIN_TYPES.text;
       baseType = 'text';
     } else {
       const json = baseType === 'json' ? 'json' : 'jsonb';
-      typeSql = `pg_catalog.${json}`;
+      typeSql = BUILTIN_TYPES[json];
       baseType = json;
     }
     isArray = false;
   }
-  let castSql: string | undefined;
+  let castSql: CatalogText | undefined;
   if (cast !== undefined) {
     castSql = resolveType(cache, cast);
     typeSql = castSql;
@@ -51,12 +53,13 @@ function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: s
   };
 }
 
-function resolveType(cache: SchemaCache, name: string): string {
+/** A type the client named in a cast, as the schema cache's catalog text for it. */
+export function resolveType(cache: SchemaCache, name: string): CatalogText {
   const array = name.endsWith('[]');
   const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
   const t = cache.types.get(base);
   if (!t) throw catalogue.undefinedType(name);
-  return array && !t.endsWith('[]') ? `${t}[]` : t;
+  return array ? catalogArrayOf(t) : t;
 }
 
 export function findRelation(cache: SchemaCache, schema: string, name: string): Relation {

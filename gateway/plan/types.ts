@@ -2,6 +2,7 @@
 // Every Relation, Column and Relationship here came from the cache; only values (filter
 // operands, JSON keys) still come from the client, and they only ever become parameters.
 
+import type { CatalogText } from '../engine/sql.js';
 import type { AggregateFn, Filter, JsonStep } from '../request/types.js';
 import type { Column, ComputedField, Relation, Relationship, Routine, RoutineParam } from '../schema-cache/types.js';
 
@@ -9,9 +10,10 @@ import type { Column, ComputedField, Relation, Relationship, Routine, RoutinePar
 export interface FieldExpr {
   source: { kind: 'column'; column: Column } | { kind: 'computed'; fn: ComputedField };
   json: JsonStep[];
-  cast?: string;
+  /** The cast's target type, resolved against the schema cache's types (never the client's text). */
+  cast?: CatalogText;
   /** The type of the whole expression, used to cast filter values. */
-  typeSql: string;
+  typeSql: CatalogText;
   baseType: string;
   isArray: boolean;
 }
@@ -19,14 +21,14 @@ export interface FieldExpr {
 /** An aggregate over a node's rows; `cast` (SQL type from the cache) applies to its result. */
 export interface Aggregate {
   fn: AggregateFn;
-  cast?: string;
+  cast?: CatalogText;
 }
 
 export type SelectOut =
   | { kind: 'star' }
   | { kind: 'field'; expr: FieldExpr; key: string; aggregate?: Aggregate }
   /** count() without a column: the rows of the group. */
-  | { kind: 'count'; key: string; cast?: string }
+  | { kind: 'count'; key: string; cast?: CatalogText }
   | { kind: 'embed'; embed: Embed };
 
 export type PlanCondition =

@@ -6,18 +6,37 @@ import type { ApiRequest } from '../request/types.js';
 import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';
 
-export interface MutationPlan {
-  kind: 'insert' | 'update' | 'delete';
+/** POST/PUT: rows of one JSON array, each written into `columns`. */
+export interface InsertPlan {
+  kind: 'insert';
   relation: Relation;
-  /** Columns written (insert, update). */
   columns: Column[];
-  /** The rows as one JSON array (insert) or object (update). */
+  /** The rows as one JSON array. */
   bodyJson: string;
   rowCount: number;
+  /** Prefer: missing=default: a key absent from a row takes the column's default, not NULL. */
   missingDefault: boolean;
   onConflict?: { columns: string[]; action: 'update' | 'nothing' };
+}
+
+/** PATCH: one JSON object's values written into `columns` of the rows the conditions select. */
+export interface UpdatePlan {
+  kind: 'update';
+  relation: Relation;
+  columns: Column[];
+  /** The new values as one JSON object. */
+  bodyJson: string;
   conditions: PlanCondition[];
 }
+
+/** DELETE of the rows the conditions select. */
+export interface DeletePlan {
+  kind: 'delete';
+  relation: Relation;
+  conditions: PlanCondition[];
+}
+
+export type MutationPlan = InsertPlan | UpdatePlan | DeletePlan;
 
 export function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
   return catalogue.noColumn(name, rel.name, columnsHint(rel, viewer));
@@ -99,7 +118,7 @@ function pickColumns(rel: Relation, names: string[], viewer: string | undefined)
   });
 }
 
-export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): MutationPlan {
+export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], viewer?: string): InsertPlan {
   let names: string[];
   if (api.columns) names = api.columns;
   else {
@@ -112,7 +131,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
     }
   }
   const columns = pickColumns(rel, names, viewer);
-  let onConflict: MutationPlan['onConflict'];
+  let onConflict: InsertPlan['onConflict'];
   if (api.method === 'PUT') {
     onConflict = { columns: rel.primaryKey, action: 'update' };
   } else if (api.preferences.resolution) {
@@ -125,20 +144,20 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
   }
   return {
     kind: 'insert', relation: rel, columns, bodyJson: JSON.stringify(rows), rowCount: rows.length,
-    missingDefault: api.preferences.missing === 'default', onConflict, conditions: root.conditions,
+    missingDefault: api.preferences.missing === 'default', onConflict,
   };
 }
 
-export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): MutationPlan {
+export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): UpdatePlan {
   if (rows.length !== 1) throw invalidBody('a PATCH body must be one JSON object', 'Filters select the rows; the object holds the new values');
   requireFilter('PATCH', root);
   const columns = pickColumns(rel, Object.keys(rows[0]), viewer);
-  return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), rowCount: 1, missingDefault: false, conditions: root.conditions };
+  return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), conditions: root.conditions };
 }
 
-export function deletePlan(rel: Relation, root: ReadNode): MutationPlan {
+export function deletePlan(rel: Relation, root: ReadNode): DeletePlan {
   requireFilter('DELETE', root);
-  return { kind: 'delete', relation: rel, columns: [], bodyJson: '', rowCount: 0, missingDefault: false, conditions: root.conditions };
+  return { kind: 'delete', relation: rel, conditions: root.conditions };
 }
 
 /** Safe by default: an unfiltered PATCH or DELETE would touch every row the caller can see. */

@@ -1,137 +1,129 @@
-// SQL text is written here and in ./read.ts and ./write.ts only. Identifiers pass through
-// ident() and come from the schema cache; client values pass through Params and become $n
-// parameters (sent as text, cast in SQL to the type the schema cache names).
+// Expression builders shared by reads and writes: fields, filters and conditions as SQL
+// fragments (../engine/sql.ts). Identifiers come from the schema cache through ident(), types
+// and representation functions as its catalog text, and client values only ever as parameters
+// (sent as text, cast in SQL to the type the schema cache names).
 
+import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../engine/sql.js';
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
-import type { Filter } from '../request/types.js';
-import { refuseNul } from '../request/grammar.js';
-
-export function ident(name: string): string {
-  refuseNul(name, 'name'); // a last guard: the request parser refuses such names already
-  return '"' + name.replace(/"/g, '""') + '"';
-}
-
-export function qualified(schema: string, name: string): string {
-  return `${ident(schema)}.${ident(name)}`;
-}
-
-export class Params {
-  readonly values: (string | null)[] = [];
-  /** A text parameter: `$n::text`. */
-  text(value: string | null): string {
-    this.values.push(value);
-    return `$${this.values.length}::text`;
-  }
-  /** A parameter cast from text to a type the schema cache named. */
-  typed(value: string | null, typeSql: string): string {
-    return `${this.text(value)}::${typeSql}`;
-  }
-}
+import type { Filter, JsonStep } from '../request/types.js';
 
 /** How a node's row is reached: a table alias in reads, a returned row in writes. */
 export interface RowRef {
-  col(name: string): string;
-  row(): string;
-  star(): string;
+  col(name: string): Fragment;
+  row(): Fragment;
+  star(): Fragment;
 }
 
 export const aliasRow = (alias: string): RowRef => ({
-  col: (name) => `${ident(alias)}.${ident(name)}`,
+  col: (name) => sql`${ident(alias)}.${ident(name)}`,
   row: () => ident(alias),
-  star: () => `${ident(alias)}.*`,
+  star: () => sql`${ident(alias)}.*`,
 });
 
-export function fieldSql(expr: FieldExpr, row: RowRef, p: Params): string {
-  let sql = expr.source.kind === 'column'
+/** A text parameter cast to a type the schema cache named: `$n::text::type`. */
+export const typed = (value: string | null, type: CatalogText): Fragment => sql`${text(value)}::${catalog(type)}`;
+
+/** A call of a function the schema cache named (a qualified name, as catalog text). */
+export const callOf = (fn: CatalogText, arg: Fragment): Fragment => sql`${catalog(fn)}(${arg})`;
+
+const ARROWS: Record<JsonStep['arrow'], Fragment> = { '->': sql`->`, '->>': sql`->>` };
+
+export function fieldSql(expr: FieldExpr, row: RowRef): Fragment {
+  let out = expr.source.kind === 'column'
     ? row.col(expr.source.column.name)
-    : `${qualified(expr.source.fn.schema, expr.source.fn.name)}(${row.row()})`;
+    : sql`${qualified(expr.source.fn.schema, expr.source.fn.name)}(${row.row()})`;
   // Arrows also reach into arrays and composite values, through their JSON form (as PostgREST).
   const base = expr.source.kind === 'column' ? expr.source.column.baseType : expr.source.fn.baseType;
   const isArray = expr.source.kind === 'column' ? expr.source.column.isArray : expr.source.fn.isArray;
-  if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb'))) sql = `pg_catalog.to_jsonb(${sql})`;
+  if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb'))) out = sql`pg_catalog.to_jsonb(${out})`;
   for (const step of expr.json) {
-    const key = /^-?\d+$/.test(step.key) ? `${p.text(step.key)}::int4` : p.text(step.key);
-    sql = `(${sql}${step.arrow}${key})`;
+    const key = /^-?\d+$/.test(step.key) ? sql`${text(step.key)}::int4` : text(step.key);
+    out = sql`(${out}${ARROWS[step.arrow]}${key})`;
   }
-  if (expr.cast) sql = `CAST(${sql} AS ${expr.cast})`;
-  return sql;
+  if (expr.cast) out = sql`CAST(${out} AS ${catalog(expr.cast)})`;
+  return out;
 }
 
 /** A field as shown in output: through its domain's cast to json when it has one. */
-export function outputSql(expr: FieldExpr, row: RowRef, p: Params): string {
-  const sql = fieldSql(expr, row, p);
+export function outputSql(expr: FieldExpr, row: RowRef): Fragment {
+  const out = fieldSql(expr, row);
   const toJson = plainColumn(expr)?.representation?.toJson;
-  return toJson ? `${toJson}(${sql})` : sql;
+  return toJson ? callOf(toJson, out) : out;
 }
 
 const plainColumn = (expr: FieldExpr) =>
   expr.source.kind === 'column' && expr.json.length === 0 && expr.cast === undefined ? expr.source.column : undefined;
 
 /** A filter value of the field's type: through its domain's cast from text when it has one. */
-function typedValue(p: Params, value: string, expr: FieldExpr): string {
+function typedValue(value: string, expr: FieldExpr): Fragment {
   const fromText = plainColumn(expr)?.representation?.fromText;
-  return fromText ? `${fromText}(${p.text(value)})` : p.typed(value, expr.typeSql);
+  return fromText ? callOf(fromText, text(value)) : typed(value, expr.typeSql);
 }
 
-const COMPARE: Record<string, string> = { eq: '=', neq: '<>', gt: '>', gte: '>=', lt: '<', lte: '<=' };
-const PATTERN: Record<string, string> = { like: 'LIKE', ilike: 'ILIKE', match: '~', imatch: '~*' };
-const RANGE_OPS: Record<string, string> = { cs: '@>', cd: '<@', ov: '&&', sl: '<<', sr: '>>', nxr: '&<', nxl: '&>', adj: '-|-' };
-const FTS: Record<string, string> = { fts: 'to_tsquery', plfts: 'plainto_tsquery', phfts: 'phraseto_tsquery', wfts: 'websearch_to_tsquery' };
+const COMPARE: Record<string, Fragment> = { eq: sql`=`, neq: sql`<>`, gt: sql`>`, gte: sql`>=`, lt: sql`<`, lte: sql`<=` };
+const PATTERN: Record<string, Fragment> = { like: sql`LIKE`, ilike: sql`ILIKE`, match: sql`~`, imatch: sql`~*` };
+const RANGE_OPS: Record<string, Fragment> = {
+  cs: sql`@>`, cd: sql`<@`, ov: sql`&&`, sl: sql`<<`, sr: sql`>>`, nxr: sql`&<`, nxl: sql`&>`, adj: sql`-|-`,
+};
+const FTS: Record<string, Fragment> = {
+  fts: sql`to_tsquery`, plfts: sql`plainto_tsquery`, phfts: sql`phraseto_tsquery`, wfts: sql`websearch_to_tsquery`,
+};
+const IS = { null: sql`NULL`, not_null: sql`NOT NULL`, true: sql`TRUE`, false: sql`FALSE`, unknown: sql`UNKNOWN` };
+const TEXT_ARRAY = sql`pg_catalog.text[]`;
 
 /** A Postgres array literal of text items: {"a","b \"c\""}. */
 function arrayLiteral(items: string[]): string {
   return '{' + items.map((s) => '"' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"') + '"').join(',') + '}';
 }
 
-const arrayOf = (t: string) => (t.endsWith('[]') ? t : `${t}[]`);
+const quantified = (all: boolean | undefined, array: Fragment) => (all ? sql`ALL(${array})` : sql`ANY(${array})`);
 
-function filterSql(f: Filter, e: string, expr: FieldExpr, p: Params): string {
+function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
   const T = expr.typeSql;
-  let sql: string;
+  let out: Fragment;
   const v = f.value;
+  const all = f.quantifier === 'all';
   if (f.op in COMPARE) {
-    sql = v.kind === 'list'
-      ? `${e} ${COMPARE[f.op]} ${f.quantifier === 'all' ? 'ALL' : 'ANY'}(${p.typed(arrayLiteral(v.items), arrayOf(T))})`
-      : `${e} ${COMPARE[f.op]} ${typedValue(p, v.kind === 'scalar' ? v.text : '', expr)}`;
+    out = v.kind === 'list'
+      ? sql`${e} ${COMPARE[f.op]} ${quantified(all, typed(arrayLiteral(v.items), catalogArrayOf(T)))}`
+      : sql`${e} ${COMPARE[f.op]} ${typedValue(v.kind === 'scalar' ? v.text : '', expr)}`;
   } else if (f.op in PATTERN) {
     const like = f.op === 'like' || f.op === 'ilike';
     const pat = (s: string) => (like ? s.replace(/\*/g, '%') : s);
-    sql = v.kind === 'list'
-      ? `(${e})::text ${PATTERN[f.op]} ${f.quantifier === 'all' ? 'ALL' : 'ANY'}(${p.typed(arrayLiteral(v.items.map(pat)), 'pg_catalog.text[]')})`
-      : `(${e})::text ${PATTERN[f.op]} ${p.text(pat(v.kind === 'scalar' ? v.text : ''))}`;
+    out = v.kind === 'list'
+      ? sql`(${e})::text ${PATTERN[f.op]} ${quantified(all, sql`${text(arrayLiteral(v.items.map(pat)))}::${TEXT_ARRAY}`)}`
+      : sql`(${e})::text ${PATTERN[f.op]} ${text(pat(v.kind === 'scalar' ? v.text : ''))}`;
   } else if (f.op === 'in') {
     const items = v.kind === 'list' ? v.items : [];
-    sql = expr.isArray
-      ? (items.length === 0 ? 'false' : `${e} IN (${items.map((i) => p.typed(i, T)).join(', ')})`)
+    out = expr.isArray
+      ? (items.length === 0 ? sql`false` : sql`${e} IN (${join(items.map((i) => typed(i, T)))})`)
       : plainColumn(expr)?.representation?.fromText
-        ? (items.length === 0 ? 'false' : `${e} IN (${items.map((i) => typedValue(p, i, expr)).join(', ')})`)
-        : `${e} = ANY(${p.typed(arrayLiteral(items), arrayOf(T))})`;
+        ? (items.length === 0 ? sql`false` : sql`${e} IN (${join(items.map((i) => typedValue(i, expr)))})`)
+        : sql`${e} = ANY(${typed(arrayLiteral(items), catalogArrayOf(T))})`;
   } else if (f.op === 'is') {
-    const which = v.kind === 'is' ? v.value : 'null';
-    sql = `${e} IS ${{ null: 'NULL', not_null: 'NOT NULL', true: 'TRUE', false: 'FALSE', unknown: 'UNKNOWN' }[which]}`;
+    out = sql`${e} IS ${IS[v.kind === 'is' ? v.value : 'null']}`;
   } else if (f.op === 'isdistinct') {
-    sql = `${e} IS DISTINCT FROM ${p.typed(v.kind === 'scalar' ? v.text : '', T)}`;
+    out = sql`${e} IS DISTINCT FROM ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
   } else if (f.op in FTS) {
-    const lang = v.kind === 'fts' && v.language ? `${p.text(v.language)}::regconfig` : undefined;
-    const text = v.kind === 'fts' ? v.text : '';
-    const vector = expr.baseType === 'tsvector' ? e : `pg_catalog.to_tsvector(${lang ? lang + ', ' : ''}(${e})::text)`;
-    sql = `${vector} @@ pg_catalog.${FTS[f.op]}(${lang ? lang + ', ' : ''}${p.text(text)})`;
+    const lang = v.kind === 'fts' && v.language ? sql`${text(v.language)}::regconfig, ` : sql``;
+    const query = v.kind === 'fts' ? v.text : '';
+    const vector = expr.baseType === 'tsvector' ? e : sql`pg_catalog.to_tsvector(${lang}(${e})::text)`;
+    out = sql`${vector} @@ pg_catalog.${FTS[f.op]}(${lang}${text(query)})`;
   } else {
-    sql = `${e} ${RANGE_OPS[f.op]} ${p.typed(v.kind === 'scalar' ? v.text : '', T)}`;
+    out = sql`${e} ${RANGE_OPS[f.op]} ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
   }
-  return f.negate ? `NOT (${sql})` : sql;
+  return f.negate ? sql`NOT (${out})` : out;
 }
 
-export function conditionSql(c: PlanCondition, row: RowRef, p: Params): string {
+export function conditionSql(c: PlanCondition, row: RowRef): Fragment {
   switch (c.kind) {
     case 'filter':
-      return filterSql(c.filter, fieldSql(c.expr, row, p), c.expr, p);
+      return filterSql(c.filter, fieldSql(c.expr, row), c.expr);
     case 'embedNull':
-      return `${ident(c.embed.lateral)}.${ident(c.embed.key)} IS ${c.isNull ? '' : 'NOT '}NULL`;
+      return sql`${ident(c.embed.lateral)}.${ident(c.embed.key)} IS ${c.isNull ? sql`NULL` : sql`NOT NULL`}`;
     case 'logic': {
-      const parts = c.children.map((x) => conditionSql(x, row, p));
-      const joined = `(${parts.join(c.op === 'and' ? ' AND ' : ' OR ')})`;
-      return c.negate ? `NOT ${joined}` : joined;
+      const joined = sql`(${join(c.children.map((x) => conditionSql(x, row)), c.op === 'and' ? sql` AND ` : sql` OR `)})`;
+      return c.negate ? sql`NOT ${joined}` : joined;
     }
   }
 }

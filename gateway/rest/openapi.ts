@@ -3,6 +3,7 @@
 
 import type { AuthContext } from '../call.js';
 import type { AppContext } from '../context.js';
+import { compile, sql, text } from '../engine/sql.js';
 import { runTransaction } from '../execute.js';
 import { schemaCacheOf } from '../gateway.js';
 import type { Column } from '../schema-cache/types.js';
@@ -24,18 +25,18 @@ function property(c: Column): Record<string, unknown> {
   return p;
 }
 
+/** The columns of these relations the transaction's role may read (oids as one array literal). */
+const readableColumnsStatement = (oids: number[]) => compile(sql`SELECT c.oid::int AS oid, a.attname AS column
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+ WHERE c.oid = ANY(${text(`{${oids.join(',')}}`)}::oid[]) AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')`);
+
 export async function openApiDocument(ctx: AppContext, auth: AuthContext, schema: string): Promise<Record<string, unknown>> {
   const cache = await schemaCacheOf(ctx).get();
   const relations = [...cache.relations.values()].filter((r) => r.schema === schema);
   const [rows] = await runTransaction(ctx.db, {
     readOnly: true, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
     statementTimeoutMs: ctx.config.statementTimeoutMs, write: false,
-  }, [{
-    text: `SELECT c.oid::int AS oid, a.attname AS column
-             FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-            WHERE c.oid = ANY($1::text::oid[]) AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')`,
-    params: [`{${relations.map((r) => r.oid).join(',')}}`],
-  }]);
+  }, [readableColumnsStatement(relations.map((r) => r.oid))]);
   const readable = new Map<number, Set<string>>();
   for (const r of rows) {
     if (!readable.has(r.oid as number)) readable.set(r.oid as number, new Set());

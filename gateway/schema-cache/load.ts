@@ -4,6 +4,7 @@
 // the functions served at /rpc with their parameters and return types.
 
 import type { Sql } from 'postgres';
+import { catalogText, compile, run, sql, text, type CatalogText, type Fragment } from '../engine/sql.js';
 import { relationKey, type Column, type Relation, type Relationship, type Routine, type SchemaCache } from './types.js';
 import { viewColumnOrigins } from './view-origins.js';
 
@@ -18,9 +19,11 @@ interface ComputedRow { schema: string; name: string; relid: number; type_sql: s
 interface ViewRow { oid: number; action: string }
 interface ComputedRelRow { schema: string; name: string; relid: number; target: number; setof: boolean; rows: number }
 interface AttRow { relid: number; num: number; name: string }
+interface TypeRow { name: string; type_sql: string }
+interface CastRow { domain: string; direction: string; fn: string }
 
 /** Schemas of the user's objects: keys and views there may connect exposed relations. */
-const USER_SCHEMAS = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'`;
+const USER_SCHEMAS = sql`n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'`;
 interface RoutineRow {
   oid: number; schema: string; name: string; volatility: string; setof: boolean; ndefaults: number;
   argnames: string[]; argmodes: string[]; ret_relid: number; ret_void: boolean; ret_record: boolean; ret_pseudo: boolean;
@@ -28,35 +31,40 @@ interface RoutineRow {
 }
 interface RoutineArgRow { oid: number; i: number; type_sql: string; base_type: string; is_array: boolean; pseudo: boolean }
 
-const TYPE_SQL = `
+const TYPE_SQL = sql`
   CASE WHEN t.typcategory = 'A' AND t.typelem <> 0
        THEN format('%I.%I', en.nspname, et.typname) || '[]'
        ELSE format('%I.%I', tn.nspname, t.typname) END`;
-const BASE_TYPE = `
+const BASE_TYPE = sql`
   CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN coalesce(ebt.typname, et.typname)
        ELSE coalesce(bt.typname, t.typname) END`;
-const TYPE_JOINS = `
+const TYPE_JOINS = sql`
   JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
   LEFT JOIN pg_catalog.pg_type bt ON bt.oid = t.typbasetype AND t.typtype = 'd'
   LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem
   LEFT JOIN pg_catalog.pg_namespace en ON en.oid = et.typnamespace
   LEFT JOIN pg_catalog.pg_type ebt ON ebt.oid = et.typbasetype AND et.typtype = 'd'`;
 
-export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<SchemaCache> {
-  // Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has
-  // fetched the array types of the connection, which a reconnect after a restart could skip
-  // (loads then failed with "malformed array literal"). Schema names are plain identifiers
-  // (config.ts) and oids integers, so the literals need no quoting.
-  const schemaList = `{${schemas.join(',')}}`;
-  const relationRows = await sql.unsafe<RelationRow[]>(`
-    SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
-           pg_catalog.obj_description(c.oid, 'pg_class') AS description
-      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ANY($1::text[]) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`, [schemaList]);
-  const oids = relationRows.map((r) => r.oid);
-  const oidList = `{${oids.join(',')}}`;
-  const [columnRows, keyRows, computedRows, viewRows, typeRows, routineRows, routineArgRows, attRows, castRows, computedRelRows] = await Promise.all([
-    sql.unsafe<ColumnRow[]>(`
+/** Built-in types the planner names itself (a JSON path's result): catalog text, as loaded. */
+export const BUILTIN_TYPES = {
+  text: catalogText('pg_catalog.text'),
+  json: catalogText('pg_catalog.json'),
+  jsonb: catalogText('pg_catalog.jsonb'),
+} as const;
+
+/** The rows each catalog query answers, by query. */
+interface CatalogRows {
+  relations: RelationRow[]; columns: ColumnRow[]; keys: KeyRow[]; computedFields: ComputedRow[]; views: ViewRow[];
+  types: TypeRow[]; routines: RoutineRow[]; routineArgs: RoutineArgRow[]; attributes: AttRow[]; casts: CastRow[];
+  computedRelationships: ComputedRelRow[];
+}
+
+/**
+ * The catalog queries after the relations'. `schemas` is the exposed schemas (text[]), `oids` the
+ * exposed relations (oid[]); each travels as one parameter, a Postgres array literal.
+ */
+const QUERIES: { [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: Fragment; oids: Fragment }) => Fragment } = {
+  columns: (p) => sql`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
              pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
              pg_catalog.format_type(a.atttypid, a.atttypmod) AS type_display,
@@ -71,9 +79,9 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_class rc ON rc.oid = a.attrelid
         JOIN pg_catalog.pg_type t ON t.oid = a.atttypid ${TYPE_JOINS}
         LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-       WHERE a.attrelid = ANY($1::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
-       ORDER BY a.attrelid, a.attnum`, [oidList]),
-    sql.unsafe<KeyRow[]>(`
+       WHERE a.attrelid = ANY(${p.oids}) AND a.attnum > 0 AND NOT a.attisdropped
+       ORDER BY a.attrelid, a.attnum`,
+  keys: () => sql`
       SELECT con.conrelid::int AS relid, con.contype::text AS contype, con.conname AS conname,
              ARRAY(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
                      JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.i) AS cols,
@@ -84,26 +92,26 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         FROM pg_catalog.pg_constraint con
         JOIN pg_catalog.pg_class c ON c.oid = con.conrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        WHERE ${USER_SCHEMAS} AND con.contype IN ('p', 'u', 'f')
-       ORDER BY con.conname`),
-    sql.unsafe<ComputedRow[]>(`
+       ORDER BY con.conname`,
+  computedFields: (p) => sql`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0
-         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`, [schemaList]),
-    sql.unsafe<ViewRow[]>(`
+       WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0
+         AND NOT p.proretset AND t.typname <> 'void' AND t.typtype <> 'p'`,
+  views: () => sql`
       SELECT c.oid::int AS oid, r.ev_action::text AS action
         FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE ${USER_SCHEMAS} AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`),
-    sql.unsafe<{ name: string; type_sql: string }[]>(`
+       WHERE ${USER_SCHEMAS} AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`,
+  types: (p) => sql`
       SELECT t.typname AS name, ${TYPE_SQL} AS type_sql
         FROM pg_catalog.pg_type t ${TYPE_JOINS}
-       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY($1::text[])`, [schemaList]),
-    sql.unsafe<RoutineRow[]>(`
+       WHERE tn.nspname = 'pg_catalog' OR tn.nspname = ANY(${p.schemas})`,
+  routines: (p) => sql`
       SELECT p.oid::int AS oid, pn.nspname AS schema, p.proname AS name, p.provolatile::text AS volatility,
              p.proretset AS setof, p.pronargdefaults::int AS ndefaults,
              coalesce(p.proargnames, '{}'::text[]) AS argnames, coalesce(p.proargmodes::text[], '{}'::text[]) AS argmodes,
@@ -114,24 +122,24 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'`, [schemaList]),
-    sql.unsafe<RoutineArgRow[]>(`
+       WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f'`,
+  routineArgs: (p) => sql`
       SELECT p.oid::int AS oid, a.i::int AS i, ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array, t.typtype = 'p' AS pseudo
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         CROSS JOIN LATERAL unnest(coalesce(p.proallargtypes, p.proargtypes::oid[])) WITH ORDINALITY AS a(typ, i)
         JOIN pg_catalog.pg_type t ON t.oid = a.typ ${TYPE_JOINS}
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f'
-       ORDER BY p.oid, a.i`, [schemaList]),
-    // Column names of every user relation: views of the exposed schemas may read private tables.
-    sql.unsafe<AttRow[]>(`
+       WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f'
+       ORDER BY p.oid, a.i`,
+  // Column names of every user relation: views of the exposed schemas may read private tables.
+  attributes: () => sql`
       SELECT a.attrelid::int AS relid, a.attnum::int AS num, a.attname AS name
         FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE ${USER_SCHEMAS} AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped`),
-    // Casts of domains of the exposed schemas to json and from text: data representations.
-    sql.unsafe<{ domain: string; direction: string; fn: string }[]>(`
+       WHERE ${USER_SCHEMAS} AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped`,
+  // Casts of domains of the exposed schemas to json and from text: data representations.
+  casts: (p) => sql`
       SELECT format('%I.%I', dn.nspname, d.typname) AS domain,
              CASE WHEN c.castsource = d.oid THEN 'to'
                   WHEN c.castsource = 'pg_catalog.text'::regtype THEN 'fromText' ELSE 'fromJson' END AS direction,
@@ -140,28 +148,83 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
         JOIN pg_catalog.pg_type d ON d.oid IN (c.castsource, c.casttarget) AND d.typtype = 'd'
         JOIN pg_catalog.pg_namespace dn ON dn.oid = d.typnamespace
         JOIN pg_catalog.pg_proc f ON f.oid = c.castfunc JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
-       WHERE dn.nspname = ANY($1::text[])
+       WHERE dn.nspname = ANY(${p.schemas})
          AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
-           OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`, [schemaList]),
-    // Computed relationships: a function of one row type returning rows of another relation.
-    sql.unsafe<ComputedRelRow[]>(`
+           OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`,
+  // Computed relationships: a function of one row type returning rows of another relation.
+  computedRelationships: (p) => sql`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid, t.typrelid::int AS target,
              p.proretset AS setof, p.prorows::float8 AS rows
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type at ON at.oid = p.proargtypes[0]
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype
-       WHERE pn.nspname = ANY($1::text[]) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`, [schemaList]),
-  ]);
-  const representations = new Map<string, { toJson?: string; fromText?: string; fromJson?: string }>();
-  for (const c of castRows) {
+       WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`,
+};
+
+/** Exposed relations first: the other queries need their oids. */
+const relationsQuery = (schemas: Fragment) => sql`
+    SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
+           pg_catalog.obj_description(c.oid, 'pg_class') AS description
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = ANY(${schemas}) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`;
+
+/**
+ * Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has
+ * fetched the array types of the connection, which a reconnect after a restart could skip
+ * (loads then failed with "malformed array literal"). Schema names are plain identifiers
+ * (config.ts) and oids integers, so the literals need no quoting.
+ */
+const arrayLiteral = (items: readonly (string | number)[]) => `{${items.join(',')}}`;
+
+async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows> {
+  const query = <T extends object[]>(f: Fragment) => run<T>(db, compile(f), false);
+  const schemas = sql`${text(arrayLiteral(schemaNames))}::text[]`;
+  const relations = await query<RelationRow[]>(relationsQuery(schemas));
+  const oids = sql`${text(arrayLiteral(relations.map((r) => r.oid)))}::oid[]`;
+  const keys = Object.keys(QUERIES) as (keyof typeof QUERIES)[];
+  const answers = await Promise.all(keys.map((k) => query<object[]>(QUERIES[k]({ schemas, oids }))));
+  const rows = { relations } as Record<string, object[]>;
+  keys.forEach((k, i) => { rows[k] = answers[i]; });
+  return rows as unknown as CatalogRows;
+}
+
+export async function loadSchemaCache(db: Sql, schemas: string[]): Promise<SchemaCache> {
+  const rows = await readCatalog(db, schemas);
+  const { byOid, relations } = relationsOf(rows.relations, rows.columns, representationsOf(rows.casts));
+  const keys = keysOf(rows.keys, byOid);
+  addComputedFields(rows.computedFields, byOid);
+  const views = viewOriginsOf(rows.views, rows.attributes, byOid);
+  const exposures = exposuresOf(byOid, views);
+  inheritViewKeys(views, keys, byOid, exposures);
+  return {
+    schemas,
+    relations,
+    relationships: relationshipsOf(rows.keys, rows.computedRelationships, keys, byOid, exposures),
+    routines: routinesOf(rows.routines, rows.routineArgs, byOid),
+    types: typesOf(rows.types),
+    loadedAt: new Date(),
+  };
+}
+
+type Representation = NonNullable<Column['representation']>;
+
+/** Functions of the casts a domain declares to json, from text and from json, by domain. */
+function representationsOf(casts: CastRow[]): Map<string, Representation> {
+  const representations = new Map<string, Representation>();
+  for (const c of casts) {
     const r = representations.get(c.domain) ?? {};
-    if (c.direction === 'to') r.toJson = c.fn;
-    else if (c.direction === 'fromText') r.fromText = c.fn;
-    else r.fromJson = c.fn;
+    const fn = catalogText(c.fn);
+    if (c.direction === 'to') r.toJson = fn;
+    else if (c.direction === 'fromText') r.fromText = fn;
+    else r.fromJson = fn;
     representations.set(c.domain, r);
   }
+  return representations;
+}
 
+/** Relations (composite types too, by oid) with their columns; addressable ones by schema.name. */
+function relationsOf(relationRows: RelationRow[], columnRows: ColumnRow[], representations: Map<string, Representation>) {
   const byOid = new Map<number, Relation>();
   const relations = new Map<string, Relation>();
   for (const r of relationRows) {
@@ -177,42 +240,61 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
   for (const c of columnRows) {
     const rel = byOid.get(c.relid)!;
     const col: Column = {
-      name: c.name, typeSql: c.type_sql, typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
-      nullable: c.nullable, defaultExpr: c.default_expr, generated: c.generated, description: c.description,
-      representation: c.is_array ? undefined : representations.get(c.type_sql),
+      name: c.name, typeSql: catalogText(c.type_sql), typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
+      nullable: c.nullable, defaultExpr: c.default_expr === null ? null : catalogText(c.default_expr), generated: c.generated,
+      description: c.description, representation: c.is_array ? undefined : representations.get(c.type_sql),
       readers: c.readers,
     };
     rel.columns.set(c.name, col);
     rel.columnList.push(col);
   }
-  const attnames = new Map<number, Map<number, string>>();
-  for (const a of attRows) {
-    if (!attnames.has(a.relid)) attnames.set(a.relid, new Map());
-    attnames.get(a.relid)!.set(a.num, a.name);
-  }
-  // Keys of every user table, exposed or not: a view over a private table inherits them.
-  const keysOf = new Map<number, { primary: string[]; unique: string[][] }>();
+  return { byOid, relations };
+}
+
+type Keys = Map<number, { primary: string[]; unique: string[][] }>;
+
+/** Keys of every user table, exposed or not (a view over a private table inherits them). */
+function keysOf(keyRows: KeyRow[], byOid: Map<number, Relation>): Keys {
+  const keys: Keys = new Map();
   for (const k of keyRows) {
     if (k.contype === 'f') continue;
-    if (!keysOf.has(k.relid)) keysOf.set(k.relid, { primary: [], unique: [] });
-    const keys = keysOf.get(k.relid)!;
-    if (k.contype === 'p') keys.primary = k.cols;
-    keys.unique.push(k.cols);
+    if (!keys.has(k.relid)) keys.set(k.relid, { primary: [], unique: [] });
+    const own = keys.get(k.relid)!;
+    if (k.contype === 'p') own.primary = k.cols;
+    own.unique.push(k.cols);
     const rel = byOid.get(k.relid);
     if (rel) {
       if (k.contype === 'p') rel.primaryKey = k.cols;
       rel.uniqueKeys.push(k.cols);
     }
   }
+  return keys;
+}
+
+/** Functions of a row type shown as its relation's computed fields (a column of that name wins). */
+function addComputedFields(computedRows: ComputedRow[], byOid: Map<number, Relation>): void {
   for (const f of computedRows) {
     const rel = byOid.get(f.relid);
     if (rel && !rel.columns.has(f.name)) {
-      rel.computed.set(f.name, { schema: f.schema, name: f.name, typeSql: f.type_sql, baseType: f.base_type, isArray: f.is_array });
+      rel.computed.set(f.name, { schema: f.schema, name: f.name, typeSql: catalogText(f.type_sql), baseType: f.base_type, isArray: f.is_array });
     }
   }
+}
 
-  // Each column of an exposed view followed back, through views of views in any schema, to the
-  // table column it shows: view oid → view column → origin.
+/** Exposed view oid → its column name → the table column it shows. */
+type ViewOrigins = Map<number, Map<string, { relid: number; column: string }>>;
+
+/**
+ * Each column of an exposed view followed back, through views of views in any schema, to the
+ * table column it shows.
+ */
+function viewOriginsOf(viewRows: ViewRow[], attRows: AttRow[], byOid: Map<number, Relation>): ViewOrigins {
+  const attnames = new Map<number, Map<number, string>>();
+  for (const a of attRows) {
+    if (!attnames.has(a.relid)) attnames.set(a.relid, new Map());
+    attnames.get(a.relid)!.set(a.num, a.name);
+  }
+  // view oid → view column → origin
   const direct = new Map<number, Map<number, { relid: number; attnum: number }>>();
   for (const v of viewRows) {
     direct.set(v.oid, new Map(viewColumnOrigins(v.action).map((o) => [o.resno, { relid: o.relid, attnum: o.attnum }])));
@@ -225,7 +307,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     const o = origins.get(attnum);
     return o && baseOf(o.relid, o.attnum, seen);
   };
-  const viewOrigins = new Map<number, Map<string, { relid: number; column: string }>>();
+  const viewOrigins: ViewOrigins = new Map();
   for (const v of viewRows) {
     if (!byOid.has(v.oid)) continue;
     const origins = new Map<string, { relid: number; column: string }>();
@@ -236,11 +318,17 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     }
     viewOrigins.set(v.oid, origins);
   }
-  /**
-   * The relation itself when exposed, and each exposed view that shows all of `cols` of it, with
-   * the columns' names there (a view showing a column twice gives each combination, as PostgREST).
-   */
-  const exposures = (relid: number, cols: string[]): { rel: Relation; cols: string[] }[] => {
+  return viewOrigins;
+}
+
+/**
+ * The relation itself when exposed, and each exposed view that shows all of `cols` of it, with
+ * the columns' names there (a view showing a column twice gives each combination, as PostgREST).
+ */
+type Exposures = (relid: number, cols: string[]) => { rel: Relation; cols: string[] }[];
+
+function exposuresOf(byOid: Map<number, Relation>, viewOrigins: ViewOrigins): Exposures {
+  return (relid, cols) => {
     const out: { rel: Relation; cols: string[] }[] = [];
     const self = byOid.get(relid);
     if (self) out.push({ rel: self, cols });
@@ -254,20 +342,31 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     }
     return out;
   };
-  // Views inherit the primary key of their base table when they expose all of its columns.
+}
+
+/** Views inherit the primary key of their base table when they expose all of its columns. */
+function inheritViewKeys(viewOrigins: ViewOrigins, keys: Keys, byOid: Map<number, Relation>, exposures: Exposures): void {
   for (const [viewOid, origins] of viewOrigins) {
     const view = byOid.get(viewOid)!;
     for (const baseId of new Set([...origins.values()].map((o) => o.relid))) {
-      const keys = keysOf.get(baseId);
-      if (!keys || keys.primary.length === 0 || view.primaryKey.length > 0) continue;
-      const mapped = exposures(baseId, keys.primary).find((e) => e.rel === view);
+      const own = keys.get(baseId);
+      if (!own || own.primary.length === 0 || view.primaryKey.length > 0) continue;
+      const mapped = exposures(baseId, own.primary).find((e) => e.rel === view);
       if (mapped) {
         view.primaryKey = mapped.cols;
         view.uniqueKeys.push(mapped.cols);
       }
     }
   }
+}
 
+/**
+ * Relationships by source oid: each foreign key both ways (one-to-one when its columns are
+ * unique), computed relationships, and many-to-many through junction tables; each also through
+ * every exposed view that shows the columns.
+ */
+function relationshipsOf(keyRows: KeyRow[], computedRelRows: ComputedRelRow[], keys: Keys, byOid: Map<number, Relation>,
+  exposures: Exposures): Map<number, Relationship[]> {
   const relationships = new Map<number, Relationship[]>();
   const seenRelationships = new Set<string>();
   const add = (r: Relationship) => {
@@ -279,7 +378,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     relationships.get(r.source.oid)!.push(r);
   };
   const isUnique = (relid: number, cols: string[]) =>
-    (keysOf.get(relid)?.unique ?? []).some((u) => u.length === cols.length && u.every((c) => cols.includes(c)));
+    (keys.get(relid)?.unique ?? []).some((u) => u.length === cols.length && u.every((c) => cols.includes(c)));
   const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null);
   for (const fk of foreignKeys) {
     const oneToOne = isUnique(fk.relid, fk.cols);
@@ -307,7 +406,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     byTable.get(fk.relid)!.push(fk);
   }
   for (const [junctionId, fks] of byTable) {
-    const primary = keysOf.get(junctionId)?.primary ?? [];
+    const primary = keys.get(junctionId)?.primary ?? [];
     const inPk = fks.filter((fk) => fk.cols.every((c) => primary.includes(c)));
     for (const a of inPk) {
       for (const b of inPk) {
@@ -325,9 +424,13 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
       }
     }
   }
+  return relationships;
+}
 
-  const types = new Map<string, string>();
-  for (const t of typeRows) if (!types.has(t.name)) types.set(t.name, t.type_sql);
+/** Type names usable in casts (and the SQL aliases of built-in ones) → qualified type. */
+function typesOf(typeRows: TypeRow[]): Map<string, CatalogText> {
+  const types = new Map<string, CatalogText>();
+  for (const t of typeRows) if (!types.has(t.name)) types.set(t.name, catalogText(t.type_sql));
   const aliases: Record<string, string> = {
     integer: 'int4', int: 'int4', bigint: 'int8', smallint: 'int2', boolean: 'bool', real: 'float4',
     'double precision': 'float8', decimal: 'numeric', 'character varying': 'varchar', character: 'bpchar', char: 'bpchar',
@@ -337,7 +440,7 @@ export async function loadSchemaCache(sql: Sql, schemas: string[]): Promise<Sche
     const t = types.get(name);
     if (t && !types.has(alias)) types.set(alias, t);
   }
-  return { schemas, relations, relationships, routines: routinesOf(routineRows, routineArgRows, byOid), types, loadedAt: new Date() };
+  return types;
 }
 
 /**
@@ -364,10 +467,10 @@ function routinesOf(rows: RoutineRow[], argRows: RoutineArgRow[], byOid: Map<num
       const name = r.argnames[k] ?? '';
       if (mode === 'i' || mode === 'b' || mode === 'v') {
         if (t.pseudo) callable = false;
-        inputs.push({ name, typeSql: t.type_sql, baseType: t.base_type, isArray: t.is_array, required: true });
+        inputs.push({ name, typeSql: catalogText(t.type_sql), baseType: t.base_type, isArray: t.is_array, required: true });
       }
       if (mode === 'o' || mode === 'b' || mode === 't') {
-        outColumns.push({ name, typeSql: t.type_sql, typeDisplay: t.base_type, baseType: t.base_type, isArray: t.is_array,
+        outColumns.push({ name, typeSql: catalogText(t.type_sql), typeDisplay: t.base_type, baseType: t.base_type, isArray: t.is_array,
           nullable: true, defaultExpr: null, generated: false, description: null });
       }
     });

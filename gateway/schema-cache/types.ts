@@ -1,10 +1,13 @@
 // What the gateway knows about the database, loaded from pg_catalog (PostgREST's SchemaCache).
-// Every identifier the SQL builder writes comes from here, never from the request.
+// Every identifier the SQL builder writes comes from here, never from the request; so does
+// every piece of catalog text (types, defaults, function names), branded by the loader.
+
+import type { CatalogText } from '../engine/sql.js';
 
 export interface Column {
   name: string;
   /** Fully qualified type for casts of parameters: pg_catalog.int4, blog.mood, pg_catalog.text[]. */
-  typeSql: string;
+  typeSql: CatalogText;
   /** format_type(): integer, character varying(20), … for descriptions. */
   typeDisplay: string;
   /** Name of the base type (domains resolved): text, jsonb, tsvector, int4range … */
@@ -12,7 +15,7 @@ export interface Column {
   isArray: boolean;
   nullable: boolean;
   /** The default expression as Postgres prints it (pg_get_expr), or null. */
-  defaultExpr: string | null;
+  defaultExpr: CatalogText | null;
   generated: boolean;
   /** Roles (of those the server may become) that may read this column; null: not a table's. */
   readers?: string[] | null;
@@ -22,13 +25,13 @@ export interface Column {
    * to json (how values are shown), from text (how filter values are read) and from json (how
    * written values are read). Qualified function names.
    */
-  representation?: { toJson?: string; fromText?: string; fromJson?: string };
+  representation?: { toJson?: CatalogText; fromText?: CatalogText; fromJson?: CatalogText };
 }
 
 export interface ComputedField {
   schema: string;
   name: string;
-  typeSql: string;
+  typeSql: CatalogText;
   baseType: string;
   isArray: boolean;
 }
@@ -80,7 +83,7 @@ export interface Relationship {
 /** An input parameter of a function; unnamed ones have the name ''. */
 export interface RoutineParam {
   name: string;
-  typeSql: string;
+  typeSql: CatalogText;
   baseType: string;
   isArray: boolean;
   /** false when the parameter has a default and may be left out. */
@@ -115,7 +118,7 @@ export interface SchemaCache {
   /** Functions by schema.name; overloads share a key. */
   routines: Map<string, Routine[]>;
   /** Type names usable in casts: name (and aliases) → qualified SQL type. */
-  types: Map<string, string>;
+  types: Map<string, CatalogText>;
   loadedAt: Date;
   /** The role a request runs as: errors list only the columns and relations it may read. */
   viewer?: string;

@@ -4,8 +4,10 @@
 // text only as quoted identifiers. fast-check generates the hostile inputs.
 
 import fc from 'fast-check';
-import { ident } from '../../gateway/query/sql.js';
+import { compile, ident as identFragment } from '../../gateway/engine/sql.js';
 import { compileRead, compileRoutine, compileWrite, type Call } from './helpers/pipeline.js';
+
+const ident = (name: string) => compile(identFragment(name)).text;
 
 /** Strings built to break out of SQL: quotes, comments, dollar quoting, parameter markers, grammar characters. */
 const SEEDS = [
@@ -148,7 +150,9 @@ describe('client values reach SQL only as parameters', () => {
   });
 
   it('JSON keys of filters, order and select', () => {
-    const key = hostile.filter((k) => !/^-?\d+$/.test(k)); // an integer key is an array index: ::int4 is added to its parameter
+    // An integer key is an array index (::int4 is added to its parameter); a key with NUL is
+    // refused by the parser (400) before any SQL exists.
+    const key = hostile.filter((k) => !/^-?\d+$/.test(k) && !k.includes('\0'));
     fc.assert(
       fc.property(key, hostile, (k, v) => {
         const q = (kk: string, vv: string): [string, string][] => [
@@ -199,7 +203,7 @@ describe('client values reach SQL only as parameters', () => {
             body: { title: a, body: b },
           });
         expect(patch(v, w).text).toBe(patch(BENIGN, BENIGN).text);
-        expect(patch(v, w).params[0]).toBe(v);
+        expect(patch(v, w).params[1]).toBe(v); // after the body, which the text names first
         const post = (a: string) =>
           compileWrite('tags', {
             method: 'POST',
@@ -232,7 +236,7 @@ describe('client values reach SQL only as parameters', () => {
 });
 
 describe('client output names reach SQL only as quoted identifiers', () => {
-  // NUL is left out: a NUL in an alias is a separate question (ident() of query/sql.ts does not refuse it).
+  // NUL is left out: a NUL in an alias is a separate question (the parser refuses it before ident() would).
   const name = hostile.filter((s) => !s.includes('\0'));
   it('aliases of columns, embeds and JSON paths', () => {
     const B = 'benign_alias';

@@ -3,7 +3,14 @@
 
 import type { Embed, ReadNode, SelectOut } from '../../gateway/plan/types.js';
 import { blogSchema } from './helpers/schema.js';
+import type { InsertPlan, MutationPlan } from '../../gateway/plan/write.js';
 import { failure, planRead, planRoutine, planWrite } from './helpers/pipeline.js';
+
+/** The plan of a POST or PUT, which is an insert. */
+function inserted(plan: MutationPlan): InsertPlan {
+  if (plan.kind !== 'insert') throw new Error(`expected an insert plan, got ${plan.kind}`);
+  return plan;
+}
 
 const embeds = (n: ReadNode): Embed[] => n.embeds;
 const keys = (select: SelectOut[]) =>
@@ -241,13 +248,13 @@ describe('read plan errors', () => {
 
 describe('write plan', () => {
   it('inserts the columns of the body, all rows as one JSON parameter', () => {
-    const { plan } = planWrite('tags', {
+    const plan = inserted(planWrite('tags', {
       method: 'POST',
       body: [
         { id: 1, name: 'a' },
         { name: 'b', id: 2 },
       ],
-    });
+    }).plan);
     expect(plan).toMatchObject({
       kind: 'insert',
       bodyJson: '[{"id":1,"name":"a"},{"name":"b","id":2}]',
@@ -257,47 +264,47 @@ describe('write plan', () => {
     });
     expect(plan.columns.map((c) => c.name)).toEqual(['id', 'name']);
     expect(
-      planWrite('tags', { method: 'POST', query: 'columns=name', body: { name: 'a', extra: 1 } }).plan.columns.map(
+      inserted(planWrite('tags', { method: 'POST', query: 'columns=name', body: { name: 'a', extra: 1 } }).plan).columns.map(
         (c) => c.name,
       ),
     ).toEqual(['name']);
     expect(
-      planWrite('tags', { method: 'POST', body: { name: 'a' }, headers: { Prefer: 'missing=default' } }).plan
+      inserted(planWrite('tags', { method: 'POST', body: { name: 'a' }, headers: { Prefer: 'missing=default' } }).plan)
         .missingDefault,
     ).toBe(true);
   });
 
   it('reads CSV and form bodies', () => {
     expect(
-      planWrite('tags', { method: 'POST', headers: { 'Content-Type': 'text/csv' }, body: 'id,name\n1,"a,b"\n2,\n' })
-        .plan.bodyJson,
+      inserted(planWrite('tags', { method: 'POST', headers: { 'Content-Type': 'text/csv' }, body: 'id,name\n1,"a,b"\n2,\n' }).plan)
+        .bodyJson,
     ).toBe('[{"id":"1","name":"a,b"},{"id":"2","name":null}]');
     expect(
-      planWrite('tags', {
+      inserted(planWrite('tags', {
         method: 'POST',
         headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
         body: 'id=1&name=x%20y',
-      }).plan.bodyJson,
+      }).plan).bodyJson,
     ).toBe('[{"id":"1","name":"x y"}]');
   });
 
   it('upserts on the primary key or on_conflict columns', () => {
     expect(
-      planWrite('tags', {
+      inserted(planWrite('tags', {
         method: 'POST',
         body: { id: 1, name: 'a' },
         headers: { Prefer: 'resolution=merge-duplicates' },
-      }).plan.onConflict,
+      }).plan).onConflict,
     ).toEqual({ columns: ['id'], action: 'update' });
     expect(
-      planWrite('tags', {
+      inserted(planWrite('tags', {
         method: 'POST',
         query: 'on_conflict=name',
         body: { id: 1, name: 'a' },
         headers: { Prefer: 'resolution=ignore-duplicates' },
-      }).plan.onConflict,
+      }).plan).onConflict,
     ).toEqual({ columns: ['name'], action: 'nothing' });
-    expect(planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } }).plan.onConflict).toEqual({
+    expect(inserted(planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } }).plan).onConflict).toEqual({
       columns: ['id'],
       action: 'update',
     });
@@ -305,6 +312,7 @@ describe('write plan', () => {
 
   it('updates and deletes the filtered rows', () => {
     const patch = planWrite('tags', { method: 'PATCH', query: 'id=eq.1', body: { name: 'b' } }).plan;
+    if (patch.kind !== 'update') throw new Error('expected an update plan');
     expect(patch).toMatchObject({
       kind: 'update',
       bodyJson: '{"name":"b"}',
@@ -313,7 +321,6 @@ describe('write plan', () => {
     expect(patch.columns.map((c) => c.name)).toEqual(['name']);
     expect(planWrite('tags', { method: 'DELETE', query: 'id=in.(1,2)' }).plan).toMatchObject({
       kind: 'delete',
-      columns: [],
       conditions: [{ filter: { op: 'in' } }],
     });
   });

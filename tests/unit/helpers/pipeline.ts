@@ -27,8 +27,8 @@ let shared: SchemaCache | undefined;
 const defaultCache = (): SchemaCache => (shared ??= blogSchema().cache);
 
 export interface Compiled {
-  text: string;
-  params: (string | null)[];
+  readonly text: string;
+  readonly params: readonly (string | null)[];
 }
 
 export interface Call {
@@ -112,7 +112,7 @@ export function planWrite(
   const rows = bodyRows(req.body, req.headers['content-type']);
   if (api.method === 'PATCH') return { api, root, plan: updatePlan(rel, rows, root) };
   if (api.method === 'PUT') checkPut(api, rel, rows, root);
-  return { api, root, plan: insertPlan(api, rel, rows, root) };
+  return { api, root, plan: insertPlan(api, rel, rows) };
 }
 
 /** The one statement a POST/PUT/PATCH/DELETE runs. */

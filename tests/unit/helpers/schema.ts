@@ -12,6 +12,7 @@
 //   rename_user(uid int, new_name text) void VOLATILE, echo(json) json, greet(name text)/greet(name text, title text),
 //   ids_of(ids int[]) SETOF int, new_post(title text) posts VOLATILE, post_count() int8 STABLE
 
+import { catalogText } from '../../../gateway/engine/sql.js';
 import {
   relationKey,
   type Column,
@@ -47,7 +48,8 @@ interface ColumnSpec {
 }
 
 function column(name: string, spec: ColumnSpec): Column {
-  const typeSql = TYPES[spec.type] + (spec.array ? '[]' : '');
+  // Catalog text as the loader would brand it: this file stands in for loadSchemaCache.
+  const typeSql = catalogText(TYPES[spec.type] + (spec.array ? '[]' : ''));
   return {
     name,
     typeSql,
@@ -55,7 +57,7 @@ function column(name: string, spec: ColumnSpec): Column {
     baseType: spec.type,
     isArray: spec.array ?? false,
     nullable: spec.nullable ?? true,
-    defaultExpr: spec.default ?? null,
+    defaultExpr: spec.default === undefined ? null : catalogText(spec.default),
     generated: spec.generated ?? false,
     description: null,
   };
@@ -86,7 +88,7 @@ function relation(
 }
 
 function param(name: string, type: string, required = true, array = false): RoutineParam {
-  return { name, typeSql: TYPES[type] + (array ? '[]' : ''), baseType: type, isArray: array, required };
+  return { name, typeSql: catalogText(TYPES[type] + (array ? '[]' : '')), baseType: type, isArray: array, required };
 }
 
 function routine(
@@ -145,7 +147,7 @@ export function blogSchema(): BlogSchema {
   posts.computed.set('title_upper', {
     schema: SCHEMA,
     name: 'title_upper',
-    typeSql: 'pg_catalog.text',
+    typeSql: catalogText('pg_catalog.text'),
     baseType: 'text',
     isArray: false,
   });
@@ -238,9 +240,9 @@ export function blogSchema(): BlogSchema {
   fn(routine('post_count', [], { setOf: false, kind: 'scalar' }, 'stable'));
   fn(routine('ids_of', [param('ids', 'int4', true, true)], { setOf: true, kind: 'scalar' }, 'stable'));
 
-  const types = new Map<string, string>(Object.entries(TYPES));
+  const types = new Map(Object.entries(TYPES).map(([k, v]) => [k, catalogText(v)]));
   for (const [alias, name] of Object.entries({ integer: 'int4', int: 'int4', bigint: 'int8', boolean: 'bool' }))
-    types.set(alias, TYPES[name]);
+    types.set(alias, catalogText(TYPES[name]));
 
   const all = [users, posts, comments, tags, postTags, publishedPosts, logs];
   return {
