@@ -7,10 +7,7 @@ import { ApiError, catalogue } from './errors/catalogue.js';
 
 // The errors themselves, every one of them, are in errors/catalogue.ts; this module maps what
 // is thrown (Postgres errors, lost connections, body-parser refusals, bugs) onto them.
-export { ApiError, catalogue, type ErrorBody, type ErrorDetails } from './errors/catalogue.js';
-
-/** A 500 that says nothing about the internals; the cause is logged, never sent. */
-export const internalError = (): ApiError => catalogue.internal();
+export { ApiError, catalogue } from './errors/catalogue.js';
 
 // ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
 
@@ -62,7 +59,7 @@ export interface PgErrorContext {
  * message, detail and hint. Messages name tables, columns and constraints (useful to a client),
  * never SQL text.
  */
-export function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
+function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
   if (err.code === 'PGRST') return raisedError(err);
   const status = pgErrorStatus(err.code, ctx.anonymous);
   let message = err.message;
@@ -123,7 +120,7 @@ export function isConnectionError(err: unknown): boolean {
  * connection could be made, PGRST001 when one was lost or Postgres is shutting down. The pool
  * reconnects by itself on the next request; nothing needs a restart.
  */
-export function connectionError(err: unknown): ApiError {
+function connectionError(err: unknown): ApiError {
   const code = (err as { code?: string }).code ?? '';
   return UNREACHABLE.has(code) || code === '57P03' ? catalogue.couldNotConnect() : catalogue.connectionLost();
 }

@@ -88,7 +88,7 @@ export function createApp(ctx: AppContext): Express {
 }
 
 /** Answers anything thrown in the one error shape; an unexpected error is a logged 500. */
-export const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
+const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
   const { error, unexpected } = toApiError(err);
   if (unexpected) log.error(errorFields(err), 'unexpected error');
   if (res.headersSent) return;

@@ -34,7 +34,7 @@ export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
 
 const REALM = { 'WWW-Authenticate': 'Bearer realm="tally"' };
 
-export const missingToken = (): ApiError =>
+const missingToken = (): ApiError =>
   catalogue.noCredential('No workspace token found in request', 'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body', REALM);
 
 const invalidToken = (): ApiError =>

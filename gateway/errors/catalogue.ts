@@ -212,4 +212,3 @@ export const catalogue = {
     message: 'Bad request', details })),
 } as const;
 
-export type CatalogueKey = keyof typeof catalogue;

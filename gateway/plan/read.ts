@@ -3,7 +3,7 @@
 
 import { catalogArrayOf, type CatalogText } from '../engine/sql.js';
 import { catalogue, type ApiError } from '../errors.js';
-import type { ApiRequest, Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
+import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
@@ -15,7 +15,7 @@ export class AliasCounter {
   }
 }
 
-export function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
   return catalogue.undefinedColumn(rel.name, name, columnsHint(rel, viewer));
 }
 
@@ -54,7 +54,7 @@ function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: s
 }
 
 /** A type the client named in a cast, as the schema cache's catalog text for it. */
-export function resolveType(cache: SchemaCache, name: string): CatalogText {
+function resolveType(cache: SchemaCache, name: string): CatalogText {
   const array = name.endsWith('[]');
   const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
   const t = cache.types.get(base);

@@ -38,7 +38,7 @@ export interface DeletePlan {
 
 export type MutationPlan = InsertPlan | UpdatePlan | DeletePlan;
 
-export function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
+function unknownBodyColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
   return catalogue.noColumn(name, rel.name, columnsHint(rel, viewer));
 }
 

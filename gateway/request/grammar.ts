@@ -9,7 +9,7 @@ import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef,
  * Postgres cannot hold NUL in a name (PostgREST cuts names there): a name with one is refused
  * here, before any SQL exists, rather than sent and answered by a broken connection.
  */
-export function refuseNul(name: string, what: string): string {
+function refuseNul(name: string, what: string): string {
   if (name.includes('\0')) {
     throw catalogue.parse(what, 'a name contains the NUL character (%00)', 'Names cannot contain NUL; remove it');
   }
