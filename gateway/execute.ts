@@ -9,7 +9,7 @@ import type { AuthContext } from './call.js';
 import { ApiError, connectionError, fromPgError, internalError, isConnectionError, isPgError, type PgErrorContext } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
 import { ident } from './query/sql.js';
-import { errorFields, log } from './log.js';
+import { errorFields, log } from './engine/log.js';
 
 export interface Statement {
   text: string;
@@ -20,6 +20,8 @@ export interface TransactionOptions {
   readOnly: boolean;
   auth: AuthContext;
   anonRole: string;
+  /** Roles that may only read (EngineConfig): their refused writes are answered as such. */
+  readOnlyRoles: string[];
   preRequest: string | undefined;
   statementTimeoutMs: number;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
@@ -58,7 +60,7 @@ const preRequestSql = (name: string) => name.split('.').map(ident).join('.');
 export async function runTransaction(db: Pool, opts: TransactionOptions, statements: Statement[], decide?: Decide): Promise<Row[][]> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
-    readOnlyWrite: opts.write && (opts.auth.claims.scope === 'read' || opts.auth.role === 'api_read'),
+    readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
     statementTimeoutMs: opts.statementTimeoutMs,
   };
   const asked = performance.now();
