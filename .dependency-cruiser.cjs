@@ -32,6 +32,20 @@ module.exports = {
       to: { path: APP, pathNot: ENGINE },
     },
     {
+      name: 'surfaces-plug-in',
+      severity: 'error',
+      comment: 'The server and the command line reach MCP (and any surface) through gateway/surfaces.ts, not directly.',
+      from: { path: '^gateway/(server\\.ts$|cli/)' },
+      to: { path: '^(mcp|gateway/(wrapper|settings))/' },
+    },
+    {
+      name: 'admin-knows-no-surface',
+      severity: 'error',
+      comment: 'Administration (workspaces, tokens, keys, members) is used by the surfaces and the CLI, never the other way round.',
+      from: { path: '^gateway/admin/' },
+      to: { path: '^(mcp|gateway/(settings|wrapper|rest|cli))/' },
+    },
+    {
       name: 'no-orphans',
       severity: 'error',
       comment: 'A source file nothing imports is dead code (entry points and tests excepted).',

@@ -1,4 +1,4 @@
-// Configuration from the environment (DESIGN.md, "Configuration"). Parsed once at start; a bad
+// Configuration from the environment. Parsed once at start; a bad
 // value stops the start with a one-line message instead of surfacing later as a 500.
 
 import type { EngineConfig } from './engine/config.js';
