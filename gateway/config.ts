@@ -69,7 +69,8 @@ export function loadConfig(env: Env = process.env): Config {
   const apiRoles = list(env.TALLY_DB_API_ROLES ?? 'anon,api_read,api_write');
   for (const r of apiRoles) if (!identifier.test(r)) throw new ConfigError(`TALLY_DB_API_ROLES: "${r}" is not a role name`);
   if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
-  const readOnlyRoles = list(env.TALLY_DB_READ_ONLY_ROLES ?? 'api_read');
+  // Unset: api_read, where it is an API role (a database of its own may have other roles).
+  const readOnlyRoles = env.TALLY_DB_READ_ONLY_ROLES === undefined ? apiRoles.filter((r) => r === 'api_read') : list(env.TALLY_DB_READ_ONLY_ROLES);
   for (const r of readOnlyRoles) if (!apiRoles.includes(r)) throw new ConfigError(`TALLY_DB_READ_ONLY_ROLES: "${r}" is not one of TALLY_DB_API_ROLES`);
   const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? 'tally.check_request').trim();
   if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
