@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import { exited, tally, tallyServer } from './harness/cli.js';
-import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+import { createTestDatabase, databaseUrl, type TestDatabase } from './harness/db.js';
 
 // Tally in front of a database that is not Tally's: a DBA's own `categories` table with its own
 // row-level security, the gateway's state only (`tally migrate --gateway-only`), no finance app
@@ -16,13 +18,20 @@ describe('Tally in front of your own database', () => {
   let db: TestDatabase;
   let home: string;
   let env: Record<string, string | undefined>;
+  // The server's login of this database: a login of its own, because roles are cluster-wide
+  // and other test files make the shared authenticator a member of their fixture roles.
+  const login = 'foreign_login_' + randomBytes(4).toString('hex');
+  const password = randomBytes(12).toString('hex');
 
   beforeAll(async () => {
     db = await createTestDatabase({ empty: true });
+    const serverLogin = new URL(db.url);
+    serverLogin.username = login;
+    serverLogin.password = password;
     home = await mkdtemp(join(tmpdir(), 'tally-foreign-'));
     env = {
       DATABASE_URL: db.url,
-      TALLY_DB_URI: serverUrl(db.url),
+      TALLY_DB_URI: serverLogin.toString(),
       TALLY_JWT_SECRET: SECRET,
       TALLY_PUBLISHABLE_KEYS: API_KEY,
       TALLY_DB_PRE_REQUEST: '',
@@ -32,10 +41,17 @@ describe('Tally in front of your own database', () => {
     // The DBA's table, there before Tally: whoever the JWT's `sub` names sees their rows.
     await db.admin.unsafe(`
       CREATE TABLE public.categories (id int PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
-      INSERT INTO public.categories VALUES (1, 'books', 'alice'), (2, 'garden', 'bob'), (3, 'music', 'alice');`);
+      INSERT INTO public.categories VALUES (1, 'books', 'alice'), (2, 'garden', 'bob'), (3, 'music', 'alice');
+      CREATE ROLE ${login} LOGIN NOINHERIT PASSWORD '${password}';`);
   });
   afterAll(async () => {
     await db.drop();
+    const cluster = postgres(databaseUrl('postgres'), { max: 1, onnotice: () => {} });
+    try {
+      await cluster.unsafe(`DROP ROLE IF EXISTS ${login}`);
+    } finally {
+      await cluster.end();
+    }
     await rm(home, { recursive: true, force: true });
   });
 
@@ -59,7 +75,11 @@ describe('Tally in front of your own database', () => {
       ALTER TABLE public.categories ENABLE ROW LEVEL SECURITY;
       ALTER TABLE public.categories FORCE ROW LEVEL SECURITY;
       CREATE POLICY own_rows ON public.categories FOR SELECT TO api_read USING (owner = tally.jwt_claims() ->> 'sub');
-      GRANT SELECT ON public.categories TO api_read;`);
+      GRANT SELECT ON public.categories TO api_read;
+      GRANT anon, api_read, api_write TO ${login};
+      GRANT USAGE ON SCHEMA tally TO ${login};
+      GRANT EXECUTE ON FUNCTION tally.publishable_key_active(bytea), tally.rate_limit_take(text, integer, integer),
+        tally.rate_limit_undo(text), tally.rate_limit_reset(text), tally.rate_limit_get(text) TO ${login};`);
 
     const { child, output } = await tallyServer(['serve'], env, /Tally is up on http:\/\/\S+/);
     try {
