@@ -1,7 +1,10 @@
 // Configuration from the environment (the README's configuration table lists it). Parsed once at start; a bad
 // value stops the start with a one-line message instead of surfacing later as a 500.
 
-export interface Config {
+import type { EngineConfig } from './engine/config.js';
+
+/** The service's configuration: the engine's (EngineConfig) and what the server and the app add. */
+export interface Config extends EngineConfig {
   /** An external Postgres, the owner's login (migrations, CLI). Unset: embedded Postgres in `home`. */
   databaseUrl: string | undefined;
   /** The server's own login (authenticator); required with databaseUrl, derived in embedded mode. */
@@ -11,38 +14,21 @@ export interface Config {
   embeddedPort: number;
   port: number;
   host: string;
-  /** Exposed schemas; the first is the default. */
-  schemas: string[];
-  anonRole: string;
-  /** The roles a JWT's `role` claim may name; any other is refused with a 401. */
-  apiRoles: string[];
-  /** Qualified name of the function run in every request transaction, or undefined. */
-  preRequest: string | undefined;
   /** HS256 secrets: the current one signs, both verify (rotation without cutting clients off). */
   jwtSecret: string | undefined;
   jwtPreviousSecret: string | undefined;
   publishableKeys: string[];
   rateLimitPerMinute: number;
-  maxBodyBytes: number;
-  statementTimeoutMs: number;
   /** Connections to Postgres, how long a request waits for one, how many one token may hold. */
   poolSize: number;
   poolAcquireTimeoutMs: number;
   poolPerToken: number;
-  /** Cost bounds of one request: embed depth, select width (request/limits.ts), work_mem. */
-  maxEmbedDepth: number;
-  maxSelectWidth: number;
-  workMem: string;
   logLevel: string;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
   /** Failed settings sign-ins per (email, client address) / per client address in 15 minutes before growing delays. */
   signInFailuresPerAccount: number;
   signInFailuresPerAddress: number;
-  /** count(), sum(), avg(), min(), max() in select (PostgREST's db-aggregates-enabled); off: PGRST123. */
-  aggregatesEnabled: boolean;
-  /** Accept: application/vnd.pgrst.plan answers EXPLAIN of the request's query (db-plan-enabled); off: 406. */
-  planEnabled: boolean;
   /** Statements are prepared on their connection (PostgREST's db-prepared-statements); off behind a transaction pooler. */
   preparedStatements: boolean;
 }
@@ -83,6 +69,9 @@ export function loadConfig(env: Env = process.env): Config {
   const apiRoles = list(env.TALLY_DB_API_ROLES ?? 'anon,api_read,api_write');
   for (const r of apiRoles) if (!identifier.test(r)) throw new ConfigError(`TALLY_DB_API_ROLES: "${r}" is not a role name`);
   if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
+  // Unset: api_read, where it is an API role (a database of its own may have other roles).
+  const readOnlyRoles = env.TALLY_DB_READ_ONLY_ROLES === undefined ? apiRoles.filter((r) => r === 'api_read') : list(env.TALLY_DB_READ_ONLY_ROLES);
+  for (const r of readOnlyRoles) if (!apiRoles.includes(r)) throw new ConfigError(`TALLY_DB_READ_ONLY_ROLES: "${r}" is not one of TALLY_DB_API_ROLES`);
   const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? 'tally.check_request').trim();
   if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
     throw new ConfigError(`TALLY_DB_PRE_REQUEST: "${preRequestRaw}" is not a function name`);
@@ -111,6 +100,7 @@ export function loadConfig(env: Env = process.env): Config {
     schemas,
     anonRole,
     apiRoles,
+    readOnlyRoles,
     preRequest: preRequestRaw === '' ? undefined : preRequestRaw,
     jwtSecret,
     jwtPreviousSecret,

@@ -9,12 +9,14 @@ import type { AuthContext } from './call.js';
 import { ApiError, isConnectionError, isPgError, toApiError, type PgErrorContext } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
 import { compile, ident, join, run, sql, text, type CompiledSql } from './engine/sql.js';
-import { errorFields, log } from './log.js';
+import { errorFields, log } from './engine/log.js';
 
 export interface TransactionOptions {
   readOnly: boolean;
   auth: AuthContext;
   anonRole: string;
+  /** Roles that may only read (EngineConfig): their refused writes are answered as such. */
+  readOnlyRoles: string[];
   preRequest: string | undefined;
   statementTimeoutMs: number;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
@@ -71,7 +73,7 @@ const preRequestStatement = (name: string): CompiledSql => compile(sql`SELECT ${
 export async function runTransaction(db: Pool, opts: TransactionOptions, statements: readonly CompiledSql[], decide?: Decide): Promise<Row[][]> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
-    readOnlyWrite: opts.write && (opts.auth.claims.scope === 'read' || opts.auth.role === 'api_read'),
+    readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
     statementTimeoutMs: opts.statementTimeoutMs,
   };
   const asked = performance.now();

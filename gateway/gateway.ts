@@ -3,7 +3,7 @@
 
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
-import type { AppContext } from './context.js';
+import type { EngineContext } from './engine/config.js';
 import { catalogue } from './errors.js';
 import { join, prefixed, sql, type Fragment } from './engine/sql.js';
 import { runTransaction, type TransactionOptions } from './execute.js';
@@ -21,17 +21,17 @@ import { SchemaCacheHolder } from './schema-cache/index.js';
 import type { SchemaCache } from './schema-cache/types.js';
 import { Lru } from './lru.js';
 
-const holders = new WeakMap<AppContext, SchemaCacheHolder>();
+const holders = new WeakMap<EngineContext, SchemaCacheHolder>();
 
 /** The schema cache of a server context: one per context, shared by every surface. */
-export function schemaCacheOf(ctx: AppContext): SchemaCacheHolder {
+export function schemaCacheOf(ctx: EngineContext): SchemaCacheHolder {
   let h = holders.get(ctx);
   if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas)));
   return h;
 }
 
 /** The exposed schema a request addresses: explicit, or by Accept-Profile/Content-Profile. */
-export function requestSchema(ctx: AppContext, req: GatewayRequest): string {
+export function requestSchema(ctx: EngineContext, req: GatewayRequest): string {
   const read = req.method === 'GET' || req.method === 'HEAD';
   const asked = req.schema ?? (read ? req.headers['accept-profile'] : req.headers['content-profile']);
   const schemas = ctx.config.schemas;
@@ -71,11 +71,11 @@ function readKey(req: GatewayRequest, auth: AuthContext): string | undefined {
   return [req.method, req.schema ?? '', h['accept-profile'] ?? '', req.relation, req.query.toString(), auth.role, h.accept ?? '', h.prefer ?? '', h.range ?? ''].join('\0');
 }
 
-function readOptions(ctx: AppContext, auth: AuthContext): TransactionOptions {
-  return { readOnly: true, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest, statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write: false };
+function readOptions(ctx: EngineContext, auth: AuthContext): TransactionOptions {
+  return { readOnly: true, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest, statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write: false };
 }
 
-export function createGateway(ctx: AppContext): GatewayCall {
+export function createGateway(ctx: EngineContext): GatewayCall {
   const holder = schemaCacheOf(ctx);
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     refuseDeepJson(req.body);
@@ -109,7 +109,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
     }
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
-      readOnly: !write, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
+      readOnly: !write, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest,
       statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write,
     };
     if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);
@@ -117,7 +117,7 @@ export function createGateway(ctx: AppContext): GatewayCall {
   };
 }
 
-async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions, key: string | undefined): Promise<GatewayResponse> {
+async function runRead(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions, key: string | undefined): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
   const root = readPlan({
     cache, relation, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(), aggregatesEnabled: ctx.config.aggregatesEnabled,
@@ -130,7 +130,7 @@ async function runRead(ctx: AppContext, cache: SchemaCache, api: ApiRequest, tx:
   return executeRead(ctx, compiled, tx);
 }
 
-async function executeRead(ctx: AppContext, { api, statements }: CompiledRead, tx: TransactionOptions): Promise<GatewayResponse> {
+async function executeRead(ctx: EngineContext, { api, statements }: CompiledRead, tx: TransactionOptions): Promise<GatewayResponse> {
   const results = await runTransaction(ctx.db, tx, statements.explain ? [statements.main, statements.explain] : [statements.main]);
   return readResult(api, results);
 }
@@ -156,7 +156,7 @@ function readResult(api: ApiRequest, results: Row[][], extraHeaders: Record<stri
  * for VOLATILE ones over POST (Prefer: tx=rollback honoured), in the request's transaction
  * model. Rows of a table-typed function are read like a table's; scalars are one JSON value.
  */
-async function runRoutine(ctx: AppContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+async function runRoutine(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
   const call = routinePlan(cache, api, req.body, req.headers['content-type']);
   const returns = call.routine.returns;
   const rtx: TransactionOptions = { ...tx, readOnly: call.readOnly, write: !call.readOnly };
@@ -191,7 +191,7 @@ const MEDIA_NAMES: Record<PlanMedia['for'], string> = { json: 'application/json'
  * its transaction (role, claims, pre-request), always rolled back, so EXPLAIN ANALYZE of a
  * write or a VOLATILE function changes nothing.
  */
-async function planResponse(ctx: AppContext, tx: TransactionOptions, statement: Statement, plan: PlanMedia): Promise<GatewayResponse> {
+async function planResponse(ctx: EngineContext, tx: TransactionOptions, statement: Statement, plan: PlanMedia): Promise<GatewayResponse> {
   const options = [EXPLAIN_FORMATS[plan.format], ...plan.options.map((o) => EXPLAIN_OPTIONS[o])];
   const [rows] = await runTransaction(ctx.db, tx, [prefixed(sql`EXPLAIN (${join(options)}) `, statement)], () => 'rollback');
   const body = plan.format === 'json'
@@ -208,7 +208,7 @@ function plannedRows(rows: Row[] | undefined): number | undefined {
   return typeof n === 'number' ? n : undefined;
 }
 
-async function runWrite(ctx: AppContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+async function runWrite(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
   const root = readPlan({
     cache, relation, select: api.select, nodes: api.nodes, range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },

@@ -15,5 +15,7 @@ function findPackageRoot(): string {
 }
 
 export const packageRoot = findPackageRoot();
+/** The finance app's migrations; the gateway's own set is in its gateway/ folder. */
 export const migrationsDir = join(packageRoot, 'sql');
+export const gatewayMigrationsDir = join(migrationsDir, 'gateway');
 export const policiesDir = join(packageRoot, 'policies');

@@ -1,38 +1,7 @@
 -- Up Migration
--- Roles, the internal schema `tally`, and the internal tables that API roles never see.
---
--- Roles are cluster-wide, so they are created only when missing (several databases on one
--- cluster share them) and are not dropped by the down migration; what belongs to this
--- database (schemas, tables, grants) is.
-
-DO $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'anon') THEN
-    CREATE ROLE anon NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'api_read') THEN
-    CREATE ROLE api_read NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'api_write') THEN
-    CREATE ROLE api_write NOLOGIN;
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'authenticator') THEN
-    -- The gateway's login role: it has no privileges of its own (NOINHERIT) and only
-    -- becomes one of the API roles with SET LOCAL ROLE inside a request's transaction.
-    CREATE ROLE authenticator LOGIN NOINHERIT;
-  END IF;
-END
-$$;
-
-GRANT api_read TO api_write;
-GRANT anon, api_read, api_write TO authenticator;
-
-CREATE SCHEMA tally;
-REVOKE ALL ON SCHEMA tally FROM PUBLIC;
-GRANT USAGE ON SCHEMA tally TO anon, api_read, api_write;
-
--- Functions are executable by PUBLIC by default; Tally's are granted one by one.
-ALTER DEFAULT PRIVILEGES IN SCHEMA tally REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- The finance app's internal tables that API roles never see, its workspace claim and its
+-- pre-request check. The roles and schema `tally` are the gateway's own state
+-- (sql/gateway/001_gateway_state.sql, which runs first).
 
 CREATE TABLE public.workspaces (
   id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -80,26 +49,12 @@ CREATE TABLE public.api_tokens (
 );
 CREATE INDEX api_tokens_workspace_idx ON public.api_tokens (workspace_id);
 
--- Publishable (public client) keys for the direct table interface: hashed as well.
-CREATE TABLE public.publishable_keys (
-  id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-  label      text NOT NULL DEFAULT '',
-  key_hash   bytea NOT NULL UNIQUE CONSTRAINT publishable_keys_hash_length CHECK (octet_length(key_hash) = 32),
-  created_at timestamptz NOT NULL DEFAULT now(),
-  revoked_at timestamptz
-);
-
--- The claims of the request's JWT, as the gateway sets them for the transaction.
-CREATE FUNCTION tally.jwt_claims() RETURNS jsonb
-LANGUAGE sql STABLE
-AS $$ SELECT coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb $$;
-
 -- The workspace of the request; NULL without a JWT, so that RLS lets no row through.
 CREATE FUNCTION tally.current_workspace_id() RETURNS uuid
 LANGUAGE sql STABLE
 AS $$ SELECT nullif(tally.jwt_claims() ->> 'workspace_id', '')::uuid $$;
 
-GRANT EXECUTE ON FUNCTION tally.jwt_claims(), tally.current_workspace_id() TO anon, api_read, api_write;
+GRANT EXECUTE ON FUNCTION tally.current_workspace_id() TO anon, api_read, api_write;
 
 -- The pre-request check, run in every request's transaction. A JWT outlives neither the
 -- revocation of its workspace token nor the workspace's API switch: both are read here, on
@@ -140,8 +95,6 @@ $$;
 GRANT EXECUTE ON FUNCTION tally.check_request() TO anon, api_read, api_write;
 
 -- Down Migration
-DROP FUNCTION IF EXISTS tally.check_request();
-DROP TABLE IF EXISTS public.publishable_keys, public.api_tokens, public.billing_accounts,
+DROP FUNCTION IF EXISTS tally.check_request(), tally.current_workspace_id();
+DROP TABLE IF EXISTS public.api_tokens, public.billing_accounts,
   public.workspace_members, public.user_credentials, public.workspaces;
-DROP SCHEMA IF EXISTS tally CASCADE;
--- Roles are cluster-wide and may serve other databases: they stay.

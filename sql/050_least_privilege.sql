@@ -37,16 +37,6 @@ $$;
 
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA tally FROM PUBLIC;
 
--- `tally migrate` and `tally up` set the password of the server's login with this (the owner
--- runs it; no API role or authenticator can).
-CREATE FUNCTION tally.set_login_password(login text, password text) RETURNS void
-LANGUAGE plpgsql VOLATILE
-AS $$
-BEGIN
-  EXECUTE format('ALTER ROLE %I WITH LOGIN PASSWORD %L', login, password);
-END
-$$;
-REVOKE EXECUTE ON FUNCTION tally.set_login_password(text, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION tally.check_request() RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -100,7 +90,6 @@ END
 $$;
 
 -- Down Migration
-DROP FUNCTION IF EXISTS tally.set_login_password(text, text);
 CREATE OR REPLACE FUNCTION tally.check_request() RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public

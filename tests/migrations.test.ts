@@ -16,7 +16,11 @@ describe('migrations', () => {
   it('go up, down to nothing, and up again cleanly', async () => {
     // Several people add migrations (005…, 010…, 020…): check those known here, in file order.
     const ran = await migrate(db.url);
-    expect(ran).toEqual([...ran].sort());
+    // The gateway's own set first, then the app's, each in file order.
+    const gatewaySet = ran.filter((n) => n.startsWith('gateway/'));
+    expect(gatewaySet).toEqual(['gateway/001_gateway_state']);
+    expect(ran.slice(0, gatewaySet.length)).toEqual(gatewaySet);
+    expect(ran.slice(gatewaySet.length)).toEqual([...ran.slice(gatewaySet.length)].sort());
     expect(ran).toEqual(expect.arrayContaining([
       '001_roles_and_internal', '002_finance', '003_admin', '004_publishable_keys_check', '005_access', '020_settings', '021_settings_passwords',
       '030_lookup_change_notify', '040_fund_summary', '050_field_rules_in_database',
@@ -35,6 +39,36 @@ describe('migrations', () => {
     expect(await migrate(db.url)).toEqual(ran);
     expect(await tables()).toEqual(afterUp);
     expect(await migrate(db.url)).toEqual([]); // nothing pending
+  });
+
+  it('an install from before the gateway had a set of its own gets it without losing anything', async () => {
+    // Such a database has every app migration recorded and the gateway's objects made by them,
+    // but no gateway_migrations rows: what is left after forgetting them here.
+    await migrate(db.url);
+    await db.admin`INSERT INTO public.publishable_keys (label, key_hash) VALUES ('kept', ${Buffer.alloc(32, 7)})`;
+    await db.admin`SELECT * FROM tally.rate_limit_take('kept', 60000, 3)`;
+    await db.admin`DELETE FROM tally_migrations.gateway_migrations`;
+
+    expect(await migrate(db.url)).toEqual(['gateway/001_gateway_state']);
+    expect(await migrate(db.url)).toEqual([]);
+    expect(await db.admin`SELECT label FROM public.publishable_keys WHERE label = 'kept'`).toEqual([{ label: 'kept' }]);
+    expect(await db.admin`SELECT hits FROM tally.rate_limit_get('kept')`).toEqual([{ hits: 3 }]);
+    expect(await db.admin`SELECT tally.publishable_key_active(${Buffer.alloc(32, 7)}) AS active`).toEqual([{ active: true }]);
+  });
+
+  it('installs only the gateway\'s state with the gateway set, and takes it away again', async () => {
+    const other = await createTestDatabase({ empty: true });
+    try {
+      expect(await migrate(other.url, 'up', Infinity, ['gateway'])).toEqual(['gateway/001_gateway_state']);
+      const objects = await other.admin<{ t: string }[]>`
+        SELECT table_schema || '.' || table_name AS t FROM information_schema.tables
+         WHERE table_schema IN ('public', 'tally') ORDER BY 1`;
+      expect(objects.map((r) => r.t)).toEqual(['public.publishable_keys', 'tally.rate_limits']);
+      expect(await migrate(other.url, 'down', Infinity, ['gateway'])).toEqual(['gateway/001_gateway_state']);
+      expect(await other.admin`SELECT nspname FROM pg_namespace WHERE nspname = 'tally'`).toEqual([]);
+    } finally {
+      await other.drop();
+    }
   });
 
   it('applies the policies idempotently, forcing RLS on every tenant table', async () => {

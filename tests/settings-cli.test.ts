@@ -1,4 +1,4 @@
-import { checkPassword } from '../gateway/settings/passwords.js';
+import { checkPassword } from '../gateway/admin/passwords.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';

@@ -7,7 +7,7 @@ import { jest } from '@jest/globals';
 const verify = jest.fn(async (_hash: string, _password: string) => false);
 const hash = jest.fn(async (password: string) => `$argon2id$dummy$${password.length}`);
 jest.unstable_mockModule('@node-rs/argon2', () => ({ hash, verify }));
-const { checkPassword } = await import('../gateway/settings/passwords.js');
+const { checkPassword } = await import('../gateway/admin/passwords.js');
 
 describe('checkPassword', () => {
   beforeEach(() => verify.mockClear());

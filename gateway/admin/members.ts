@@ -1,5 +1,5 @@
 import type { Sql } from 'postgres';
-import { hashPassword, newPassword, passwordProblem } from '../settings/passwords.js';
+import { hashPassword, newPassword, passwordProblem } from './passwords.js';
 import { AdminError } from './workspaces.js';
 
 // Workspace members: the people who sign in to the settings pages. The CLI adds them (there

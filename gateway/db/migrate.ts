@@ -2,26 +2,50 @@ import { runner } from 'node-pg-migrate';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { migrationsDir, policiesDir } from '../paths.js';
+import { gatewayMigrationsDir, migrationsDir, policiesDir } from '../paths.js';
 
-// Schema changes are node-pg-migrate migrations in sql/; RLS policies are idempotent files in
+// Schema changes are node-pg-migrate migrations in two sets, each with its own table: the
+// gateway's own state (sql/gateway/: roles, schema tally, the functions the server calls), which
+// any database Tally stands in front of needs, and the finance app's (sql/: its tables,
+// workspaces, tokens, settings), which builds on it. RLS policies are idempotent files in
 // policies/ applied after them (what a DBA edits). Both end with a schema-cache reload notice.
 
-export async function migrate(databaseUrl: string, direction: 'up' | 'down' = 'up', count = Infinity): Promise<string[]> {
-  const ran = await runner({
-    databaseUrl,
-    dir: migrationsDir,
-    direction,
-    count,
-    migrationsTable: 'pgmigrations',
-    migrationsSchema: 'tally_migrations',
-    createMigrationsSchema: true,
-    checkOrder: true,
-    singleTransaction: true,
-    log: () => {},
-  });
+export type MigrationSet = 'gateway' | 'app';
+
+const SETS: Record<MigrationSet, { dir: string; table: string; prefix: string }> = {
+  gateway: { dir: gatewayMigrationsDir, table: 'gateway_migrations', prefix: 'gateway/' },
+  // The app's table keeps the name it had when it was the only set, so that a database
+  // migrated then knows what it has.
+  app: { dir: migrationsDir, table: 'pgmigrations', prefix: '' },
+};
+
+/**
+ * Runs the sets in order, up: the gateway's first; down: in reverse, `count` migrations in
+ * all. Returns the names run, the gateway's prefixed with "gateway/".
+ */
+export async function migrate(databaseUrl: string, direction: 'up' | 'down' = 'up', count = Infinity, sets: MigrationSet[] = ['gateway', 'app']): Promise<string[]> {
+  const ordered = (['gateway', 'app'] as const).filter((s) => sets.includes(s));
+  if (direction === 'down') ordered.reverse();
+  const names: string[] = [];
+  for (const set of ordered) {
+    if (names.length >= count) break;
+    const { dir, table, prefix } = SETS[set];
+    const ran = await runner({
+      databaseUrl,
+      dir,
+      direction,
+      count: count - names.length,
+      migrationsTable: table,
+      migrationsSchema: 'tally_migrations',
+      createMigrationsSchema: true,
+      checkOrder: true,
+      singleTransaction: true,
+      log: () => {},
+    });
+    names.push(...ran.map((m) => prefix + m.name));
+  }
   await notifyReload(databaseUrl);
-  return ran.map((m) => m.name);
+  return names;
 }
 
 export async function applyPolicies(databaseUrl: string): Promise<string[]> {

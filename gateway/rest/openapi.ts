@@ -34,7 +34,7 @@ export async function openApiDocument(ctx: AppContext, auth: AuthContext, schema
   const cache = await schemaCacheOf(ctx).get();
   const relations = [...cache.relations.values()].filter((r) => r.schema === schema);
   const [rows] = await runTransaction(ctx.db, {
-    readOnly: true, auth, anonRole: ctx.config.anonRole, preRequest: ctx.config.preRequest,
+    readOnly: true, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest,
     statementTimeoutMs: ctx.config.statementTimeoutMs, write: false,
   }, [readableColumnsStatement(relations.map((r) => r.oid))]);
   const readable = new Map<number, Set<string>>();

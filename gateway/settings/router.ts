@@ -10,7 +10,7 @@ import type { Pool } from '../db/pool.js';
 import { errorFields, log } from '../log.js';
 import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
-import { checkPassword, hashPassword, passwordProblem } from './passwords.js';
+import { checkPassword, hashPassword, passwordProblem } from '../admin/passwords.js';
 import {
   clearSessionCookie, loginToken, newSecret, readCookie, sameSecret, secretHash, sessionSecret, setSessionCookie, validLoginToken,
 } from './session.js';

@@ -1,6 +1,6 @@
 import type { Scope } from '../admin/tokens.js';
 import { html, type Html, type HtmlValue } from './html.js';
-import { MIN_PASSWORD_LENGTH } from './passwords.js';
+import { MIN_PASSWORD_LENGTH } from '../admin/passwords.js';
 import type { MemberWorkspace, Session, TokenRow } from './store.js';
 
 // The pages of /settings: plain server-rendered HTML, one stylesheet and one small script of

@@ -19,7 +19,7 @@ function clusterUrl(): string {
   return url;
 }
 
-function databaseUrl(database: string): string {
+export function databaseUrl(database: string): string {
   const u = new URL(clusterUrl());
   u.pathname = '/' + database;
   return u.toString();

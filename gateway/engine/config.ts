@@ -1,0 +1,32 @@
+import type { Pool } from '../db/pool.js';
+
+// What the engine needs to know about its deployment, and nothing about any app: the roles it
+// switches to, the function it runs before every request, and the bounds of a request's cost.
+// The service's configuration (gateway/config.ts) is a superset of it.
+
+export interface EngineConfig {
+  /** Exposed schemas; the first is the default. */
+  schemas: string[];
+  /** The role of a request without a JWT: a 42501 under it is a 401, not a 403. */
+  anonRole: string;
+  /** The roles a JWT's `role` claim may name. */
+  apiRoles: string[];
+  /** Roles that may only read: a write refused to them is answered as a read-only refusal. */
+  readOnlyRoles: string[];
+  /** Qualified name of the function run in every request transaction, or undefined. */
+  preRequest: string | undefined;
+  statementTimeoutMs: number;
+  /** work_mem of a request's transaction (a Postgres size). */
+  workMem: string;
+  maxBodyBytes: number;
+  maxEmbedDepth: number;
+  maxSelectWidth: number;
+  aggregatesEnabled: boolean;
+  planEnabled: boolean;
+}
+
+/** What a gateway call runs against: its configuration and the pool of the server's login. */
+export interface EngineContext {
+  config: EngineConfig;
+  db: Pool;
+}

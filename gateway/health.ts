@@ -1,0 +1,30 @@
+import { Router } from 'express';
+import type { Pool } from './db/pool.js';
+
+// Liveness and readiness for load balancers and orchestrators.
+
+/** /readyz answers within 2 s whatever the database does. */
+const READY_DEADLINE_MS = 1500;
+
+export function healthRouter(db: Pool): Router {
+  const router = Router();
+  router.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  // Ready: a pooled connection answers within READY_DEADLINE_MS. A pool whose every slot is
+  // stuck is not ready either (503), and the answer says how many slots are free.
+  router.get('/readyz', async (_req, res) => {
+    let timer: NodeJS.Timeout | undefined;
+    const probe = db`SELECT 1`;
+    try {
+      await Promise.race([probe, new Promise((_, reject) => (timer = setTimeout(reject, READY_DEADLINE_MS)))]);
+      res.json({ status: 'ready', pool: db.stats() });
+    } catch {
+      probe.catch(() => {});
+      res.status(503).set('Retry-After', '5').json({ status: 'unavailable', message: 'The database is not reachable or the pool has no free connection', pool: db.stats() });
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+  return router;
+}

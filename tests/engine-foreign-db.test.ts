@@ -1,0 +1,106 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SignJWT } from 'jose';
+import { exited, tally, tallyServer } from './harness/cli.js';
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+import { createTestDatabase, databaseUrl, type TestDatabase } from './harness/db.js';
+
+// Tally in front of a database that is not Tally's: a DBA's own `categories` table with its own
+// row-level security, the gateway's state only (`tally migrate --gateway-only`), no finance app
+// and no pre-request function. The server is the real command line, as a DBA would run it.
+
+const SECRET = 'a-dba-chosen-secret-of-at-least-32-characters';
+const API_KEY = 'dba-publishable-key';
+
+describe('Tally in front of your own database', () => {
+  let db: TestDatabase;
+  let home: string;
+  let env: Record<string, string | undefined>;
+  // The server's login of this database: a login of its own, because roles are cluster-wide
+  // and other test files make the shared authenticator a member of their fixture roles.
+  const login = 'foreign_login_' + randomBytes(4).toString('hex');
+  const password = randomBytes(12).toString('hex');
+
+  beforeAll(async () => {
+    db = await createTestDatabase({ empty: true });
+    const serverLogin = new URL(db.url);
+    serverLogin.username = login;
+    serverLogin.password = password;
+    home = await mkdtemp(join(tmpdir(), 'tally-foreign-'));
+    env = {
+      DATABASE_URL: db.url,
+      TALLY_DB_URI: serverLogin.toString(),
+      TALLY_JWT_SECRET: SECRET,
+      TALLY_PUBLISHABLE_KEYS: API_KEY,
+      TALLY_DB_PRE_REQUEST: '',
+      TALLY_HOME: home,
+      PORT: '0',
+    };
+    // The DBA's table, there before Tally: whoever the JWT's `sub` names sees their rows.
+    await db.admin.unsafe(`
+      CREATE TABLE public.categories (id int PRIMARY KEY, name text NOT NULL, owner text NOT NULL);
+      INSERT INTO public.categories VALUES (1, 'books', 'alice'), (2, 'garden', 'bob'), (3, 'music', 'alice');
+      CREATE ROLE ${login} LOGIN NOINHERIT PASSWORD '${password}';`);
+  });
+  afterAll(async () => {
+    await db.drop();
+    const cluster = postgres(databaseUrl('postgres'), { max: 1, onnotice: () => {} });
+    try {
+      await cluster.unsafe(`DROP ROLE IF EXISTS ${login}`);
+    } finally {
+      await cluster.end();
+    }
+    await rm(home, { recursive: true, force: true });
+  });
+
+  it('serve stops at startup with one line while the database has no gateway state', async () => {
+    const r = await tally(['serve'], env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toBe('tally: the database has no Tally gateway state (schema tally and its functions): run "tally migrate --gateway-only" on it first, or "tally migrate" for the finance app\n');
+    expect(r.stdout).not.toContain('Tally is up');
+  });
+
+  it('after migrate --gateway-only, serves the table over /rest/v1 under its own RLS, and nothing of the finance app', async () => {
+    const m = await tally(['migrate', '--gateway-only'], env);
+    expect(m.stderr).toBe('');
+    expect(m.stdout).toBe('up: gateway/001_gateway_state\n');
+    // The gateway added its state and left the DBA's table alone; no finance table appeared.
+    const tables = await db.admin<{ t: string }[]>`
+      SELECT table_schema || '.' || table_name AS t FROM information_schema.tables
+       WHERE table_schema IN ('public', 'tally') ORDER BY 1`;
+    expect(tables.map((r) => r.t)).toEqual(['public.categories', 'public.publishable_keys', 'tally.rate_limits']);
+    await db.admin.unsafe(`
+      ALTER TABLE public.categories ENABLE ROW LEVEL SECURITY;
+      ALTER TABLE public.categories FORCE ROW LEVEL SECURITY;
+      CREATE POLICY own_rows ON public.categories FOR SELECT TO api_read USING (owner = tally.jwt_claims() ->> 'sub');
+      GRANT SELECT ON public.categories TO api_read;
+      GRANT anon, api_read, api_write TO ${login};
+      GRANT USAGE ON SCHEMA tally TO ${login};
+      GRANT EXECUTE ON FUNCTION tally.publishable_key_active(bytea), tally.rate_limit_take(text, integer, integer),
+        tally.rate_limit_undo(text), tally.rate_limit_reset(text), tally.rate_limit_get(text) TO ${login};`);
+
+    const { child, output } = await tallyServer(['serve'], env, /Tally is up on http:\/\/\S+/);
+    try {
+      const base = /Tally is up on (http:\/\/\S+)/.exec(output)![1];
+      const jwt = await new SignJWT({ role: 'api_read', sub: 'alice' })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setExpirationTime('5m')
+        .sign(new TextEncoder().encode(SECRET));
+      const res = await fetch(`${base}/rest/v1/categories?select=id,name&order=id`, { headers: { apikey: API_KEY, authorization: `Bearer ${jwt}` } });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual([{ id: 1, name: 'books' }, { id: 3, name: 'music' }]);
+
+      // The app's surfaces are not mounted on a database without the app's state.
+      for (const path of ['/api/v1/expenses', '/mcp', '/settings', '/functions/v1/api-token']) {
+        const other = await fetch(base + path, { headers: { authorization: `Bearer ${jwt}` } });
+        expect([path, other.status, ((await other.json()) as { code: string }).code]).toEqual([path, 404, 'PGRST125']);
+      }
+      expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await exited(child);
+    }
+  });
+});
