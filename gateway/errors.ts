@@ -1,7 +1,6 @@
 // The one error shape of every surface, PostgREST's: {code, message, details, hint}, with an
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
-import { constraintMessage } from './fields.js';
 import { raisedError } from './raised-error.js';
 import { ApiError, catalogue } from './errors/catalogue.js';
 
@@ -52,7 +51,12 @@ export interface PgErrorContext {
   /** The caller holds a read-only token and tried to write. */
   readOnlyWrite: boolean;
   statementTimeoutMs: number;
+  /** The deployment's one-sentence wording of a constraint error, when it has one. */
+  describeConstraint?: DescribeConstraint;
 }
+
+/** A sentence naming the field and what is allowed, for a constraint or data error; else undefined. */
+export type DescribeConstraint = (err: PgErrorLike) => string | undefined;
 
 /**
  * A database error as the client sees it: PostgREST's shape, the SQLSTATE as code, Postgres's
@@ -80,10 +84,10 @@ function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
     message = 'The query was cancelled because it ran longer than the statement timeout';
     details = `statement timeout: ${ctx.statementTimeoutMs} ms`;
     hint = 'Narrow the request with filters or a smaller limit';
-  } else if (constraintMessage(err) !== undefined) {
-    // One sentence naming the field, the same on every surface (gateway/fields.ts); Postgres's
-    // own text stays in details.
-    message = constraintMessage(err)!;
+  } else if (ctx.describeConstraint?.(err) !== undefined) {
+    // One sentence naming the field, the same on every surface (the deployment's wording, given
+    // to createGateway); Postgres's own text stays in details.
+    message = ctx.describeConstraint(err)!;
     details = err.constraint_name ? `constraint: ${err.constraint_name}` : err.message;
   } else if (err.code.startsWith('54')) {
     // Postgres's own message says which limit ("target lists can have at most 1664 entries").

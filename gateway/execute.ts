@@ -6,7 +6,7 @@
 
 import type { Row } from 'postgres';
 import type { AuthContext } from './call.js';
-import { ApiError, isConnectionError, isPgError, toApiError, type PgErrorContext } from './errors.js';
+import { ApiError, isConnectionError, isPgError, toApiError, type DescribeConstraint, type PgErrorContext } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
 import { compile, ident, join, run, sql, text, type CompiledSql } from './engine/sql.js';
 import { errorFields, log } from './engine/log.js';
@@ -23,6 +23,8 @@ export interface TransactionOptions {
   workMem?: string;
   /** For error messages: the request is a write. */
   write: boolean;
+  /** The deployment's wording of constraint errors (createGateway's option). */
+  describeConstraint?: DescribeConstraint;
 }
 
 /** Time a request spent waiting for a pooled connection and in its transactions. */
@@ -75,6 +77,7 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
     statementTimeoutMs: opts.statementTimeoutMs,
+    describeConstraint: opts.describeConstraint,
   };
   const asked = performance.now();
   let lease: Lease;

@@ -4,7 +4,7 @@
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './engine/config.js';
-import { catalogue } from './errors.js';
+import { catalogue, type DescribeConstraint } from './errors.js';
 import { join, prefixed, sql, type Fragment } from './engine/sql.js';
 import { runTransaction, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
@@ -71,11 +71,17 @@ function readKey(req: GatewayRequest, auth: AuthContext): string | undefined {
   return [req.method, req.schema ?? '', h['accept-profile'] ?? '', req.relation, req.query.toString(), auth.role, h.accept ?? '', h.prefer ?? '', h.range ?? ''].join('\0');
 }
 
-function readOptions(ctx: EngineContext, auth: AuthContext): TransactionOptions {
-  return { readOnly: true, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest, statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write: false };
+function readOptions(ctx: EngineContext, auth: AuthContext, options: GatewayOptions): TransactionOptions {
+  return { describeConstraint: options.describeConstraint, readOnly: true, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest, statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write: false };
 }
 
-export function createGateway(ctx: EngineContext): GatewayCall {
+/** What a deployment adds to the engine's behaviour. */
+export interface GatewayOptions {
+  /** One sentence for a constraint or data error (naming the field), the same on every surface. */
+  describeConstraint?: DescribeConstraint;
+}
+
+export function createGateway(ctx: EngineContext, options: GatewayOptions = {}): GatewayCall {
   const holder = schemaCacheOf(ctx);
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     refuseDeepJson(req.body);
@@ -83,7 +89,7 @@ export function createGateway(ctx: EngineContext): GatewayCall {
     // The same read again (a client polling its list): parse, plan and SQL are done already.
     const key = readKey(req, auth);
     const compiled = key === undefined ? undefined : compiledReadsOf(cache).get(key);
-    if (compiled) return executeRead(ctx, compiled, readOptions(ctx, auth));
+    if (compiled) return executeRead(ctx, compiled, readOptions(ctx, auth, options));
     const schema = requestSchema(ctx, req);
     // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys
     // named like one of its parameters, so the cache is asked before the query is parsed.
@@ -109,7 +115,7 @@ export function createGateway(ctx: EngineContext): GatewayCall {
     }
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
-      readOnly: !write, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest,
+      describeConstraint: options.describeConstraint, readOnly: !write, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest,
       statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write,
     };
     if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);

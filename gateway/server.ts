@@ -2,6 +2,7 @@ import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
 import { catalogue, toApiError } from './errors.js';
+import { constraintMessage } from './fields.js';
 import { errorFields, log, requestLog, serverTiming } from './log.js';
 import { createGateway } from './gateway.js';
 import { LookupCache } from './lookups.js';
@@ -34,7 +35,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): Expr
   });
 
   // The gateway call every surface translates into.
-  const call = createGateway(ctx);
+  const call = createGateway(ctx, { describeConstraint: constraintMessage });
 
   // The live lookup lists the app's surfaces publish.
   const lookups = new LookupCache(call);

@@ -15,7 +15,7 @@ import { wrapperRouter } from './wrapper/router.js';
 // Adding a surface is adding an entry here.
 
 /** What the server gives every surface it mounts. */
-export interface Services {
+interface Services {
   ctx: AppContext;
   /** The one gateway call every surface translates into. */
   call: GatewayCall;

@@ -4,6 +4,7 @@ import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
 import { jwtSecretFor, openDatabase, serverLoginUrl, serverPool } from '../gateway/db/connect.js';
 import { createGateway } from '../gateway/gateway.js';
+import { constraintMessage } from '../gateway/fields.js';
 import { catalogue } from '../gateway/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createMcpServer } from './server.js';
@@ -23,7 +24,7 @@ export async function serveStdio(config: Config): Promise<void> {
   const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
   const token = await findWorkspaceToken(ctx, presented);
   if (!token.apiEnabled) throw apiSwitchedOff();
-  const call = createGateway(ctx);
+  const call = createGateway(ctx, { describeConstraint: constraintMessage });
   const lookups = new LookupCache(call);
   // No rate limit over stdio: one desktop client on its own process and token.
   const mcp = createMcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), { listChanged: true });

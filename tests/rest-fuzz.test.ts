@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import request from 'supertest';
 import type { GatewayCall, GatewayMethod, AuthContext } from '../gateway/call.js';
+import { constraintMessage } from '../gateway/fields.js';
 import { ApiError } from '../gateway/errors.js';
 import { createGateway } from '../gateway/gateway.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
@@ -39,7 +40,7 @@ describe('fuzzing the gateway', () => {
     jwtA = await accessToken(claims);
     auth = { role: 'api_write', claims };
     t = startTestApp(db.url, restEnv());
-    call = createGateway(t.ctx);
+    call = createGateway(t.ctx, { describeConstraint: constraintMessage });
     snapshotB = async () => JSON.stringify(await db.admin.unsafe(`
       SELECT 'pt' AS t, row_to_json(x)::text AS r FROM public.personal_transactions x WHERE workspace_id = '${b.id}'
       UNION ALL SELECT 'f', row_to_json(x)::text FROM public.funds x WHERE workspace_id = '${b.id}'
