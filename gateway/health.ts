@@ -1,5 +1,5 @@
 import { Router } from 'express';
-import type { Pool } from './db/pool.js';
+import type { Pool } from './engine/pool.js';
 
 // Liveness and readiness for load balancers and orchestrators.
 

@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import type { ServerResponse } from 'node:http';
-import type { AuthContext } from './call.js';
-import { transactionTimings, type TransactionTiming } from './execute.js';
+import type { AuthContext } from './engine/call.js';
+import { transactionTimings, type TransactionTiming } from './engine/execute.js';
 import { log } from './engine/log.js';
 
 // The HTTP request log and Server-Timing, built on the engine's process logger, which is

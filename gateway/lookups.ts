@@ -1,5 +1,5 @@
 import type { Sql } from 'postgres';
-import type { AuthContext, GatewayCall } from './call.js';
+import type { AuthContext, GatewayCall } from './engine/call.js';
 
 // The live lookup lists (categories, payment methods, fund kinds): rows of their tables, read through the
 // gateway like any client read, cached briefly for every schema that publishes them (wrapper

@@ -1,10 +1,10 @@
 import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Server } from 'node:http';
 import type { AppContext } from './context.js';
-import { catalogue, toApiError } from './errors.js';
+import { catalogue, toApiError } from './engine/errors.js';
 import { constraintMessage } from './fields.js';
 import { errorFields, log, requestLog, serverTiming } from './log.js';
-import { createGateway } from './gateway.js';
+import { createGateway } from './engine/gateway.js';
 import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
 

@@ -1,5 +1,5 @@
 import type { Express } from 'express';
-import type { GatewayCall } from './call.js';
+import type { GatewayCall } from './engine/call.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import { exchangeRouter } from './auth/exchange.js';

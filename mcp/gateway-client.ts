@@ -1,4 +1,4 @@
-import type { AuthContext, GatewayCall, GatewayRequest } from '../gateway/call.js';
+import type { AuthContext, GatewayCall, GatewayRequest } from '../gateway/engine/call.js';
 
 // What an MCP tool says to the gateway: table reads and writes in PostgREST's grammar, under
 // the caller's AuthContext. Tools build queries; they never write SQL.

@@ -1,8 +1,8 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import express, { Router, type ErrorRequestHandler, type Request } from 'express';
-import type { GatewayCall } from '../gateway/call.js';
+import type { GatewayCall } from '../gateway/engine/call.js';
 import type { AppContext } from '../gateway/context.js';
-import { ApiError } from '../gateway/errors.js';
+import { ApiError } from '../gateway/engine/errors.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { failedAuthLimit, rateLimit, requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { authenticateWorkspaceToken, requireApiEnabled, type WorkspaceToken } from '../gateway/auth/workspace-token.js';

@@ -5,8 +5,8 @@ import {
   type CallToolResult, type Tool as ToolDefinition,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import type { GatewayCall } from '../gateway/call.js';
-import { ApiError } from '../gateway/errors.js';
+import type { GatewayCall } from '../gateway/engine/call.js';
+import { ApiError } from '../gateway/engine/errors.js';
 import { readOnlyError } from '../gateway/auth/scopes.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
 import { financeFields, type JsonSchema } from '../gateway/fields.js';

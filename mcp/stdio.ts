@@ -3,9 +3,9 @@ import type { Config } from '../gateway/config.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
 import { jwtSecretFor, openDatabase, serverLoginUrl, serverPool } from '../gateway/db/connect.js';
-import { createGateway } from '../gateway/gateway.js';
+import { createGateway } from '../gateway/engine/gateway.js';
 import { constraintMessage } from '../gateway/fields.js';
-import { catalogue } from '../gateway/errors.js';
+import { catalogue } from '../gateway/engine/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createMcpServer } from './server.js';
 

@@ -1,4 +1,4 @@
-import type { AuthContext } from '../gateway/call.js';
+import type { AuthContext } from '../gateway/engine/call.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
 import { type financeFields, nullable, uuid, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';

@@ -1,9 +1,9 @@
-import type { Pool } from '../gateway/db/pool.js';
+import type { Pool } from '../gateway/engine/pool.js';
 import { jest } from '@jest/globals';
 import { ApiKeys } from '../gateway/auth/apikey.js';
 import { createKey, listKeys, revokeKey } from '../gateway/admin/keys.js';
 import { serverPool } from '../gateway/db/connect.js';
-import { ApiError } from '../gateway/errors.js';
+import { ApiError } from '../gateway/engine/errors.js';
 import { newPublishableKey } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 

@@ -1,6 +1,6 @@
 import request from 'supertest';
 import type { Express } from 'express';
-import type { Pool } from '../gateway/db/pool.js';
+import type { Pool } from '../gateway/engine/pool.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { loadConfig } from '../gateway/config.js';
 import { serverPool } from '../gateway/db/connect.js';

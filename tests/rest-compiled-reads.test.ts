@@ -1,6 +1,6 @@
 import request from 'supertest';
-import { schemaCacheOf } from '../gateway/gateway.js';
-import { Lru } from '../gateway/lru.js';
+import { schemaCacheOf } from '../gateway/engine/gateway.js';
+import { Lru } from '../gateway/engine/lru.js';
 import type { TestApp } from './harness/app.js';
 import type { TestDatabase } from './harness/db.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';

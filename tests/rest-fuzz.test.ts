@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import request from 'supertest';
-import type { GatewayCall, GatewayMethod, AuthContext } from '../gateway/call.js';
+import type { GatewayCall, GatewayMethod, AuthContext } from '../gateway/engine/call.js';
 import { constraintMessage } from '../gateway/fields.js';
-import { ApiError } from '../gateway/errors.js';
-import { createGateway } from '../gateway/gateway.js';
+import { ApiError } from '../gateway/engine/errors.js';
+import { createGateway } from '../gateway/engine/gateway.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';

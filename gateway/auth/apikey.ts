@@ -1,5 +1,5 @@
-import type { Pool } from '../db/pool.js';
-import { catalogue } from '../errors.js';
+import type { Pool } from '../engine/pool.js';
+import { catalogue } from '../engine/errors.js';
 import { sameHash, sha256 } from '../secrets.js';
 
 // The `apikey` header of the direct table interface: a publishable (public client) key, from

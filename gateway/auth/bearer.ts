@@ -1,7 +1,7 @@
 import type { Request, RequestHandler } from 'express';
-import type { AuthContext } from '../call.js';
+import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue } from '../errors.js';
+import { catalogue } from '../engine/errors.js';
 import { verifyJwt } from './jwt.js';
 
 // Authentication of the JWT surfaces (/rest/v1, /api/v1): a verified `Authorization: Bearer`

@@ -1,6 +1,6 @@
 import express, { Router, type Request } from 'express';
 import type { AppContext } from '../context.js';
-import { catalogue } from '../errors.js';
+import { catalogue } from '../engine/errors.js';
 import { looksLikeWorkspaceToken } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { failedAuthLimit, rateLimit } from './ratelimit.js';

@@ -1,8 +1,8 @@
 import { ipKeyGenerator, rateLimit as expressRateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
 import type { Request, RequestHandler, Response } from 'express';
-import type { Pool } from '../db/pool.js';
+import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../engine/errors.js';
 
 // Rate limits: TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;

@@ -1,4 +1,4 @@
-import { catalogue, type ApiError } from '../errors/catalogue.js';
+import { catalogue, type ApiError } from '../engine/errors/catalogue.js';
 
 // Scopes: a read token's requests run as api_read, which has SELECT only, so
 // Postgres itself refuses every write with 42501 (insufficient_privilege). Its message

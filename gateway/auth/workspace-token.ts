@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
-import type { AuthContext } from '../call.js';
+import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue, ApiError } from '../errors.js';
+import { catalogue, ApiError } from '../engine/errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE, tooManyFailures, WINDOW_MS } from './ratelimit.js';

@@ -10,7 +10,7 @@ import { addMember, parseRole } from '../admin/members.js';
 import { up } from './up.js';
 import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './sql.js';
 import { readFile } from 'node:fs/promises';
-import { ApiError } from '../errors.js';
+import { ApiError } from '../engine/errors.js';
 import { SURFACES } from '../surfaces.js';
 import type { Sql } from 'postgres';
 

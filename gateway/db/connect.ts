@@ -1,5 +1,5 @@
 import postgres, { type Sql } from 'postgres';
-import { createPool, type Pool } from './pool.js';
+import { createPool, type Pool } from '../engine/pool.js';
 import type { Config } from '../config.js';
 import { startEmbedded, localSecrets } from './embedded.js';
 

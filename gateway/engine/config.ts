@@ -1,4 +1,4 @@
-import type { Pool } from '../db/pool.js';
+import type { Pool } from './pool.js';
 
 // What the engine needs to know about its deployment, and nothing about any app: the roles it
 // switches to, the function it runs before every request, and the bounds of a request's cost.

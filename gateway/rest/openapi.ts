@@ -1,12 +1,12 @@
 // GET /rest/v1/: an OpenAPI (Swagger 2.0, as PostgREST serves) description of the exposed
 // relations and the columns the caller's role may read, asked of Postgres under that role.
 
-import type { AuthContext } from '../call.js';
+import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { compile, sql, text } from '../engine/sql.js';
-import { runTransaction } from '../execute.js';
-import { schemaCacheOf } from '../gateway.js';
-import type { Column } from '../schema-cache/types.js';
+import { runTransaction } from '../engine/execute.js';
+import { schemaCacheOf } from '../engine/gateway.js';
+import type { Column } from '../engine/schema-cache/types.js';
 
 const JSON_TYPES: Record<string, { type: string; format?: string }> = {
   int2: { type: 'integer', format: 'int16' }, int4: { type: 'integer', format: 'int32' }, int8: { type: 'integer', format: 'int64' },

@@ -5,10 +5,10 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { ApiKeys } from '../auth/apikey.js';
 import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter } from '../auth/ratelimit.js';
-import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../call.js';
+import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue } from '../errors.js';
-import { requestSchema } from '../gateway.js';
+import { catalogue } from '../engine/errors.js';
+import { requestSchema } from '../engine/gateway.js';
 import { openApiDocument } from './openapi.js';
 
 const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);

@@ -1,4 +1,4 @@
-import type { Pool } from '../db/pool.js';
+import type { Pool } from '../engine/pool.js';
 import { newWorkspaceToken, sha256 } from '../secrets.js';
 import type { Scope } from '../admin/tokens.js';
 

@@ -1,7 +1,7 @@
 import express, { Router, type Request, type RequestHandler, type Response } from 'express';
-import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest, GatewayResponse } from '../call.js';
+import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest, GatewayResponse } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../engine/errors.js';
 import type { LookupCache } from '../lookups.js';
 import { bearerAuth } from '../auth/bearer.js';
 import { limitAfter, rateLimit } from '../auth/ratelimit.js';

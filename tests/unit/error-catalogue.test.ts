@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ApiError, catalogue, type Entry } from '../../gateway/errors/catalogue.js';
+import { ApiError, catalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
 import { packageRoot as root } from '../../gateway/paths.js';
-import { toApiError } from '../../gateway/errors.js';
+import { toApiError } from '../../gateway/engine/errors.js';
 
 // The catalogue is the one list of errors: the README's table says the same, each PostgREST
 // code has PostgREST's status, and nothing else makes an ApiError.
@@ -84,7 +84,7 @@ describe('the error catalogue', () => {
       for (const d of readdirSync(join(root, dir), { withFileTypes: true })) {
         const path = `${dir}/${d.name}`;
         if (d.isDirectory()) walk(path);
-        else if (path.endsWith('.ts') && path !== 'gateway/errors/catalogue.ts' && /new ApiError\b/.test(readFileSync(join(root, path), 'utf8'))) offenders.push(path);
+        else if (path.endsWith('.ts') && path !== 'gateway/engine/errors/catalogue.ts' && /new ApiError\b/.test(readFileSync(join(root, path), 'utf8'))) offenders.push(path);
       }
     };
     walk('gateway');

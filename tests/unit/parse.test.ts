@@ -1,9 +1,9 @@
 // Request parsing (request/parse.ts, request/grammar.ts): query strings and headers → ApiRequest,
 // and the grammar's errors as the client sees them. No schema cache, no database.
 
-import { parseAccept, parsePreferences, parseRange } from '../../gateway/request/parse.js';
-import { parseLogic, parseOperation, parseOrder, parseSelect } from '../../gateway/request/grammar.js';
-import type { Condition, FieldRef, Filter } from '../../gateway/request/types.js';
+import { parseAccept, parsePreferences, parseRange } from '../../gateway/engine/request/parse.js';
+import { parseLogic, parseOperation, parseOrder, parseSelect } from '../../gateway/engine/request/grammar.js';
+import type { Condition, FieldRef, Filter } from '../../gateway/engine/request/types.js';
 import { failure, parse } from './helpers/pipeline.js';
 
 const col = (name: string): FieldRef => ({ name, json: [] });

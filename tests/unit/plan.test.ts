@@ -1,9 +1,9 @@
 // Planning (plan/read.ts, plan/write.ts, plan/routine.ts): the parsed request resolved against
 // an in-memory schema cache, and the errors for names the cache does not know.
 
-import type { Embed, ReadNode, SelectOut } from '../../gateway/plan/types.js';
+import type { Embed, ReadNode, SelectOut } from '../../gateway/engine/plan/types.js';
 import { blogSchema } from './helpers/schema.js';
-import type { InsertPlan, MutationPlan } from '../../gateway/plan/write.js';
+import type { InsertPlan, MutationPlan } from '../../gateway/engine/plan/write.js';
 import { failure, planRead, planRoutine, planWrite } from './helpers/pipeline.js';
 
 /** The plan of a POST or PUT, which is an insert. */

@@ -2,10 +2,10 @@
 // gateway.ts makes before it hands statements to execute. Tests state a request the way a
 // client writes it (a query string, headers, a body) and look at the plan or the SQL.
 
-import type { GatewayMethod, GatewayRequest } from '../../../gateway/call.js';
-import { AliasCounter, findRelation, readPlan } from '../../../gateway/plan/read.js';
-import { findRoutines, routinePlan } from '../../../gateway/plan/routine.js';
-import type { ReadNode, RoutineCall } from '../../../gateway/plan/types.js';
+import type { GatewayMethod, GatewayRequest } from '../../../gateway/engine/call.js';
+import { AliasCounter, findRelation, readPlan } from '../../../gateway/engine/plan/read.js';
+import { findRoutines, routinePlan } from '../../../gateway/engine/plan/routine.js';
+import type { ReadNode, RoutineCall } from '../../../gateway/engine/plan/types.js';
 import {
   bodyRows,
   checkPut,
@@ -13,13 +13,13 @@ import {
   insertPlan,
   updatePlan,
   type MutationPlan,
-} from '../../../gateway/plan/write.js';
-import { readStatement, type ReadStatements } from '../../../gateway/query/read.js';
-import { routineSource, scalarStatement } from '../../../gateway/query/routine.js';
-import { writeStatement, type ReturnShape } from '../../../gateway/query/write.js';
-import { parseApiRequest, routineName } from '../../../gateway/request/parse.js';
-import type { ApiRequest } from '../../../gateway/request/types.js';
-import type { SchemaCache } from '../../../gateway/schema-cache/types.js';
+} from '../../../gateway/engine/plan/write.js';
+import { readStatement, type ReadStatements } from '../../../gateway/engine/query/read.js';
+import { routineSource, scalarStatement } from '../../../gateway/engine/query/routine.js';
+import { writeStatement, type ReturnShape } from '../../../gateway/engine/query/write.js';
+import { parseApiRequest, routineName } from '../../../gateway/engine/request/parse.js';
+import type { ApiRequest } from '../../../gateway/engine/request/types.js';
+import type { SchemaCache } from '../../../gateway/engine/schema-cache/types.js';
 import { blogSchema, SCHEMA } from './schema.js';
 
 /** The cache of calls that bring none; blogSchema() makes a fresh one for a test that changes it. */

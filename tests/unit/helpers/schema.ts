@@ -21,7 +21,7 @@ import {
   type Routine,
   type RoutineParam,
   type SchemaCache,
-} from '../../../gateway/schema-cache/types.js';
+} from '../../../gateway/engine/schema-cache/types.js';
 
 export const SCHEMA = 'blog';
 

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
-import { catalogue, type ApiError, isConnectionError, isPgError, poolTimeout } from '../errors.js';
+import { catalogue, type ApiError, isConnectionError, isPgError, poolTimeout } from './errors.js';
 
 // The server's pool of database connections, shared by every workspace. postgres.js's own pool
 // cannot destroy one reserved connection (its reserve() has release() only), so a connection

@@ -3,7 +3,7 @@
 // call passes them by name, so a parameter with a default may be left out. A function returning
 // rows is the FROM of the ordinary read statement (select, filters, embedding, counts apply).
 
-import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../engine/sql.js';
+import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { RoutineCall } from '../plan/types.js';
 import type { RowSource, Statement } from './read.js';
 import { typed } from './sql.js';

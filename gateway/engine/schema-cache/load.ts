@@ -4,7 +4,7 @@
 // the functions served at /rpc with their parameters and return types.
 
 import type { Sql } from 'postgres';
-import { catalogText, compile, run, sql, text, type CatalogText, type Fragment } from '../engine/sql.js';
+import { catalogText, compile, run, sql, text, type CatalogText, type Fragment } from '../sql.js';
 import { relationKey, type Column, type Relation, type Relationship, type Routine, type SchemaCache } from './types.js';
 import { viewColumnOrigins } from './view-origins.js';
 

@@ -2,7 +2,7 @@
 // shaped by the same select tree as a read (embeds included). The body is one JSON parameter
 // expanded by jsonb_populate_record, so a bulk insert is one statement, all rows or none.
 
-import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../engine/sql.js';
+import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
 import type { ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';

@@ -3,9 +3,9 @@
 
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
-import type { EngineContext } from './engine/config.js';
+import type { EngineContext } from './config.js';
 import { catalogue, type DescribeConstraint } from './errors.js';
-import { join, prefixed, sql, type Fragment } from './engine/sql.js';
+import { join, prefixed, sql, type Fragment } from './sql.js';
 import { runTransaction, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './plan/routine.js';

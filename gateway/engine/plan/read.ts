@@ -1,7 +1,7 @@
 // readPlan: select tree, filters, order and ranges of an ApiRequest resolved against the schema
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
-import { catalogArrayOf, type CatalogText } from '../engine/sql.js';
+import { catalogArrayOf, type CatalogText } from '../sql.js';
 import { catalogue, type ApiError } from '../errors.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';

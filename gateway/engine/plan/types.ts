@@ -2,7 +2,7 @@
 // Every Relation, Column and Relationship here came from the cache; only values (filter
 // operands, JSON keys) still come from the client, and they only ever become parameters.
 
-import type { CatalogText } from '../engine/sql.js';
+import type { CatalogText } from '../sql.js';
 import type { AggregateFn, Filter, JsonStep } from '../request/types.js';
 import type { Column, ComputedField, Relation, Relationship, Routine, RoutineParam } from '../schema-cache/types.js';
 

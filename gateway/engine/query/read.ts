@@ -1,7 +1,7 @@
 // Read statements (PostgREST's QueryBuilder): a ReadNode tree compiled to one SELECT whose
 // JSON body Postgres itself writes (json_agg), with embeds as lateral joins.
 
-import { catalog, compile, ident, join, qualified, sql, text, type CatalogText, type CompiledSql, type Fragment } from '../engine/sql.js';
+import { catalog, compile, ident, join, qualified, sql, text, type CatalogText, type CompiledSql, type Fragment } from '../sql.js';
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { AggregateFn, MediaType } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './sql.js';

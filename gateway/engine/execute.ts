@@ -7,9 +7,9 @@
 import type { Row } from 'postgres';
 import type { AuthContext } from './call.js';
 import { ApiError, isConnectionError, isPgError, toApiError, type DescribeConstraint, type PgErrorContext } from './errors.js';
-import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './db/pool.js';
-import { compile, ident, join, run, sql, text, type CompiledSql } from './engine/sql.js';
-import { errorFields, log } from './engine/log.js';
+import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
+import { compile, ident, join, run, sql, text, type CompiledSql } from './sql.js';
+import { errorFields, log } from './log.js';
 
 export interface TransactionOptions {
   readOnly: boolean;

@@ -4,7 +4,7 @@
 import type { Sql } from 'postgres';
 import { loadSchemaCache } from './load.js';
 import type { SchemaCache } from './types.js';
-import { errorFields, log } from '../engine/log.js';
+import { errorFields, log } from '../log.js';
 
 export * from './types.js';
 

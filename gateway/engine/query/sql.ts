@@ -3,7 +3,7 @@
 // and representation functions as its catalog text, and client values only ever as parameters
 // (sent as text, cast in SQL to the type the schema cache names).
 
-import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../engine/sql.js';
+import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../sql.js';
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
 import type { Filter, JsonStep } from '../request/types.js';
 

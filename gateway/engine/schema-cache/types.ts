@@ -2,7 +2,7 @@
 // Every identifier the SQL builder writes comes from here, never from the request; so does
 // every piece of catalog text (types, defaults, function names), branded by the loader.
 
-import type { CatalogText } from '../engine/sql.js';
+import type { CatalogText } from '../sql.js';
 
 export interface Column {
   name: string;
