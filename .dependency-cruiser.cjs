@@ -3,7 +3,8 @@
 const ENGINE = ['^gateway/engine/'];
 // Everything around the engine: surfaces, authentication, administration, the command line,
 // the server, the finance app's field rules and lookup lists.
-const APP = '^(gateway/(auth|admin|settings|wrapper|rest|cli|db|app)/|gateway/(server|context|config|log|fields|lookups|lazy|secrets|paths)\\.ts$|mcp/)';
+const APP =
+  '^(gateway/(auth|admin|settings|wrapper|rest|cli|db|app)/|gateway/(server|context|config|log|fields|lookups|lazy|secrets|paths)\\.ts$|mcp/)';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -18,7 +19,8 @@ module.exports = {
     {
       name: 'engine-knows-no-app',
       severity: 'error',
-      comment: 'The engine serves any database: it must not import auth, admin, settings, the wrapper, MCP, the CLI, the server or the finance app.',
+      comment:
+        'The engine serves any database: it must not import auth, admin, settings, the wrapper, MCP, the CLI, the server or the finance app.',
       from: { path: ENGINE },
       to: { path: APP, pathNot: ENGINE },
     },
@@ -32,7 +34,8 @@ module.exports = {
     {
       name: 'admin-knows-no-surface',
       severity: 'error',
-      comment: 'Administration (workspaces, tokens, keys, members) is used by the surfaces and the CLI, never the other way round.',
+      comment:
+        'Administration (workspaces, tokens, keys, members) is used by the surfaces and the CLI, never the other way round.',
       from: { path: '^gateway/admin/' },
       to: { path: '^(mcp|gateway/(settings|wrapper|rest|cli))/' },
     },
@@ -40,7 +43,19 @@ module.exports = {
       name: 'no-orphans',
       severity: 'error',
       comment: 'A source file nothing imports is dead code (entry points and tests excepted).',
-      from: { orphan: true, pathNot: ['(^|/)\\.[^/]+\\.(js|cjs|mjs|ts|json)$', '\\.d\\.ts$', '^tests/', '^bench/', '^gateway/settings/static/', '^gateway/cli/main\\.ts$', 'eslint\\.config\\.js$', 'jest\\.config\\.js$'] },
+      from: {
+        orphan: true,
+        pathNot: [
+          '(^|/)\\.[^/]+\\.(js|cjs|mjs|ts|json)$',
+          '\\.d\\.ts$',
+          '^tests/',
+          '^bench/',
+          '^gateway/settings/static/',
+          '^gateway/cli/main\\.ts$',
+          'eslint\\.config\\.js$',
+          'jest\\.config\\.js$',
+        ],
+      },
       to: {},
     },
   ],
@@ -48,6 +63,10 @@ module.exports = {
     doNotFollow: { path: 'node_modules' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'], extensions: ['.ts', '.js'] },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default'],
+      extensions: ['.ts', '.js'],
+    },
   },
 };

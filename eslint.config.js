@@ -6,16 +6,20 @@ import tseslint from 'typescript-eslint';
 
 const UNSAFE_CALL = {
   selector: "CallExpression[callee.property.name='unsafe']",
-  message: 'Build SQL with gateway/engine/sql.ts (sql``, param, ident, compile) and send it with its run(); unsafe() is for administrative scripts only.',
+  message:
+    'Build SQL with gateway/engine/sql.ts (sql``, param, ident, compile) and send it with its run(); unsafe() is for administrative scripts only.',
 };
 const SQL_STRING = {
-  selector: ':not(TaggedTemplateExpression) > TemplateLiteral[quasis.0.value.raw=/^\\s*(SELECT|INSERT|UPDATE|DELETE|WITH|BEGIN|COMMIT|SET)\\b/]',
-  message: 'SQL in an untagged template string: build it with sql`` of gateway/engine/sql.ts (or a postgres.js tagged template), so values become parameters.',
+  selector:
+    ':not(TaggedTemplateExpression) > TemplateLiteral[quasis.0.value.raw=/^\\s*(SELECT|INSERT|UPDATE|DELETE|WITH|BEGIN|COMMIT|SET)\\b/]',
+  message:
+    'SQL in an untagged template string: build it with sql`` of gateway/engine/sql.ts (or a postgres.js tagged template), so values become parameters.',
 };
 const CATALOG_TEXT_IMPORT = {
   group: ['**/engine/sql.js'],
   importNames: ['catalogText'],
-  message: 'Only the schema cache loader (gateway/engine/schema-cache/load.ts) makes CatalogText, from what pg_catalog says.',
+  message:
+    'Only the schema cache loader (gateway/engine/schema-cache/load.ts) makes CatalogText, from what pg_catalog says.',
 };
 
 export default tseslint.config(
@@ -25,7 +29,10 @@ export default tseslint.config(
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
       eqeqeq: ['error', 'smart'],

@@ -12,11 +12,13 @@ import postgres from 'postgres';
 // The statement Tally's gateway generates for
 //   GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20
 // captured from gateway/engine/query/read.ts's readStatement (parameter $1 = '20', sent as text):
-const QUERY = 'WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "public"."personal_transactions" AS "pgrst_0" ORDER BY "pgrst_0"."occurred_at" DESC LIMIT $1::text::int8) '
-  + 'SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, '
-  + "coalesce(pg_catalog.json_agg(\"_postgrest_t\"), '[]')::text AS body FROM pgrst_rows AS \"_postgrest_t\"";
+const QUERY =
+  'WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "public"."personal_transactions" AS "pgrst_0" ORDER BY "pgrst_0"."occurred_at" DESC LIMIT $1::text::int8) ' +
+  'SELECT NULL::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ' +
+  'coalesce(pg_catalog.json_agg("_postgrest_t"), \'[]\')::text AS body FROM pgrst_rows AS "_postgrest_t"';
 // And the transaction around it, as gateway/engine/execute.ts pipelines it: one round trip.
-const SETUP = "SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)";
+const SETUP =
+  "SELECT pg_catalog.set_config('role', $1, true), pg_catalog.set_config('request.jwt.claims', $2, true), pg_catalog.set_config('statement_timeout', $3, true)";
 const PRE_REQUEST = 'SELECT "tally"."check_request"()';
 
 const url = process.env.DATABASE_URL;

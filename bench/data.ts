@@ -20,7 +20,16 @@ interface BenchWorkspace {
 }
 
 /** Categories offered to expenses and payment methods: generated rows cycle through them. */
-const CATEGORIES = ['essentials', 'food-drinks', 'local-transport', 'entertainment', 'fixed-expenses', 'clothing', 'sports', 'travel'];
+const CATEGORIES = [
+  'essentials',
+  'food-drinks',
+  'local-transport',
+  'entertainment',
+  'fixed-expenses',
+  'clothing',
+  'sports',
+  'travel',
+];
 const METHODS = ['cash', 'credit-card', 'bank-transfer', 'mobile-wallet'];
 
 /** `rows` expenses for one workspace, spread over the last ~3 years, in one statement. */
@@ -75,7 +84,12 @@ async function workspaceWithToken(sql: Sql, name: string, rows: number, secret: 
   const ws = await createWorkspace(sql, name, 'USD', 'bench');
   const { id: tokenId, token } = await createToken(sql, ws.id, 'write', 'bench', 'bench');
   // One hour is longer than any benchmark run.
-  const jwt = await signAccessToken(jwtKeys(secret), { role: 'api_write', workspace_id: ws.id, scope: 'write', sub: tokenId });
+  const jwt = await signAccessToken(jwtKeys(secret), {
+    role: 'api_write',
+    workspace_id: ws.id,
+    scope: 'write',
+    sub: tokenId,
+  });
   return { id: ws.id, rows, jwt, token };
 }
 
@@ -84,7 +98,8 @@ export async function generateDataset(sql: Sql, o: DatasetOptions): Promise<Data
   // Workspaces and tokens through the admin functions, as `tally workspace create` makes them.
   const main = await workspaceWithToken(sql, 'Bench main', o.mainRows, o.jwtSecret);
   const others: BenchWorkspace[] = [];
-  for (let i = 1; i <= o.otherWorkspaces; i++) others.push(await workspaceWithToken(sql, `Bench other ${i}`, o.otherRows, o.jwtSecret));
+  for (let i = 1; i <= o.otherWorkspaces; i++)
+    others.push(await workspaceWithToken(sql, `Bench other ${i}`, o.otherRows, o.jwtSecret));
   const large = o.largeRows > 0 ? await workspaceWithToken(sql, 'Bench large', o.largeRows, o.jwtSecret) : undefined;
   if (others.length === 0) throw new Error('the benchmark needs at least one other workspace');
 
@@ -116,5 +131,12 @@ export async function generateDataset(sql: Sql, o: DatasetOptions): Promise<Data
   }
   await sql`VACUUM ANALYZE`;
   const { key } = await createKey(sql, 'bench', 'bench');
-  return { main, small: others[0], large, others: others.length, apikey: key, generationSeconds: (Date.now() - started) / 1000 };
+  return {
+    main,
+    small: others[0],
+    large,
+    others: others.length,
+    apikey: key,
+    generationSeconds: (Date.now() - started) / 1000,
+  };
 }

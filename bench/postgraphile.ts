@@ -5,7 +5,9 @@
 // TALLY_JWT_SECRET.
 
 // Node 20 has no Promise.withResolvers, which PostGraphile 5 uses: the standard shim.
-const P = Promise as unknown as { withResolvers?: <T>() => { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } };
+const P = Promise as unknown as {
+  withResolvers?: <T>() => { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void };
+};
 P.withResolvers ??= <T>() => {
   let resolve!: (v: T) => void;
   let reject!: (e: unknown) => void;
@@ -34,7 +36,8 @@ function verify(token: string): Record<string, unknown> {
   const expected = createHmac('sha256', secret!).update(`${head}.${body}`).digest();
   const given = Buffer.from(sig ?? '', 'base64url');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new Error('invalid JWT signature');
-  if (JSON.parse(Buffer.from(head, 'base64url').toString('utf8')).alg !== 'HS256') throw new Error('unexpected JWT algorithm');
+  if (JSON.parse(Buffer.from(head, 'base64url').toString('utf8')).alg !== 'HS256')
+    throw new Error('unexpected JWT algorithm');
   const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Record<string, unknown>;
   if (typeof claims.exp === 'number' && claims.exp * 1000 < Date.now()) throw new Error('JWT expired');
   return claims;
@@ -44,18 +47,20 @@ const pool = new pg.Pool({ connectionString: url, max: 10, options: '-c role=aut
 
 const preset = {
   extends: [PostGraphileAmberPreset],
-  pgServices: [makePgService({
-    pool,
-    schemas: ['public'],
-    pgSettings: (requestContext: unknown): Record<string, string> => {
-      const ctx = requestContext as { node?: { req?: { headers: Record<string, string | undefined> } } };
-      const header = ctx.node?.req?.headers.authorization ?? '';
-      const token = /^Bearer (.+)$/.exec(header)?.[1];
-      if (!token) return { role: 'anon' };
-      const claims = verify(token);
-      return { role: String(claims.role), 'request.jwt.claims': JSON.stringify(claims) };
-    },
-  })],
+  pgServices: [
+    makePgService({
+      pool,
+      schemas: ['public'],
+      pgSettings: (requestContext: unknown): Record<string, string> => {
+        const ctx = requestContext as { node?: { req?: { headers: Record<string, string | undefined> } } };
+        const header = ctx.node?.req?.headers.authorization ?? '';
+        const token = /^Bearer (.+)$/.exec(header)?.[1];
+        if (!token) return { role: 'anon' };
+        const claims = verify(token);
+        return { role: String(claims.role), 'request.jwt.claims': JSON.stringify(claims) };
+      },
+    }),
+  ],
   grafserv: { graphqlPath: '/graphql', graphiql: false },
 };
 
@@ -70,7 +75,9 @@ server.listen(Number(process.env.PORT ?? 0), '127.0.0.1');
 
 const stop = (): void => {
   server.close();
-  void Promise.resolve(pgl.release()).then(() => pool.end()).then(() => process.exit(0));
+  void Promise.resolve(pgl.release())
+    .then(() => pool.end())
+    .then(() => process.exit(0));
 };
 process.once('SIGTERM', stop);
 process.once('SIGINT', stop);

@@ -32,19 +32,21 @@ import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { freePort } from '../gateway/db/free-port.js';
 
 const env = process.env;
-const num = (name: string, fallback: number): number => (env[name] !== undefined && env[name] !== '' ? Number(env[name]) : fallback);
+const num = (name: string, fallback: number): number =>
+  env[name] !== undefined && env[name] !== '' ? Number(env[name]) : fallback;
 const SECONDS = num('BENCH_SECONDS', 6);
 const CONNECTIONS = (env.BENCH_CONNECTIONS ?? '16').split(',').map(Number);
 const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json');
 
 const log = (line: string): void => void process.stdout.write(line + '\n');
 
-
 /** CPU time (user + system) a process has used so far, in ms (Linux /proc; clock ticks of 10 ms). */
 function cpuMsOf(pid: number | undefined): number {
   if (pid === undefined) return NaN;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      .replace(/^.*\) /s, '')
+      .split(' ');
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return NaN;
@@ -80,7 +82,11 @@ async function waitReady(url: string, child: ChildProcess, output: () => string,
 }
 
 function startProcess(args: string[], childEnv: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, args, { cwd: packageRoot, env: { ...env, NODE_OPTIONS: '', ...childEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, args, {
+    cwd: packageRoot,
+    env: { ...env, NODE_OPTIONS: '', ...childEnv },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
   return { child, output: () => stderr };
@@ -139,12 +145,15 @@ const toolErrors = new Map<string, string>();
 async function drive(base: string, c: Case, connections: number, seconds: number): Promise<Result> {
   return autocannon({
     // An MCP tool error is a 200: count it as a mismatch, not a success.
-    verifyBody: c.id === 'e' ? (raw) => {
-      const body = String(raw ?? '');
-      const ok = !body.includes('"isError":true');
-      if (!ok && !toolErrors.has(c.id)) toolErrors.set(c.id, body.slice(0, 400));
-      return ok;
-    } : undefined,
+    verifyBody:
+      c.id === 'e'
+        ? (raw) => {
+            const body = String(raw ?? '');
+            const ok = !body.includes('"isError":true');
+            if (!ok && !toolErrors.has(c.id)) toolErrors.set(c.id, body.slice(0, 400));
+            return ok;
+          }
+        : undefined,
     url: base + c.path,
     method: c.method,
     headers: c.headers,
@@ -157,38 +166,103 @@ async function drive(base: string, c: Case, connections: number, seconds: number
 
 /** The list read of case (a) as PostGraphile's Amber preset names it: every column of the newest 20. */
 const GRAPHQL_LIST = JSON.stringify({
-  query: '{ allPersonalTransactions(first: 20, orderBy: OCCURRED_AT_DESC) { nodes { id workspaceId name amount categoryId methodId occurredAt note createdAt } } }',
+  query:
+    '{ allPersonalTransactions(first: 20, orderBy: OCCURRED_AT_DESC) { nodes { id workspaceId name amount categoryId methodId occurredAt note createdAt } } }',
 });
 
-function cases(d: Dataset, wrapperPresent: boolean, mcpToken: string, extra: { postgraphile: boolean; pgbouncer: boolean }): Case[] {
+function cases(
+  d: Dataset,
+  wrapperPresent: boolean,
+  mcpToken: string,
+  extra: { postgraphile: boolean; pgbouncer: boolean },
+): Case[] {
   const rest = { apikey: d.apikey, authorization: `Bearer ${d.main.jwt}` };
   const list: Case[] = [
-    { id: 'baseline', title: 'baseline: node:http + postgres.js, same transaction as (a)', target: 'baseline', method: 'GET', path: '/', headers: { authorization: `Bearer ${d.main.jwt}` }, comparable: false },
-    { id: 'a', title: 'GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20', target: 'tally', method: 'GET', path: '/rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20', headers: rest, comparable: true },
-  ];
-  if (wrapperPresent) {
-    list.push({ id: 'b', title: 'GET /api/v1/personal_transactions (wrapper)', target: 'tally', method: 'GET', path: '/api/v1/personal_transactions', headers: { authorization: `Bearer ${d.main.jwt}` }, comparable: true });
-  }
-  list.push(
-    { id: 'c', title: 'GET /rest/v1/funds?select=*,fund_transactions(*)&status=eq.In%20Progress', target: 'tally', method: 'GET', path: '/rest/v1/funds?select=*,fund_transactions(*)&status=eq.In%20Progress', headers: rest, comparable: true },
     {
-      id: 'd', title: 'POST /rest/v1/personal_transactions (one row, return=minimal)', target: 'tally', method: 'POST', path: '/rest/v1/personal_transactions',
-      headers: { ...rest, 'content-type': 'application/json', prefer: 'return=minimal' },
-      body: JSON.stringify({ name: 'Bench write', amount: 12.5, category_id: 'essentials', method_id: 'cash' }), comparable: true,
+      id: 'baseline',
+      title: 'baseline: node:http + postgres.js, same transaction as (a)',
+      target: 'baseline',
+      method: 'GET',
+      path: '/',
+      headers: { authorization: `Bearer ${d.main.jwt}` },
+      comparable: false,
     },
     {
-      id: 'e', title: 'MCP tools/call list_expenses (Streamable HTTP, stateless)', target: 'tally', method: 'POST', path: `/mcp?token=${encodeURIComponent(mcpToken)}`,
+      id: 'a',
+      title: 'GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20',
+      target: 'tally',
+      method: 'GET',
+      path: '/rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20',
+      headers: rest,
+      comparable: true,
+    },
+  ];
+  if (wrapperPresent) {
+    list.push({
+      id: 'b',
+      title: 'GET /api/v1/personal_transactions (wrapper)',
+      target: 'tally',
+      method: 'GET',
+      path: '/api/v1/personal_transactions',
+      headers: { authorization: `Bearer ${d.main.jwt}` },
+      comparable: true,
+    });
+  }
+  list.push(
+    {
+      id: 'c',
+      title: 'GET /rest/v1/funds?select=*,fund_transactions(*)&status=eq.In%20Progress',
+      target: 'tally',
+      method: 'GET',
+      path: '/rest/v1/funds?select=*,fund_transactions(*)&status=eq.In%20Progress',
+      headers: rest,
+      comparable: true,
+    },
+    {
+      id: 'd',
+      title: 'POST /rest/v1/personal_transactions (one row, return=minimal)',
+      target: 'tally',
+      method: 'POST',
+      path: '/rest/v1/personal_transactions',
+      headers: { ...rest, 'content-type': 'application/json', prefer: 'return=minimal' },
+      body: JSON.stringify({ name: 'Bench write', amount: 12.5, category_id: 'essentials', method_id: 'cash' }),
+      comparable: true,
+    },
+    {
+      id: 'e',
+      title: 'MCP tools/call list_expenses (Streamable HTTP, stateless)',
+      target: 'tally',
+      method: 'POST',
+      path: `/mcp?token=${encodeURIComponent(mcpToken)}`,
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_expenses', arguments: { limit: 20 } } }), comparable: true,
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'list_expenses', arguments: { limit: 20 } },
+      }),
+      comparable: true,
     },
   );
   if (extra.postgraphile) {
     list.push({
-      id: 'g', title: 'PostGraphile 5 (Amber): allPersonalTransactions(first: 20, orderBy: OCCURRED_AT_DESC), same JWT', target: 'postgraphile', method: 'POST', path: '/graphql',
-      headers: { authorization: `Bearer ${d.main.jwt}`, 'content-type': 'application/json' }, body: GRAPHQL_LIST, comparable: true,
+      id: 'g',
+      title: 'PostGraphile 5 (Amber): allPersonalTransactions(first: 20, orderBy: OCCURRED_AT_DESC), same JWT',
+      target: 'postgraphile',
+      method: 'POST',
+      path: '/graphql',
+      headers: { authorization: `Bearer ${d.main.jwt}`, 'content-type': 'application/json' },
+      body: GRAPHQL_LIST,
+      comparable: true,
     });
   }
-  if (extra.pgbouncer) list.push({ ...list[1], id: 'p', title: 'case (a) through PgBouncer (transaction mode), TALLY_DB_PREPARED_STATEMENTS=false', target: 'pgbouncer' });
+  if (extra.pgbouncer)
+    list.push({
+      ...list[1],
+      id: 'p',
+      title: 'case (a) through PgBouncer (transaction mode), TALLY_DB_PREPARED_STATEMENTS=false',
+      target: 'pgbouncer',
+    });
   return list;
 }
 
@@ -230,7 +304,9 @@ const peerMemory: { postgraphile?: () => { peakMb: number; rssMb: number } | und
 async function startPgBouncer(ownerUrl: string, home: string): Promise<{ child: ChildProcess; url: string } | string> {
   let binary: string;
   try {
-    binary = execFileSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer'], { encoding: 'utf8' }).trim().split('\n')[0];
+    binary = execFileSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer'], { encoding: 'utf8' })
+      .trim()
+      .split('\n')[0];
   } catch {
     return 'pgbouncer is not installed (apt-get install pgbouncer), case (p) skipped';
   }
@@ -248,16 +324,25 @@ async function startPgBouncer(ownerUrl: string, home: string): Promise<{ child: 
   await mkdir(dir, { recursive: true });
   await chmod(dir, 0o755);
   await writeFile(join(dir, 'userlist.txt'), `"authenticator" "${password}"\n`, { mode: 0o644 });
-  await writeFile(join(dir, 'pgbouncer.ini'), [
-    '[databases]',
-    `${database} = host=${owner.hostname} port=${owner.port} dbname=${database} user=authenticator password=${password}`,
-    '[pgbouncer]',
-    'listen_addr = 127.0.0.1', `listen_port = ${port}`, "unix_socket_dir =",
-    'auth_type = scram-sha-256', `auth_file = ${join(dir, 'userlist.txt')}`,
-    'pool_mode = transaction', 'default_pool_size = 10', 'max_client_conn = 200',
-    // postgres.js sends the role as a startup parameter; the login is authenticator already.
-    'ignore_startup_parameters = role',
-  ].join('\n') + '\n', { mode: 0o644 });
+  await writeFile(
+    join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      `${database} = host=${owner.hostname} port=${owner.port} dbname=${database} user=authenticator password=${password}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = scram-sha-256',
+      `auth_file = ${join(dir, 'userlist.txt')}`,
+      'pool_mode = transaction',
+      'default_pool_size = 10',
+      'max_client_conn = 200',
+      // postgres.js sends the role as a startup parameter; the login is authenticator already.
+      'ignore_startup_parameters = role',
+    ].join('\n') + '\n',
+    { mode: 0o644 },
+  );
   const args = [...(process.getuid?.() === 0 ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')];
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -288,7 +373,9 @@ async function main(): Promise<void> {
   const pgPort = await freePort();
   const jwtSecret = randomBytes(48).toString('base64url');
   const loadAverageAtStart = loadavg();
-  log(`Tally benchmark: ${cpus().length} cores, load average ${loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}, ${SECONDS} s per case`);
+  log(
+    `Tally benchmark: ${cpus().length} cores, load average ${loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}, ${SECONDS} s per case`,
+  );
   log(`Embedded Postgres in ${home} on port ${pgPort}; generating data…`);
   const pg = await startEmbedded({ home, port: pgPort });
   const children: ChildProcess[] = [];
@@ -324,14 +411,31 @@ async function main(): Promise<void> {
       TALLY_RATE_LIMIT_PER_MINUTE: '10000000',
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
     };
-    const tally = startProcess([...profile, 'dist/gateway/cli/main.js', 'serve'], { ...tallyEnv, PORT: String(tallyPort) });
+    const tally = startProcess([...profile, 'dist/gateway/cli/main.js', 'serve'], {
+      ...tallyEnv,
+      PORT: String(tallyPort),
+    });
     children.push(tally.child);
-    const baseline = startProcess(['dist/bench/baseline.js'], { DATABASE_URL: pg.url, PORT: String(baselinePort), TALLY_JWT_SECRET: jwtSecret });
+    const baseline = startProcess(['dist/bench/baseline.js'], {
+      DATABASE_URL: pg.url,
+      PORT: String(baselinePort),
+      TALLY_JWT_SECRET: jwtSecret,
+    });
     children.push(baseline.child);
     const tallyBase = `http://127.0.0.1:${tallyPort}`;
     const baselineBase = `http://127.0.0.1:${baselinePort}`;
-    const bases: Record<Case['target'], string> = { tally: tallyBase, baseline: baselineBase, postgraphile: '', pgbouncer: '' };
-    const pids: Record<Case['target'], number | undefined> = { tally: tally.child.pid, baseline: baseline.child.pid, postgraphile: undefined, pgbouncer: undefined };
+    const bases: Record<Case['target'], string> = {
+      tally: tallyBase,
+      baseline: baselineBase,
+      postgraphile: '',
+      pgbouncer: '',
+    };
+    const pids: Record<Case['target'], number | undefined> = {
+      tally: tally.child.pid,
+      baseline: baseline.child.pid,
+      postgraphile: undefined,
+      pgbouncer: undefined,
+    };
     await waitReady(`${tallyBase}/readyz`, tally.child, tally.output);
     await waitReady(baselineBase + '/', baseline.child, baseline.output, true); // any answer: it has no health route
 
@@ -342,7 +446,12 @@ async function main(): Promise<void> {
       process.env.GRAPHILE_ENV ??= 'production'; // the probe below would print a notice otherwise
       await import('postgraphile');
       const port = await freePort();
-      const pgl = startProcess(['dist/bench/postgraphile.js'], { DATABASE_URL: pg.url, PORT: String(port), TALLY_JWT_SECRET: jwtSecret, GRAPHILE_ENV: 'production' });
+      const pgl = startProcess(['dist/bench/postgraphile.js'], {
+        DATABASE_URL: pg.url,
+        PORT: String(port),
+        TALLY_JWT_SECRET: jwtSecret,
+        GRAPHILE_ENV: 'production',
+      });
       children.push(pgl.child);
       bases.postgraphile = `http://127.0.0.1:${port}`;
       await waitReady(`${bases.postgraphile}/graphql`, pgl.child, pgl.output, true);
@@ -350,7 +459,9 @@ async function main(): Promise<void> {
       peerMemory.postgraphile = () => memoryOf(pgl.child.pid);
       pids.postgraphile = pgl.child.pid;
     } catch (err) {
-      notes.push(`PostGraphile 5 is not available, case (g) skipped: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+      notes.push(
+        `PostGraphile 5 is not available, case (g) skipped: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`,
+      );
     }
 
     // Tally behind PgBouncer in transaction mode, when Debian's pgbouncer is installed.
@@ -360,7 +471,12 @@ async function main(): Promise<void> {
     else {
       children.push(bouncer.child);
       const port = await freePort();
-      const behind = startProcess(['dist/gateway/cli/main.js', 'serve'], { ...tallyEnv, PORT: String(port), DATABASE_URL: bouncer.url, TALLY_DB_PREPARED_STATEMENTS: 'false' });
+      const behind = startProcess(['dist/gateway/cli/main.js', 'serve'], {
+        ...tallyEnv,
+        PORT: String(port),
+        DATABASE_URL: bouncer.url,
+        TALLY_DB_PREPARED_STATEMENTS: 'false',
+      });
       children.push(behind.child);
       bases.pgbouncer = `http://127.0.0.1:${port}`;
       pids.pgbouncer = behind.child.pid;
@@ -369,21 +485,27 @@ async function main(): Promise<void> {
     }
     for (const note of notes) log(`  note: ${note}`);
 
-    const probe = await fetch(`${tallyBase}/api/v1/personal_transactions`, { headers: { authorization: `Bearer ${dataset.main.jwt}` } });
+    const probe = await fetch(`${tallyBase}/api/v1/personal_transactions`, {
+      headers: { authorization: `Bearer ${dataset.main.jwt}` },
+    });
     const wrapperPresent = probe.status !== 404;
     await probe.arrayBuffer();
     if (!wrapperPresent) log('  note: /api/v1 is not served by this build; case (b) is skipped');
 
     const only = env.BENCH_CASES ? new Set(env.BENCH_CASES.split(',')) : undefined;
-    const all = cases(dataset, wrapperPresent, dataset.main.token, { postgraphile: postgraphileUp, pgbouncer: pgbouncerUp })
-      .filter((c) => !only || only.has(c.id) || c.id === 'baseline' || c.id === 'a');
+    const all = cases(dataset, wrapperPresent, dataset.main.token, {
+      postgraphile: postgraphileUp,
+      pgbouncer: pgbouncerUp,
+    }).filter((c) => !only || only.has(c.id) || c.id === 'baseline' || c.id === 'a');
     // Every case must answer 2xx before it is measured: a benchmark of errors measures nothing.
     for (const c of all) {
       const res = await fetch(bases[c.target] + c.path, { method: c.method, headers: c.headers, body: c.body });
       const text = await res.text();
       if (!res.ok) throw new Error(`case ${c.id} answered ${res.status}: ${text.slice(0, 300)}`);
-      if (c.id === 'e' && /"isError":true/.test(text)) throw new Error(`case e returned a tool error: ${text.slice(0, 300)}`);
-      if (c.id === 'g' && (/"errors"/.test(text) || !/"nodes":\[\{/.test(text))) throw new Error(`case g answered no rows: ${text.slice(0, 300)}`);
+      if (c.id === 'e' && /"isError":true/.test(text))
+        throw new Error(`case e returned a tool error: ${text.slice(0, 300)}`);
+      if (c.id === 'g' && (/"errors"/.test(text) || !/"nodes":\[\{/.test(text)))
+        throw new Error(`case g answered no rows: ${text.slice(0, 300)}`);
     }
 
     const results: Measurement[] = [];
@@ -394,23 +516,37 @@ async function main(): Promise<void> {
       const cpuMs = cpuMsOf(pids[c.target]) - cpuBefore;
       const rps = r.requests.average;
       const m: Measurement = {
-        case: c.id, title: c.title, target: c.target, connections, seconds: SECONDS,
-        requests: r.requests.total, reqPerSec: Math.round(rps), p50Ms: r.latency.p50, p99Ms: r.latency.p99,
-        non2xx: r.non2xx, errors: r.errors + r.timeouts + (r.mismatches ?? 0),
-        ratioToBaseline: against && c.comparable && against.reqPerSec > 0 ? Math.round((rps / against.reqPerSec) * 100) / 100 : null,
-        p99RatioToBaseline: against && c.comparable && against.p99Ms > 0 ? Math.round((r.latency.p99 / against.p99Ms) * 100) / 100 : null,
-        serverCpuMsPerRequest: Number.isFinite(cpuMs) && r.requests.total > 0 ? Math.round((cpuMs / r.requests.total) * 1000) / 1000 : null,
+        case: c.id,
+        title: c.title,
+        target: c.target,
+        connections,
+        seconds: SECONDS,
+        requests: r.requests.total,
+        reqPerSec: Math.round(rps),
+        p50Ms: r.latency.p50,
+        p99Ms: r.latency.p99,
+        non2xx: r.non2xx,
+        errors: r.errors + r.timeouts + (r.mismatches ?? 0),
+        ratioToBaseline:
+          against && c.comparable && against.reqPerSec > 0 ? Math.round((rps / against.reqPerSec) * 100) / 100 : null,
+        p99RatioToBaseline:
+          against && c.comparable && against.p99Ms > 0 ? Math.round((r.latency.p99 / against.p99Ms) * 100) / 100 : null,
+        serverCpuMsPerRequest:
+          Number.isFinite(cpuMs) && r.requests.total > 0 ? Math.round((cpuMs / r.requests.total) * 1000) / 1000 : null,
         tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
       };
       results.push(m);
-      log(`  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms`
-        + `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× floor, p99 ${fmt(m.p99RatioToBaseline ?? NaN, 2)}× floor's` : ''}`
-        + `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request`
-        + `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${loadavg()[0].toFixed(2)}]`);
+      log(
+        `  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms` +
+          `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× floor, p99 ${fmt(m.p99RatioToBaseline ?? NaN, 2)}× floor's` : ''}` +
+          `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request` +
+          `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${loadavg()[0].toFixed(2)}]`,
+      );
       return m;
     };
     /** A case right after the floor at the same connections: the pair shares the machine's load. */
-    const paired = async (c: Case, connections: number): Promise<Measurement> => measure(c, connections, await measure(floor, connections));
+    const paired = async (c: Case, connections: number): Promise<Measurement> =>
+      measure(c, connections, await measure(floor, connections));
 
     await drive(baselineBase, floor, 4, 1); // warm-up: JIT, prepared statements, pool connections
     for (const c of all.slice(1)) {
@@ -424,17 +560,22 @@ async function main(): Promise<void> {
     const mcpSessions = num('BENCH_MCP_SESSIONS', 100);
     let mcpHold: number | null = null;
     if (mcp && mcpSessions > 0) {
-      const at16 = results.find((m) => m.case === 'e' && m.connections === 16) ?? await measure(mcp, 16);
+      const at16 = results.find((m) => m.case === 'e' && m.connections === 16) ?? (await measure(mcp, 16));
       const many = await measure(mcp, mcpSessions);
       mcpHold = at16.reqPerSec > 0 ? Math.round((many.reqPerSec / at16.reqPerSec) * 100) / 100 : null;
       log(`  MCP: ${mcpSessions} concurrent sessions ${many.reqPerSec} req/s vs ${at16.reqPerSec} at 16 (${mcpHold}×)`);
     }
 
     // Cost as data grows: case (a) on a 10,000-row and a large workspace, one connection (latency).
-    const growth: { rows: number; p50Ms: number; p99Ms: number; meanMs: number; reqPerSec: number; non2xx: number }[] = [];
+    const growth: { rows: number; p50Ms: number; p99Ms: number; meanMs: number; reqPerSec: number; non2xx: number }[] =
+      [];
     for (const ws of [dataset.small, dataset.large]) {
       if (!ws) continue;
-      const c: Case = { ...all[1], id: `a@${ws.rows}`, headers: { apikey: dataset.apikey, authorization: `Bearer ${ws.jwt}` } };
+      const c: Case = {
+        ...all[1],
+        id: `a@${ws.rows}`,
+        headers: { apikey: dataset.apikey, authorization: `Bearer ${ws.jwt}` },
+      };
       const probe = await fetch(tallyBase + c.path, { headers: c.headers });
       const text = await probe.text();
       if (!probe.ok) throw new Error(`growth case on ${ws.rows} rows answered ${probe.status}: ${text.slice(0, 300)}`);
@@ -443,9 +584,18 @@ async function main(): Promise<void> {
       // autocannon's histogram has millisecond resolution, too coarse for a sub-millisecond
       // mean; with one connection (a closed loop) the mean latency is 1 s / throughput.
       const meanMs = Math.round((1000 / r.requests.average) * 1000) / 1000;
-      growth.push({ rows: ws.rows, p50Ms: r.latency.p50, p99Ms: r.latency.p99, meanMs, reqPerSec: Math.round(r.requests.average), non2xx: r.non2xx });
-      log(`  growth   (a) on ${ws.rows.toLocaleString('en')} rows: ${Math.round(r.requests.average)} req/s, mean ${fmt(meanMs, 3)} ms, p99 ${fmt(r.latency.p99)} ms`
-        + `${r.non2xx ? `  (${r.non2xx} non-2xx)` : ''}  [load ${loadavg()[0].toFixed(2)}]`);
+      growth.push({
+        rows: ws.rows,
+        p50Ms: r.latency.p50,
+        p99Ms: r.latency.p99,
+        meanMs,
+        reqPerSec: Math.round(r.requests.average),
+        non2xx: r.non2xx,
+      });
+      log(
+        `  growth   (a) on ${ws.rows.toLocaleString('en')} rows: ${Math.round(r.requests.average)} req/s, mean ${fmt(meanMs, 3)} ms, p99 ${fmt(r.latency.p99)} ms` +
+          `${r.non2xx ? `  (${r.non2xx} non-2xx)` : ''}  [load ${loadavg()[0].toFixed(2)}]`,
+      );
     }
 
     const txPerRead = await transactionsPerRead(pg.url, tallyBase, all[1]);
@@ -475,7 +625,10 @@ async function main(): Promise<void> {
         await owner.end();
       }
       const after = await paired({ ...all[1], id: 'a@many' }, 16);
-      manyRatio = readBefore.ratioToBaseline && after.ratioToBaseline ? Math.round((after.ratioToBaseline / readBefore.ratioToBaseline) * 100) / 100 : null;
+      manyRatio =
+        readBefore.ratioToBaseline && after.ratioToBaseline
+          ? Math.round((after.ratioToBaseline / readBefore.ratioToBaseline) * 100) / 100
+          : null;
     }
 
     const tallyMemory = memoryOf(tally.child.pid);
@@ -483,8 +636,13 @@ async function main(): Promise<void> {
     const postgraphileMemory = peerMemory.postgraphile?.();
     const at = (id: string) => results.filter((m) => m.case === id && m.connections === 16).at(-1);
     const growthRatio = growth.length === 2 ? Math.round((growth[1].meanMs / growth[0].meanMs) * 100) / 100 : null;
-    const target = (label: string, measured: number | null | undefined, met: (v: number) => boolean) => ({ target: label, measured: measured ?? null, met: measured !== null && measured !== undefined && met(measured) });
-    const tallyVsPostgraphile = at('a') && at('g') ? Math.round((at('a')!.reqPerSec / at('g')!.reqPerSec) * 100) / 100 : null;
+    const target = (label: string, measured: number | null | undefined, met: (v: number) => boolean) => ({
+      target: label,
+      measured: measured ?? null,
+      met: measured !== null && measured !== undefined && met(measured),
+    });
+    const tallyVsPostgraphile =
+      at('a') && at('g') ? Math.round((at('a')!.reqPerSec / at('g')!.reqPerSec) * 100) / 100 : null;
     const targets: Record<string, { target: string; measured: number | null; met: boolean }> = {
       restReadVsFloorAt16: target('>= 0.85× floor', at('a')?.ratioToBaseline, (v) => v >= 0.85),
       restReadP99VsFloorAt16: target("<= 1.2× floor's p99", at('a')?.p99RatioToBaseline, (v) => v <= 1.2),
@@ -494,7 +652,11 @@ async function main(): Promise<void> {
       singleRowPostVsFloorAt16: target('>= 0.7× floor', at('d')?.ratioToBaseline, (v) => v >= 0.7),
       mcpListVsFloorAt16: target('>= 0.5× floor', at('e')?.ratioToBaseline, (v) => v >= 0.5),
       restReadVsPostGraphileAt16: target('> 1× PostGraphile', tallyVsPostgraphile, (v) => v > 1),
-      pgbouncerReadVsFloorAt16: target('answers 2xx (figure for information)', at('p')?.ratioToBaseline, () => (at('p')?.non2xx ?? 1) === 0 && (at('p')?.errors ?? 1) === 0),
+      pgbouncerReadVsFloorAt16: target(
+        'answers 2xx (figure for information)',
+        at('p')?.ratioToBaseline,
+        () => (at('p')?.non2xx ?? 1) === 0 && (at('p')?.errors ?? 1) === 0,
+      ),
       peakRssMb: target('< 150 MB', tallyMemory?.peakMb, (v) => v < 150),
       postgresTransactionsPerRead: target('1', txPerRead, (v) => v <= 1.05),
       latencyLargeVsSmallWorkspace: target('<= 1.2', growthRatio, (v) => v <= 1.2),
@@ -506,19 +668,48 @@ async function main(): Promise<void> {
     log("| case | conn | req/s | p50 ms | p99 ms | × floor | p99 × floor's | server CPU ms/req | Tally peak RSS MB |");
     log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const m of results) {
-      log(`| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.serverCpuMsPerRequest ?? ''} | ${m.target === 'tally' ? m.tallyPeakRssMb ?? '' : ''} |`);
+      log(
+        `| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.serverCpuMsPerRequest ?? ''} | ${m.target === 'tally' ? (m.tallyPeakRssMb ?? '') : ''} |`,
+      );
     }
     log('');
-    log(`Peak RSS: Tally ${tallyMemory?.peakMb} MB, floor ${baselineMemory?.peakMb} MB${postgraphileMemory ? `, PostGraphile ${postgraphileMemory.peakMb} MB` : ''}`);
+    log(
+      `Peak RSS: Tally ${tallyMemory?.peakMb} MB, floor ${baselineMemory?.peakMb} MB${postgraphileMemory ? `, PostGraphile ${postgraphileMemory.peakMb} MB` : ''}`,
+    );
     for (const note of notes) log(`Note: ${note}`);
-    for (const [name, t] of Object.entries(targets)) log(`Target ${name}: ${t.target}, measured ${t.measured} → ${t.met ? 'met' : 'NOT met'}`);
-    log(`Load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    for (const [name, t] of Object.entries(targets))
+      log(`Target ${name}: ${t.target}, measured ${t.measured} → ${t.met ? 'met' : 'NOT met'}`);
+    log(
+      `Load average at the end: ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
 
     const report = {
       measuredAt: new Date().toISOString(),
-      machine: { cores: cpus().length, model: cpus()[0]?.model, loadAverageAtStart, loadAverageAtEnd: loadavg(), node: process.version },
-      settings: { secondsPerCase: SECONDS, connections: CONNECTIONS, tallyPool: 10, baselinePool: 10, postgraphilePool: 10, logLevel: env.LOG_LEVEL ?? 'info' },
-      data: { mainRows: dataset.main.rows, otherWorkspaces: dataset.others, otherRows: dataset.small.rows, largeRows: dataset.large?.rows ?? 0, manyWorkspaces, generationSeconds: dataset.generationSeconds },
+      machine: {
+        cores: cpus().length,
+        model: cpus()[0]?.model,
+        loadAverageAtStart,
+        loadAverageAtEnd: loadavg(),
+        node: process.version,
+      },
+      settings: {
+        secondsPerCase: SECONDS,
+        connections: CONNECTIONS,
+        tallyPool: 10,
+        baselinePool: 10,
+        postgraphilePool: 10,
+        logLevel: env.LOG_LEVEL ?? 'info',
+      },
+      data: {
+        mainRows: dataset.main.rows,
+        otherWorkspaces: dataset.others,
+        otherRows: dataset.small.rows,
+        largeRows: dataset.large?.rows ?? 0,
+        manyWorkspaces,
+        generationSeconds: dataset.generationSeconds,
+      },
       notes,
       results,
       growth,

@@ -55,7 +55,10 @@ function flag(env: Env, name: string, fallback = false): boolean {
 }
 
 function list(raw: string | undefined): string[] {
-  return (raw ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  return (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
 }
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
@@ -63,22 +66,32 @@ const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 export function loadConfig(env: Env = process.env): Config {
   const schemas = list(env.TALLY_DB_SCHEMAS ?? 'public');
   if (schemas.length === 0) throw new ConfigError('TALLY_DB_SCHEMAS must name at least one schema');
-  for (const s of schemas) if (!identifier.test(s)) throw new ConfigError(`TALLY_DB_SCHEMAS: "${s}" is not a schema name`);
+  for (const s of schemas)
+    if (!identifier.test(s)) throw new ConfigError(`TALLY_DB_SCHEMAS: "${s}" is not a schema name`);
   const anonRole = (env.TALLY_DB_ANON_ROLE ?? 'anon').trim();
   if (!identifier.test(anonRole)) throw new ConfigError(`TALLY_DB_ANON_ROLE: "${anonRole}" is not a role name`);
   const apiRoles = list(env.TALLY_DB_API_ROLES ?? 'anon,api_read,api_write');
-  for (const r of apiRoles) if (!identifier.test(r)) throw new ConfigError(`TALLY_DB_API_ROLES: "${r}" is not a role name`);
+  for (const r of apiRoles)
+    if (!identifier.test(r)) throw new ConfigError(`TALLY_DB_API_ROLES: "${r}" is not a role name`);
   if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
   // Unset: api_read, where it is an API role (a database of its own may have other roles).
-  const readOnlyRoles = env.TALLY_DB_READ_ONLY_ROLES === undefined ? apiRoles.filter((r) => r === 'api_read') : list(env.TALLY_DB_READ_ONLY_ROLES);
-  for (const r of readOnlyRoles) if (!apiRoles.includes(r)) throw new ConfigError(`TALLY_DB_READ_ONLY_ROLES: "${r}" is not one of TALLY_DB_API_ROLES`);
+  const readOnlyRoles =
+    env.TALLY_DB_READ_ONLY_ROLES === undefined
+      ? apiRoles.filter((r) => r === 'api_read')
+      : list(env.TALLY_DB_READ_ONLY_ROLES);
+  for (const r of readOnlyRoles)
+    if (!apiRoles.includes(r))
+      throw new ConfigError(`TALLY_DB_READ_ONLY_ROLES: "${r}" is not one of TALLY_DB_API_ROLES`);
   const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? 'tally.check_request').trim();
   if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
     throw new ConfigError(`TALLY_DB_PRE_REQUEST: "${preRequestRaw}" is not a function name`);
   }
   const jwtSecret = env.TALLY_JWT_SECRET || undefined;
   const jwtPreviousSecret = env.TALLY_JWT_SECRET_PREVIOUS || undefined;
-  for (const [name, value] of [['TALLY_JWT_SECRET', jwtSecret], ['TALLY_JWT_SECRET_PREVIOUS', jwtPreviousSecret]] as const) {
+  for (const [name, value] of [
+    ['TALLY_JWT_SECRET', jwtSecret],
+    ['TALLY_JWT_SECRET_PREVIOUS', jwtPreviousSecret],
+  ] as const) {
     if (value !== undefined && value.length < 32) throw new ConfigError(`${name} must be at least 32 characters long`);
   }
   const databaseUrl = env.DATABASE_URL || undefined;
@@ -86,9 +99,11 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
   const dbUri = env.TALLY_DB_URI || undefined;
-  if (dbUri && !/^postgres(ql)?:\/\//.test(dbUri)) throw new ConfigError('TALLY_DB_URI must be a postgres:// or postgresql:// URL');
+  if (dbUri && !/^postgres(ql)?:\/\//.test(dbUri))
+    throw new ConfigError('TALLY_DB_URI must be a postgres:// or postgresql:// URL');
   const workMem = (env.TALLY_DB_WORK_MEM ?? '4MB').trim();
-  if (!/^\d{1,7}(kB|MB|GB)$/.test(workMem)) throw new ConfigError(`TALLY_DB_WORK_MEM must be a size such as 4MB or 512kB, got "${workMem}"`);
+  if (!/^\d{1,7}(kB|MB|GB)$/.test(workMem))
+    throw new ConfigError(`TALLY_DB_WORK_MEM must be a size such as 4MB or 512kB, got "${workMem}"`);
   const poolSize = integer(env, 'TALLY_DB_POOL', 10, 1, 1000);
   return {
     databaseUrl,

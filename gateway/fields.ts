@@ -30,16 +30,25 @@ const text = (maxLength: number, description: string, minLength = 0): JsonSchema
   minLength > 0 ? { type: 'string', minLength, maxLength, description } : { type: 'string', maxLength, description };
 export const nullable = (schema: JsonSchema): JsonSchema => ({ ...schema, type: [schema.type as string, 'null'] });
 const dateTime = (description: string): JsonSchema => ({
-  type: 'string', format: 'date-time', description: `${description}; ISO 8601 date-time with a time zone, e.g. 2026-03-14T18:30:00Z`,
+  type: 'string',
+  format: 'date-time',
+  description: `${description}; ISO 8601 date-time with a time zone, e.g. 2026-03-14T18:30:00Z`,
 });
-const date = (description: string): JsonSchema => ({ type: 'string', format: 'date', description: `${description}; ISO 8601 date, e.g. 2026-03-14` });
+const date = (description: string): JsonSchema => ({
+  type: 'string',
+  format: 'date',
+  description: `${description}; ISO 8601 date, e.g. 2026-03-14`,
+});
 
 /** The writable fields of each finance table, with the live enums of `lookups`. */
 export function financeFields(lookups: Lookups) {
   const expense = {
     name: text(255, 'Expense title or vendor description, 1 to 255 characters', 1),
     amount: {
-      type: 'number', exclusiveMinimum: 0, exclusiveMaximum: AMOUNT_LIMIT, multipleOf: AMOUNT_STEP,
+      type: 'number',
+      exclusiveMinimum: 0,
+      exclusiveMaximum: AMOUNT_LIMIT,
+      multipleOf: AMOUNT_STEP,
       description: 'Amount in the workspace currency, greater than 0 (at most 4 decimals)',
     },
     category_id: liveEnum(lookups.expenseCategories, 'Expense category'),
@@ -51,8 +60,13 @@ export function financeFields(lookups: Lookups) {
     fund_id: uuid('The fund the transaction belongs to'),
     name: text(255, 'Transaction title, 1 to 255 characters', 1),
     amount: {
-      type: 'number', exclusiveMinimum: -AMOUNT_LIMIT, exclusiveMaximum: AMOUNT_LIMIT, multipleOf: AMOUNT_STEP, not: { const: 0 },
-      description: 'Amount in the fund currency: positive for income (a contribution), negative for an expense payout; never 0 (at most 4 decimals)',
+      type: 'number',
+      exclusiveMinimum: -AMOUNT_LIMIT,
+      exclusiveMaximum: AMOUNT_LIMIT,
+      multipleOf: AMOUNT_STEP,
+      not: { const: 0 },
+      description:
+        'Amount in the fund currency: positive for income (a contribution), negative for an expense payout; never 0 (at most 4 decimals)',
     },
     category_id: liveEnum(lookups.fundCategories, 'Fund category'),
     method_id: liveEnum(lookups.paymentMethods, 'Payment method'),
@@ -61,20 +75,51 @@ export function financeFields(lookups: Lookups) {
   const fund = {
     name: text(255, 'Fund name, 1 to 255 characters', 1),
     kind: liveEnum(lookups.fundKinds, 'Kind of fund (default Travel)'),
-    status: { type: 'string', enum: FUND_STATUSES, description: "Status: 'Upcoming', 'In Progress' or 'Completed' (any may follow any)" },
+    status: {
+      type: 'string',
+      enum: FUND_STATUSES,
+      description: "Status: 'Upcoming', 'In Progress' or 'Completed' (any may follow any)",
+    },
     start_date: date('First day of the fund'),
     end_date: date('Last day of the fund, not before start_date'),
-    contribution_amount: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: AMOUNT_LIMIT, description: 'What each participant owes per period' },
-    contribution_frequency: { type: 'string', enum: CONTRIBUTION_FREQUENCIES, description: 'How often a contribution is due' },
-    contribution_due_day: { type: 'integer', minimum: 1, maximum: 31, description: 'Day of the month (ISO weekday 1-7 for weekly) a contribution is due' },
-    target_amount: { type: 'number', minimum: 0, exclusiveMaximum: AMOUNT_LIMIT, description: 'Budget target in the fund currency, 0 or more' },
-    currency: { type: 'string', pattern: '^[A-Z]{3}$', description: 'ISO 4217 currency code (default: the workspace currency)' },
+    contribution_amount: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      exclusiveMaximum: AMOUNT_LIMIT,
+      description: 'What each participant owes per period',
+    },
+    contribution_frequency: {
+      type: 'string',
+      enum: CONTRIBUTION_FREQUENCIES,
+      description: 'How often a contribution is due',
+    },
+    contribution_due_day: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 31,
+      description: 'Day of the month (ISO weekday 1-7 for weekly) a contribution is due',
+    },
+    target_amount: {
+      type: 'number',
+      minimum: 0,
+      exclusiveMaximum: AMOUNT_LIMIT,
+      description: 'Budget target in the fund currency, 0 or more',
+    },
+    currency: {
+      type: 'string',
+      pattern: '^[A-Z]{3}$',
+      description: 'ISO 4217 currency code (default: the workspace currency)',
+    },
     description: text(2000, 'What the fund is for, at most 2000 characters'),
   };
   const contact = {
     name: text(255, 'Full name, 1 to 255 characters', 1),
     nickname: text(255, 'Nickname'),
-    phone: { type: 'string', pattern: PHONE_PATTERN, description: 'Phone number: 3 to 32 digits with optional +, spaces, dots, dashes, parentheses' },
+    phone: {
+      type: 'string',
+      pattern: PHONE_PATTERN,
+      description: 'Phone number: 3 to 32 digits with optional +, spaces, dots, dashes, parentheses',
+    },
     email: { type: 'string', format: 'email', maxLength: 320, description: 'Email address' },
     gender: text(50, 'Gender (set on creation)'),
     nationality: text(100, 'Nationality (set on creation)'),
@@ -95,33 +140,67 @@ function record(properties: Record<string, JsonSchema>, description: string): Js
 
 /** The finance records as the gateway answers them, with formats and descriptions. */
 export function financeRecords() {
-  const expense = record({
-    id: tenant.id, workspace_id: tenant.workspace_id,
-    name: { type: 'string' }, amount: { type: 'number', description: 'In the workspace currency' },
-    category_id: { type: 'string' }, method_id: { type: 'string' },
-    occurred_at: { type: 'string', format: 'date-time' }, note: { type: ['string', 'null'] }, created_at: tenant.created_at,
-  }, 'A personal expense');
-  const fundTransaction = record({
-    id: tenant.id, workspace_id: tenant.workspace_id, fund_id: { type: 'string', format: 'uuid' },
-    name: { type: 'string' }, amount: { type: 'number', description: 'In the fund currency: positive is income, negative an expense' },
-    category_id: { type: 'string' }, method_id: { type: 'string' },
-    occurred_at: { type: 'string', format: 'date-time' }, created_at: tenant.created_at,
-  }, 'A transaction of a fund: positive is income, negative an expense');
+  const expense = record(
+    {
+      id: tenant.id,
+      workspace_id: tenant.workspace_id,
+      name: { type: 'string' },
+      amount: { type: 'number', description: 'In the workspace currency' },
+      category_id: { type: 'string' },
+      method_id: { type: 'string' },
+      occurred_at: { type: 'string', format: 'date-time' },
+      note: { type: ['string', 'null'] },
+      created_at: tenant.created_at,
+    },
+    'A personal expense',
+  );
+  const fundTransaction = record(
+    {
+      id: tenant.id,
+      workspace_id: tenant.workspace_id,
+      fund_id: { type: 'string', format: 'uuid' },
+      name: { type: 'string' },
+      amount: { type: 'number', description: 'In the fund currency: positive is income, negative an expense' },
+      category_id: { type: 'string' },
+      method_id: { type: 'string' },
+      occurred_at: { type: 'string', format: 'date-time' },
+      created_at: tenant.created_at,
+    },
+    'A transaction of a fund: positive is income, negative an expense',
+  );
   const fundProperties = {
-    id: tenant.id, workspace_id: tenant.workspace_id,
-    name: { type: 'string' }, kind: { type: 'string' }, status: { type: 'string', enum: FUND_STATUSES },
-    start_date: { type: ['string', 'null'], format: 'date' }, end_date: { type: ['string', 'null'], format: 'date' },
-    contribution_amount: { type: ['number', 'null'], description: 'In the fund currency' }, contribution_frequency: { type: ['string', 'null'] },
-    contribution_due_day: { type: ['integer', 'null'] }, target_amount: { type: ['number', 'null'], description: 'In the fund currency' },
-    currency: { type: 'string', description: 'ISO 4217 code of the fund\'s amounts' }, description: { type: ['string', 'null'] }, created_at: tenant.created_at,
+    id: tenant.id,
+    workspace_id: tenant.workspace_id,
+    name: { type: 'string' },
+    kind: { type: 'string' },
+    status: { type: 'string', enum: FUND_STATUSES },
+    start_date: { type: ['string', 'null'], format: 'date' },
+    end_date: { type: ['string', 'null'], format: 'date' },
+    contribution_amount: { type: ['number', 'null'], description: 'In the fund currency' },
+    contribution_frequency: { type: ['string', 'null'] },
+    contribution_due_day: { type: ['integer', 'null'] },
+    target_amount: { type: ['number', 'null'], description: 'In the fund currency' },
+    currency: { type: 'string', description: "ISO 4217 code of the fund's amounts" },
+    description: { type: ['string', 'null'] },
+    created_at: tenant.created_at,
   };
-  const contact = record({
-    id: tenant.id, workspace_id: tenant.workspace_id, name: { type: 'string' }, nickname: { type: ['string', 'null'] },
-    phone: { type: ['string', 'null'] }, email: { type: ['string', 'null'] }, gender: { type: ['string', 'null'] },
-    nationality: { type: ['string', 'null'] }, created_at: tenant.created_at,
-  }, 'A member or participant of the workspace directory');
+  const contact = record(
+    {
+      id: tenant.id,
+      workspace_id: tenant.workspace_id,
+      name: { type: 'string' },
+      nickname: { type: ['string', 'null'] },
+      phone: { type: ['string', 'null'] },
+      email: { type: ['string', 'null'] },
+      gender: { type: ['string', 'null'] },
+      nationality: { type: ['string', 'null'] },
+      created_at: tenant.created_at,
+    },
+    'A member or participant of the workspace directory',
+  );
   const participant = {
-    ...contact, description: 'A contact taking part in a fund',
+    ...contact,
+    description: 'A contact taking part in a fund',
     properties: { ...(contact.properties as object), joined_at: { type: 'string', format: 'date-time' } },
   };
   return { expense, fundTransaction, fundProperties, contact, participant };
@@ -137,12 +216,14 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   personal_transactions_amount_positive: 'amount must be greater than 0',
   personal_transactions_amount_bounds: `amount ${AMOUNT}`,
   personal_transactions_note_length: 'note must be at most 2000 characters',
-  personal_transactions_occurred_at_finite: 'occurred_at must be a real date and time, such as 2026-03-14T18:30:00Z (not infinity)',
+  personal_transactions_occurred_at_finite:
+    'occurred_at must be a real date and time, such as 2026-03-14T18:30:00Z (not infinity)',
   personal_transactions_category_id_fkey: 'category_id must be one of the expense categories (see the live list)',
   personal_transactions_method_id_fkey: 'method_id must be one of the payment methods (see the live list)',
   contacts_name_length: 'name must be 1 to 255 characters',
   contacts_nickname_length: 'nickname must be at most 255 characters',
-  contacts_phone_format: 'phone must be 3 to 32 digits with optional +, spaces, dots, dashes and parentheses, such as +44 20 7946 0958',
+  contacts_phone_format:
+    'phone must be 3 to 32 digits with optional +, spaces, dots, dashes and parentheses, such as +44 20 7946 0958',
   contacts_email_format: 'email must be an email address of at most 320 characters, such as ana@example.com',
   contacts_gender_length: 'gender must be at most 50 characters',
   contacts_nationality_length: 'nationality must be at most 100 characters',
@@ -156,17 +237,21 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   funds_currency_iso4217: 'currency must be an ISO 4217 code of three capital letters, such as EUR',
   funds_description_length: 'description must be at most 2000 characters',
   funds_end_not_before_start: 'end_date must not be before start_date',
-  funds_contribution_schedule_complete: 'contribution_amount, contribution_frequency and contribution_due_day must be given together',
-  funds_contribution_weekday: 'contribution_due_day must be an ISO weekday 1 to 7 when contribution_frequency is weekly',
+  funds_contribution_schedule_complete:
+    'contribution_amount, contribution_frequency and contribution_due_day must be given together',
+  funds_contribution_weekday:
+    'contribution_due_day must be an ISO weekday 1 to 7 when contribution_frequency is weekly',
   fund_transactions_name_length: 'name must be 1 to 255 characters',
   fund_transactions_amount_not_zero: 'amount must not be 0',
   fund_transactions_amount_bounds: `amount ${AMOUNT}`,
-  fund_transactions_occurred_at_finite: 'occurred_at must be a real date and time, such as 2026-03-14T18:30:00Z (not infinity)',
+  fund_transactions_occurred_at_finite:
+    'occurred_at must be a real date and time, such as 2026-03-14T18:30:00Z (not infinity)',
   fund_transactions_category_id_fkey: 'category_id must be one of the fund categories (see the live list)',
   fund_transactions_method_id_fkey: 'method_id must be one of the payment methods (see the live list)',
   fund_transactions_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
   fund_participants_fund_id_fkey: 'fund_id must be the id of a fund of this workspace (list the funds for their ids)',
-  fund_participants_contact_id_fkey: 'contact_id must be the id of a contact of this workspace (list the contacts for their ids)',
+  fund_participants_contact_id_fkey:
+    'contact_id must be the id of a contact of this workspace (list the contacts for their ids)',
   fund_participants_pkey: 'contact_id already takes part in this fund',
 };
 
@@ -190,8 +275,10 @@ export function constraintMessage(err: ConstraintError): string | undefined {
     if (known && !/^(category_id|method_id) "/.test(err.message)) return known;
   }
   const value = /: "([^"]*)"$/.exec(err.message)?.[1];
-  if (err.code === '22008') return `${value ? `"${value}"` : 'A date'} is not a real date and time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;
-  if (err.code === '22007') return `${value ? `"${value}"` : 'A value'} is not a date or time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;
+  if (err.code === '22008')
+    return `${value ? `"${value}"` : 'A date'} is not a real date and time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;
+  if (err.code === '22007')
+    return `${value ? `"${value}"` : 'A value'} is not a date or time: use an ISO 8601 date-time such as 2026-03-14T18:30:00Z`;
   if (err.code === '22003') return `A number is out of range: amounts ${AMOUNT}`;
   return undefined;
 }

@@ -21,7 +21,11 @@ export function healthRouter(db: Pool): Router {
       res.json({ status: 'ready', pool: db.stats() });
     } catch {
       probe.catch(() => {});
-      res.status(503).set('Retry-After', '5').json({ status: 'unavailable', message: 'The database is not reachable or the pool has no free connection', pool: db.stats() });
+      res.status(503).set('Retry-After', '5').json({
+        status: 'unavailable',
+        message: 'The database is not reachable or the pool has no free connection',
+        pool: db.stats(),
+      });
     } finally {
       clearTimeout(timer);
     }

@@ -9,7 +9,9 @@ export function lazyHandler(load: () => Promise<RequestHandler>): RequestHandler
   return (req: Request, res: Response, next: NextFunction) => {
     if (!loading) {
       loading = load();
-      loading.catch(() => { loading = undefined; });
+      loading.catch(() => {
+        loading = undefined;
+      });
     }
     loading.then((handler) => handler(req, res, next), next);
   };
@@ -18,5 +20,6 @@ export function lazyHandler(load: () => Promise<RequestHandler>): RequestHandler
 /** lazyHandler for a router that matches full paths itself: loaded only for `prefix` and below. */
 export function lazyUnder(prefix: string, load: () => Promise<RequestHandler>): RequestHandler {
   const handler = lazyHandler(load);
-  return (req, res, next) => (req.path === prefix || req.path.startsWith(prefix + '/') ? handler(req, res, next) : next());
+  return (req, res, next) =>
+    req.path === prefix || req.path.startsWith(prefix + '/') ? handler(req, res, next) : next();
 }

@@ -20,14 +20,17 @@ export function requestLog(): RequestHandler {
       const auth = res.locals.auth as AuthContext | undefined;
       const workspace = auth?.claims?.workspace_id;
       const timing = auth ? transactionTimings.get(auth) : undefined;
-      log.info({
-        method: req.method,
-        route: req.baseUrl + req.path,
-        status: res.statusCode,
-        duration_ms: Number(process.hrtime.bigint() - start) / 1e6,
-        db_ms: timing?.dbMs,
-        workspace_id: typeof workspace === 'string' ? workspace : undefined,
-      }, 'request');
+      log.info(
+        {
+          method: req.method,
+          route: req.baseUrl + req.path,
+          status: res.statusCode,
+          duration_ms: Number(process.hrtime.bigint() - start) / 1e6,
+          db_ms: timing?.dbMs,
+          workspace_id: typeof workspace === 'string' ? workspace : undefined,
+        },
+        'request',
+      );
     });
     next();
   };

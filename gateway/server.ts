@@ -40,7 +40,9 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): Expr
   // The live lookup lists the app's surfaces publish.
   const lookups = new LookupCache(call);
   if (surfaces.some((s) => s.app)) {
-    lookups.listen(ctx.db.control).catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
+    lookups
+      .listen(ctx.db.control)
+      .catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
   }
   for (const surface of surfaces) surface.mount(app, { ctx, call, lookups });
 

@@ -47,7 +47,8 @@ export const SURFACES: Surface[] = [
     // first /mcp request: the MCP SDK is most of a process's memory otherwise.
     name: 'mcp',
     app: true,
-    mount: (app, s) => app.use(lazyUnder('/mcp', async () => (await import('../mcp/http.js')).mcpRouter(s.ctx, s.call, s.lookups))),
+    mount: (app, s) =>
+      app.use(lazyUnder('/mcp', async () => (await import('../mcp/http.js')).mcpRouter(s.ctx, s.call, s.lookups))),
     command: {
       name: 'mcp',
       usage: 'the MCP server on stdio (workspace token in TALLY_TOKEN)',
@@ -60,5 +61,13 @@ export const SURFACES: Surface[] = [
   // The REST wrapper /api/v1 and its live OpenAPI description, also at /openapi.json.
   { name: 'wrapper', app: true, mount: (app, s) => app.use(wrapperRouter(s.ctx, s.call, s.lookups)) },
   // The workspace settings pages (HTML, their own errors): members manage API access.
-  { name: 'settings', app: true, mount: (app, s) => app.use('/settings', lazyHandler(async () => (await import('./settings/router.js')).settingsRouter(s.ctx))) },
+  {
+    name: 'settings',
+    app: true,
+    mount: (app, s) =>
+      app.use(
+        '/settings',
+        lazyHandler(async () => (await import('./settings/router.js')).settingsRouter(s.ctx)),
+      ),
+  },
 ];

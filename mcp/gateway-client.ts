@@ -23,14 +23,24 @@ export interface Page<T> {
 export function pageOf<T>(rows: T[], limit: number, offset: number): Page<T> {
   const has_more = rows.length > limit;
   const page = has_more ? rows.slice(0, limit) : rows;
-  return { rows: page, limit, offset, has_more, next_offset: has_more ? offset + limit : null, total: has_more ? null : offset + page.length };
+  return {
+    rows: page,
+    limit,
+    offset,
+    has_more,
+    next_offset: has_more ? offset + limit : null,
+    total: has_more ? null : offset + page.length,
+  };
 }
 
 type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] };
 const WRITE_HEADERS = { prefer: 'return=representation', 'content-type': 'application/json' };
 
 export class TableClient {
-  constructor(private readonly call: GatewayCall, private readonly auth: AuthContext) {}
+  constructor(
+    private readonly call: GatewayCall,
+    private readonly auth: AuthContext,
+  ) {}
 
   private async run<T>(req: Request): Promise<T[]> {
     const res = await this.call({ headers: {}, ...req }, this.auth);
@@ -50,12 +60,27 @@ export class TableClient {
 
   /** Calls a database function over /rpc (POST, named arguments) and answers its JSON result. */
   async rpc<T>(fn: string, args: Record<string, unknown>): Promise<T> {
-    const res = await this.call({ method: 'POST', relation: `rpc/${fn}`, query: new URLSearchParams(), body: args, headers: { 'content-type': 'application/json' } }, this.auth);
+    const res = await this.call(
+      {
+        method: 'POST',
+        relation: `rpc/${fn}`,
+        query: new URLSearchParams(),
+        body: args,
+        headers: { 'content-type': 'application/json' },
+      },
+      this.auth,
+    );
     return JSON.parse(res.body ?? 'null') as T;
   }
 
   async insert<T>(relation: string, body: Record<string, unknown>, select: string): Promise<T> {
-    const rows = await this.run<T>({ method: 'POST', relation, query: new URLSearchParams({ select }), body, headers: WRITE_HEADERS });
+    const rows = await this.run<T>({
+      method: 'POST',
+      relation,
+      query: new URLSearchParams({ select }),
+      body,
+      headers: WRITE_HEADERS,
+    });
     return rows[0];
   }
 
@@ -66,21 +91,33 @@ export class TableClient {
   insertMany<T>(relation: string, body: Record<string, unknown>[], select: string): Promise<T[]> {
     const columns = [...new Set(body.flatMap((row) => Object.keys(row)))].join(',');
     return this.run<T>({
-      method: 'POST', relation, query: new URLSearchParams({ select, columns }), body,
+      method: 'POST',
+      relation,
+      query: new URLSearchParams({ select, columns }),
+      body,
       headers: { ...WRITE_HEADERS, prefer: 'return=representation,missing=default' },
     });
   }
 
   /** Changes the row with this id; undefined when there is none in the workspace. */
   async update<T>(relation: string, id: string, body: Record<string, unknown>, select: string): Promise<T | undefined> {
-    const rows = await this.run<T>({ method: 'PATCH', relation, query: new URLSearchParams({ id: `eq.${id}`, select }), body, headers: WRITE_HEADERS });
+    const rows = await this.run<T>({
+      method: 'PATCH',
+      relation,
+      query: new URLSearchParams({ id: `eq.${id}`, select }),
+      body,
+      headers: WRITE_HEADERS,
+    });
     return rows[0];
   }
 
   /** Deletes the row with this id and returns it; undefined when there is none in the workspace. */
   async remove<T>(relation: string, id: string, select: string): Promise<T | undefined> {
     const rows = await this.run<T>({
-      method: 'DELETE', relation, query: new URLSearchParams({ id: `eq.${id}`, select }), headers: { prefer: 'return=representation' },
+      method: 'DELETE',
+      relation,
+      query: new URLSearchParams({ id: `eq.${id}`, select }),
+      headers: { prefer: 'return=representation' },
     });
     return rows[0];
   }

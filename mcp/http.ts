@@ -34,45 +34,64 @@ function toolCallId(body: unknown): string | number | null | undefined {
   return undefined;
 }
 
-const BATCH_REFUSED = 'JSON-RPC batches are not supported: send one message per request (create_expenses records up to 100 expenses in one call)';
+const BATCH_REFUSED =
+  'JSON-RPC batches are not supported: send one message per request (create_expenses records up to 100 expenses in one call)';
 
 /** MCP clients put the token in the URL; the headers other surfaces read mean nothing here. */
-const MCP_TOKEN_HINT = 'Put the workspace token in the MCP server URL: /mcp?token=tally_ws_… (or send Authorization: Bearer tally_ws_…)';
+const MCP_TOKEN_HINT =
+  'Put the workspace token in the MCP server URL: /mcp?token=tally_ws_… (or send Authorization: Bearer tally_ws_…)';
 
 export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCache): Router {
   const router = Router();
   const json = express.json({ limit: ctx.config.maxBodyBytes, type: () => true });
   const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
 
-  router.post('/mcp', json, failedAuthLimit(ctx, authenticate), rateLimit(ctx), requireApiEnabled, async (req, res, next) => {
-    if (Array.isArray(req.body)) {
-      res.status(400).json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: BATCH_REFUSED } });
-      return;
-    }
-    try {
-      const key = res.locals.rateKey as string;
-      const caller: McpCaller = {
-        auth: res.locals.auth,
-        scope: (res.locals.workspaceToken as WorkspaceToken).scope,
-        charge: (hits) => takeRequests(ctx, key, hits),
-        rateLimit: () => requestsLeft(ctx, key),
-      };
-      const { server } = createMcpServer(call, caller, await lookups.get(), { listChanged: false });
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      res.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      await transport.handleRequest(req, res, req.body);
-    } catch (err) {
-      next(err);
-    }
-  });
+  router.post(
+    '/mcp',
+    json,
+    failedAuthLimit(ctx, authenticate),
+    rateLimit(ctx),
+    requireApiEnabled,
+    async (req, res, next) => {
+      if (Array.isArray(req.body)) {
+        res.status(400).json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: BATCH_REFUSED } });
+        return;
+      }
+      try {
+        const key = res.locals.rateKey as string;
+        const caller: McpCaller = {
+          auth: res.locals.auth,
+          scope: (res.locals.workspaceToken as WorkspaceToken).scope,
+          charge: (hits) => takeRequests(ctx, key, hits),
+          rateLimit: () => requestsLeft(ctx, key),
+        };
+        const { server } = createMcpServer(call, caller, await lookups.get(), { listChanged: false });
+        const transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: undefined,
+          enableJsonResponse: true,
+        });
+        res.on('close', () => {
+          void transport.close();
+          void server.close();
+        });
+        await server.connect(transport);
+        await transport.handleRequest(req, res, req.body);
+      } catch (err) {
+        next(err);
+      }
+    },
+  );
 
   // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
   router.all('/mcp', (_req, res) => {
-    res.status(405).set('Allow', 'POST').json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed: send JSON-RPC messages with POST' }, id: null });
+    res
+      .status(405)
+      .set('Allow', 'POST')
+      .json({
+        jsonrpc: '2.0',
+        error: { code: -32000, message: 'Method not allowed: send JSON-RPC messages with POST' },
+        id: null,
+      });
   });
 
   // A rate-limited tools/call is still a tool result an agent can act on (the body is parsed

@@ -9,7 +9,8 @@ const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /** A date (whole UTC day) or a date-time, as the list filters accept. */
 export const dateOrDateTime = (description: string): JsonSchema => ({
-  type: 'string', anyOf: [{ format: 'date' }, { format: 'date-time' }],
+  type: 'string',
+  anyOf: [{ format: 'date' }, { format: 'date-time' }],
   description: `${description}: an ISO 8601 date (2026-03-14) or date-time (2026-03-14T18:30:00Z)`,
 });
 
@@ -28,8 +29,17 @@ export function rangeEnd(value: string): ['lt' | 'lte', string] {
 
 export const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
-export const limit: JsonSchema = { type: 'integer', minimum: 1, maximum: MAX_LIMIT, description: `How many records to return, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT})` };
-export const offset: JsonSchema = { type: 'integer', minimum: 0, description: 'How many matching records to skip, for paging: pass the next_offset of the previous page (default 0)' };
+export const limit: JsonSchema = {
+  type: 'integer',
+  minimum: 1,
+  maximum: MAX_LIMIT,
+  description: `How many records to return, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT})`,
+};
+export const offset: JsonSchema = {
+  type: 'integer',
+  minimum: 0,
+  description: 'How many matching records to skip, for paging: pass the next_offset of the previous page (default 0)',
+};
 export const search: JsonSchema = { type: 'string', minLength: 1, maxLength: 200 };
 
 /** What every list answers besides its records: where the next page starts, and the total when it is known. */
@@ -40,14 +50,16 @@ export const pageOutput: Record<string, JsonSchema> = {
   next_offset: { type: ['integer', 'null'], description: 'The offset of the next page; null on the last page' },
   total: {
     type: ['integer', 'null'],
-    description: 'How many records match in all: exact on the last page (offset + records), null while more pages follow (lists never count the whole table)',
+    description:
+      'How many records match in all: exact on the last page (offset + records), null while more pages follow (lists never count the whole table)',
   },
 };
 
 export const EXPENSE_COLUMNS = 'id,name,amount,category_id,method_id,occurred_at,note';
 export const FUND_TRANSACTION_COLUMNS = 'id,fund_id,name,amount,category_id,method_id,occurred_at';
 export const CONTACT_COLUMNS = 'id,name,nickname,phone,email,gender,nationality';
-export const FUND_COLUMNS = 'id,name,kind,status,start_date,end_date,contribution_amount,contribution_frequency,contribution_due_day,target_amount,currency,description';
+export const FUND_COLUMNS =
+  'id,name,kind,status,start_date,end_date,contribution_amount,contribution_frequency,contribution_due_day,target_amount,currency,description';
 
 /** A record schema narrowed to the columns the tools select. */
 function only(schema: JsonSchema, columns: string, extra: Record<string, JsonSchema> = {}): JsonSchema {
@@ -60,19 +72,36 @@ const records = financeRecords();
 export const expense = only(records.expense, EXPENSE_COLUMNS);
 export const fundTransaction = only(records.fundTransaction, FUND_TRANSACTION_COLUMNS);
 export const contact = only(records.contact, CONTACT_COLUMNS);
-export const participant = only(records.participant, CONTACT_COLUMNS, { joined_at: { type: 'string', format: 'date-time' } });
+export const participant = only(records.participant, CONTACT_COLUMNS, {
+  joined_at: { type: 'string', format: 'date-time' },
+});
 
 const totals: JsonSchema = {
-  type: 'object', description: 'The fund\'s figures in its currency, computed by Postgres from the ledger',
+  type: 'object',
+  description: "The fund's figures in its currency, computed by Postgres from the ledger",
   properties: {
     balance: { type: 'number', description: 'Sum of all transactions (income minus expenses)' },
     income: { type: 'number', description: 'Sum of the positive transactions' },
     expenses: { type: 'number', description: 'Sum of the negative transactions, as a positive number' },
-    progress: { type: ['number', 'null'], description: 'Balance divided by the target amount (1 = target reached); null without a target' },
+    progress: {
+      type: ['number', 'null'],
+      description: 'Balance divided by the target amount (1 = target reached); null without a target',
+    },
   },
   required: ['balance', 'income', 'expenses', 'progress'],
 };
-export const fund: JsonSchema = only({ type: 'object', description: 'A group fund', properties: records.fundProperties }, FUND_COLUMNS);
-export const fundWithTotals: JsonSchema = { ...fund, properties: { ...(fund.properties as object), totals }, required: [...(fund.required as string[]), 'totals'] };
+export const fund: JsonSchema = only(
+  { type: 'object', description: 'A group fund', properties: records.fundProperties },
+  FUND_COLUMNS,
+);
+export const fundWithTotals: JsonSchema = {
+  ...fund,
+  properties: { ...(fund.properties as object), totals },
+  required: [...(fund.required as string[]), 'totals'],
+};
 
-export const array = (items: JsonSchema, description?: string): JsonSchema => ({ type: 'array', items, ...(description ? { description } : {}) });
+export const array = (items: JsonSchema, description?: string): JsonSchema => ({
+  type: 'array',
+  items,
+  ...(description ? { description } : {}),
+});

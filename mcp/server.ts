@@ -1,8 +1,14 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import {
-  CallToolRequestSchema, ErrorCode, ListResourcesRequestSchema, ListToolsRequestSchema, McpError, ReadResourceRequestSchema,
-  type CallToolResult, type Tool as ToolDefinition,
+  CallToolRequestSchema,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  type CallToolResult,
+  type Tool as ToolDefinition,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { GatewayCall } from '../gateway/engine/call.js';
@@ -44,7 +50,10 @@ function toolErrorText(err: unknown): string {
     if (err.status === 429) return `${err.message}. Retry after ${err.headers['Retry-After'] ?? 60} seconds.`;
     if (err.status === 401) return `${err.message}. ${err.hint ?? 'The workspace token is no longer valid.'}`;
     // The constraint's name or Postgres's own text add nothing to the field's sentence.
-    const details = typeof err.details === 'string' && !/^(constraint|column): /.test(err.details) && err.code !== '42501' ? err.details : null;
+    const details =
+      typeof err.details === 'string' && !/^(constraint|column): /.test(err.details) && err.code !== '42501'
+        ? err.details
+        : null;
     const parts = [err.message, details, err.hint].filter((p): p is string => typeof p === 'string' && p.length > 0);
     return parts.map((p) => p.replace(/[.\s]+$/, '')).join('. ') + '.';
   }
@@ -77,14 +86,25 @@ function catalogFor(lookups: Lookups): Catalog {
   for (const tool of tools) {
     const { properties, required } = tool.input(fields, lookups);
     // Strict: a misspelt argument is an error, not silently ignored.
-    const schema: JsonSchema = { type: 'object', properties, ...(required?.length ? { required } : {}), additionalProperties: false };
+    const schema: JsonSchema = {
+      type: 'object',
+      properties,
+      ...(required?.length ? { required } : {}),
+      additionalProperties: false,
+    };
     byName.set(tool.name, { tool, schema, validate: ajv.compile(schema) });
     definitions.push({
       tool,
       definition: {
-        name: tool.name, title: tool.title, description: tool.description,
+        name: tool.name,
+        title: tool.title,
+        description: tool.description,
         inputSchema: schema as ToolDefinition['inputSchema'],
-        outputSchema: { type: 'object', properties: tool.output, required: Object.keys(tool.output) } as ToolDefinition['outputSchema'],
+        outputSchema: {
+          type: 'object',
+          properties: tool.output,
+          required: Object.keys(tool.output),
+        } as ToolDefinition['outputSchema'],
         annotations: { title: tool.title, ...tool.annotations },
       },
     });
@@ -104,10 +124,16 @@ function catalogFor(lookups: Lookups): Catalog {
 function argumentErrors(name: string, errors: ErrorObject[], schema: JsonSchema): string {
   const problems = errors
     .filter((e) => !e.schemaPath.includes('/anyOf/')) // the alternatives of a date filter: the anyOf error says it once
-    .map((e) => e.keyword === 'anyOf'
-      ? `${e.instancePath.slice(1).replace(/\//g, '.')} must be an ISO 8601 date (2026-03-14) or date-time (2026-03-14T18:30:00Z)`
-      : describeError(e, schema))
-    .map((p) => p.replace('is not a known field (known fields:', 'is not a known argument (known arguments:').replace('the request body', 'the arguments'));
+    .map((e) =>
+      e.keyword === 'anyOf'
+        ? `${e.instancePath.slice(1).replace(/\//g, '.')} must be an ISO 8601 date (2026-03-14) or date-time (2026-03-14T18:30:00Z)`
+        : describeError(e, schema),
+    )
+    .map((p) =>
+      p
+        .replace('is not a known field (known fields:', 'is not a known argument (known arguments:')
+        .replace('the request body', 'the arguments'),
+    );
   return `Invalid arguments for ${name}: ${[...new Set(problems)].join('; ')}.`;
 }
 
@@ -121,7 +147,12 @@ export interface TallyMcpServer {
  * A server for `caller`. listChanged is advertised only where the transport can deliver the
  * notification (stdio); stateless HTTP builds the list afresh on every request anyway.
  */
-export function createMcpServer(call: GatewayCall, caller: McpCaller, lookups: Lookups, options: { listChanged: boolean }): TallyMcpServer {
+export function createMcpServer(
+  call: GatewayCall,
+  caller: McpCaller,
+  lookups: Lookups,
+  options: { listChanged: boolean },
+): TallyMcpServer {
   let current = lookups;
   const server = new Server(SERVER_INFO, {
     capabilities: { tools: options.listChanged ? { listChanged: true } : {}, resources: {} },
@@ -135,7 +166,8 @@ export function createMcpServer(call: GatewayCall, caller: McpCaller, lookups: L
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const name = request.params.name;
     const compiled = catalogFor(current).byName.get(name);
-    if (!compiled) throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${name}": tools/list shows the tools of this token`);
+    if (!compiled)
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${name}": tools/list shows the tools of this token`);
     const fail = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });
     if (caller.scope === 'read' && !isReadTool(compiled.tool)) return fail(toolErrorText(readOnlyError()));
     const args = request.params.arguments ?? {};
@@ -143,21 +175,34 @@ export function createMcpServer(call: GatewayCall, caller: McpCaller, lookups: L
     try {
       const { structured, summary } = await compiled.tool.run(args, context());
       // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
-      return { content: [{ type: 'text', text: `${summary}\n${JSON.stringify(structured)}` }], structuredContent: structured };
+      return {
+        content: [{ type: 'text', text: `${summary}\n${JSON.stringify(structured)}` }],
+        structuredContent: structured,
+      };
     } catch (err) {
       return fail(toolErrorText(err));
     }
   });
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({
-    resources: [{
-      uri: WORKSPACE_URI, name: 'workspace', title: 'This workspace', mimeType: 'application/json',
-      description: 'The workspace\'s name and currency, the token\'s scope, the rate limit left and the live category, method and fund kind lists',
-    }],
+    resources: [
+      {
+        uri: WORKSPACE_URI,
+        name: 'workspace',
+        title: 'This workspace',
+        mimeType: 'application/json',
+        description:
+          "The workspace's name and currency, the token's scope, the rate limit left and the live category, method and fund kind lists",
+      },
+    ],
   }));
 
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-    if (request.params.uri !== WORKSPACE_URI) throw new McpError(ErrorCode.InvalidParams, `Unknown resource ${request.params.uri}: resources/list shows ${WORKSPACE_URI}`);
+    if (request.params.uri !== WORKSPACE_URI)
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown resource ${request.params.uri}: resources/list shows ${WORKSPACE_URI}`,
+      );
     try {
       const info = await workspaceInfo(context());
       return { contents: [{ uri: WORKSPACE_URI, mimeType: 'application/json', text: JSON.stringify(info) }] };

@@ -16,8 +16,10 @@ import { createMcpServer } from './server.js';
 export async function serveStdio(config: Config): Promise<void> {
   const presented = process.env.TALLY_TOKEN;
   if (!presented) {
-    throw catalogue.noCredential('No workspace token: set TALLY_TOKEN',
-      'Start it as TALLY_TOKEN=tally_ws_… tally mcp (tally token create --workspace W --scope read|write makes one)');
+    throw catalogue.noCredential(
+      'No workspace token: set TALLY_TOKEN',
+      'Start it as TALLY_TOKEN=tally_ws_… tally mcp (tally token create --workspace W --scope read|write makes one)',
+    );
   }
   const db = await openDatabase(config, () => {});
   const pool = serverPool(await serverLoginUrl(config, db), { max: 2 });
@@ -27,10 +29,15 @@ export async function serveStdio(config: Config): Promise<void> {
   const call = createGateway(ctx, { describeConstraint: constraintMessage });
   const lookups = new LookupCache(call);
   // No rate limit over stdio: one desktop client on its own process and token.
-  const mcp = createMcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), { listChanged: true });
+  const mcp = createMcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), {
+    listChanged: true,
+  });
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
   await lookups.listen(pool.control, () => {
-    lookups.get().then((l) => mcp.refresh(l), () => {});
+    lookups.get().then(
+      (l) => mcp.refresh(l),
+      () => {},
+    );
   });
   const transport = new StdioServerTransport();
   transport.onclose = () => {

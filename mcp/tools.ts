@@ -4,8 +4,25 @@ import { type financeFields, nullable, uuid, type JsonSchema } from '../gateway/
 import type { Lookups } from '../gateway/lookups.js';
 import { type TableClient, ToolError, pageOf, searchFilter, type Page } from './gateway-client.js';
 import {
-  CONTACT_COLUMNS, DEFAULT_LIMIT, EXPENSE_COLUMNS, FUND_COLUMNS, FUND_TRANSACTION_COLUMNS, array, contact, dateOrDateTime, expense, fund,
-  fundTransaction, fundWithTotals, limit, offset, pageOutput, participant, rangeEnd, rangeStart, search,
+  CONTACT_COLUMNS,
+  DEFAULT_LIMIT,
+  EXPENSE_COLUMNS,
+  FUND_COLUMNS,
+  FUND_TRANSACTION_COLUMNS,
+  array,
+  contact,
+  dateOrDateTime,
+  expense,
+  fund,
+  fundTransaction,
+  fundWithTotals,
+  limit,
+  offset,
+  pageOutput,
+  participant,
+  rangeEnd,
+  rangeStart,
+  search,
 } from './schemas.js';
 
 // The tools: the 14 core ones, then get_workspace, create_expenses, spending_summary,
@@ -67,9 +84,24 @@ export interface Tool {
 export const isReadTool = (tool: Tool): boolean => tool.annotations.readOnlyHint === true;
 
 const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
-const CREATE: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false };
-const UPDATE: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false };
-const DELETE: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false };
+const CREATE: ToolAnnotations = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: false,
+  openWorldHint: false,
+};
+const UPDATE: ToolAnnotations = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+};
+const DELETE: ToolAnnotations = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: true,
+  openWorldHint: false,
+};
 
 const money = (n: number): string => n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 });
 const round = (n: number): number => Math.round(n * 10_000) / 10_000;
@@ -88,7 +120,11 @@ function pick(fields: Record<string, JsonSchema>, names: string[]): Record<strin
 }
 
 /** Date range and enum filters shared by the list tools (paging is TableClient.page). */
-function listQuery(args: Record<string, unknown>, columns: string, filters: Record<string, string | undefined>): URLSearchParams {
+function listQuery(
+  args: Record<string, unknown>,
+  columns: string,
+  filters: Record<string, string | undefined>,
+): URLSearchParams {
   const q = new URLSearchParams({ select: columns, order: 'occurred_at.desc,id.desc' });
   for (const [column, value] of Object.entries(filters)) if (value !== undefined) q.append(column, `eq.${value}`);
   if (typeof args.start_date === 'string') q.append('occurred_at', `gte.${rangeStart(args.start_date)}`);
@@ -107,12 +143,19 @@ const dateFilters = {
 
 /** "Records 51-100 of 230" / "51-100, more follow (next_offset 100)". */
 function pageText(page: Page<unknown>, noun: string): string {
-  if (page.rows.length === 0) return page.offset > 0 ? `No ${noun} at offset ${page.offset} (the last page was before it).` : `No ${noun} match.`;
+  if (page.rows.length === 0)
+    return page.offset > 0 ? `No ${noun} at offset ${page.offset} (the last page was before it).` : `No ${noun} match.`;
   const range = `${noun} ${page.offset + 1}-${page.offset + page.rows.length}`;
   return page.has_more ? `${range}; more follow (next_offset ${page.next_offset}).` : `${range} of ${page.total}.`;
 }
 
-const pageFields = (page: Page<unknown>) => ({ limit: page.limit, offset: page.offset, has_more: page.has_more, next_offset: page.next_offset, total: page.total });
+const pageFields = (page: Page<unknown>) => ({
+  limit: page.limit,
+  offset: page.offset,
+  has_more: page.has_more,
+  next_offset: page.next_offset,
+  total: page.total,
+});
 
 /** public.fund_figures, as the computed field funds.summary embeds it (sql/051_fund_figures_linear.sql). */
 interface FundFigures {
@@ -136,14 +179,36 @@ interface FundRow {
 /** The fund's totals as Postgres computes them (fund_summary); only picked out here, never recomputed. */
 function withTotals<T extends FundRow>(row: T) {
   const { summary: s, ...rest } = row;
-  return { ...rest, totals: { balance: Number(s.balance), income: Number(s.income), expenses: Number(s.expenses), progress: s.progress === null ? null : Number(s.progress) } };
+  return {
+    ...rest,
+    totals: {
+      balance: Number(s.balance),
+      income: Number(s.income),
+      expenses: Number(s.expenses),
+      progress: s.progress === null ? null : Number(s.progress),
+    },
+  };
 }
 
-const notFound = (noun: string, id: string, lister: string) => new ToolError(`No ${noun} with id ${id} in this workspace (${lister} shows the ids).`);
+const notFound = (noun: string, id: string, lister: string) =>
+  new ToolError(`No ${noun} with id ${id} in this workspace (${lister} shows the ids).`);
 
-interface Expense { id: string; name: string; amount: number; category_id: string }
-interface FundTransaction { id: string; fund_id: string; name: string; amount: number }
-interface Contact { id: string; name: string }
+interface Expense {
+  id: string;
+  name: string;
+  amount: number;
+  category_id: string;
+}
+interface FundTransaction {
+  id: string;
+  fund_id: string;
+  name: string;
+  amount: number;
+}
+interface Contact {
+  id: string;
+  name: string;
+}
 
 async function fundExists(db: TableClient, id: string): Promise<boolean> {
   return (await db.list('funds', new URLSearchParams({ select: 'id', id: `eq.${id}` }))).length > 0;
@@ -155,13 +220,17 @@ export const tools: Tool[] = [
   {
     name: 'create_expense',
     title: 'Record an expense',
-    description: 'Records a personal expense in the workspace and returns it with its id. For several expenses at once use create_expenses.',
+    description:
+      'Records a personal expense in the workspace and returns it with its id. For several expenses at once use create_expenses.',
     annotations: CREATE,
     input: (f) => ({ properties: f.expense, required: ['name', 'amount', 'category_id', 'method_id'] }),
     output: { expense },
     async run(args, { db }) {
       const row = await db.insert<Expense>('personal_transactions', given(args, EXPENSE_FIELDS), EXPENSE_COLUMNS);
-      return { structured: { expense: row }, summary: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.` };
+      return {
+        structured: { expense: row },
+        summary: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.`,
+      };
     },
   },
   {
@@ -176,8 +245,14 @@ export const tools: Tool[] = [
     input: (f) => ({
       properties: {
         ...paging,
-        category_id: { ...f.expense.category_id, description: `Only this category. ${f.expense.category_id.description as string}` },
-        method_id: { ...f.expense.method_id, description: `Only this payment method. ${f.expense.method_id.description as string}` },
+        category_id: {
+          ...f.expense.category_id,
+          description: `Only this category. ${f.expense.category_id.description as string}`,
+        },
+        method_id: {
+          ...f.expense.method_id,
+          description: `Only this payment method. ${f.expense.method_id.description as string}`,
+        },
         ...dateFilters,
         search: { ...search, description: 'Case-insensitive text to find in the name or note' },
       },
@@ -197,12 +272,25 @@ export const tools: Tool[] = [
   {
     name: 'update_expense',
     title: 'Update an expense',
-    description: 'Changes the given fields of an expense; fields left out stay as they are, note: null clears the note. An unknown id is an error.',
+    description:
+      'Changes the given fields of an expense; fields left out stay as they are, note: null clears the note. An unknown id is an error.',
     annotations: UPDATE,
-    input: (f) => ({ properties: { id: uuid('The expense id (list_expenses shows them)'), ...f.expense, note: nullable(f.expense.note) }, required: ['id'] }),
+    input: (f) => ({
+      properties: {
+        id: uuid('The expense id (list_expenses shows them)'),
+        ...f.expense,
+        note: nullable(f.expense.note),
+      },
+      required: ['id'],
+    }),
     output: { expense },
     async run(args, { db }) {
-      const row = await db.update<Expense>('personal_transactions', args.id, given(args, EXPENSE_FIELDS), EXPENSE_COLUMNS);
+      const row = await db.update<Expense>(
+        'personal_transactions',
+        args.id,
+        given(args, EXPENSE_FIELDS),
+        EXPENSE_COLUMNS,
+      );
       if (!row) throw notFound('expense', args.id, 'list_expenses');
       return { structured: { expense: row }, summary: `Updated expense "${row.name}" (${row.id}).` };
     },
@@ -217,7 +305,10 @@ export const tools: Tool[] = [
     async run(args, { db }) {
       const row = await db.remove<Expense>('personal_transactions', args.id, EXPENSE_COLUMNS);
       if (!row) throw notFound('expense', args.id, 'list_expenses');
-      return { structured: { deleted: row }, summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).` };
+      return {
+        structured: { deleted: row },
+        summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).`,
+      };
     },
   },
   {
@@ -231,11 +322,20 @@ export const tools: Tool[] = [
     output: { funds: array(fundWithTotals) },
     async run(_args, { db }) {
       // One gateway call: the computed field summary is fund_summary() for each fund.
-      const rows = await db.list<FundRow>('funds', new URLSearchParams({ select: `${FUND_COLUMNS},summary`, order: 'created_at.desc,id.asc' }));
+      const rows = await db.list<FundRow>(
+        'funds',
+        new URLSearchParams({ select: `${FUND_COLUMNS},summary`, order: 'created_at.desc,id.asc' }),
+      );
       const funds = rows.map(withTotals);
-      const lines = funds.map((f) => `- ${f.name} (${f.status}): balance ${money(f.totals.balance)} ${f.currency}` +
-        (f.target_amount ? ` of target ${money(f.target_amount)}` : ''));
-      return { structured: { funds }, summary: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.' };
+      const lines = funds.map(
+        (f) =>
+          `- ${f.name} (${f.status}): balance ${money(f.totals.balance)} ${f.currency}` +
+          (f.target_amount ? ` of target ${money(f.target_amount)}` : ''),
+      );
+      return {
+        structured: { funds },
+        summary: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.',
+      };
     },
   },
   {
@@ -249,16 +349,22 @@ export const tools: Tool[] = [
       properties: {
         fund_id: uuid('The fund id (list_funds shows them)'),
         ledger_limit: { ...limit, description: 'How many ledger entries to return, 1 to 1000 (default 50)' },
-        ledger_offset: { ...offset, description: 'How many ledger entries to skip: the ledger_next_offset of the previous call (default 0)' },
+        ledger_offset: {
+          ...offset,
+          description: 'How many ledger entries to skip: the ledger_next_offset of the previous call (default 0)',
+        },
       },
       required: ['fund_id'],
     }),
     output: {
       fund: fundWithTotals,
       participants: array(participant),
-      ledger: array(fundTransaction, 'One page of the fund\'s transactions, newest first'),
+      ledger: array(fundTransaction, "One page of the fund's transactions, newest first"),
       ledger_has_more: { type: 'boolean' },
-      ledger_next_offset: { type: ['integer', 'null'], description: 'The ledger_offset of the next page; null on the last page' },
+      ledger_next_offset: {
+        type: ['integer', 'null'],
+        description: 'The ledger_offset of the next page; null on the last page',
+      },
     },
     async run(args, { db }) {
       const ledgerLimit: number = args.ledger_limit ?? DEFAULT_LIMIT;
@@ -270,7 +376,10 @@ export const tools: Tool[] = [
         'fund_transactions.limit': String(ledgerLimit + 1),
         'fund_transactions.offset': String(ledgerOffset),
       });
-      type Row = FundRow & { fund_transactions: FundTransaction[]; fund_participants: { joined_at: string; contacts: Contact }[] };
+      type Row = FundRow & {
+        fund_transactions: FundTransaction[];
+        fund_participants: { joined_at: string; contacts: Contact }[];
+      };
       const [row] = await db.list<Row>('funds', q);
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
       const participants = row.fund_participants.map((p) => ({ ...p.contacts, joined_at: p.joined_at }));
@@ -279,8 +388,15 @@ export const tools: Tool[] = [
       const f = withTotals(fields);
       const t = f.totals;
       return {
-        structured: { fund: f, participants, ledger: ledger.rows, ledger_has_more: ledger.has_more, ledger_next_offset: ledger.next_offset },
-        summary: `${row.name} (${row.kind}, ${row.status}): balance ${money(t.balance)} ${row.currency}, income ${money(t.income)}, ` +
+        structured: {
+          fund: f,
+          participants,
+          ledger: ledger.rows,
+          ledger_has_more: ledger.has_more,
+          ledger_next_offset: ledger.next_offset,
+        },
+        summary:
+          `${row.name} (${row.kind}, ${row.status}): balance ${money(t.balance)} ${row.currency}, income ${money(t.income)}, ` +
           `expenses ${money(t.expenses)}${row.target_amount ? `, ${Math.round((t.progress ?? 0) * 100)}% of target ${money(row.target_amount)}` : ''}; ` +
           `${participants.length} participants; ${pageText(ledger, 'ledger entries').replace('next_offset', 'ledger_next_offset')}`,
       };
@@ -289,30 +405,50 @@ export const tools: Tool[] = [
   {
     name: 'create_fund',
     title: 'Create a fund',
-    description: 'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
+    description:
+      'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
     annotations: CREATE,
-    input: (f) => ({ properties: pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']), required: ['name'] }),
+    input: (f) => ({
+      properties: pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']),
+      required: ['name'],
+    }),
     output: { fund },
     async run(args, { db }) {
-      const row = await db.insert<FundRow>('funds', given(args, ['name', 'kind', 'currency', 'target_amount', 'description']), FUND_COLUMNS);
-      return { structured: { fund: row }, summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.` };
+      const row = await db.insert<FundRow>(
+        'funds',
+        given(args, ['name', 'kind', 'currency', 'target_amount', 'description']),
+        FUND_COLUMNS,
+      );
+      return {
+        structured: { fund: row },
+        summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.`,
+      };
     },
   },
   {
     name: 'update_fund',
     title: 'Update a fund',
-    description: "Changes the given fields of a fund. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule).",
+    description:
+      "Changes the given fields of a fund. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule).",
     annotations: UPDATE,
     input: (f) => ({
       properties: {
-        fund_id: uuid('The fund id (list_funds shows them)'), name: f.fund.name, status: f.fund.status,
-        target_amount: nullable(f.fund.target_amount), description: nullable(f.fund.description),
+        fund_id: uuid('The fund id (list_funds shows them)'),
+        name: f.fund.name,
+        status: f.fund.status,
+        target_amount: nullable(f.fund.target_amount),
+        description: nullable(f.fund.description),
       },
       required: ['fund_id'],
     }),
     output: { fund },
     async run(args, { db }) {
-      const row = await db.update<FundRow>('funds', args.fund_id, given(args, ['name', 'status', 'target_amount', 'description']), FUND_COLUMNS);
+      const row = await db.update<FundRow>(
+        'funds',
+        args.fund_id,
+        given(args, ['name', 'status', 'target_amount', 'description']),
+        FUND_COLUMNS,
+      );
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
       return { structured: { fund: row }, summary: `Updated fund "${row.name}" (${row.status}).` };
     },
@@ -320,13 +456,24 @@ export const tools: Tool[] = [
   {
     name: 'create_fund_transaction',
     title: 'Record a fund transaction',
-    description: 'Records income (a contribution: positive amount) or an expense payout (negative amount) against a fund.',
+    description:
+      'Records income (a contribution: positive amount) or an expense payout (negative amount) against a fund.',
     annotations: CREATE,
-    input: (f) => ({ properties: f.fundTransaction, required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'] }),
+    input: (f) => ({
+      properties: f.fundTransaction,
+      required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'],
+    }),
     output: { transaction: fundTransaction },
     async run(args, { db }) {
-      const row = await db.insert<FundTransaction>('fund_transactions', given(args, ['fund_id', 'name', 'amount', 'category_id', 'method_id', 'occurred_at']), FUND_TRANSACTION_COLUMNS);
-      return { structured: { transaction: row }, summary: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).` };
+      const row = await db.insert<FundTransaction>(
+        'fund_transactions',
+        given(args, ['fund_id', 'name', 'amount', 'category_id', 'method_id', 'occurred_at']),
+        FUND_TRANSACTION_COLUMNS,
+      );
+      return {
+        structured: { transaction: row },
+        summary: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).`,
+      };
     },
   },
   {
@@ -341,17 +488,29 @@ export const tools: Tool[] = [
       properties: {
         fund_id: uuid('Only transactions of this fund (list_funds shows the ids)'),
         ...paging,
-        category_id: { ...f.fundTransaction.category_id, description: `Only this category. ${f.fundTransaction.category_id.description as string}` },
+        category_id: {
+          ...f.fundTransaction.category_id,
+          description: `Only this category. ${f.fundTransaction.category_id.description as string}`,
+        },
         ...dateFilters,
       },
     }),
     output: { transactions: array(fundTransaction), ...pageOutput },
     async run(args, { db }) {
       const q = listQuery(args, FUND_TRANSACTION_COLUMNS, { fund_id: args.fund_id, category_id: args.category_id });
-      const page = await db.page<FundTransaction>('fund_transactions', q, args.limit ?? DEFAULT_LIMIT, args.offset ?? 0);
+      const page = await db.page<FundTransaction>(
+        'fund_transactions',
+        q,
+        args.limit ?? DEFAULT_LIMIT,
+        args.offset ?? 0,
+      );
       // An empty page of an unknown fund would read as "no transactions yet": say what is wrong.
-      if (page.rows.length === 0 && args.fund_id && !(await fundExists(db, args.fund_id))) throw notFound('fund', args.fund_id, 'list_funds');
-      return { structured: { transactions: page.rows, ...pageFields(page) }, summary: pageText(page, 'fund transactions') };
+      if (page.rows.length === 0 && args.fund_id && !(await fundExists(db, args.fund_id)))
+        throw notFound('fund', args.fund_id, 'list_funds');
+      return {
+        structured: { transactions: page.rows, ...pageFields(page) },
+        summary: pageText(page, 'fund transactions'),
+      };
     },
   },
   {
@@ -359,12 +518,18 @@ export const tools: Tool[] = [
     title: 'Delete a fund transaction',
     description: 'Permanently deletes a fund transaction and returns what was deleted. An unknown id is an error.',
     annotations: DELETE,
-    input: () => ({ properties: { id: uuid('The fund transaction id (list_fund_transactions shows them)') }, required: ['id'] }),
+    input: () => ({
+      properties: { id: uuid('The fund transaction id (list_fund_transactions shows them)') },
+      required: ['id'],
+    }),
     output: { deleted: fundTransaction },
     async run(args, { db }) {
       const row = await db.remove<FundTransaction>('fund_transactions', args.id, FUND_TRANSACTION_COLUMNS);
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
-      return { structured: { deleted: row }, summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).` };
+      return {
+        structured: { deleted: row },
+        summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).`,
+      };
     },
   },
   {
@@ -374,7 +539,9 @@ export const tools: Tool[] = [
       'Lists the roster of members and participants by name; search is a case-insensitive substring of name, nickname or phone. ' +
       'Pages: limit (1-1000, default 50) and offset, with has_more and next_offset.',
     annotations: READ,
-    input: () => ({ properties: { search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging } }),
+    input: () => ({
+      properties: { search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging },
+    }),
     output: { contacts: array(contact), ...pageOutput },
     async run(args, { db }) {
       const q = new URLSearchParams({ select: CONTACT_COLUMNS, order: 'name.asc,id.asc' });
@@ -392,25 +559,38 @@ export const tools: Tool[] = [
     input: (f) => ({ properties: f.contact, required: ['name'] }),
     output: { contact },
     async run(args, { db }) {
-      const row = await db.insert<Contact>('contacts', given(args, ['name', 'nickname', 'phone', 'email', 'gender', 'nationality']), CONTACT_COLUMNS);
+      const row = await db.insert<Contact>(
+        'contacts',
+        given(args, ['name', 'nickname', 'phone', 'email', 'gender', 'nationality']),
+        CONTACT_COLUMNS,
+      );
       return { structured: { contact: row }, summary: `Added contact "${row.name}" with id ${row.id}.` };
     },
   },
   {
     name: 'update_contact',
     title: 'Update a contact',
-    description: 'Changes the given fields of a contact; fields left out stay as they are, null clears an optional one. An unknown id is an error.',
+    description:
+      'Changes the given fields of a contact; fields left out stay as they are, null clears an optional one. An unknown id is an error.',
     annotations: UPDATE,
     input: (f) => ({
       properties: {
-        id: uuid('The contact id (list_contacts shows them)'), name: f.contact.name,
-        nickname: nullable(f.contact.nickname), phone: nullable(f.contact.phone), email: nullable(f.contact.email),
+        id: uuid('The contact id (list_contacts shows them)'),
+        name: f.contact.name,
+        nickname: nullable(f.contact.nickname),
+        phone: nullable(f.contact.phone),
+        email: nullable(f.contact.email),
       },
       required: ['id'],
     }),
     output: { contact },
     async run(args, { db }) {
-      const row = await db.update<Contact>('contacts', args.id, given(args, ['name', 'nickname', 'phone', 'email']), CONTACT_COLUMNS);
+      const row = await db.update<Contact>(
+        'contacts',
+        args.id,
+        given(args, ['name', 'nickname', 'phone', 'email']),
+        CONTACT_COLUMNS,
+      );
       if (!row) throw notFound('contact', args.id, 'list_contacts');
       return { structured: { contact: row }, summary: `Updated contact "${row.name}" (${row.id}).` };
     },
@@ -422,7 +602,7 @@ export const tools: Tool[] = [
     name: 'get_workspace',
     title: 'About this workspace',
     description:
-      'The workspace this token belongs to: its name and currency, the token\'s scope (read or write), how much of the rate limit ' +
+      "The workspace this token belongs to: its name and currency, the token's scope (read or write), how much of the rate limit " +
       'is left, and the live lists of expense categories, fund categories, payment methods and fund kinds. Also the resource tally://workspace.',
     annotations: READ,
     input: () => ({ properties: {} }),
@@ -432,7 +612,8 @@ export const tools: Tool[] = [
       const rate = structured.rate_limit as RateLimitLeft | null;
       return {
         structured,
-        summary: `Workspace "${structured.name as string}" (${structured.currency as string}), ${ctx.caller.scope} token` +
+        summary:
+          `Workspace "${structured.name as string}" (${structured.currency as string}), ${ctx.caller.scope} token` +
           (rate ? `, ${rate.remaining} of ${rate.limit} requests left this minute.` : ', no rate limit (stdio).'),
       };
     },
@@ -442,13 +623,21 @@ export const tools: Tool[] = [
     title: 'Record many expenses',
     description:
       'Records 1 to 100 expenses in one call, all or nothing: when one is invalid, none is written and the error names it ' +
-      '(expenses.3.amount …). Each expense counts as one request against the token\'s rate limit.',
+      "(expenses.3.amount …). Each expense counts as one request against the token's rate limit.",
     annotations: CREATE,
     input: (f) => ({
       properties: {
         expenses: {
-          type: 'array', minItems: 1, maxItems: 100, description: 'The expenses, each with the fields of create_expense',
-          items: { type: 'object', properties: f.expense, required: ['name', 'amount', 'category_id', 'method_id'], additionalProperties: false },
+          type: 'array',
+          minItems: 1,
+          maxItems: 100,
+          description: 'The expenses, each with the fields of create_expense',
+          items: {
+            type: 'object',
+            properties: f.expense,
+            required: ['name', 'amount', 'category_id', 'method_id'],
+            additionalProperties: false,
+          },
         },
       },
       required: ['expenses'],
@@ -460,7 +649,10 @@ export const tools: Tool[] = [
       // One INSERT statement (Prefer: missing=default: a field one item leaves out takes its default).
       const rows = await db.insertMany<Expense>('personal_transactions', items, EXPENSE_COLUMNS);
       const sum = round(rows.reduce((s, e) => s + e.amount, 0));
-      return { structured: { expenses: rows, count: rows.length }, summary: `Recorded ${rows.length} expenses totalling ${money(sum)}.` };
+      return {
+        structured: { expenses: rows, count: rows.length },
+        summary: `Recorded ${rows.length} expenses totalling ${money(sum)}.`,
+      };
     },
   },
   {
@@ -472,8 +664,16 @@ export const tools: Tool[] = [
     annotations: READ,
     input: () => ({
       properties: {
-        start_date: { type: 'string', format: 'date', description: 'First day, e.g. 2026-03-01 (default: no lower bound)' },
-        end_date: { type: 'string', format: 'date', description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)' },
+        start_date: {
+          type: 'string',
+          format: 'date',
+          description: 'First day, e.g. 2026-03-01 (default: no lower bound)',
+        },
+        end_date: {
+          type: 'string',
+          format: 'date',
+          description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)',
+        },
       },
     }),
     output: {
@@ -481,31 +681,62 @@ export const tools: Tool[] = [
       to_date: { type: ['string', 'null'], format: 'date' },
       total: { type: 'number', description: 'Sum of the matching expenses, in the workspace currency' },
       count: { type: 'integer' },
-      by_category: array({ type: 'object', properties: { category_id: { type: 'string' }, total: { type: 'number' }, count: { type: 'integer' } } }),
-      by_method: array({ type: 'object', properties: { method_id: { type: 'string' }, total: { type: 'number' }, count: { type: 'integer' } } }),
-      by_month: array({ type: 'object', properties: { month: { type: 'string', description: 'YYYY-MM (UTC)' }, total: { type: 'number' }, count: { type: 'integer' } } }),
+      by_category: array({
+        type: 'object',
+        properties: { category_id: { type: 'string' }, total: { type: 'number' }, count: { type: 'integer' } },
+      }),
+      by_method: array({
+        type: 'object',
+        properties: { method_id: { type: 'string' }, total: { type: 'number' }, count: { type: 'integer' } },
+      }),
+      by_month: array({
+        type: 'object',
+        properties: {
+          month: { type: 'string', description: 'YYYY-MM (UTC)' },
+          total: { type: 'number' },
+          count: { type: 'integer' },
+        },
+      }),
     },
     async run(args, { db }) {
-      if (args.start_date && args.end_date && args.end_date < args.start_date) throw new ToolError('end_date must not be before start_date.');
+      if (args.start_date && args.end_date && args.end_date < args.start_date)
+        throw new ToolError('end_date must not be before start_date.');
       const s = await db.rpc<{ total: number; count: number; by_category: { category_id: string; total: number }[] }>(
-        'spending_summary', { from_date: args.start_date ?? null, to_date: args.end_date ?? null });
-      const top = s.by_category.slice(0, 3).map((c) => `${c.category_id} ${money(c.total)}`).join(', ');
+        'spending_summary',
+        { from_date: args.start_date ?? null, to_date: args.end_date ?? null },
+      );
+      const top = s.by_category
+        .slice(0, 3)
+        .map((c) => `${c.category_id} ${money(c.total)}`)
+        .join(', ');
       const period = `${args.start_date ?? 'the beginning'} to ${args.end_date ?? 'now'}`;
-      return { structured: s, summary: `${s.count} expenses from ${period} total ${money(s.total)}${top ? ` (largest: ${top})` : ''}.` };
+      return {
+        structured: s,
+        summary: `${s.count} expenses from ${period} total ${money(s.total)}${top ? ` (largest: ${top})` : ''}.`,
+      };
     },
   },
   {
     name: 'update_fund_transaction',
     title: 'Update a fund transaction',
-    description: 'Changes the given fields of a fund transaction (it stays in its fund); fields left out stay as they are. An unknown id is an error.',
+    description:
+      'Changes the given fields of a fund transaction (it stays in its fund); fields left out stay as they are. An unknown id is an error.',
     annotations: UPDATE,
     input: (f) => ({
-      properties: { id: uuid('The fund transaction id (list_fund_transactions shows them)'), ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']) },
+      properties: {
+        id: uuid('The fund transaction id (list_fund_transactions shows them)'),
+        ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
+      },
       required: ['id'],
     }),
     output: { transaction: fundTransaction },
     async run(args, { db }) {
-      const row = await db.update<FundTransaction>('fund_transactions', args.id, given(args, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']), FUND_TRANSACTION_COLUMNS);
+      const row = await db.update<FundTransaction>(
+        'fund_transactions',
+        args.id,
+        given(args, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
+        FUND_TRANSACTION_COLUMNS,
+      );
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
       return { structured: { transaction: row }, summary: `Updated fund transaction "${row.name}" (${row.id}).` };
     },
@@ -513,22 +744,37 @@ export const tools: Tool[] = [
   {
     name: 'add_fund_participant',
     title: 'Add a participant to a fund',
-    description: 'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
+    description:
+      'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
     annotations: CREATE,
     input: () => ({
-      properties: { fund_id: uuid('The fund id (list_funds shows them)'), contact_id: uuid('The contact id (list_contacts shows them)') },
+      properties: {
+        fund_id: uuid('The fund id (list_funds shows them)'),
+        contact_id: uuid('The contact id (list_contacts shows them)'),
+      },
       required: ['fund_id', 'contact_id'],
     }),
     output: {
       participant: {
         type: 'object',
-        properties: { fund_id: { type: 'string', format: 'uuid' }, contact_id: { type: 'string', format: 'uuid' }, joined_at: { type: 'string', format: 'date-time' } },
+        properties: {
+          fund_id: { type: 'string', format: 'uuid' },
+          contact_id: { type: 'string', format: 'uuid' },
+          joined_at: { type: 'string', format: 'date-time' },
+        },
         required: ['fund_id', 'contact_id', 'joined_at'],
       },
     },
     async run(args, { db }) {
-      const row = await db.insert<{ fund_id: string; contact_id: string }>('fund_participants', { fund_id: args.fund_id, contact_id: args.contact_id }, 'fund_id,contact_id,joined_at');
-      return { structured: { participant: row }, summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.` };
+      const row = await db.insert<{ fund_id: string; contact_id: string }>(
+        'fund_participants',
+        { fund_id: args.fund_id, contact_id: args.contact_id },
+        'fund_id,contact_id,joined_at',
+      );
+      return {
+        structured: { participant: row },
+        summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.`,
+      };
     },
   },
 ];
@@ -537,11 +783,16 @@ function workspaceOutput(): Record<string, JsonSchema> {
   const list = (description: string): JsonSchema => array({ type: 'string' }, description);
   return {
     name: { type: 'string' },
-    currency: { type: 'string', description: 'ISO 4217 code of the workspace\'s amounts' },
+    currency: { type: 'string', description: "ISO 4217 code of the workspace's amounts" },
     scope: { type: 'string', enum: ['read', 'write'], description: 'read: only the read tools are offered' },
     rate_limit: {
-      type: ['object', 'null'], description: 'Requests left in the current minute; null over stdio, which is not limited',
-      properties: { limit: { type: 'integer' }, remaining: { type: 'integer' }, reset_at: { type: 'string', format: 'date-time' } },
+      type: ['object', 'null'],
+      description: 'Requests left in the current minute; null over stdio, which is not limited',
+      properties: {
+        limit: { type: 'integer' },
+        remaining: { type: 'integer' },
+        reset_at: { type: 'string', format: 'date-time' },
+      },
     },
     expense_categories: list('category_id values of expenses'),
     fund_categories: list('category_id values of fund transactions'),
@@ -557,8 +808,13 @@ export async function workspaceInfo({ db, caller, lookups }: ToolContext): Promi
     caller.rateLimit ? caller.rateLimit() : Promise.resolve(null),
   ]);
   return {
-    name: profile?.name ?? null, currency: profile?.currency ?? null, scope: caller.scope, rate_limit: rate,
-    expense_categories: lookups.expenseCategories, fund_categories: lookups.fundCategories,
-    payment_methods: lookups.paymentMethods, fund_kinds: lookups.fundKinds,
+    name: profile?.name ?? null,
+    currency: profile?.currency ?? null,
+    scope: caller.scope,
+    rate_limit: rate,
+    expense_categories: lookups.expenseCategories,
+    fund_categories: lookups.fundCategories,
+    payment_methods: lookups.paymentMethods,
+    fund_kinds: lookups.fundKinds,
   };
 }

@@ -67,8 +67,10 @@ describe('token exchange', () => {
   });
 
   it('answers the same at POST /functions/v1/api-token', async () => {
-    const res = await exchange('/functions/v1/api-token').set('Authorization', `Bearer ${read.token}`)
-      .set('Content-Type', 'application/json').expect(200);
+    const res = await exchange('/functions/v1/api-token')
+      .set('Authorization', `Bearer ${read.token}`)
+      .set('Content-Type', 'application/json')
+      .expect(200);
     expectAccessToken(res.body, read, 'read');
   });
 
@@ -79,14 +81,22 @@ describe('token exchange', () => {
 
   it('lets a workspace token elsewhere win over a non-token value in Authorization', async () => {
     // e.g. a functions client that always sends its platform key as the bearer value
-    const res = await exchange().set('Authorization', 'Bearer eyJhbGciOiJIUzI1NiJ9.e30.x').set('x-api-token', read.token).expect(200);
+    const res = await exchange()
+      .set('Authorization', 'Bearer eyJhbGciOiJIUzI1NiJ9.e30.x')
+      .set('x-api-token', read.token)
+      .expect(200);
     expectAccessToken(res.body, read, 'read');
     const same = await exchange().set('Authorization', `Bearer ${read.token}`).send({ token: read.token }).expect(200);
     expectAccessToken(same.body, read, 'read');
   });
 
   describe('refusals', () => {
-    const errorShape = { code: expect.any(String), message: expect.any(String), details: null, hint: expect.any(String) };
+    const errorShape = {
+      code: expect.any(String),
+      message: expect.any(String),
+      details: null,
+      hint: expect.any(String),
+    };
 
     it('401 without a token (no header, empty body, empty JSON object)', async () => {
       for (const res of [
@@ -103,7 +113,12 @@ describe('token exchange', () => {
     });
 
     it('401 for a malformed token, in every place', async () => {
-      for (const bad of ['tally_ws_short', 'not-a-token', write.token + '!', write.token.replace('tally_ws_', 'tally_pk_')]) {
+      for (const bad of [
+        'tally_ws_short',
+        'not-a-token',
+        write.token + '!',
+        write.token.replace('tally_ws_', 'tally_pk_'),
+      ]) {
         await db.admin`DELETE FROM tally.rate_limits`; // stay under the failed-authentication limit
         for (const res of [
           await exchange().set('Authorization', `Bearer ${bad}`),
@@ -127,7 +142,10 @@ describe('token exchange', () => {
     });
 
     it('401 for two different workspace tokens in one request', async () => {
-      const res = await exchange().set('Authorization', `Bearer ${write.token}`).set('x-api-token', read.token).expect(401);
+      const res = await exchange()
+        .set('Authorization', `Bearer ${write.token}`)
+        .set('x-api-token', read.token)
+        .expect(401);
       expect(res.body.message).toBe('Two different workspace tokens were sent');
       expect(JSON.stringify(res.body)).not.toMatch(/tally_ws_[0-9A-Za-z]{10}/);
     });
@@ -135,7 +153,12 @@ describe('token exchange', () => {
     it('400 in the error shape for malformed JSON and for a body of the wrong shape', async () => {
       const malformed = await exchange().set('Content-Type', 'application/json').send('{"token": ');
       expect(malformed.status).toBe(400);
-      expect(malformed.body).toEqual({ code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null });
+      expect(malformed.body).toEqual({
+        code: 'PGRST102',
+        message: 'Invalid request body: not valid JSON',
+        details: null,
+        hint: null,
+      });
       const leaky = await exchange().set('Content-Type', 'application/json').send(`{"token": "${write.token}"`);
       expect(leaky.status).toBe(400);
       expect(JSON.stringify(leaky.body)).not.toContain(write.token);
@@ -148,12 +171,20 @@ describe('token exchange', () => {
       await exchange().set('x-api-token', victim.token).expect(200);
       await revokeToken(db.admin, victim.id, null, 'test');
       const revoked = await exchange().set('x-api-token', victim.token).expect(401);
-      expect(revoked.body).toEqual({ ...errorShape, code: 'PGRST301', message: 'The workspace token has been revoked' });
+      expect(revoked.body).toEqual({
+        ...errorShape,
+        code: 'PGRST301',
+        message: 'The workspace token has been revoked',
+      });
 
       await setApiEnabled(db.admin, ws.id, false, 'test');
       try {
         const off = await exchange().set('Authorization', `Bearer ${read.token}`).expect(403);
-        expect(off.body).toEqual({ ...errorShape, code: 'PT403', message: 'API access is switched off for this workspace' });
+        expect(off.body).toEqual({
+          ...errorShape,
+          code: 'PT403',
+          message: 'API access is switched off for this workspace',
+        });
         expect(JSON.stringify(off.body)).not.toContain(read.token);
       } finally {
         await setApiEnabled(db.admin, ws.id, true, 'test');
@@ -161,7 +192,7 @@ describe('token exchange', () => {
       await exchange().set('Authorization', `Bearer ${read.token}`).expect(200);
     });
 
-    it('refuses other workspaces\' revoked tokens without touching this one', async () => {
+    it("refuses other workspaces' revoked tokens without touching this one", async () => {
       const other = await workspaceWithData(db.admin);
       const theirs = await tokenFor(db.admin, other.id, 'write');
       await setApiEnabled(db.admin, other.id, false, 'test');
@@ -172,7 +203,8 @@ describe('token exchange', () => {
 
   describe('last_used_at', () => {
     const lastUsed = async (id: string) =>
-      (await db.admin<{ last_used_at: Date | null }[]>`SELECT last_used_at FROM public.api_tokens WHERE id = ${id}`)[0].last_used_at;
+      (await db.admin<{ last_used_at: Date | null }[]>`SELECT last_used_at FROM public.api_tokens WHERE id = ${id}`)[0]
+        .last_used_at;
 
     it('is set by an exchange and written at most about once a minute', async () => {
       const fresh = await tokenFor(db.admin, ws.id, 'read');
@@ -199,7 +231,9 @@ describe('token exchange', () => {
   });
 
   it('stores only the SHA-256 of a token', async () => {
-    const rows = await db.admin<{ token_hash: Buffer }[]>`SELECT token_hash FROM public.api_tokens WHERE id = ${write.id}`;
+    const rows = await db.admin<
+      { token_hash: Buffer }[]
+    >`SELECT token_hash FROM public.api_tokens WHERE id = ${write.id}`;
     expect(rows[0].token_hash).toHaveLength(32);
     const dump = await db.admin<{ t: string }[]>`SELECT row_to_json(a)::text AS t FROM public.api_tokens a`;
     for (const { t: row } of dump) expect(row).not.toContain(write.token.slice(9));

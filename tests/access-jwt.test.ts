@@ -40,15 +40,21 @@ describe('access tokens', () => {
 
   // A read and a write of the real /rest/v1, with the publishable key and the access token.
   const read = (app: Express, jwt: string) =>
-    request(app).get('/rest/v1/personal_transactions?select=id&order=id').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` });
+    request(app)
+      .get('/rest/v1/personal_transactions?select=id&order=id')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` });
   const write = (app: Express, jwt: string) =>
-    request(app).post('/rest/v1/personal_transactions').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+    request(app)
+      .post('/rest/v1/personal_transactions')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
       .send({ name: 'access-jwt write', amount: 1, category_id: 'other', method_id: 'cash' });
 
   it('an exchanged access token reads its own workspace on either instance', async () => {
     const { token } = await tokenFor(db.admin, ws.id, 'read');
     const jwt = await exchanged(a.app, token);
-    const own = await db.admin<{ id: string }[]>`SELECT id FROM public.personal_transactions WHERE workspace_id = ${ws.id} ORDER BY id`;
+    const own = await db.admin<
+      { id: string }[]
+    >`SELECT id FROM public.personal_transactions WHERE workspace_id = ${ws.id} ORDER BY id`;
     expect(own.length).toBeGreaterThan(0);
     for (const app of [a.app, b.app]) {
       const res = await read(app, jwt).expect(200);
@@ -79,8 +85,13 @@ describe('access tokens', () => {
     it('an expired JWT (exp in the past) is 401 PGRST303', async () => {
       const now = Math.floor(Date.now() / 1000);
       const expired = await new SignJWT({ role: 'api_write', workspace_id: ws.id, scope: 'write' })
-        .setProtectedHeader({ alg: 'HS256' }).setSubject(tokenId).setIssuer('tally').setAudience('tally')
-        .setIssuedAt(now - 7200).setExpirationTime(now - 3600).sign(new TextEncoder().encode(TEST_JWT_SECRET));
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject(tokenId)
+        .setIssuer('tally')
+        .setAudience('tally')
+        .setIssuedAt(now - 7200)
+        .setExpirationTime(now - 3600)
+        .sign(new TextEncoder().encode(TEST_JWT_SECRET));
       const res = await refused(expired, 'PGRST303', 'JWT expired');
       expect(res.headers['www-authenticate']).toMatch(/^Bearer error="invalid_token"/);
     });
@@ -91,15 +102,26 @@ describe('access tokens', () => {
     });
 
     it('a JWT signed with another secret is refused', async () => {
-      const forged = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: tokenId }, 'another-secret-that-is-long-enough-to-sign');
+      const forged = await accessToken(
+        { role: 'api_write', workspace_id: ws.id, scope: 'write', sub: tokenId },
+        'another-secret-that-is-long-enough-to-sign',
+      );
       await refused(forged, 'PGRST301', 'JWT signature does not match');
     });
 
     it('edited claims (role, workspace, scope) break the signature', async () => {
       const [header, payload, signature] = good.split('.');
       const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
-      for (const edit of [{ role: 'postgres' }, { workspace_id: other.id }, { role: 'api_write', scope: 'write', sub: '00000000-0000-0000-0000-000000000000' }]) {
-        await refused(`${header}.${b64({ ...claims, ...edit })}.${signature}`, 'PGRST301', 'JWT signature does not match');
+      for (const edit of [
+        { role: 'postgres' },
+        { workspace_id: other.id },
+        { role: 'api_write', scope: 'write', sub: '00000000-0000-0000-0000-000000000000' },
+      ]) {
+        await refused(
+          `${header}.${b64({ ...claims, ...edit })}.${signature}`,
+          'PGRST301',
+          'JWT signature does not match',
+        );
       }
     });
 
@@ -108,13 +130,22 @@ describe('access tokens', () => {
       // workspace: the database still refuses, because the token belongs to `ws`.
       const mismatched = await accessToken({ role: 'api_write', workspace_id: other.id, scope: 'write', sub: tokenId });
       await refused(mismatched, 'PT401', /revoked/);
-      const unknownSub = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: '00000000-0000-0000-0000-000000000000' });
+      const unknownSub = await accessToken({
+        role: 'api_write',
+        workspace_id: ws.id,
+        scope: 'write',
+        sub: '00000000-0000-0000-0000-000000000000',
+      });
       await refused(unknownSub, 'PT401', /revoked/);
     });
 
     it('a JWT for another audience is refused', async () => {
       const wrongAud = await new SignJWT({ role: 'api_write', workspace_id: ws.id })
-        .setProtectedHeader({ alg: 'HS256' }).setSubject(tokenId).setAudience('someone-else').setIssuedAt().setExpirationTime('1h')
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject(tokenId)
+        .setAudience('someone-else')
+        .setIssuedAt()
+        .setExpirationTime('1h')
         .sign(new TextEncoder().encode(TEST_JWT_SECRET));
       await refused(wrongAud, 'PGRST303', 'JWT not in audience');
     });
@@ -128,7 +159,13 @@ describe('access tokens', () => {
   });
 
   it('accepts JWTs signed with the previous secret during a rotation, and signs with the new one', async () => {
-    const rotated = startTestApp(db.url, restEnv({ TALLY_JWT_SECRET: 'the-next-secret-that-is-at-least-32-chars', TALLY_JWT_SECRET_PREVIOUS: TEST_JWT_SECRET }));
+    const rotated = startTestApp(
+      db.url,
+      restEnv({
+        TALLY_JWT_SECRET: 'the-next-secret-that-is-at-least-32-chars',
+        TALLY_JWT_SECRET_PREVIOUS: TEST_JWT_SECRET,
+      }),
+    );
     try {
       const t = await tokenFor(db.admin, ws.id, 'read');
       const old = await exchanged(a.app, t.token); // signed with TEST_JWT_SECRET
@@ -151,10 +188,19 @@ describe('access tokens', () => {
 
     for (const app of [b.app, a.app]) {
       const res = await read(app, jwt).expect(401);
-      expect(res.body).toMatchObject({ code: 'PT401', message: 'The workspace token behind this access token has been revoked' });
+      expect(res.body).toMatchObject({
+        code: 'PT401',
+        message: 'The workspace token behind this access token has been revoked',
+      });
       await write(app, jwt).expect(401);
     }
-    expect((await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'access-jwt write'`)[0].n).toBe(0);
+    expect(
+      (
+        await db.admin<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'access-jwt write'`
+      )[0].n,
+    ).toBe(0);
     for (const app of [a.app, b.app]) {
       await request(app).post('/api/v1/token').set('x-api-token', t.token).expect(401);
     }

@@ -42,7 +42,12 @@ describe('publishable keys', () => {
     await revokeKey(db.admin, id, 'test');
     const err = await refusal(new ApiKeys(pool, []), key);
     expect(err.status).toBe(401);
-    expect(err.body()).toEqual({ code: 'PGRST301', message: 'Invalid API key', details: null, hint: expect.any(String) });
+    expect(err.body()).toEqual({
+      code: 'PGRST301',
+      message: 'Invalid API key',
+      details: null,
+      hint: expect.any(String),
+    });
     expect(JSON.stringify(err.body())).not.toContain(key);
 
     const listed = (await listKeys(db.admin)).find((k) => k.id === id);
@@ -62,7 +67,10 @@ describe('publishable keys', () => {
 
   it('refuses a missing or unknown key', async () => {
     const keys = new ApiKeys(pool, []);
-    expect((await refusal(keys, undefined)).body()).toMatchObject({ code: 'PGRST301', message: 'No API key found in request' });
+    expect((await refusal(keys, undefined)).body()).toMatchObject({
+      code: 'PGRST301',
+      message: 'No API key found in request',
+    });
     expect((await refusal(keys, '')).status).toBe(401);
     expect((await refusal(keys, newPublishableKey())).body()).toMatchObject({ message: 'Invalid API key' });
   });

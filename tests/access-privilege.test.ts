@@ -38,26 +38,46 @@ describe('least privilege', () => {
   });
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
-  const get = (path: string, jwt: string) => request(t.app).get(path).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` });
+  const get = (path: string, jwt: string) =>
+    request(t.app)
+      .get(path)
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` });
   const post = (path: string, jwt: string, body: unknown) =>
-    request(t.app).post(path).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' }).send(body as object);
-  const tokenCount = async () => (await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.api_tokens`)[0].n;
-  const expenseCount = async () => (await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`)[0].n;
+    request(t.app)
+      .post(path)
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+      .send(body as object);
+  const tokenCount = async () =>
+    (await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.api_tokens`)[0].n;
+  const expenseCount = async () =>
+    (await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`)[0].n;
 
   describe('a JWT signed with the real secret', () => {
-    it.each(['postgres', 'authenticator', 'pg_read_all_data', 'pg_write_all_data'])('naming the role %s is refused with 401 and reads or writes nothing', async (role) => {
-      const jwt = await signJwt({ role, workspace_id: ws.id, sub: writeToken.id, scope: 'write' });
-      const res = await get('/rest/v1/api_tokens?select=id,token_hash', jwt);
-      expect(res.status).toBe(401);
-      expect(res.body).toEqual({ code: 'PGRST303', message: 'JWT role is not an API role', details: null, hint: expect.any(String) });
-      expect(res.headers['www-authenticate']).toContain('invalid_token');
-      const before = await tokenCount();
-      const backdoor = await post('/rest/v1/api_tokens', jwt, { workspace_id: other.id, scope: 'write', token_hash: '\\x' + '00'.repeat(32) });
-      expect(backdoor.status).toBe(401);
-      expect(await tokenCount()).toBe(before);
-      // The same on the wrapper.
-      expect((await request(t.app).get('/api/v1/expenses').set('Authorization', `Bearer ${jwt}`)).status).toBe(401);
-    });
+    it.each(['postgres', 'authenticator', 'pg_read_all_data', 'pg_write_all_data'])(
+      'naming the role %s is refused with 401 and reads or writes nothing',
+      async (role) => {
+        const jwt = await signJwt({ role, workspace_id: ws.id, sub: writeToken.id, scope: 'write' });
+        const res = await get('/rest/v1/api_tokens?select=id,token_hash', jwt);
+        expect(res.status).toBe(401);
+        expect(res.body).toEqual({
+          code: 'PGRST303',
+          message: 'JWT role is not an API role',
+          details: null,
+          hint: expect.any(String),
+        });
+        expect(res.headers['www-authenticate']).toContain('invalid_token');
+        const before = await tokenCount();
+        const backdoor = await post('/rest/v1/api_tokens', jwt, {
+          workspace_id: other.id,
+          scope: 'write',
+          token_hash: '\\x' + '00'.repeat(32),
+        });
+        expect(backdoor.status).toBe(401);
+        expect(await tokenCount()).toBe(before);
+        // The same on the wrapper.
+        expect((await request(t.app).get('/api/v1/expenses').set('Authorization', `Bearer ${jwt}`)).status).toBe(401);
+      },
+    );
 
     it('with an API role but no sub is refused with 401 (no workspace token to check)', async () => {
       const jwt = await signJwt({ role: 'api_read', workspace_id: ws.id });
@@ -69,19 +89,31 @@ describe('least privilege', () => {
     it("with a read token's sub and the role api_write is refused, and nothing is written", async () => {
       const before = await expenseCount();
       const jwt = await signJwt({ role: 'api_write', workspace_id: ws.id, sub: readToken.id, scope: 'write' });
-      const res = await post('/rest/v1/personal_transactions', jwt, { name: 'escalated', amount: 1, category_id: 'other', method_id: 'cash' });
+      const res = await post('/rest/v1/personal_transactions', jwt, {
+        name: 'escalated',
+        amount: 1,
+        category_id: 'other',
+        method_id: 'cash',
+      });
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ code: 'PT401', message: expect.stringContaining('scope') });
       expect(await expenseCount()).toBe(before);
       // The exchanged token of a write token does write: the check is on the scope, not the role.
       const good = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: writeToken.id });
-      await post('/rest/v1/personal_transactions', good, { name: 'allowed', amount: 1, category_id: 'other', method_id: 'cash' }).expect(201);
+      await post('/rest/v1/personal_transactions', good, {
+        name: 'allowed',
+        amount: 1,
+        category_id: 'other',
+        method_id: 'cash',
+      }).expect(201);
       expect(await expenseCount()).toBe(before + 1);
     });
 
     it('without exp is refused with 401', async () => {
       const jwt = await new SignJWT({ role: 'api_read', workspace_id: ws.id, sub: readToken.id, scope: 'read' })
-        .setProtectedHeader({ alg: 'HS256' }).setIssuedAt().sign(new TextEncoder().encode(TEST_JWT_SECRET));
+        .setProtectedHeader({ alg: 'HS256' })
+        .setIssuedAt()
+        .sign(new TextEncoder().encode(TEST_JWT_SECRET));
       const res = await get('/rest/v1/personal_transactions?select=id', jwt);
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ code: 'PGRST303', message: 'JWT claim "exp" is missing' });
@@ -90,15 +122,22 @@ describe('least privilege', () => {
     it('is checked in the database itself: claims without sub or exp fail the pre-request check on any surface', async () => {
       const pool = serverLogin(db.url);
       try {
-        const check = (role: string, claims: Record<string, unknown>) => pool.begin(async (tx) => {
-          await tx`SELECT set_config('role', ${role}, true), set_config('request.jwt.claims', ${JSON.stringify({ role, ...claims })}, true)`;
-          await tx`SELECT tally.check_request()`;
-        });
+        const check = (role: string, claims: Record<string, unknown>) =>
+          pool.begin(async (tx) => {
+            await tx`SELECT set_config('role', ${role}, true), set_config('request.jwt.claims', ${JSON.stringify({ role, ...claims })}, true)`;
+            await tx`SELECT tally.check_request()`;
+          });
         const exp = Math.floor(Date.now() / 1000) + 60;
         await expect(check('api_read', { workspace_id: ws.id, exp })).rejects.toMatchObject({ code: 'PT401' });
-        await expect(check('api_read', { workspace_id: ws.id, sub: readToken.id })).rejects.toMatchObject({ code: 'PT401' });
-        await expect(check('api_write', { workspace_id: ws.id, sub: readToken.id, exp })).rejects.toMatchObject({ code: 'PT401' });
-        await expect(check('api_read', { workspace_id: other.id, sub: readToken.id, exp })).rejects.toMatchObject({ code: 'PT401' });
+        await expect(check('api_read', { workspace_id: ws.id, sub: readToken.id })).rejects.toMatchObject({
+          code: 'PT401',
+        });
+        await expect(check('api_write', { workspace_id: ws.id, sub: readToken.id, exp })).rejects.toMatchObject({
+          code: 'PT401',
+        });
+        await expect(check('api_read', { workspace_id: other.id, sub: readToken.id, exp })).rejects.toMatchObject({
+          code: 'PT401',
+        });
         await check('api_read', { workspace_id: ws.id, sub: readToken.id, exp });
         await check('api_write', { workspace_id: ws.id, sub: writeToken.id, exp });
         await check('anon', {});
@@ -124,9 +163,17 @@ describe('least privilege', () => {
     afterAll(() => pool.end({ timeout: 5 }));
 
     it('is authenticator, not a superuser, and cannot become the owner', async () => {
-      const [me] = await pool<{ session_user: string; current_user: string; rolsuper: boolean; rolbypassrls: boolean; rolinherit: boolean }[]>`
+      const [me] = await pool<
+        { session_user: string; current_user: string; rolsuper: boolean; rolbypassrls: boolean; rolinherit: boolean }[]
+      >`
         SELECT session_user, current_user, r.rolsuper, r.rolbypassrls, r.rolinherit FROM pg_roles r WHERE r.rolname = session_user`;
-      expect(me).toEqual({ session_user: 'authenticator', current_user: 'authenticator', rolsuper: false, rolbypassrls: false, rolinherit: false });
+      expect(me).toEqual({
+        session_user: 'authenticator',
+        current_user: 'authenticator',
+        rolsuper: false,
+        rolbypassrls: false,
+        rolinherit: false,
+      });
       const memberOf = await pool<{ rolname: string }[]>`
         SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
          WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = session_user) ORDER BY 1`;
@@ -137,10 +184,14 @@ describe('least privilege', () => {
         SELECT g.rolname FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
          WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = session_user) AND (g.rolsuper OR g.rolbypassrls OR g.rolcreaterole OR g.rolname LIKE 'pg\\_%')`;
       expect(powerful).toEqual([]);
-      const owned = await pool<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = session_user)`;
+      const owned = await pool<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = session_user)`;
       expect(owned[0].n).toBe(0);
       for (const role of ['postgres', 'pg_read_all_data']) {
-        await expect(pool.begin((tx) => tx`SELECT set_config('role', ${role}, true)`)).rejects.toMatchObject({ code: '42501' });
+        await expect(pool.begin((tx) => tx`SELECT set_config('role', ${role}, true)`)).rejects.toMatchObject({
+          code: '42501',
+        });
       }
       await expect(pool`SELECT * FROM public.api_tokens`).rejects.toMatchObject({ code: '42501' });
     });
@@ -155,7 +206,13 @@ describe('least privilege', () => {
       expect(executable).toEqual([
         ...expected('anon', ['check_request', 'current_workspace_id', 'jwt_claims']),
         ...expected('api_read', ['check_request', 'current_workspace_currency', 'current_workspace_id', 'jwt_claims']),
-        ...expected('api_write', ['check_category_domain', 'check_request', 'current_workspace_currency', 'current_workspace_id', 'jwt_claims']),
+        ...expected('api_write', [
+          'check_category_domain',
+          'check_request',
+          'current_workspace_currency',
+          'current_workspace_id',
+          'jwt_claims',
+        ]),
       ]);
       for (const role of ['anon', 'api_read', 'api_write']) {
         for (const call of [
@@ -172,14 +229,21 @@ describe('least privilege', () => {
         }
       }
       // authenticator itself cannot either (it calls only the functions granted to it by name).
-      await expect(pool`SELECT tally.revoke_token(${writeToken.id}::uuid, NULL, 'attacker')`).rejects.toMatchObject({ code: '42501' });
-      await expect(pool`SELECT tally.set_login_password('authenticator', 'x')`).rejects.toMatchObject({ code: '42501' });
+      await expect(pool`SELECT tally.revoke_token(${writeToken.id}::uuid, NULL, 'attacker')`).rejects.toMatchObject({
+        code: '42501',
+      });
+      await expect(pool`SELECT tally.set_login_password('authenticator', 'x')`).rejects.toMatchObject({
+        code: '42501',
+      });
     });
   });
 
   describe('serve refuses to start', () => {
     // Roles are cluster-wide: the blog fixture of other files grants its roles to authenticator too.
-    const config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user' });
+    const config = loadConfig({
+      TALLY_JWT_SECRET: TEST_JWT_SECRET,
+      TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user',
+    });
 
     it('passes on a migrated database with its own login', async () => {
       const pool = serverLogin(db.url);
@@ -191,14 +255,18 @@ describe('least privilege', () => {
     });
 
     it('when its login is a superuser', async () => {
-      await expect(preflight(db.admin, config)).rejects.toThrow(/^the server's database login "postgres" is a superuser/);
+      await expect(preflight(db.admin, config)).rejects.toThrow(
+        /^the server's database login "postgres" is a superuser/,
+      );
     });
 
     it('when its login is a member of a role that is not an API role', async () => {
       const pool = serverLogin(db.url);
       try {
         const narrower = { ...config, apiRoles: config.apiRoles.filter((r) => r !== 'api_write') };
-        await expect(preflight(pool, narrower)).rejects.toThrow(`the server's database login "authenticator" is a member of api_write, not only of the API roles`);
+        await expect(preflight(pool, narrower)).rejects.toThrow(
+          `the server's database login "authenticator" is a member of api_write, not only of the API roles`,
+        );
       } finally {
         await pool.end({ timeout: 5 });
       }
@@ -210,7 +278,8 @@ describe('least privilege', () => {
       const pool = serverLogin(db.url);
       try {
         await expect(preflight(pool, config)).rejects.toThrow(
-          'refusing to serve: public.leaky has workspace_id and is granted to an API role but without forced row-level security (run "tally policies apply" or fix the migration)');
+          'refusing to serve: public.leaky has workspace_id and is granted to an API role but without forced row-level security (run "tally policies apply" or fix the migration)',
+        );
         await db.admin`ALTER TABLE public.leaky ENABLE ROW LEVEL SECURITY`;
         await expect(preflight(pool, config)).rejects.toThrow(/public\.leaky/); // enabled is not enough: forced
         await db.admin`ALTER TABLE public.leaky FORCE ROW LEVEL SECURITY`;
@@ -245,12 +314,17 @@ describe('a database migrated without "tally policies apply"', () => {
     const { id } = await tokenFor(db.admin, ws.id, 'write');
     const jwt = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: id });
     for (const table of TENANT_TABLES) {
-      const res = await request(t.app).get(`/rest/v1/${table}?select=workspace_id`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` }).expect(200);
+      const res = await request(t.app)
+        .get(`/rest/v1/${table}?select=workspace_id`)
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` })
+        .expect(200);
       expect(res.body.length).toBeGreaterThan(0);
       expect(res.body.every((r: { workspace_id: string }) => r.workspace_id === ws.id)).toBe(true);
     }
     // Nor can it write into another workspace.
-    const res = await request(t.app).post('/rest/v1/contacts').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+    const res = await request(t.app)
+      .post('/rest/v1/contacts')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
       .send({ workspace_id: other.id, name: 'planted' });
     expect(res.status).toBe(403);
     expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'planted'`).toEqual([]);

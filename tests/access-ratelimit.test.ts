@@ -40,7 +40,9 @@ describe('rate limits', () => {
     return jwt === undefined ? req : req.set('Authorization', `Bearer ${jwt}`);
   };
   const restWrite = (app: Express, jwt: string) =>
-    request(app).post('/rest/v1/personal_transactions').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+    request(app)
+      .post('/rest/v1/personal_transactions')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
       .send({ name: 'rate-limited write', amount: 1, category_id: 'other', method_id: 'cash' });
 
   // The exchange also reports its failed-authentication policy: draft-8 headers are lists of
@@ -54,9 +56,16 @@ describe('rate limits', () => {
     expect(Number.isInteger(retryAfter)).toBe(true);
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
-    expect(item(res.headers['ratelimit-policy'], `${limit}-in-1min`)).toMatch(new RegExp(`^"${limit}-in-1min"; q=${limit}; w=60; pk=:[A-Za-z0-9+/=]+:$`));
+    expect(item(res.headers['ratelimit-policy'], `${limit}-in-1min`)).toMatch(
+      new RegExp(`^"${limit}-in-1min"; q=${limit}; w=60; pk=:[A-Za-z0-9+/=]+:$`),
+    );
     expect(item(res.headers['ratelimit'], `${limit}-in-1min`)).toMatch(new RegExp(`^"${limit}-in-1min"; r=0; t=\\d+$`));
-    expect(res.body).toEqual({ code: 'PT429', message: expect.stringContaining('Rate limit exceeded'), details: null, hint: expect.stringContaining('Retry-After') });
+    expect(res.body).toEqual({
+      code: 'PT429',
+      message: expect.stringContaining('Rate limit exceeded'),
+      details: null,
+      hint: expect.stringContaining('Retry-After'),
+    });
   }
 
   it('by default allows 60 exchanges a minute per token and answers the 61st with 429', async () => {
@@ -119,7 +128,10 @@ describe('rate limits', () => {
     const jwt = (await exchange(t.app, token).expect(200)).body.access_token as string;
     // ... but only once the apikey passes: without it the JWT is not looked at, and the
     // request is the address's.
-    expect429(await request(t.app).get('/rest/v1/personal_transactions?select=id').set('Authorization', `Bearer ${jwt}`), 3);
+    expect429(
+      await request(t.app).get('/rest/v1/personal_transactions?select=id').set('Authorization', `Bearer ${jwt}`),
+      3,
+    );
     await restRead(t.app, jwt).expect(200);
   });
 
@@ -131,7 +143,9 @@ describe('rate limits', () => {
     await exchange(t.app, token).expect(429);
     await db.admin`UPDATE tally.rate_limits SET reset_at = now() - interval '1 second' WHERE key = ${'req:token:' + id}`;
     await exchange(t.app, token).expect(200);
-    const [row] = await db.admin<{ hits: number }[]>`SELECT hits FROM tally.rate_limits WHERE key = ${'req:token:' + id}`;
+    const [row] = await db.admin<
+      { hits: number }[]
+    >`SELECT hits FROM tally.rate_limits WHERE key = ${'req:token:' + id}`;
     expect(row.hits).toBe(1);
   });
 
@@ -147,7 +161,12 @@ describe('rate limits', () => {
       expect(Number(blocked.headers['retry-after'])).toBeGreaterThanOrEqual(1);
       expect(item(blocked.headers['ratelimit-policy'], 'failed-auth')).toBe('"failed-auth"; q=10; w=60');
       expect(item(blocked.headers['ratelimit'], 'failed-auth')).toMatch(/^"failed-auth"; r=0; t=\d+$/);
-      expect(blocked.body).toEqual({ code: 'PT429', message: 'Too many failed authentications from this address', details: null, hint: expect.any(String) });
+      expect(blocked.body).toEqual({
+        code: 'PT429',
+        message: 'Too many failed authentications from this address',
+        details: null,
+        hint: expect.any(String),
+      });
       // The guess is not even looked at: a right token from this address waits as well.
       await exchange(t.app, token).expect(429);
       await request(t.app).post('/functions/v1/api-token').send({ token }).expect(429);
@@ -155,18 +174,28 @@ describe('rate limits', () => {
 
     it('holds exactly under concurrency: of 60 parallel bad tokens from one address, 10 are looked at', async () => {
       const [a, b] = [start(), start()]; // two instances, one database
-      const statuses = await Promise.all(Array.from({ length: 60 }, (_, i) => exchange(i % 2 ? a.app : b.app, newWorkspaceToken()).then((r) => r.status)));
+      const statuses = await Promise.all(
+        Array.from({ length: 60 }, (_, i) =>
+          exchange(i % 2 ? a.app : b.app, newWorkspaceToken()).then((r) => r.status),
+        ),
+      );
       expect(statuses.filter((s) => s === 401)).toHaveLength(FAILED_AUTH_LIMIT_PER_MINUTE);
       expect(statuses.filter((s) => s === 429)).toHaveLength(60 - FAILED_AUTH_LIMIT_PER_MINUTE);
-      expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([{ hits: FAILED_AUTH_LIMIT_PER_MINUTE }]);
+      expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([
+        { hits: FAILED_AUTH_LIMIT_PER_MINUTE },
+      ]);
       // MCP shares the count: the address is refused there too.
-      expect((await request(a.app).post('/mcp').set('Authorization', `Bearer ${newWorkspaceToken()}`).send({})).status).toBe(429);
+      expect(
+        (await request(a.app).post('/mcp').set('Authorization', `Bearer ${newWorkspaceToken()}`).send({})).status,
+      ).toBe(429);
     });
 
     it('never takes requests in flight for failures: many concurrent valid calls from one address all pass', async () => {
       const t = start({ TALLY_RATE_LIMIT_PER_MINUTE: '1000' });
       const { token } = await tokenFor(db.admin, ws.id, 'read');
-      const statuses = await Promise.all(Array.from({ length: FAILED_AUTH_LIMIT_PER_MINUTE * 3 }, () => exchange(t.app, token).then((r) => r.status)));
+      const statuses = await Promise.all(
+        Array.from({ length: FAILED_AUTH_LIMIT_PER_MINUTE * 3 }, () => exchange(t.app, token).then((r) => r.status)),
+      );
       expect(statuses).toEqual(statuses.map(() => 200));
     });
 
@@ -174,7 +203,9 @@ describe('rate limits', () => {
       const a = start();
       const b = start();
       for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) {
-        await request(i % 2 ? a.app : b.app).post('/api/v1/token').expect(401);
+        await request(i % 2 ? a.app : b.app)
+          .post('/api/v1/token')
+          .expect(401);
       }
       await request(a.app).post('/api/v1/token').expect(429);
       await request(b.app).post('/api/v1/token').expect(429);
@@ -212,7 +243,9 @@ describe('rate limits', () => {
         const stores = pools.map((p) => new PostgresRateLimitStore(p, 'test:'));
         stores.forEach((s) => s.init({ windowMs: 60_000 } as never));
         const results = await Promise.all(Array.from({ length: 40 }, (_, i) => stores[i % 2].increment('k')));
-        expect(results.map((r) => r.totalHits).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+        expect(results.map((r) => r.totalHits).sort((x, y) => x - y)).toEqual(
+          Array.from({ length: 40 }, (_, i) => i + 1),
+        );
         expect(new Set(results.map((r) => r.resetTime.getTime())).size).toBe(1); // one fixed window
         const resetIn = results[0].resetTime.getTime() - Date.now();
         expect(resetIn).toBeGreaterThan(55_000);
@@ -237,14 +270,18 @@ describe('rate limits', () => {
         // A request's own SQL runs as an API role: it can neither tamper with counters nor
         // look tokens up.
         for (const role of ['anon', 'api_read', 'api_write']) {
-          await expect(pool.control.begin(async (tx) => {
-            await tx`SELECT set_config('role', ${role}, true)`;
-            await tx`SELECT tally.rate_limit_reset('probe')`;
-          })).rejects.toMatchObject({ code: '42501' });
-          await expect(pool.control.begin(async (tx) => {
-            await tx`SELECT set_config('role', ${role}, true)`;
-            await tx`SELECT * FROM tally.exchange_token(${Buffer.alloc(32)})`;
-          })).rejects.toMatchObject({ code: '42501' });
+          await expect(
+            pool.control.begin(async (tx) => {
+              await tx`SELECT set_config('role', ${role}, true)`;
+              await tx`SELECT tally.rate_limit_reset('probe')`;
+            }),
+          ).rejects.toMatchObject({ code: '42501' });
+          await expect(
+            pool.control.begin(async (tx) => {
+              await tx`SELECT set_config('role', ${role}, true)`;
+              await tx`SELECT * FROM tally.exchange_token(${Buffer.alloc(32)})`;
+            }),
+          ).rejects.toMatchObject({ code: '42501' });
         }
       } finally {
         await pool.end({ timeout: 5 });

@@ -32,12 +32,20 @@ describe('scopes', () => {
   it('the database refuses every write of api_read on every finance table, and allows its reads', async () => {
     const claims = { workspace_id: ws.id, scope: 'read' };
     const writes: [string, (tx: Parameters<Parameters<typeof asRole>[3]>[0]) => Promise<unknown>][] = [
-      ['insert expense', (tx) => tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('x', 1, 'other', 'cash')`],
+      [
+        'insert expense',
+        (tx) =>
+          tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('x', 1, 'other', 'cash')`,
+      ],
       ['update expense', (tx) => tx`UPDATE public.personal_transactions SET amount = 2 WHERE id = ${ws.expenseId}`],
       ['delete expense', (tx) => tx`DELETE FROM public.personal_transactions WHERE id = ${ws.expenseId}`],
       ['insert fund', (tx) => tx`INSERT INTO public.funds (name, kind) VALUES ('f', 'Travel')`],
       ['update fund', (tx) => tx`UPDATE public.funds SET name = 'g' WHERE id = ${ws.fundId}`],
-      ['insert fund transaction', (tx) => tx`INSERT INTO public.fund_transactions (fund_id, name, amount, category_id, method_id) VALUES (${ws.fundId}, 'x', 1, 'refund', 'cash')`],
+      [
+        'insert fund transaction',
+        (tx) =>
+          tx`INSERT INTO public.fund_transactions (fund_id, name, amount, category_id, method_id) VALUES (${ws.fundId}, 'x', 1, 'refund', 'cash')`,
+      ],
       ['delete fund transaction', (tx) => tx`DELETE FROM public.fund_transactions WHERE id = ${ws.fundTransactionId}`],
       ['insert contact', (tx) => tx`INSERT INTO public.contacts (name) VALUES ('c')`],
       ['update contact', (tx) => tx`UPDATE public.contacts SET name = 'd' WHERE id = ${ws.contactId}`],
@@ -46,7 +54,12 @@ describe('scopes', () => {
     for (const [what, write] of writes) {
       expect([what, await sqlState(asRole(db.admin, 'api_read', claims, write))]).toEqual([what, '42501']);
     }
-    const [{ n }] = await asRole(db.admin, 'api_read', claims, (tx) => tx<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`);
+    const [{ n }] = await asRole(
+      db.admin,
+      'api_read',
+      claims,
+      (tx) => tx<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`,
+    );
     expect(n).toBe(1);
   });
 
@@ -55,10 +68,12 @@ describe('scopes', () => {
     expect(claims.role).toBe('api_read');
     const pool = serverPool(serverUrl(db.url), { max: 1 }); // connects as authenticator, as the server does
     try {
-      const state = await sqlState(pool.control.begin(async (tx) => {
-        await tx`SELECT set_config('role', ${claims.role as string}, true), set_config('request.jwt.claims', ${JSON.stringify(claims)}, true)`;
-        await tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('x', 1, 'other', 'cash')`;
-      }));
+      const state = await sqlState(
+        pool.control.begin(async (tx) => {
+          await tx`SELECT set_config('role', ${claims.role as string}, true), set_config('request.jwt.claims', ${JSON.stringify(claims)}, true)`;
+          await tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('x', 1, 'other', 'cash')`;
+        }),
+      );
       expect(state).toBe('42501');
     } finally {
       await pool.end({ timeout: 5 });
@@ -66,10 +81,14 @@ describe('scopes', () => {
   });
 
   it('a write with a read token is 403 "read-only"; with a write token it is stored in the workspace', async () => {
-    const post = (jwt: string) => request(t.app).post('/rest/v1/personal_transactions')
-      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
-      .send({ name: 'scoped write', amount: 1, category_id: 'other', method_id: 'cash' });
-    const before = await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`;
+    const post = (jwt: string) =>
+      request(t.app)
+        .post('/rest/v1/personal_transactions')
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
+        .send({ name: 'scoped write', amount: 1, category_id: 'other', method_id: 'cash' });
+    const before = await db.admin<
+      { n: number }[]
+    >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`;
 
     const readJwt = await exchanged('read');
     const refused = await post(readJwt).expect(403);
@@ -79,12 +98,20 @@ describe('scopes', () => {
       details: 'permission denied for table personal_transactions',
       hint: 'Writes need a workspace token with the write scope (tally token create --scope write)',
     });
-    expect((await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`)[0].n).toBe(before[0].n);
+    expect(
+      (
+        await db.admin<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`
+      )[0].n,
+    ).toBe(before[0].n);
 
     const writeJwt = await exchanged('write');
     const stored = await post(writeJwt).expect(201);
     expect(stored.text).toBe(''); // return=minimal
-    const rows = await db.admin<{ workspace_id: string }[]>`SELECT workspace_id FROM public.personal_transactions WHERE name = 'scoped write'`;
+    const rows = await db.admin<
+      { workspace_id: string }[]
+    >`SELECT workspace_id FROM public.personal_transactions WHERE name = 'scoped write'`;
     expect(rows).toEqual([{ workspace_id: ws.id }]);
   });
 });

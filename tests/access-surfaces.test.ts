@@ -39,15 +39,25 @@ describe('access on every surface, two instances', () => {
   });
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
-  const exchange = (app: Express, token: string) => request(app).post('/api/v1/token').set('Authorization', `Bearer ${token}`);
-  const jwtFor = async (app: Express, token: string) => (await exchange(app, token).expect(200)).body.access_token as string;
+  const exchange = (app: Express, token: string) =>
+    request(app).post('/api/v1/token').set('Authorization', `Bearer ${token}`);
+  const jwtFor = async (app: Express, token: string) =>
+    (await exchange(app, token).expect(200)).body.access_token as string;
   const rest = (app: Express, jwt: string) =>
-    request(app).get('/rest/v1/personal_transactions?select=id,name').set('apikey', TEST_API_KEY).set('Authorization', `Bearer ${jwt}`);
-  const wrapper = (app: Express, jwt: string) => request(app).get('/api/v1/personal_transactions').set('Authorization', `Bearer ${jwt}`);
+    request(app)
+      .get('/rest/v1/personal_transactions?select=id,name')
+      .set('apikey', TEST_API_KEY)
+      .set('Authorization', `Bearer ${jwt}`);
+  const wrapper = (app: Express, jwt: string) =>
+    request(app).get('/api/v1/personal_transactions').set('Authorization', `Bearer ${jwt}`);
   const mcp = (app: Express, token: string, body: object = { jsonrpc: '2.0', id: 1, method: 'tools/list' }) =>
     request(app).post(`/mcp?token=${token}`).set('Accept', 'application/json, text/event-stream').send(body);
   const expenseNames = async (workspaceId: string) =>
-    (await db.admin<{ name: string }[]>`SELECT name FROM public.personal_transactions WHERE workspace_id = ${workspaceId} ORDER BY name`).map((r) => r.name);
+    (
+      await db.admin<
+        { name: string }[]
+      >`SELECT name FROM public.personal_transactions WHERE workspace_id = ${workspaceId} ORDER BY name`
+    ).map((r) => r.name);
 
   it('revoking a token stops it on the very next request on every surface and instance', async () => {
     const t = await tokenFor(db.admin, ws.id, 'write');
@@ -62,7 +72,10 @@ describe('access on every surface, two instances', () => {
 
     for (const app of [b.app, a.app]) {
       const viaRest = await rest(app, jwt).expect(401);
-      expect(viaRest.body).toMatchObject({ code: 'PT401', message: 'The workspace token behind this access token has been revoked' });
+      expect(viaRest.body).toMatchObject({
+        code: 'PT401',
+        message: 'The workspace token behind this access token has been revoked',
+      });
       expect((await wrapper(app, jwt).expect(401)).body).toMatchObject({ code: 'PT401' });
       const viaMcp = await mcp(app, t.token).expect(401);
       expect(viaMcp.body).toMatchObject({ code: 'PGRST301', message: 'The workspace token has been revoked' });
@@ -83,7 +96,10 @@ describe('access on every surface, two instances', () => {
     await setApiEnabled(db.admin, ws.id, false, 'test');
     try {
       for (const app of [a.app, b.app]) {
-        expect((await rest(app, jwt).expect(403)).body).toMatchObject({ code: 'PT403', message: 'API access is switched off for this workspace' });
+        expect((await rest(app, jwt).expect(403)).body).toMatchObject({
+          code: 'PT403',
+          message: 'API access is switched off for this workspace',
+        });
         expect((await wrapper(app, jwt).expect(403)).body).toMatchObject({ code: 'PT403' });
         expect((await mcp(app, t.token).expect(403)).body).toMatchObject({ code: 'PT403' });
         await exchange(app, t.token).expect(403);
@@ -104,11 +120,19 @@ describe('access on every surface, two instances', () => {
     const jwt = await jwtFor(a.app, t.token);
     const before = await expenseNames(ws.id);
     const writes = [
-      request(a.app).post('/rest/v1/personal_transactions').send({ name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' }),
-      request(b.app).patch(`/rest/v1/personal_transactions?id=eq.${ws.expenseId}`).send({ name: 'renamed by a reader' }),
+      request(a.app)
+        .post('/rest/v1/personal_transactions')
+        .send({ name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' }),
+      request(b.app)
+        .patch(`/rest/v1/personal_transactions?id=eq.${ws.expenseId}`)
+        .send({ name: 'renamed by a reader' }),
       request(a.app).delete(`/rest/v1/personal_transactions?id=eq.${ws.expenseId}`),
-      request(b.app).post('/api/v1/personal_transactions').send({ name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' }),
-      request(a.app).post('/api/v1/fund_transactions').send({ fund_id: ws.fundId, name: 'by a reader', amount: 1, category_id: 'refund', method_id: 'cash' }),
+      request(b.app)
+        .post('/api/v1/personal_transactions')
+        .send({ name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' }),
+      request(a.app)
+        .post('/api/v1/fund_transactions')
+        .send({ fund_id: ws.fundId, name: 'by a reader', amount: 1, category_id: 'refund', method_id: 'cash' }),
     ];
     for (const write of writes) {
       const res = await write.set('apikey', TEST_API_KEY).set('Authorization', `Bearer ${jwt}`);
@@ -116,8 +140,13 @@ describe('access on every surface, two instances', () => {
       expect(res.body).toMatchObject({ code: '42501', message: expect.stringMatching(/^This token is read-only/) });
     }
     const viaMcp = await mcp(b.app, t.token, {
-      jsonrpc: '2.0', id: 7, method: 'tools/call',
-      params: { name: 'create_expense', arguments: { name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' } },
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: {
+        name: 'create_expense',
+        arguments: { name: 'by a reader', amount: 1, category_id: 'other', method_id: 'cash' },
+      },
     }).expect(200);
     expect(viaMcp.body.result.isError).toBe(true);
     expect(viaMcp.body.result.content[0].text).toMatch(/read-only/);
@@ -126,8 +155,12 @@ describe('access on every surface, two instances', () => {
 
     // The same writes with a write token go through.
     const writer = await jwtFor(b.app, (await tokenFor(db.admin, ws.id, 'write')).token);
-    await request(a.app).post('/rest/v1/personal_transactions').set('apikey', TEST_API_KEY).set('Authorization', `Bearer ${writer}`)
-      .send({ name: 'by a writer', amount: 1, category_id: 'other', method_id: 'cash' }).expect(201);
+    await request(a.app)
+      .post('/rest/v1/personal_transactions')
+      .set('apikey', TEST_API_KEY)
+      .set('Authorization', `Bearer ${writer}`)
+      .send({ name: 'by a writer', amount: 1, category_id: 'other', method_id: 'cash' })
+      .expect(201);
     expect(await expenseNames(ws.id)).toEqual([...before, 'by a writer'].sort());
   });
 
@@ -146,7 +179,12 @@ describe('access on every surface, two instances', () => {
     expect(limited.status).toBe(429);
     expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect(limited.headers['ratelimit-policy']).toMatch(/"6-in-1min"; q=6; w=60/);
-    expect(limited.body).toEqual({ code: 'PT429', message: expect.stringContaining('Rate limit exceeded'), details: null, hint: expect.any(String) });
+    expect(limited.body).toEqual({
+      code: 'PT429',
+      message: expect.stringContaining('Rate limit exceeded'),
+      details: null,
+      hint: expect.any(String),
+    });
     expect((await mcp(lb.app, t.token)).status).toBe(429);
     expect((await wrapper(lb.app, jwt)).status).toBe(429);
     expect((await exchange(la.app, t.token)).status).toBe(429);
@@ -159,7 +197,11 @@ describe('access on every surface, two instances', () => {
   it('counts a /rest/v1 request with a bad apikey or JWT against the client address', async () => {
     const l = start({ TALLY_RATE_LIMIT_PER_MINUTE: '2' });
     await request(l.app).get('/rest/v1/personal_transactions').set('apikey', 'wrong').expect(401);
-    await request(l.app).get('/rest/v1/personal_transactions').set('apikey', TEST_API_KEY).set('Authorization', 'Bearer x.y.z').expect(401);
+    await request(l.app)
+      .get('/rest/v1/personal_transactions')
+      .set('apikey', TEST_API_KEY)
+      .set('Authorization', 'Bearer x.y.z')
+      .expect(401);
     const res = await request(l.app).get('/rest/v1/personal_transactions').set('apikey', TEST_API_KEY);
     expect(res.status).toBe(429);
     expect(res.headers['retry-after']).toMatch(/^\d+$/);

@@ -12,35 +12,50 @@ beforeAll(async () => {
 });
 afterAll(() => tearDown(s.db, s.t));
 
-const shape = (body: unknown) => expect(Object.keys(body as object).sort()).toEqual(['code', 'details', 'hint', 'message']);
+const shape = (body: unknown) =>
+  expect(Object.keys(body as object).sort()).toEqual(['code', 'details', 'hint', 'message']);
 
 describe('a malformed percent-escape in the path', () => {
-  it.each(['/rest/v1/%zz', '/rest/v1/personal_transactions%E0%A4%A', '/api/v1/contacts/%zz', '/settings/static/%zz'])('%s is a 400', async (path) => {
-    const res = await request(s.t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
-    expect(res.status).toBe(400);
-    expect(res.body.code).toBe('PGRST100');
-    shape(res.body);
-  });
+  it.each(['/rest/v1/%zz', '/rest/v1/personal_transactions%E0%A4%A', '/api/v1/contacts/%zz', '/settings/static/%zz'])(
+    '%s is a 400',
+    async (path) => {
+      const res = await request(s.t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe('PGRST100');
+      shape(res.body);
+    },
+  );
 });
 
 describe('a request beyond what Postgres can take', () => {
   it('a select wider than Postgres allows (54011) is a 400', async () => {
     const select = Array.from({ length: 1700 }, (_, i) => `c${i}:id`).join(',');
-    const res = await request(s.t.app).get(`/rest/v1/personal_transactions?select=${select}`).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
+    const res = await request(s.t.app)
+      .get(`/rest/v1/personal_transactions?select=${select}`)
+      .set('apikey', TEST_API_KEY)
+      .set('authorization', `Bearer ${s.jwtA}`);
     expect(res.status).toBe(400);
     shape(res.body);
   });
 
   it('a JSON body nested thousands deep is a 400', async () => {
     const body = '['.repeat(5000) + ']'.repeat(5000);
-    const res = await request(s.t.app).post('/rest/v1/contacts').set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`)
-      .set('content-type', 'application/json').send(`{"name":"deep","phone":"1","notes":${body}}`);
+    const res = await request(s.t.app)
+      .post('/rest/v1/contacts')
+      .set('apikey', TEST_API_KEY)
+      .set('authorization', `Bearer ${s.jwtA}`)
+      .set('content-type', 'application/json')
+      .send(`{"name":"deep","phone":"1","notes":${body}}`);
     expect(res.status).toBeGreaterThanOrEqual(400);
     expect(res.status).toBeLessThan(500);
     shape(res.body);
     const deep = '{"a":'.repeat(5000) + '1' + '}'.repeat(5000);
-    const res2 = await request(s.t.app).post('/rest/v1/rpc/nothing').set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`)
-      .set('content-type', 'application/json').send(deep);
+    const res2 = await request(s.t.app)
+      .post('/rest/v1/rpc/nothing')
+      .set('apikey', TEST_API_KEY)
+      .set('authorization', `Bearer ${s.jwtA}`)
+      .set('content-type', 'application/json')
+      .send(deep);
     expect(res2.status).toBe(400);
     shape(res2.body);
   });
@@ -48,7 +63,11 @@ describe('a request beyond what Postgres can take', () => {
 
 describe('errors name only what the role may read', () => {
   it('the "column does not exist" hint of an ungranted table lists none of its columns', async () => {
-    for (const path of ['/rest/v1/user_credentials?select=x', '/rest/v1/api_tokens?zzz=eq.1', '/rest/v1/user_credentials?select=id,x']) {
+    for (const path of [
+      '/rest/v1/user_credentials?select=x',
+      '/rest/v1/api_tokens?zzz=eq.1',
+      '/rest/v1/user_credentials?select=id,x',
+    ]) {
       const res = await request(s.t.app).get(path).set('apikey', TEST_API_KEY);
       const text = JSON.stringify(res.body);
       expect(`${path} ${text}`).not.toMatch(/password_hash|token_hash/);
@@ -58,12 +77,17 @@ describe('errors name only what the role may read', () => {
   });
 
   it('relationships to a table the role may not read are neither embedded nor listed (PGRST200, no constraint names)', async () => {
-    for (const [path, asked] of [['/rest/v1/contacts?select=id,workspaces(id)', 'workspaces'], ['/rest/v1/personal_transactions?select=id,user_credentials(id)', 'user_credentials']]) {
+    for (const [path, asked] of [
+      ['/rest/v1/contacts?select=id,workspaces(id)', 'workspaces'],
+      ['/rest/v1/personal_transactions?select=id,user_credentials(id)', 'user_credentials'],
+    ]) {
       const res = await request(s.t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
       expect(res.status).toBe(400);
       expect(res.body.code).toBe('PGRST200');
       const text = JSON.stringify(res.body).replaceAll(asked, '');
-      expect(text).not.toMatch(/_fkey|workspaces|api_tokens|user_credentials|workspace_members|billing_accounts|password/);
+      expect(text).not.toMatch(
+        /_fkey|workspaces|api_tokens|user_credentials|workspace_members|billing_accounts|password/,
+      );
     }
   });
 });

@@ -58,7 +58,8 @@ describe('tally CLI with DATABASE_URL', () => {
     const r = await tally(['token', 'create', '--workspace', 'Acme Travel', '--scope', 'write', '--label', 'ci'], env);
     expect(r.code).toBe(0);
     expect(r.lastLine).toMatch(/^tally_ws_[0-9A-Za-z]{40}$/);
-    const [row] = await db.admin`SELECT id, scope, label, token_hash FROM public.api_tokens WHERE token_hash = ${sha256(r.lastLine)}`;
+    const [row] =
+      await db.admin`SELECT id, scope, label, token_hash FROM public.api_tokens WHERE token_hash = ${sha256(r.lastLine)}`;
     expect(row).toMatchObject({ scope: 'write', label: 'ci' });
     const everything = JSON.stringify(await db.admin`SELECT * FROM public.api_tokens`);
     expect(everything).not.toContain(r.lastLine.slice(9));
@@ -93,9 +94,13 @@ describe('tally CLI with DATABASE_URL', () => {
   it('switches the workspace API off and on', async () => {
     const off = await tally(['workspace', 'api', 'Acme Travel', 'off'], env);
     expect(off.code).toBe(0);
-    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(false);
+    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(
+      false,
+    );
     await tally(['workspace', 'api', 'Acme Travel', 'on'], env);
-    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(true);
+    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(
+      true,
+    );
     const bad = await tally(['workspace', 'api', 'Acme Travel', 'maybe'], env);
     expect(bad.code).toBe(1);
   });
@@ -127,30 +132,44 @@ describe('tally CLI with DATABASE_URL', () => {
     const commands = [...readme.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => m[1].trim());
     expect(commands).toEqual(expect.arrayContaining(['up', 'mcp', 'sql', 'psql', 'db url', 'key revoke']));
     const lines = help.stdout.split('\n').map((l) => l.trim());
-    for (const command of new Set(commands)) expect([command, lines.some((l) => l.startsWith(command + ' ') || l === command)]).toEqual([command, true]);
+    for (const command of new Set(commands))
+      expect([command, lines.some((l) => l.startsWith(command + ' ') || l === command)]).toEqual([command, true]);
   });
 
   it('says so in one line when the database is unreachable', async () => {
     const r = await tally(['workspace', 'list'], { DATABASE_URL: 'postgres://nobody:x@127.0.0.1:1/none' });
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toBe('tally: cannot reach the database (ECONNREFUSED); check DATABASE_URL or start Tally with "tally up"');
+    expect(r.stderr.trim()).toBe(
+      'tally: cannot reach the database (ECONNREFUSED); check DATABASE_URL or start Tally with "tally up"',
+    );
   });
 
   it('a DBA adds a function with `tally sql`, and a running server serves it over /rest/v1 without a restart', async () => {
     const ws = await workspaceWithData(db.admin, 'DBA Travel');
-    const jwt = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: (await tokenFor(db.admin, ws.id, 'write')).id });
+    const jwt = await accessToken({
+      role: 'api_write',
+      workspace_id: ws.id,
+      scope: 'write',
+      sub: (await tokenFor(db.admin, ws.id, 'write')).id,
+    });
     const app = startTestApp(db.url, restEnv());
     try {
-      const call = () => request(app.app).get('/rest/v1/rpc/expenses_over?min_amount=10&select=name').set({ apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` });
+      const call = () =>
+        request(app.app)
+          .get('/rest/v1/rpc/expenses_over?min_amount=10&select=name')
+          .set({ apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` });
       expect((await call()).status).toBe(404); // not there yet, and the schema cache is loaded
 
       const dir = await mkdtemp(join(tmpdir(), 'tally-sql-'));
       const file = join(dir, 'expenses_over.sql');
-      await writeFile(file, `
+      await writeFile(
+        file,
+        `
         CREATE FUNCTION public.expenses_over(min_amount numeric) RETURNS SETOF public.personal_transactions
         LANGUAGE sql STABLE AS $$ SELECT * FROM public.personal_transactions WHERE amount >= min_amount $$;
         REVOKE EXECUTE ON FUNCTION public.expenses_over(numeric) FROM PUBLIC;
-        GRANT EXECUTE ON FUNCTION public.expenses_over(numeric) TO api_read, api_write;`);
+        GRANT EXECUTE ON FUNCTION public.expenses_over(numeric) TO api_read, api_write;`,
+      );
       const r = await tally(['sql', file], env);
       await rm(dir, { recursive: true, force: true });
       expect(r.stderr).toBe('');
@@ -166,13 +185,23 @@ describe('tally CLI with DATABASE_URL', () => {
     }
 
     // -c and standard input; rows come back tab-separated with a header.
-    const c = await tally(['sql', '-c', "SELECT name, amount FROM public.personal_transactions WHERE name = 'DBA Travel lunch'"], env);
+    const c = await tally(
+      ['sql', '-c', "SELECT name, amount FROM public.personal_transactions WHERE name = 'DBA Travel lunch'"],
+      env,
+    );
     expect(c.stdout).toBe('name\tamount\nDBA Travel lunch\t12.5\n(1 row)\n');
-    const piped = await tally(['sql'], env, "UPDATE public.funds SET description = 'from stdin' WHERE name = 'DBA Travel fund';\n");
+    const piped = await tally(
+      ['sql'],
+      env,
+      "UPDATE public.funds SET description = 'from stdin' WHERE name = 'DBA Travel fund';\n",
+    );
     expect(piped.stdout).toBe('UPDATE 1\n');
 
     // A failing script changes nothing (one transaction) and says why in one line.
-    const bad = await tally(['sql', '-c', "UPDATE public.funds SET description = 'half' WHERE name = 'DBA Travel fund'; SELECT nope"], env);
+    const bad = await tally(
+      ['sql', '-c', "UPDATE public.funds SET description = 'half' WHERE name = 'DBA Travel fund'; SELECT nope"],
+      env,
+    );
     expect(bad.code).toBe(1);
     expect(bad.stderr.trim()).toBe('tally: the database refused: column "nope" does not exist');
     const [fund] = await db.admin`SELECT description FROM public.funds WHERE name = 'DBA Travel fund'`;
@@ -195,7 +224,9 @@ describe('tally CLI with DATABASE_URL', () => {
     }
     const missing = await tally(['psql'], { ...env, PATH: '/nonexistent' });
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^tally: psql is not installed\. Install the PostgreSQL client .*apt-get install postgresql-client/);
+    expect(missing.stderr).toMatch(
+      /^tally: psql is not installed\. Install the PostgreSQL client .*apt-get install postgresql-client/,
+    );
     expect(missing.stdout).toBe(`${db.url}\n`);
   });
 
@@ -216,7 +247,6 @@ describe('tally CLI with DATABASE_URL', () => {
   });
 });
 
-
 describe('tally in embedded mode', () => {
   let home: string;
   let env: Record<string, string | undefined>;
@@ -224,7 +254,13 @@ describe('tally in embedded mode', () => {
     const dir = await mkdtemp(join(tmpdir(), 'tally-cli-'));
     await chmod(dir, 0o755);
     home = join(dir, 'home');
-    env = { DATABASE_URL: undefined, TALLY_JWT_SECRET: undefined, TALLY_HOME: home, TALLY_EMBEDDED_PG_PORT: String(await freePort()), PORT: '0' };
+    env = {
+      DATABASE_URL: undefined,
+      TALLY_JWT_SECRET: undefined,
+      TALLY_HOME: home,
+      TALLY_EMBEDDED_PG_PORT: String(await freePort()),
+      PORT: '0',
+    };
   });
   afterAll(() => rm(join(home, '..'), { recursive: true, force: true }));
 
@@ -232,7 +268,9 @@ describe('tally in embedded mode', () => {
     const first = await tallyServer(['up'], env, /Demo token\s+(tally_ws_\S+)/);
     const url = /Tally is up on (\S+)/.exec(first.output)![1];
     // A first start says what it is doing, step by step, with durations.
-    expect(first.output).toMatch(/^Creating the embedded Postgres in .* \(initdb, first run only\) and starting it… \d+\.\d s$/m);
+    expect(first.output).toMatch(
+      /^Creating the embedded Postgres in .* \(initdb, first run only\) and starting it… \d+\.\d s$/m,
+    );
     expect(first.output).toMatch(/^Running migrations… \d+ applied, \d+\.\d s$/m);
     expect(first.output).toMatch(/^Applying the RLS policies… \d+ files, \d+\.\d s$/m);
     expect(first.output).toMatch(/^Seeding the demo workspace… \d+\.\d s$/m);

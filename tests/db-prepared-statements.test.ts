@@ -30,7 +30,11 @@ describe('prepared statements switch', () => {
   afterAll(() => db.drop());
 
   function serverWith(flag: string): { app: Express; pool: Pool } {
-    const config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: db.url, ...restEnv({ TALLY_DB_PREPARED_STATEMENTS: flag }) });
+    const config = loadConfig({
+      TALLY_JWT_SECRET: TEST_JWT_SECRET,
+      DATABASE_URL: db.url,
+      ...restEnv({ TALLY_DB_PREPARED_STATEMENTS: flag }),
+    });
     const pool = serverPool(serverUrl(db.url), { max: 1, prepare: config.preparedStatements });
     return { app: createApp({ config, db: pool, jwt: jwtKeys(TEST_JWT_SECRET) }), pool };
   }
@@ -38,23 +42,33 @@ describe('prepared statements switch', () => {
   /** A read, a write, a wrapper read and an RPC-free embed: the statements a server prepares. */
   async function exercise(app: Express): Promise<void> {
     const rest = { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` };
-    const listed = await request(app).get('/rest/v1/personal_transactions?select=id,name&order=occurred_at.desc&limit=5').set(rest).expect(200);
+    const listed = await request(app)
+      .get('/rest/v1/personal_transactions?select=id,name&order=occurred_at.desc&limit=5')
+      .set(rest)
+      .expect(200);
     expect(listed.body.map((r: { id: string }) => r.id)).toContain(ws.expenseId);
-    await request(app).post('/rest/v1/personal_transactions').set(rest).set('Prefer', 'return=minimal')
-      .send({ name: 'unprepared', amount: 3, category_id: 'other', method_id: 'cash' }).expect(201);
+    await request(app)
+      .post('/rest/v1/personal_transactions')
+      .set(rest)
+      .set('Prefer', 'return=minimal')
+      .send({ name: 'unprepared', amount: 3, category_id: 'other', method_id: 'cash' })
+      .expect(201);
     const funds = await request(app).get('/rest/v1/funds?select=id,fund_transactions(id)').set(rest).expect(200);
     expect(funds.body[0].fund_transactions.map((t: { id: string }) => t.id)).toContain(ws.fundTransactionId);
     await request(app).get('/api/v1/personal_transactions').set('authorization', `Bearer ${jwt}`).expect(200);
   }
 
-  const preparedOf = async (pool: Pool): Promise<number> => (await pool<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_prepared_statements`)[0].n;
+  const preparedOf = async (pool: Pool): Promise<number> =>
+    (await pool<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_prepared_statements`)[0].n;
 
   it('with TALLY_DB_PREPARED_STATEMENTS=false reads and writes work and the session holds no prepared statement', async () => {
     const { app, pool } = serverWith('false');
     try {
       await exercise(app);
       expect(await preparedOf(pool)).toBe(0);
-      const [{ n }] = await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name = 'unprepared'`;
+      const [{ n }] = await db.admin<
+        { n: number }[]
+      >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name = 'unprepared'`;
       expect(n).toBe(1);
     } finally {
       await pool.end({ timeout: 5 });

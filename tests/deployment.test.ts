@@ -9,7 +9,17 @@ import { packageRoot } from '../gateway/paths.js';
 describe('deployment files', () => {
   it('docker-compose.yml runs Postgres and Tally with secrets from the environment and a /readyz health check', async () => {
     const text = await readFile(join(packageRoot, 'docker-compose.yml'), 'utf8');
-    const compose = parse(text) as { services: Record<string, { environment?: Record<string, string>; healthcheck?: { test: string[] }; depends_on?: Record<string, { condition: string }>; build?: string }> };
+    const compose = parse(text) as {
+      services: Record<
+        string,
+        {
+          environment?: Record<string, string>;
+          healthcheck?: { test: string[] };
+          depends_on?: Record<string, { condition: string }>;
+          build?: string;
+        }
+      >;
+    };
     expect(Object.keys(compose.services).sort()).toEqual(['postgres', 'tally']);
     const tally = compose.services.tally;
     expect(tally.build).toBe('.');
@@ -27,7 +37,9 @@ describe('deployment files', () => {
   it('the Dockerfile serves with a /readyz health check after migrating', async () => {
     const text = await readFile(join(packageRoot, 'Dockerfile'), 'utf8');
     expect(text).toMatch(/HEALTHCHECK .*\/readyz/);
-    expect(text).toContain('migrate && node dist/gateway/cli/main.js policies apply && exec node dist/gateway/cli/main.js serve');
+    expect(text).toContain(
+      'migrate && node dist/gateway/cli/main.js policies apply && exec node dist/gateway/cli/main.js serve',
+    );
     expect(text).toMatch(/^USER node$/m);
   });
 

@@ -58,7 +58,9 @@ describe('Tally in front of your own database', () => {
   it('serve stops at startup with one line while the database has no gateway state', async () => {
     const r = await tally(['serve'], env);
     expect(r.code).not.toBe(0);
-    expect(r.stderr).toBe('tally: the database has no Tally gateway state (schema tally and its functions): run "tally migrate --gateway-only" on it first, or "tally migrate" for the finance app\n');
+    expect(r.stderr).toBe(
+      'tally: the database has no Tally gateway state (schema tally and its functions): run "tally migrate --gateway-only" on it first, or "tally migrate" for the finance app\n',
+    );
     expect(r.stdout).not.toContain('Tally is up');
   });
 
@@ -88,9 +90,14 @@ describe('Tally in front of your own database', () => {
         .setProtectedHeader({ alg: 'HS256' })
         .setExpirationTime('5m')
         .sign(new TextEncoder().encode(SECRET));
-      const res = await fetch(`${base}/rest/v1/categories?select=id,name&order=id`, { headers: { apikey: API_KEY, authorization: `Bearer ${jwt}` } });
+      const res = await fetch(`${base}/rest/v1/categories?select=id,name&order=id`, {
+        headers: { apikey: API_KEY, authorization: `Bearer ${jwt}` },
+      });
       expect(res.status).toBe(200);
-      expect(await res.json()).toEqual([{ id: 1, name: 'books' }, { id: 3, name: 'music' }]);
+      expect(await res.json()).toEqual([
+        { id: 1, name: 'books' },
+        { id: 3, name: 'music' },
+      ]);
 
       // The app's surfaces are not mounted on a database without the app's state.
       for (const path of ['/api/v1/expenses', '/mcp', '/settings', '/functions/v1/api-token']) {

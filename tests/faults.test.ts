@@ -16,7 +16,6 @@ import { log } from '../gateway/log.js';
 // Faults: Postgres stopped and started again under a bounded load. This file runs its
 // own Postgres, as the shared one cannot be stopped under the other files.
 
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let dir: string;
@@ -62,7 +61,12 @@ beforeAll(async () => {
   const ws = await workspaceWithData(admin, 'faults');
   const token = await tokenFor(admin, ws.id, 'write');
   const jwt = await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: token.id });
-  headers = { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}`, 'content-type': 'application/json', prefer: 'return=minimal' };
+  headers = {
+    apikey: TEST_API_KEY,
+    authorization: `Bearer ${jwt}`,
+    'content-type': 'application/json',
+    prefer: 'return=minimal',
+  };
   t = startTestApp(url, restEnv({ TALLY_DB_STATEMENT_TIMEOUT_MS: '250', TALLY_RATE_LIMIT_PER_MINUTE: '100000' }));
   server = await listen(t.app, 0, '127.0.0.1');
   const address = server.address();
@@ -88,14 +92,26 @@ interface Outcome {
 async function hit(kind: 'write' | 'read', n: number): Promise<Outcome> {
   const name = `fault-probe-${n}`;
   try {
-    const res = kind === 'write'
-      ? await fetch(`${base}/rest/v1/personal_transactions`, {
-        method: 'POST', headers, body: JSON.stringify({ name, amount: 1, category_id: 'essentials', method_id: 'cash' }), signal: AbortSignal.timeout(8000),
-      })
-      : await fetch(`${base}/rest/v1/personal_transactions?select=id&limit=1`, { headers, signal: AbortSignal.timeout(8000) });
+    const res =
+      kind === 'write'
+        ? await fetch(`${base}/rest/v1/personal_transactions`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ name, amount: 1, category_id: 'essentials', method_id: 'cash' }),
+            signal: AbortSignal.timeout(8000),
+          })
+        : await fetch(`${base}/rest/v1/personal_transactions?select=id&limit=1`, {
+            headers,
+            signal: AbortSignal.timeout(8000),
+          });
     const text = await res.text();
     const code = res.status >= 400 ? (JSON.parse(text) as { code?: string }).code : undefined;
-    return { status: res.status, code, retryAfter: res.headers.get('retry-after'), name: kind === 'write' ? name : undefined };
+    return {
+      status: res.status,
+      code,
+      retryAfter: res.headers.get('retry-after'),
+      name: kind === 'write' ? name : undefined,
+    };
   } catch {
     return { status: 0 }; // a dropped connection or no answer within 8 s
   }
@@ -163,7 +179,9 @@ describe('with Postgres stopped and started again under load', () => {
     // Every acknowledged write is in the database.
     const acknowledged = outcomes.filter((o) => o.status === 201).map((o) => o.name!);
     expect(acknowledged.length).toBeGreaterThan(0);
-    const rows = await admin<{ name: string }[]>`SELECT name FROM public.personal_transactions WHERE name = ANY(${acknowledged})`;
+    const rows = await admin<
+      { name: string }[]
+    >`SELECT name FROM public.personal_transactions WHERE name = ANY(${acknowledged})`;
     expect(new Set(rows.map((r) => r.name)).size).toBe(acknowledged.length);
   }, 300_000);
 });
@@ -200,7 +218,10 @@ async function until(what: string, check: () => Promise<boolean> | boolean, ms =
   }
 }
 
-async function get(path: string, h: Record<string, string> = headers): Promise<{ status: number; code?: string; retryAfter: string | null }> {
+async function get(
+  path: string,
+  h: Record<string, string> = headers,
+): Promise<{ status: number; code?: string; retryAfter: string | null }> {
   try {
     const res = await fetch(`${base}${path}`, { headers: h, signal: AbortSignal.timeout(10_000) });
     const text = await res.text();
@@ -214,11 +235,15 @@ async function get(path: string, h: Record<string, string> = headers): Promise<{
 /** The pool is whole again: every slot free, and ten concurrent reads all succeed. */
 async function expectFullPool(): Promise<void> {
   await until('every pool slot to be free', () => t.ctx.db.stats().free === t.ctx.db.stats().size);
-  const reads = await Promise.all(Array.from({ length: 10 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
+  const reads = await Promise.all(
+    Array.from({ length: 10 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')),
+  );
   expect(reads.map((r) => r.status)).toEqual(Array(10).fill(200));
   const ready = await fetch(`${base}/readyz`);
   expect(ready.status).toBe(200);
-  expect(((await ready.json()) as { pool: { free: number; size: number } }).pool).toMatchObject({ size: t.ctx.db.stats().size });
+  expect(((await ready.json()) as { pool: { free: number; size: number } }).pool).toMatchObject({
+    size: t.ctx.db.stats().size,
+  });
 }
 
 /** Backends of the server's pool slots (the control connection is named apart). */
@@ -239,7 +264,9 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
       try {
         // Requests on stopped backends are answered (a 503 once the watchdog gives up on them),
         // never left waiting; a request on a fresh slot may succeed.
-        const outcomes = await Promise.all(Array.from({ length: 4 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
+        const outcomes = await Promise.all(
+          Array.from({ length: 4 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')),
+        );
         for (const o of outcomes) {
           expect(`${o.status} ${o.code ?? ''}`).toMatch(/^(200 |503 PGRST00[01]|504 PGRST003)$/);
           if (o.status !== 200) expect(Number(o.retryAfter)).toBeGreaterThan(0);
@@ -251,7 +278,10 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
       }
     }
     // The stopped backends end once they run again: no connection is left behind in Postgres.
-    await until('only the pool\'s own backends to remain', async () => (await poolBackends()).length <= t.ctx.db.stats().size);
+    await until(
+      "only the pool's own backends to remain",
+      async () => (await poolBackends()).length <= t.ctx.db.stats().size,
+    );
   }, 120_000);
 
   it('keeps /readyz answering within its deadline (503, with the free slots) while every slot is stuck', async () => {
@@ -286,13 +316,21 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
 describe('a name with NUL', () => {
   it('is refused with a 400 before any SQL, a hundred times over, and the pool stays whole', async () => {
     for (let i = 0; i < 100; i++) {
-      const res = await fetch(`${base}/rest/v1/categories?select=a%00b:id`, { headers: { apikey: TEST_API_KEY }, signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(`${base}/rest/v1/categories?select=a%00b:id`, {
+        headers: { apikey: TEST_API_KEY },
+        signal: AbortSignal.timeout(10_000),
+      });
       const body = (await res.json()) as { code: string; details: string };
       expect(res.status).toBe(400);
       expect(body.code).toBe('PGRST100');
       expect(body.details).toMatch(/NUL/);
     }
-    for (const path of ['/rest/v1/categories?select=id&order=a%00b', '/rest/v1/categories?a%00b=eq.1', '/rest/v1/categories?select=id,x:name->>a%00b', '/rest/v1/categories?select=id,%22a%00b%22']) {
+    for (const path of [
+      '/rest/v1/categories?select=id&order=a%00b',
+      '/rest/v1/categories?a%00b=eq.1',
+      '/rest/v1/categories?select=id,x:name->>a%00b',
+      '/rest/v1/categories?select=id,%22a%00b%22',
+    ]) {
       const res = await get(path);
       expect(`${path} ${res.status}`).toBe(`${path} 400`);
     }
@@ -303,9 +341,11 @@ describe('a name with NUL', () => {
 describe('a burst of query shapes Postgres has not seen', () => {
   it('leaves the pool whole: every request is answered, none with a 500', async () => {
     const alias = () => 'a' + Math.random().toString(36).slice(2, 10);
-    const shape = () => `categories?select=${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:categories(${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:name)))`;
+    const shape = () =>
+      `categories?select=${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:categories(${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:name)))`;
     const outcomes = await Promise.all(Array.from({ length: 30 }, () => get(`/rest/v1/${shape()}`)));
-    for (const o of outcomes) expect(`${o.status} ${o.code ?? ''}`).toMatch(/^(200 |400 PGRST1\d\d|503 PGRST00[01]|504 (PGRST003|57014))$/);
+    for (const o of outcomes)
+      expect(`${o.status} ${o.code ?? ''}`).toMatch(/^(200 |400 PGRST1\d\d|503 PGRST00[01]|504 (PGRST003|57014))$/);
     await expectFullPool();
   }, 60_000);
 });

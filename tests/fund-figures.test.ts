@@ -51,26 +51,40 @@ describe('fund figures over many funds', () => {
          WHERE f.workspace_id = ${ws.id} AND f.name LIKE 'bulk %'`;
     }
     // The figures of A's funds by a plain aggregate, as the owner.
-    const rows = await db.admin<{ fund_id: string; income: string; expenses: string; target: string | null; participants: number }[]>`
+    const rows = await db.admin<
+      { fund_id: string; income: string; expenses: string; target: string | null; participants: number }[]
+    >`
       SELECT f.id AS fund_id,
              coalesce((SELECT sum(amount) FROM public.fund_transactions x WHERE x.workspace_id = f.workspace_id AND x.fund_id = f.id AND amount > 0), 0) AS income,
              coalesce((SELECT -sum(amount) FROM public.fund_transactions x WHERE x.workspace_id = f.workspace_id AND x.fund_id = f.id AND amount < 0), 0) AS expenses,
              f.target_amount AS target,
              (SELECT count(*)::int FROM public.fund_participants p WHERE p.workspace_id = f.workspace_id AND p.fund_id = f.id) AS participants
         FROM public.funds f WHERE f.workspace_id = ${a.id}`;
-    expected = new Map(rows.map((r) => {
-      const balance = Number(r.income) - Number(r.expenses);
-      const target = r.target === null ? 0 : Number(r.target);
-      return [r.fund_id, {
-        fund_id: r.fund_id, balance, income: Number(r.income), expenses: Number(r.expenses),
-        progress: target > 0 ? Math.round((balance / target) * 10_000) / 10_000 : null, participant_count: r.participants,
-      }];
-    }));
+    expected = new Map(
+      rows.map((r) => {
+        const balance = Number(r.income) - Number(r.expenses);
+        const target = r.target === null ? 0 : Number(r.target);
+        return [
+          r.fund_id,
+          {
+            fund_id: r.fund_id,
+            balance,
+            income: Number(r.income),
+            expenses: Number(r.expenses),
+            progress: target > 0 ? Math.round((balance / target) * 10_000) / 10_000 : null,
+            participant_count: r.participants,
+          },
+        ];
+      }),
+    );
     expect(expected.size).toBe(301); // the fixture's fund and 300 more
   });
   afterAll(() => tearDown(db, t));
 
-  const get = (path: string) => request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+  const get = (path: string) =>
+    request(t.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
 
   it('funds?select=id,balance,summary answers every fund of the workspace with its own figures', async () => {
     const res = await get('funds?select=id,balance,summary').expect(200);
@@ -88,7 +102,9 @@ describe('fund figures over many funds', () => {
     for (const id of some) {
       expect((await get(`rpc/fund_summary?fund_id=${id}`).expect(200)).body).toEqual(expected.get(id));
     }
-    const [bFund] = await db.admin<{ id: string }[]>`SELECT id FROM public.funds WHERE workspace_id = ${b.id} AND name = 'bulk 1'`;
+    const [bFund] = await db.admin<
+      { id: string }[]
+    >`SELECT id FROM public.funds WHERE workspace_id = ${b.id} AND name = 'bulk 1'`;
     expect((await get(`rpc/fund_summary?fund_id=${bFund.id}`).expect(200)).body.balance).toBeNull();
   });
 });

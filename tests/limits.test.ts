@@ -14,13 +14,16 @@ beforeAll(async () => {
   await s.db.admin`
     INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
     SELECT ${s.a.id}, 'bulk ' || n, 1, 'essentials', 'cash' FROM generate_series(1, 300) n`;
-  await s.db.admin.unsafe(`CREATE VIEW public.work_mem_probe AS SELECT pg_catalog.current_setting('work_mem') AS work_mem`);
+  await s.db.admin.unsafe(
+    `CREATE VIEW public.work_mem_probe AS SELECT pg_catalog.current_setting('work_mem') AS work_mem`,
+  );
   await s.db.admin.unsafe(`GRANT SELECT ON public.work_mem_probe TO api_read, api_write`);
   await s.db.admin`NOTIFY pgrst, 'reload schema'`;
 });
 afterAll(() => tearDown(s.db, s.t));
 
-const readA = (path: string) => request(s.t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
+const readA = (path: string) =>
+  request(s.t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
 
 /** Embeds expenses → category → expenses … `depth` levels deep. */
 function nested(depth: number): string {
@@ -62,15 +65,20 @@ async function until(check: () => Promise<boolean>): Promise<void> {
 describe("a workspace's heavy reads", () => {
   it("leave another workspace's simple reads served while they run", async () => {
     let heavyInFlight = 10;
-    const heavy = Array.from({ length: 10 }, () => readA(nested(3)).then((r) => {
-      heavyInFlight--;
-      return r.status;
-    }));
+    const heavy = Array.from({ length: 10 }, () =>
+      readA(nested(3)).then((r) => {
+        heavyInFlight--;
+        return r.status;
+      }),
+    );
     // Workspace B reads while A's heavy reads are in flight.
     const victim: { status: number; ms: number; heavyInFlight: number }[] = [];
     while (heavyInFlight > 0 && victim.length < 200) {
       const started = performance.now();
-      const res = await request(s.t.app).get('/rest/v1/contacts?select=id,name&limit=5').set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtB}`);
+      const res = await request(s.t.app)
+        .get('/rest/v1/contacts?select=id,name&limit=5')
+        .set('apikey', TEST_API_KEY)
+        .set('authorization', `Bearer ${s.jwtB}`);
       victim.push({ status: res.status, ms: performance.now() - started, heavyInFlight });
     }
     const statuses = await Promise.all(heavy);
@@ -81,6 +89,8 @@ describe("a workspace's heavy reads", () => {
     // Not starved: B's reads completed while A's heavy ones were still running.
     expect(victim.filter((v) => v.heavyInFlight > 0).length).toBeGreaterThan(0);
     const times = victim.map((v) => v.ms).sort((x, y) => x - y);
-    console.log(`victim reads under a heavy neighbour: n=${times.length}, median ${times[Math.floor(times.length / 2)].toFixed(0)} ms, max ${times[times.length - 1].toFixed(0)} ms; heavy statuses ${statuses.join(',')}`);
+    console.log(
+      `victim reads under a heavy neighbour: n=${times.length}, median ${times[Math.floor(times.length / 2)].toFixed(0)} ms, max ${times[times.length - 1].toFixed(0)} ms; heavy statuses ${statuses.join(',')}`,
+    );
   }, 120_000);
 });

@@ -22,7 +22,14 @@ describe('tally mcp (stdio)', () => {
       command: process.execPath,
       args: ['--import', 'tsx', 'gateway/cli/main.ts', 'mcp'],
       cwd: packageRoot,
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, TALLY_DB_URI: serverUrl(db.url), TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: token, LOG_LEVEL: 'info' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        DATABASE_URL: db.url,
+        TALLY_DB_URI: serverUrl(db.url),
+        TALLY_JWT_SECRET: 'x'.repeat(32),
+        TALLY_TOKEN: token,
+        LOG_LEVEL: 'info',
+      },
       stderr: 'pipe',
     });
   }
@@ -33,7 +40,10 @@ describe('tally mcp (stdio)', () => {
     await client.connect(transport(token));
     try {
       expect((await client.listTools()).tools).toHaveLength(19);
-      const created = (await client.callTool({ name: 'create_contact', arguments: { name: 'Via stdio' } })) as CallToolResult;
+      const created = (await client.callTool({
+        name: 'create_contact',
+        arguments: { name: 'Via stdio' },
+      })) as CallToolResult;
       expect(created.isError).toBeFalsy();
       const [row] = await db.admin`SELECT workspace_id FROM public.contacts WHERE name = 'Via stdio'`;
       expect(row.workspace_id).toBe(ws.id);
@@ -62,7 +72,9 @@ describe('tally mcp (stdio)', () => {
       await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
       const enumOf = async () => {
         const { tools } = await client.listTools();
-        return (tools.find((t) => t.name === 'list_expenses')!.inputSchema.properties as Record<string, { enum: string[] }>).category_id.enum;
+        return (
+          tools.find((t) => t.name === 'list_expenses')!.inputSchema.properties as Record<string, { enum: string[] }>
+        ).category_id.enum;
       };
       for (let i = 0; i < 50 && changed === 0; i++) await new Promise((r) => setTimeout(r, 100));
       expect(changed).toBeGreaterThan(0); // notified after the insert
@@ -73,16 +85,25 @@ describe('tally mcp (stdio)', () => {
   });
 
   it('refuses to start with an unknown token, in one line', async () => {
-    const r = await tally(['mcp'], { DATABASE_URL: db.url, TALLY_DB_URI: serverUrl(db.url), TALLY_JWT_SECRET: 'x'.repeat(32), TALLY_TOKEN: 'tally_ws_' + 'y'.repeat(40) });
+    const r = await tally(['mcp'], {
+      DATABASE_URL: db.url,
+      TALLY_DB_URI: serverUrl(db.url),
+      TALLY_JWT_SECRET: 'x'.repeat(32),
+      TALLY_TOKEN: 'tally_ws_' + 'y'.repeat(40),
+    });
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toBe('tally: Invalid workspace token. Check the token (tally token list shows the tokens of a workspace)');
+    expect(r.stderr.trim()).toBe(
+      'tally: Invalid workspace token. Check the token (tally token list shows the tokens of a workspace)',
+    );
     expect(r.stdout).toBe('');
   });
 
   it('without TALLY_TOKEN says to set it', async () => {
     const r = await tally(['mcp'], { DATABASE_URL: db.url, TALLY_JWT_SECRET: 'x'.repeat(32) });
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toMatch(/^tally: No workspace token: set TALLY_TOKEN\. Start it as TALLY_TOKEN=tally_ws_… tally mcp/);
+    expect(r.stderr.trim()).toMatch(
+      /^tally: No workspace token: set TALLY_TOKEN\. Start it as TALLY_TOKEN=tally_ws_… tally mcp/,
+    );
     expect(r.stdout).toBe('');
   });
 
@@ -92,10 +113,21 @@ describe('tally mcp (stdio)', () => {
     await read.connect(transport((await tokenFor(db.admin, ws.id, 'read')).token));
     try {
       const names = (await read.listTools()).tools.map((t) => t.name).sort();
-      expect(names).toEqual(['get_fund', 'get_workspace', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'spending_summary']);
+      expect(names).toEqual([
+        'get_fund',
+        'get_workspace',
+        'list_contacts',
+        'list_expenses',
+        'list_fund_transactions',
+        'list_funds',
+        'spending_summary',
+      ]);
       const info = (await read.callTool({ name: 'get_workspace', arguments: {} })) as CallToolResult;
       expect(info.structuredContent).toMatchObject({ name: 'Stdio', currency: 'EUR', scope: 'read', rate_limit: null });
-      const refused = (await read.callTool({ name: 'delete_expense', arguments: { id: ws.expenseId } })) as CallToolResult;
+      const refused = (await read.callTool({
+        name: 'delete_expense',
+        arguments: { id: ws.expenseId },
+      })) as CallToolResult;
       expect(text(refused)).toMatch(/^This token is read-only/);
     } finally {
       await read.close();
@@ -105,19 +137,38 @@ describe('tally mcp (stdio)', () => {
     await write.connect(transport((await tokenFor(db.admin, ws.id, 'write')).token));
     try {
       const expenses = [
-        { name: 'Desk import 1', amount: 1.25, category_id: 'other', method_id: 'cash', occurred_at: '2026-06-01T10:00:00Z' },
-        { name: 'Desk import 2', amount: 1.123456, category_id: 'other', method_id: 'cash', occurred_at: '2026-06-02T10:00:00Z' },
+        {
+          name: 'Desk import 1',
+          amount: 1.25,
+          category_id: 'other',
+          method_id: 'cash',
+          occurred_at: '2026-06-01T10:00:00Z',
+        },
+        {
+          name: 'Desk import 2',
+          amount: 1.123456,
+          category_id: 'other',
+          method_id: 'cash',
+          occurred_at: '2026-06-02T10:00:00Z',
+        },
       ];
       const bad = (await write.callTool({ name: 'create_expenses', arguments: { expenses } })) as CallToolResult;
-      expect(text(bad)).toBe('Invalid arguments for create_expenses: expenses.1.amount must have at most 4 decimal places.');
+      expect(text(bad)).toBe(
+        'Invalid arguments for create_expenses: expenses.1.amount must have at most 4 decimal places.',
+      );
       expenses[1].amount = 2;
       const ok = (await write.callTool({ name: 'create_expenses', arguments: { expenses } })) as CallToolResult;
       expect(ok.isError).toBeFalsy();
-      const listed = (await write.callTool({ name: 'list_expenses', arguments: { search: 'Desk import', limit: 1 } })) as CallToolResult;
+      const listed = (await write.callTool({
+        name: 'list_expenses',
+        arguments: { search: 'Desk import', limit: 1 },
+      })) as CallToolResult;
       const [summary, json] = text(listed).split('\n');
       expect(summary).toBe('expenses 1-1; more follow (next_offset 1). This page sums to 2.00.');
       expect(JSON.parse(json)).toEqual(listed.structuredContent);
-      expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name LIKE 'Desk import %'`).toHaveLength(2);
+      expect(
+        await db.admin`SELECT 1 FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name LIKE 'Desk import %'`,
+      ).toHaveLength(2);
     } finally {
       await write.close();
     }

@@ -8,11 +8,39 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
 
-const CORE_TOOLS = ['create_contact', 'create_expense', 'create_fund', 'create_fund_transaction', 'delete_expense', 'delete_fund_transaction',
-  'get_fund', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'update_contact', 'update_expense', 'update_fund'];
-const BEYOND_CORE = ['add_fund_participant', 'create_expenses', 'get_workspace', 'spending_summary', 'update_fund_transaction'];
+const CORE_TOOLS = [
+  'create_contact',
+  'create_expense',
+  'create_fund',
+  'create_fund_transaction',
+  'delete_expense',
+  'delete_fund_transaction',
+  'get_fund',
+  'list_contacts',
+  'list_expenses',
+  'list_fund_transactions',
+  'list_funds',
+  'update_contact',
+  'update_expense',
+  'update_fund',
+];
+const BEYOND_CORE = [
+  'add_fund_participant',
+  'create_expenses',
+  'get_workspace',
+  'spending_summary',
+  'update_fund_transaction',
+];
 const TOOLS = [...CORE_TOOLS, ...BEYOND_CORE].sort();
-const READ_TOOLS = ['get_fund', 'get_workspace', 'list_contacts', 'list_expenses', 'list_fund_transactions', 'list_funds', 'spending_summary'];
+const READ_TOOLS = [
+  'get_fund',
+  'get_workspace',
+  'list_contacts',
+  'list_expenses',
+  'list_fund_transactions',
+  'list_funds',
+  'spending_summary',
+];
 
 let db: TestDatabase;
 let app: TestApp;
@@ -77,17 +105,31 @@ describe('tools/list', () => {
   it('publishes the live category and method enums of the right domain', async () => {
     const client = await connect(writeA);
     const { tools } = await client.listTools();
-    const props = (name: string) => tools.find((t) => t.name === name)!.inputSchema.properties as Record<string, { enum?: string[]; maximum?: number; minimum?: number }>;
-    const expenseCats = (await db.admin`SELECT id FROM public.categories WHERE for_expenses ORDER BY id`).map((r) => r.id);
+    const props = (name: string) =>
+      tools.find((t) => t.name === name)!.inputSchema.properties as Record<
+        string,
+        { enum?: string[]; maximum?: number; minimum?: number }
+      >;
+    const expenseCats = (await db.admin`SELECT id FROM public.categories WHERE for_expenses ORDER BY id`).map(
+      (r) => r.id,
+    );
     const fundCats = (await db.admin`SELECT id FROM public.categories WHERE for_funds ORDER BY id`).map((r) => r.id);
     expect(props('create_expense').category_id.enum).toEqual(expenseCats);
     expect(props('create_fund_transaction').category_id.enum).toEqual(fundCats);
-    expect(props('list_expenses').method_id.enum).toEqual(['bank-transfer', 'cash', 'credit-card', 'installment', 'mobile-wallet']);
+    expect(props('list_expenses').method_id.enum).toEqual([
+      'bank-transfer',
+      'cash',
+      'credit-card',
+      'installment',
+      'mobile-wallet',
+    ]);
     expect(props('list_expenses').limit).toMatchObject({ minimum: 1, maximum: 1000 });
 
     await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('garden', 'Garden', true)`;
     const again = await (await connect(writeA)).listTools();
-    const cats = (again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<string, { enum: string[] }>).category_id.enum;
+    const cats = (
+      again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<string, { enum: string[] }>
+    ).category_id.enum;
     expect(cats).toContain('garden');
   });
 });
@@ -95,35 +137,73 @@ describe('tools/list', () => {
 describe('expenses', () => {
   it('create_expense records an expense in the token’s workspace', async () => {
     const client = await connect(writeA);
-    const r = await call(client, 'create_expense', { name: 'Museum tickets', amount: 31.5, category_id: 'entertainment', method_id: 'credit-card', occurred_at: '2026-03-14T10:00:00Z', note: 'Two adults' });
+    const r = await call(client, 'create_expense', {
+      name: 'Museum tickets',
+      amount: 31.5,
+      category_id: 'entertainment',
+      method_id: 'credit-card',
+      occurred_at: '2026-03-14T10:00:00Z',
+      note: 'Two adults',
+    });
     expect(r.isError).toBeFalsy();
     const created = (r.structuredContent as { expense: { id: string } }).expense;
-    expect(created).toMatchObject({ name: 'Museum tickets', amount: 31.5, category_id: 'entertainment', note: 'Two adults' });
-    const [row] = await db.admin`SELECT workspace_id, amount::float AS amount FROM public.personal_transactions WHERE id = ${created.id}`;
+    expect(created).toMatchObject({
+      name: 'Museum tickets',
+      amount: 31.5,
+      category_id: 'entertainment',
+      note: 'Two adults',
+    });
+    const [row] =
+      await db.admin`SELECT workspace_id, amount::float AS amount FROM public.personal_transactions WHERE id = ${created.id}`;
     expect(row).toEqual({ workspace_id: a.id, amount: 31.5 });
   });
 
   it('list_expenses filters by category, whole-day date range and search, newest first, with a total', async () => {
     const client = await connect(writeA);
-    for (const [name, day, note] of [['Bakery', '2026-04-01T08:00:00Z', 'croissants'], ['Bakery again', '2026-04-02T23:59:00Z', null], ['Groceries', '2026-04-03T00:00:00Z', 'bread, 50% off']] as const) {
-      await call(client, 'create_expense', { name, amount: 4, category_id: 'food-drinks', method_id: 'cash', occurred_at: day, ...(note ? { note } : {}) });
+    for (const [name, day, note] of [
+      ['Bakery', '2026-04-01T08:00:00Z', 'croissants'],
+      ['Bakery again', '2026-04-02T23:59:00Z', null],
+      ['Groceries', '2026-04-03T00:00:00Z', 'bread, 50% off'],
+    ] as const) {
+      await call(client, 'create_expense', {
+        name,
+        amount: 4,
+        category_id: 'food-drinks',
+        method_id: 'cash',
+        occurred_at: day,
+        ...(note ? { note } : {}),
+      });
     }
-    const r = await call(client, 'list_expenses', { category_id: 'food-drinks', start_date: '2026-04-01', end_date: '2026-04-02' });
+    const r = await call(client, 'list_expenses', {
+      category_id: 'food-drinks',
+      start_date: '2026-04-01',
+      end_date: '2026-04-02',
+    });
     const s = r.structuredContent as { expenses: { name: string }[]; total: number; limit: number; offset: number };
     expect(s.expenses.map((e) => e.name)).toEqual(['Bakery again', 'Bakery']);
     expect(s).toMatchObject({ total: 2, limit: 50, offset: 0 });
 
     const bySearch = await call(client, 'list_expenses', { search: 'CROISS' });
-    expect((bySearch.structuredContent as { expenses: { name: string }[] }).expenses.map((e) => e.name)).toEqual(['Bakery']);
+    expect((bySearch.structuredContent as { expenses: { name: string }[] }).expenses.map((e) => e.name)).toEqual([
+      'Bakery',
+    ]);
     const literal = await call(client, 'list_expenses', { search: '50%' });
-    expect((literal.structuredContent as { expenses: { name: string }[] }).expenses.map((e) => e.name)).toEqual(['Groceries']);
+    expect((literal.structuredContent as { expenses: { name: string }[] }).expenses.map((e) => e.name)).toEqual([
+      'Groceries',
+    ]);
     const comma = await call(client, 'list_expenses', { search: 'bread, 5' });
     expect((comma.structuredContent as { total: number }).total).toBe(1);
 
     const page = await call(client, 'list_expenses', { limit: 1, offset: 1 });
-    const p = page.structuredContent as { expenses: unknown[]; total: number | null; has_more: boolean; next_offset: number | null };
+    const p = page.structuredContent as {
+      expenses: unknown[];
+      total: number | null;
+      has_more: boolean;
+      next_offset: number | null;
+    };
     expect(p.expenses).toHaveLength(1);
-    const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`;
+    const [{ count }] =
+      await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`;
     expect(count).toBeGreaterThan(2);
     expect(p).toMatchObject({ has_more: true, next_offset: 2, total: null }); // no count over the workspace while pages follow
     const last = await call(client, 'list_expenses', { limit: 50, offset: 1 });
@@ -133,8 +213,14 @@ describe('expenses', () => {
   it('update_expense changes only the given fields; delete_expense returns what it deleted', async () => {
     const client = await connect(writeA);
     const r = await call(client, 'update_expense', { id: a.expenseId, amount: 13.75 });
-    expect((r.structuredContent as { expense: unknown }).expense).toMatchObject({ id: a.expenseId, amount: 13.75, name: 'Mcp A lunch', category_id: 'food-drinks' });
-    const [row] = await db.admin`SELECT amount::float AS amount, name FROM public.personal_transactions WHERE id = ${a.expenseId}`;
+    expect((r.structuredContent as { expense: unknown }).expense).toMatchObject({
+      id: a.expenseId,
+      amount: 13.75,
+      name: 'Mcp A lunch',
+      category_id: 'food-drinks',
+    });
+    const [row] =
+      await db.admin`SELECT amount::float AS amount, name FROM public.personal_transactions WHERE id = ${a.expenseId}`;
     expect(row).toEqual({ amount: 13.75, name: 'Mcp A lunch' });
 
     const del = await call(client, 'delete_expense', { id: a.expenseId });
@@ -150,14 +236,26 @@ describe('expenses', () => {
 describe('funds and their transactions', () => {
   it('list_funds and get_fund report balance, income, expenses and progress from the ledger', async () => {
     const client = await connect(writeA);
-    const tx = await call(client, 'create_fund_transaction', { fund_id: a.fundId, name: 'Hotel deposit', amount: -30, category_id: 'hotel', method_id: 'credit-card' });
+    const tx = await call(client, 'create_fund_transaction', {
+      fund_id: a.fundId,
+      name: 'Hotel deposit',
+      amount: -30,
+      category_id: 'hotel',
+      method_id: 'credit-card',
+    });
     expect(tx.isError).toBeFalsy();
     const list = await call(client, 'list_funds');
-    const f = (list.structuredContent as { funds: { id: string; totals: unknown }[] }).funds.find((x) => x.id === a.fundId)!;
+    const f = (list.structuredContent as { funds: { id: string; totals: unknown }[] }).funds.find(
+      (x) => x.id === a.fundId,
+    )!;
     expect(f.totals).toEqual({ balance: 70, income: 100, expenses: 30, progress: 0.07 });
 
     const got = await call(client, 'get_fund', { fund_id: a.fundId });
-    const s = got.structuredContent as { fund: { totals: unknown }; participants: { id: string }[]; ledger: { name: string }[] };
+    const s = got.structuredContent as {
+      fund: { totals: unknown };
+      participants: { id: string }[];
+      ledger: { name: string }[];
+    };
     expect(s.fund.totals).toEqual({ balance: 70, income: 100, expenses: 30, progress: 0.07 });
     expect(s.participants.map((p) => p.id)).toEqual([a.contactId]);
     expect(s.ledger.map((t) => t.name)).toEqual(['Hotel deposit', 'Contribution']);
@@ -173,7 +271,13 @@ describe('funds and their transactions', () => {
     const back = await call(client, 'update_fund', { fund_id: fund.id, status: 'Upcoming' });
     expect((back.structuredContent as { fund: { status: string } }).fund.status).toBe('Upcoming');
 
-    const t = await call(client, 'create_fund_transaction', { fund_id: fund.id, name: 'Lift passes', amount: -400, category_id: 'other', method_id: 'cash' });
+    const t = await call(client, 'create_fund_transaction', {
+      fund_id: fund.id,
+      name: 'Lift passes',
+      amount: -400,
+      category_id: 'other',
+      method_id: 'cash',
+    });
     const tid = (t.structuredContent as { transaction: { id: string } }).transaction.id;
     const listed = await call(client, 'list_fund_transactions', { fund_id: fund.id });
     expect(listed.structuredContent).toMatchObject({ total: 1, transactions: [{ id: tid, amount: -400 }] });
@@ -192,21 +296,38 @@ describe('funds and their transactions', () => {
 describe('contacts', () => {
   it('create_contact, list_contacts search on name, nickname or phone, update_contact', async () => {
     const client = await connect(writeA);
-    const c = await call(client, 'create_contact', { name: 'Zoë Quinn', nickname: 'Zed', phone: '+44 20 7946 0958', email: 'zoe@example.com', gender: 'female', nationality: 'British' });
+    const c = await call(client, 'create_contact', {
+      name: 'Zoë Quinn',
+      nickname: 'Zed',
+      phone: '+44 20 7946 0958',
+      email: 'zoe@example.com',
+      gender: 'female',
+      nationality: 'British',
+    });
     const id = (c.structuredContent as { contact: { id: string } }).contact.id;
     for (const search of ['zoë', 'zed', '7946']) {
       const r = await call(client, 'list_contacts', { search });
       expect((r.structuredContent as { contacts: { id: string }[] }).contacts.map((x) => x.id)).toEqual([id]);
     }
     const u = await call(client, 'update_contact', { id, nickname: null, email: 'zq@example.com' });
-    expect((u.structuredContent as { contact: unknown }).contact).toMatchObject({ name: 'Zoë Quinn', nickname: null, email: 'zq@example.com', phone: '+44 20 7946 0958' });
+    expect((u.structuredContent as { contact: unknown }).contact).toMatchObject({
+      name: 'Zoë Quinn',
+      nickname: null,
+      email: 'zq@example.com',
+      phone: '+44 20 7946 0958',
+    });
   });
 });
 
 describe('errors an agent can act on', () => {
   it('an invalid enum lists the allowed values, and nothing is written', async () => {
     const client = await connect(writeA);
-    const r = await call(client, 'create_expense', { name: 'Boat', amount: 10, category_id: 'yachts', method_id: 'cash' });
+    const r = await call(client, 'create_expense', {
+      name: 'Boat',
+      amount: 10,
+      category_id: 'yachts',
+      method_id: 'cash',
+    });
     expect(r.isError).toBe(true);
     expect(text(r)).toContain('category_id must be one of: beauty-care, clothing,');
     expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE name = 'Boat'`).toHaveLength(0);
@@ -231,7 +352,13 @@ describe('errors an agent can act on', () => {
 
   it('no error text carries SQL or a stack trace', async () => {
     const client = await connect(writeA);
-    const r = await call(client, 'create_fund_transaction', { fund_id: '00000000-0000-4000-8000-000000000000', name: 'Ghost', amount: 5, category_id: 'fund-income', method_id: 'cash' });
+    const r = await call(client, 'create_fund_transaction', {
+      fund_id: '00000000-0000-4000-8000-000000000000',
+      name: 'Ghost',
+      amount: 5,
+      category_id: 'fund-income',
+      method_id: 'cash',
+    });
     expect(r.isError).toBe(true);
     expect(text(r)).not.toMatch(/SELECT|INSERT|\n\s+at /);
   });
@@ -241,14 +368,22 @@ describe('authentication', () => {
   it('refuses a missing or unknown token before any tool runs', async () => {
     await expect(connect(undefined)).rejects.toThrow(/401|No workspace token/);
     await expect(connect('tally_ws_' + 'x'.repeat(40))).rejects.toThrow(/401|Invalid workspace token/);
-    const res = await fetch(`${base}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    const res = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    });
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ code: 'PGRST302' });
   });
 
   it('accepts the token as a Bearer header too', async () => {
     const client = new Client({ name: 'bearer', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${writeA}` } } }));
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+        requestInit: { headers: { Authorization: `Bearer ${writeA}` } },
+      }),
+    );
     clients.push(client);
     expect((await client.listTools()).tools).toHaveLength(TOOLS.length);
   });
@@ -266,10 +401,20 @@ describe('authentication', () => {
   });
 
   it('serves many concurrent tool calls of one agent (none is taken for a failed authentication)', async () => {
-    const body = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_contacts', arguments: {} } });
-    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => fetch(`${base}/mcp?token=${readA}`, {
-      method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: body(i),
-    }).then(async (res) => ({ status: res.status, result: ((await res.json()) as { result: CallToolResult }).result }))));
+    const body = (id: number) =>
+      JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_contacts', arguments: {} } });
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        fetch(`${base}/mcp?token=${readA}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          body: body(i),
+        }).then(async (res) => ({
+          status: res.status,
+          result: ((await res.json()) as { result: CallToolResult }).result,
+        })),
+      ),
+    );
     expect(results.filter((r) => r.status !== 200 || r.result.isError).map((r) => r.status)).toEqual([]);
   });
 
@@ -298,9 +443,12 @@ describe('authentication', () => {
 describe('workspace isolation', () => {
   it('a token of B never sees or changes data of A', async () => {
     // A's expenses as they are now (the fixture's own expense was deleted by an earlier test).
-    const [{ id: aExpense }] = await db.admin`INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
+    const [{ id: aExpense }] =
+      await db.admin`INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
       VALUES (${a.id}, 'Mcp A secret', 1, 'other', 'cash') RETURNING id`;
-    const ofA = (await db.admin`SELECT id FROM public.personal_transactions WHERE workspace_id = ${a.id}`).map((r) => r.id as string);
+    const ofA = (await db.admin`SELECT id FROM public.personal_transactions WHERE workspace_id = ${a.id}`).map(
+      (r) => r.id as string,
+    );
     expect(ofA).toContain(aExpense);
     const client = await connect(writeB);
     const list = await call(client, 'list_expenses', { limit: 1000 });
@@ -308,18 +456,28 @@ describe('workspace isolation', () => {
     expect(seen.length).toBeGreaterThan(0); // B's own expense: the list works, it only hides A's
     expect(seen.filter((id) => ofA.includes(id))).toEqual([]);
     expect((await call(client, 'update_expense', { id: aExpense, name: 'Hijacked' })).isError).toBe(true);
-    expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE id = ${aExpense} AND name = 'Mcp A secret'`).toHaveLength(1);
+    expect(
+      await db.admin`SELECT 1 FROM public.personal_transactions WHERE id = ${aExpense} AND name = 'Mcp A secret'`,
+    ).toHaveLength(1);
     const funds = await call(client, 'list_funds');
     expect((funds.structuredContent as { funds: { id: string }[] }).funds.map((f) => f.id)).toEqual([b.fundId]);
     expect((await call(client, 'get_fund', { fund_id: a.fundId })).isError).toBe(true);
     expect((await call(client, 'update_contact', { id: a.contactId, name: 'Hijacked' })).isError).toBe(true);
     expect((await call(client, 'delete_fund_transaction', { id: a.fundTransactionId })).isError).toBe(true);
-    const ledger = await call(client, 'create_fund_transaction', { fund_id: a.fundId, name: 'Into A', amount: 5, category_id: 'fund-income', method_id: 'cash' });
+    const ledger = await call(client, 'create_fund_transaction', {
+      fund_id: a.fundId,
+      name: 'Into A',
+      amount: 5,
+      category_id: 'fund-income',
+      method_id: 'cash',
+    });
     expect(ledger.isError).toBe(true);
     expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Hijacked'`).toHaveLength(0);
     expect(await db.admin`SELECT 1 FROM public.fund_transactions WHERE id = ${a.fundTransactionId}`).toHaveLength(1);
     expect(await db.admin`SELECT 1 FROM public.fund_transactions WHERE name = 'Into A'`).toHaveLength(0);
     const contacts = await call(client, 'list_contacts');
-    expect((contacts.structuredContent as { contacts: { id: string }[] }).contacts.map((c) => c.id)).toEqual([b.contactId]);
+    expect((contacts.structuredContent as { contacts: { id: string }[] }).contacts.map((c) => c.id)).toEqual([
+      b.contactId,
+    ]);
   });
 });

@@ -27,7 +27,10 @@ async function ensureBuilt(): Promise<void> {
     }
     return max;
   };
-  const builtAt = await stat(built).then((s) => s.mtimeMs, () => 0);
+  const builtAt = await stat(built).then(
+    (s) => s.mtimeMs,
+    () => 0,
+  );
   if (builtAt < Math.max(await newest(join(packageRoot, 'gateway')), await newest(join(packageRoot, 'mcp')))) {
     const r = spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: packageRoot, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`build failed:\n${r.stdout}${r.stderr}`);
@@ -38,7 +41,10 @@ async function ensureBuilt(): Promise<void> {
 class Shell {
   private out = '';
   private n = 0;
-  constructor(private readonly bash: ChildProcessWithoutNullStreams, private readonly dir: string) {
+  constructor(
+    private readonly bash: ChildProcessWithoutNullStreams,
+    private readonly dir: string,
+  ) {
     bash.stdout.on('data', (d) => (this.out += d));
     bash.stderr.on('data', (d) => (this.out += d));
   }
@@ -73,7 +79,10 @@ describe('README examples', () => {
     await chmod(dir, 0o755);
     port = await freePort();
     env = {
-      DATABASE_URL: undefined, TALLY_JWT_SECRET: undefined, TALLY_HOME: join(dir, 'home'), PORT: String(port),
+      DATABASE_URL: undefined,
+      TALLY_JWT_SECRET: undefined,
+      TALLY_HOME: join(dir, 'home'),
+      PORT: String(port),
       TALLY_EMBEDDED_PG_PORT: String(await freePort()),
       TALLY_RATE_LIMIT_PER_MINUTE: '10000', // the examples send more than a minute's default of requests
     };
@@ -89,13 +98,36 @@ describe('README examples', () => {
   }, 60_000);
 
   it('reads blocks, commands and shown outputs from any markdown, skipping marked blocks', () => {
-    const md = ['Prose.', '<!-- not run: needs Docker -->', '```sh', 'docker compose up', '```', '', '| a | table |', '',
-      '```sh', "X=$(echo '{\"a\":", "  1}')   # a note", '# {"a":…}', '', '# a heading comment', 'cat <<EOF', 'x', 'EOF', '```',
-      '```json', '{}', '```', '```js', 'console.log(1);', '```'].join('\n');
+    const md = [
+      'Prose.',
+      '<!-- not run: needs Docker -->',
+      '```sh',
+      'docker compose up',
+      '```',
+      '',
+      '| a | table |',
+      '',
+      '```sh',
+      'X=$(echo \'{"a":',
+      "  1}')   # a note",
+      '# {"a":…}',
+      '',
+      '# a heading comment',
+      'cat <<EOF',
+      'x',
+      'EOF',
+      '```',
+      '```json',
+      '{}',
+      '```',
+      '```js',
+      'console.log(1);',
+      '```',
+    ].join('\n');
     const parsed = readmeBlocks(md);
     expect(parsed.map((b) => b.lang)).toEqual(['sh', 'js']);
     expect(parsed[0].commands).toEqual([
-      { text: "X=$(echo '{\"a\":\n  1}')   # a note", expected: ['{"a":…}'] },
+      { text: 'X=$(echo \'{"a":\n  1}\')   # a note', expected: ['{"a":…}'] },
       { text: 'cat <<EOF\nx\nEOF', expected: [] },
     ]);
     expect(showsExpected('noise\n{"a":1}\n', ['{"a":…}'])).toBe(true);
@@ -116,7 +148,8 @@ describe('README examples', () => {
     const scratch = join(packageRoot, 'node_modules/.cache/tally-readme'); // inside the package: imports resolve
     await mkdir(scratch, { recursive: true });
     const bash = spawn('bash', ['--noprofile', '--norc'], {
-      cwd: packageRoot, env: { ...process.env, NODE_OPTIONS: '', ...env, TALLY_TOKEN: token, TALLY_KEY: key } as NodeJS.ProcessEnv,
+      cwd: packageRoot,
+      env: { ...process.env, NODE_OPTIONS: '', ...env, TALLY_TOKEN: token, TALLY_KEY: key } as NodeJS.ProcessEnv,
     });
     const shell = new Shell(bash, dir);
     const failures: string[] = [];
@@ -128,7 +161,9 @@ describe('README examples', () => {
             const { status, output } = await shell.run(local(command.text));
             if (status !== 0) failures.push(`README.md:${block.line}: exit ${status}\n${command.text}\n${output}`);
             else if (command.expected.length && !showsExpected(output, command.expected)) {
-              failures.push(`README.md:${block.line}: the output differs from the README\n${command.text}\nREADME:\n${command.expected.join('\n')}\nactual:\n${output}`);
+              failures.push(
+                `README.md:${block.line}: the output differs from the README\n${command.text}\nREADME:\n${command.expected.join('\n')}\nactual:\n${output}`,
+              );
             }
           }
         } else {
@@ -137,7 +172,10 @@ describe('README examples', () => {
           await writeFile(file, js.join(`\nconsole.log('@@example@@');\n`));
           const { status, output } = await shell.run(`node ${file}`);
           await rm(file);
-          if (status !== 0) failures.push(`README.md:${block.line}: exit ${status}\n${block.code}\n${output.split('@@example@@').pop()}`);
+          if (status !== 0)
+            failures.push(
+              `README.md:${block.line}: exit ${status}\n${block.code}\n${output.split('@@example@@').pop()}`,
+            );
         }
       }
     } finally {

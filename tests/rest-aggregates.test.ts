@@ -14,13 +14,22 @@ const byJson = <T>(rows: T[]) => [...rows].sort((x, y) => JSON.stringify(x).loca
 describe('aggregates, spreads and plans (blog schema)', () => {
   let db: TestDatabase, on: TestApp, off: TestApp, userJwt: string;
   beforeAll(async () => {
-    ({ db, t: on, userJwt } = await setUpBlog(['blog.sql', 'blog-functions.sql'], { TALLY_DB_AGGREGATES_ENABLED: 'true', TALLY_DB_PLAN_ENABLED: 'true' }));
+    ({
+      db,
+      t: on,
+      userJwt,
+    } = await setUpBlog(['blog.sql', 'blog-functions.sql'], {
+      TALLY_DB_AGGREGATES_ENABLED: 'true',
+      TALLY_DB_PLAN_ENABLED: 'true',
+    }));
     off = startTestApp(db.url, blogEnv());
   });
   afterAll(() => tearDown(db, on, off));
 
   const get = (path: string, headers: Record<string, string> = {}, app = on) =>
-    request(app.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...headers });
+    request(app.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, ...headers });
 
   describe('aggregates', () => {
     it('are refused with PGRST123 unless enabled', async () => {
@@ -32,12 +41,19 @@ describe('aggregates, spreads and plans (blog schema)', () => {
 
     it('aggregate the whole result, or grouped by the other selected columns', async () => {
       expect((await get('posts?select=count()')).body).toEqual([{ count: 4 }]);
-      const res = await get('posts?select=site,count(),rating.sum(),rating.max()&order=site', { Prefer: 'count=exact' });
+      const res = await get('posts?select=site,count(),rating.sum(),rating.max()&order=site', {
+        Prefer: 'count=exact',
+      });
       expect(res.status).toBe(200);
       expect(res.headers['content-range']).toBe('0-1/2');
-      expect(res.body).toEqual([{ site: 'a', count: 2, sum: 7.5, max: 4.5 }, { site: 'b', count: 2, sum: 5, max: 5 }]);
+      expect(res.body).toEqual([
+        { site: 'a', count: 2, sum: 7.5, max: 4.5 },
+        { site: 'b', count: 2, sum: 5, max: 5 },
+      ]);
       // count(column) counts non-null values; filters apply before grouping.
-      expect((await get('posts?select=rating.count(),published&published=is.true')).body).toEqual([{ count: 3, published: true }]);
+      expect((await get('posts?select=rating.count(),published&published=is.true')).body).toEqual([
+        { count: 3, published: true },
+      ]);
     });
 
     it('take aliases, input casts and output casts', async () => {
@@ -53,9 +69,13 @@ describe('aggregates, spreads and plans (blog schema)', () => {
         { name: 'Linus', posts: [{ count: 1, max: 5 }] },
       ]);
       const grouped = await get('posts?select=count(),users!posts_author_id_fkey(name)');
-      expect(byJson(grouped.body)).toEqual(byJson([
-        { count: 2, users: { name: 'Ada' } }, { count: 1, users: { name: 'Grace' } }, { count: 1, users: { name: 'Linus' } },
-      ]));
+      expect(byJson(grouped.body)).toEqual(
+        byJson([
+          { count: 2, users: { name: 'Ada' } },
+          { count: 1, users: { name: 'Grace' } },
+          { count: 1, users: { name: 'Linus' } },
+        ]),
+      );
     });
 
     it('compose with functions at /rpc', async () => {
@@ -64,7 +84,7 @@ describe('aggregates, spreads and plans (blog schema)', () => {
   });
 
   describe('spread embeds', () => {
-    it('lift a to-one resource\'s columns into the parent, with aliases', async () => {
+    it("lift a to-one resource's columns into the parent, with aliases", async () => {
       const res = await get('posts?select=site,id,...users!posts_author_id_fkey(author:name,email)&order=site,id');
       expect(res.status).toBe(200);
       expect(res.body).toEqual([
@@ -87,11 +107,20 @@ describe('aggregates, spreads and plans (blog schema)', () => {
       await db.admin`DELETE FROM blog.users WHERE id = 4`;
     });
 
-    it('group by spread columns and aggregate them in the parent\'s context', async () => {
+    it("group by spread columns and aggregate them in the parent's context", async () => {
       const grouped = await get('posts?select=count(),...users!posts_author_id_fkey(name)');
-      expect(byJson(grouped.body)).toEqual(byJson([{ count: 2, name: 'Ada' }, { count: 1, name: 'Grace' }, { count: 1, name: 'Linus' }]));
+      expect(byJson(grouped.body)).toEqual(
+        byJson([
+          { count: 2, name: 'Ada' },
+          { count: 1, name: 'Grace' },
+          { count: 1, name: 'Linus' },
+        ]),
+      );
       const lifted = await get('comments?select=site,...users(longest:name.max())&order=site');
-      expect(lifted.body).toEqual([{ site: 'a', longest: 'Linus' }, { site: 'b', longest: 'Ada' }]);
+      expect(lifted.body).toEqual([
+        { site: 'a', longest: 'Linus' },
+        { site: 'b', longest: 'Ada' },
+      ]);
     });
 
     it('inner-join a spread with !inner', async () => {
@@ -109,24 +138,32 @@ describe('aggregates, spreads and plans (blog schema)', () => {
       expect(res.body.code).toBe('PGRST107');
     });
 
-    it('answer EXPLAIN of the request\'s own query as JSON, or as text', async () => {
+    it("answer EXPLAIN of the request's own query as JSON, or as text", async () => {
       const res = await get('posts?select=title,users!posts_author_id_fkey(name)&site=eq.a', { Accept: plan });
       expect(res.status).toBe(200);
-      expect(res.headers['content-type']).toBe('application/vnd.pgrst.plan+json; for="application/json"; charset=utf-8');
+      expect(res.headers['content-type']).toBe(
+        'application/vnd.pgrst.plan+json; for="application/json"; charset=utf-8',
+      );
       const body = JSON.parse(res.text);
       expect(body[0].Plan['Node Type']).toBe('Aggregate');
       expect(res.text).toContain('"posts"');
       expect(res.text).not.toContain('Actual Rows');
       const text = await get('posts?site=eq.a', { Accept: 'application/vnd.pgrst.plan+text' });
-      expect(text.headers['content-type']).toBe('application/vnd.pgrst.plan+text; for="application/json"; charset=utf-8');
+      expect(text.headers['content-type']).toBe(
+        'application/vnd.pgrst.plan+text; for="application/json"; charset=utf-8',
+      );
       expect(text.text).toMatch(/^Aggregate/);
       expect(text.text).toContain("Index Cond: (site = 'a'::text)");
     });
 
     it('take analyze, verbose, settings and buffers options, and for= another media type', async () => {
-      const res = await get('posts?select=id', { Accept: `${plan}; for="text/csv"; options=analyze|verbose|settings|buffers` });
+      const res = await get('posts?select=id', {
+        Accept: `${plan}; for="text/csv"; options=analyze|verbose|settings|buffers`,
+      });
       expect(res.status).toBe(200);
-      expect(res.headers['content-type']).toBe('application/vnd.pgrst.plan+json; for="text/csv"; options=analyze|verbose|settings|buffers; charset=utf-8');
+      expect(res.headers['content-type']).toBe(
+        'application/vnd.pgrst.plan+json; for="text/csv"; options=analyze|verbose|settings|buffers; charset=utf-8',
+      );
       const [explained] = JSON.parse(res.text);
       expect(explained.Plan['Actual Rows']).toBe(1);
       expect(explained.Plan.Output).toBeDefined();
@@ -135,15 +172,23 @@ describe('aggregates, spreads and plans (blog schema)', () => {
       expect((await get('posts', { Accept: `${plan}; options=nope` })).status).toBe(406);
     });
 
-    it('explain a write with analyze inside the request\'s transaction and roll it back', async () => {
-      const res = await request(on.app).post('/rest/v1/users')
-        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}`, Accept: `${plan}; options=analyze`, Prefer: 'return=representation' })
+    it("explain a write with analyze inside the request's transaction and roll it back", async () => {
+      const res = await request(on.app)
+        .post('/rest/v1/users')
+        .set({
+          apikey: TEST_API_KEY,
+          Authorization: `Bearer ${userJwt}`,
+          Accept: `${plan}; options=analyze`,
+          Prefer: 'return=representation',
+        })
         .send({ id: 99, name: 'Ghost' });
       expect(res.status).toBe(200);
       expect(JSON.parse(res.text)[0].Plan['Actual Rows']).toBe(1);
       expect(await db.admin`SELECT 1 FROM blog.users WHERE id = 99`).toHaveLength(0);
-      const fn = await request(on.app).post('/rest/v1/rpc/rename_user')
-        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}`, Accept: `${plan}; options=analyze` }).send({ uid: 1, new_name: 'Changed' });
+      const fn = await request(on.app)
+        .post('/rest/v1/rpc/rename_user')
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}`, Accept: `${plan}; options=analyze` })
+        .send({ uid: 1, new_name: 'Changed' });
       expect(fn.status).toBe(200);
       expect((await db.admin`SELECT name FROM blog.users WHERE id = 1`)[0].name).toBe('Ada');
     });
@@ -170,15 +215,21 @@ describe('aggregates and spreads (finance schema, under RLS)', () => {
   });
   afterAll(() => tearDown(db, t));
 
-  const get = (path: string) => request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+  const get = (path: string) =>
+    request(t.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
 
-  it('sums only the caller\'s workspace, grouped by method', async () => {
+  it("sums only the caller's workspace, grouped by method", async () => {
     const res = await get('fund_transactions?select=method_id,amount.sum(),count()&order=method_id');
-    expect(res.body).toEqual([{ method_id: 'bank-transfer', sum: 100, count: 1 }, { method_id: 'cash', sum: 20, count: 2 }]);
+    expect(res.body).toEqual([
+      { method_id: 'bank-transfer', sum: 100, count: 1 },
+      { method_id: 'cash', sum: 20, count: 2 },
+    ]);
     expect(JSON.stringify((await get('fund_transactions?select=amount.sum()')).body)).toBe('[{"sum":120}]');
   });
 
-  it('aggregates a fund\'s embedded ledger and spreads the fund into its transactions', async () => {
+  it("aggregates a fund's embedded ledger and spreads the fund into its transactions", async () => {
     const ledger = await get('funds?select=name,fund_transactions(amount.sum(),amount.min(),count())');
     expect(ledger.body).toEqual([{ name: 'alpha fund', fund_transactions: [{ sum: 120, min: -30, count: 3 }] }]);
     const spread = await get('fund_transactions?select=name,...funds(fund:name,status)&order=amount');
@@ -202,8 +253,14 @@ describe('aggregates and spreads (finance schema, under RLS)', () => {
         return new Response(res.text, { status: res.status, headers: res.headers as Record<string, string> });
       }) as typeof fetch,
     });
-    const { data, error } = await client.from('fund_transactions').select('category_id, total:amount.sum(), n:count()').order('category_id');
+    const { data, error } = await client
+      .from('fund_transactions')
+      .select('category_id, total:amount.sum(), n:count()')
+      .order('category_id');
     expect(error).toBeNull();
-    expect(data).toEqual([{ category_id: 'fund-income', total: 150, n: 2 }, { category_id: 'hotel', total: -30, n: 1 }]);
+    expect(data).toEqual([
+      { category_id: 'fund-income', total: 150, n: 2 },
+      { category_id: 'hotel', total: -30, n: 1 },
+    ]);
   });
 });

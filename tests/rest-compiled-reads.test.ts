@@ -43,7 +43,12 @@ describe('compiled reads', () => {
   });
 
   describe('on the finance schema', () => {
-    let db: TestDatabase, t: TestApp, jwtA: string, jwtB: string, a: { id: string; expenseId: string }, b: { id: string; expenseId: string };
+    let db: TestDatabase,
+      t: TestApp,
+      jwtA: string,
+      jwtB: string,
+      a: { id: string; expenseId: string },
+      b: { id: string; expenseId: string };
     beforeAll(async () => {
       ({ db, t, jwtA, jwtB, a, b } = await setUpFinance(restEnv()));
     });
@@ -52,8 +57,14 @@ describe('compiled reads', () => {
     it('the same read by two workspaces in turn answers each with its own rows only', async () => {
       const path = '/rest/v1/personal_transactions?select=id,workspace_id&order=occurred_at.desc&limit=20';
       for (let round = 0; round < 3; round++) {
-        for (const [jwt, ws] of [[jwtA, a], [jwtB, b]] as const) {
-          const res = await request(t.app).get(path).set({ apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` }).expect(200);
+        for (const [jwt, ws] of [
+          [jwtA, a],
+          [jwtB, b],
+        ] as const) {
+          const res = await request(t.app)
+            .get(path)
+            .set({ apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` })
+            .expect(200);
           expect(res.body).toEqual([{ id: ws.expenseId, workspace_id: ws.id }]);
         }
       }

@@ -9,14 +9,20 @@ import { TEST_API_KEY } from './harness/rest.js';
 
 describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
   let s: BlogSuite;
-  beforeAll(async () => { s = await setUpConformance(); });
+  beforeAll(async () => {
+    s = await setUpConformance();
+  });
   afterAll(() => tearDown(s.db, s.t));
   const get = getter(() => s);
   const user = () => ({ apikey: TEST_API_KEY, Authorization: `Bearer ${s.userJwt}` });
 
   it('answers count=estimated with 206 and the total on a partial range, for GET and HEAD', async () => {
     for (const method of ['get', 'head'] as const) {
-      const res = await request(s.t.app)[method]('/rest/v1/projects?limit=2&order=id').set({ apikey: TEST_API_KEY, Prefer: 'count=estimated' });
+      const agent = request(s.t.app);
+      const res = await agent[method]('/rest/v1/projects?limit=2&order=id').set({
+        apikey: TEST_API_KEY,
+        Prefer: 'count=estimated',
+      });
       expect(res.status).toBe(206);
       expect(res.headers['content-range']).toBe('0-1/5');
     }
@@ -29,28 +35,38 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
   });
 
   it('bulk-inserts with missing=default and return=representation, returning every row with its defaults', async () => {
-    const res = await request(s.t.app).post('/rest/v1/things?columns=id,status')
+    const res = await request(s.t.app)
+      .post('/rest/v1/things?columns=id,status')
       .set({ ...user(), Prefer: 'missing=default,return=representation' })
       .send([{ id: 10, status: 'open' }, { id: 11 }]);
     expect(res.status).toBe(201);
     expect(res.headers['preference-applied']).toContain('missing=default');
     expect(res.body.map((r: { id: number; status: string; created: string }) => [r.id, r.status, r.created])).toEqual([
-      [10, 'open', '2020-01-01'], [11, 'new', '2020-01-01'],
+      [10, 'open', '2020-01-01'],
+      [11, 'new', '2020-01-01'],
     ]);
     expect((await s.db.admin`SELECT status FROM conf.things WHERE id = 11`)[0].status).toBe('new');
-    const noColumns = await request(s.t.app).post('/rest/v1/things?select=id,status,created')
+    const noColumns = await request(s.t.app)
+      .post('/rest/v1/things?select=id,status,created')
       .set({ ...user(), Prefer: 'missing=default,return=representation' })
-      .send([{ id: 12, status: null }, { id: 13, status: 'x' }]);
+      .send([
+        { id: 12, status: null },
+        { id: 13, status: 'x' },
+      ]);
     expect(noColumns.status).toBe(400); // status is NOT NULL: an explicit null is not "missing"
     expect(noColumns.body.code).toBe('23502');
-    const ok = await request(s.t.app).post('/rest/v1/things?select=id,status,created')
+    const ok = await request(s.t.app)
+      .post('/rest/v1/things?select=id,status,created')
       .set({ ...user(), Prefer: 'missing=default,return=representation' })
       .send([{ id: 12 }, { id: 13 }]);
     expect(ok.status).toBe(201);
-    expect(ok.body).toEqual([{ id: 12, status: 'new', created: '2020-01-01' }, { id: 13, status: 'new', created: '2020-01-01' }]);
+    expect(ok.body).toEqual([
+      { id: 12, status: 'new', created: '2020-01-01' },
+      { id: 13, status: 'new', created: '2020-01-01' },
+    ]);
   });
 
-  it('answers errors with PostgREST\'s code, message and details', async () => {
+  it("answers errors with PostgREST's code, message and details", async () => {
     const column = await get('projects?select=nope');
     expect(column.status).toBe(400);
     expect(column.body).toMatchObject({ code: '42703', message: 'column projects.nope does not exist' });
@@ -62,7 +78,11 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
     expect(notEmbedded.body.code).toBe('PGRST108');
     const single = await get('projects', { Accept: 'application/vnd.pgrst.object+json' });
     expect(single.status).toBe(406);
-    expect(single.body).toMatchObject({ code: 'PGRST116', message: 'JSON object requested, multiple (or no) rows returned', details: 'The result contains 5 rows' });
+    expect(single.body).toMatchObject({
+      code: 'PGRST116',
+      message: 'JSON object requested, multiple (or no) rows returned',
+      details: 'The result contains 5 rows',
+    });
   });
 
   it('refuses a write of several rows under the object media type, returned or not, and changes nothing', async () => {

@@ -9,7 +9,9 @@ import { getter, setUpConformance } from './harness/conformance.js';
 
 describe('PostgREST conformance: embedding', () => {
   let s: BlogSuite;
-  beforeAll(async () => { s = await setUpConformance(); });
+  beforeAll(async () => {
+    s = await setUpConformance();
+  });
   afterAll(() => tearDown(s.db, s.t));
   const get = getter(() => s);
 
@@ -17,8 +19,10 @@ describe('PostgREST conformance: embedding', () => {
     const books = await get('books?select=title,author:authors(name)&order=id');
     expect(books.status).toBe(200);
     expect(books.body).toEqual([
-      { title: 'Emma', author: { name: 'Austen' } }, { title: 'War and Peace', author: { name: 'Tolstoy' } },
-      { title: 'Orlando', author: { name: 'Woolf' } }, { title: 'Persuasion', author: { name: 'Austen' } },
+      { title: 'Emma', author: { name: 'Austen' } },
+      { title: 'War and Peace', author: { name: 'Tolstoy' } },
+      { title: 'Orlando', author: { name: 'Woolf' } },
+      { title: 'Persuasion', author: { name: 'Austen' } },
     ]);
     const authors = await get('authors?select=name,books(title)&id=eq.1&books.order=title');
     expect(authors.body).toEqual([{ name: 'Austen', books: [{ title: 'Emma' }, { title: 'Persuasion' }] }]);
@@ -31,7 +35,9 @@ describe('PostgREST conformance: embedding', () => {
       { book_id: 1, 'book title': 'Emma', authors: { name: 'Austen' } },
       { book_id: 2, 'book title': 'War and Peace', authors: { name: 'Tolstoy' } },
     ]);
-    const hinted = await get('classics?select=book_id,a:authors!books_author_fkey(name),b:authors!writer(name)&order=book_id&limit=1');
+    const hinted = await get(
+      'classics?select=book_id,a:authors!books_author_fkey(name),b:authors!writer(name)&order=book_id&limit=1',
+    );
     expect(hinted.body).toEqual([{ book_id: 1, a: { name: 'Austen' }, b: { name: 'Austen' } }]);
     const back = await get('authors?select=name,classics(book_id)&id=eq.2');
     expect(back.body).toEqual([{ name: 'Tolstoy', classics: [{ book_id: 2 }] }]);
@@ -67,19 +73,29 @@ describe('PostgREST conformance: embedding', () => {
     expect(hinted.body).toEqual([{ name: 'Boss', employees: [{ name: 'Mid' }, { name: 'Other' }] }]);
   });
 
-  it('answers 300 PGRST201 for two foreign keys to one table, in PostgREST\'s shape, and resolves hints', async () => {
+  it("answers 300 PGRST201 for two foreign keys to one table, in PostgREST's shape, and resolves hints", async () => {
     const res = await get('messages?select=body,people(name)');
     expect(res.status).toBe(300);
     expect(res.body).toEqual({
       code: 'PGRST201',
       message: "Could not embed because more than one relationship was found for 'messages' and 'people'",
       details: [
-        { cardinality: 'many-to-one', embedding: 'messages with people', relationship: 'message_receiver_fkey using messages(receiver) and people(id)' },
-        { cardinality: 'many-to-one', embedding: 'messages with people', relationship: 'message_sender_fkey using messages(sender) and people(id)' },
+        {
+          cardinality: 'many-to-one',
+          embedding: 'messages with people',
+          relationship: 'message_receiver_fkey using messages(receiver) and people(id)',
+        },
+        {
+          cardinality: 'many-to-one',
+          embedding: 'messages with people',
+          relationship: 'message_sender_fkey using messages(sender) and people(id)',
+        },
       ],
       hint: "Try changing 'people' to one of the following: 'people!message_receiver_fkey', 'people!message_sender_fkey'. Find the desired relationship in the 'details' key.",
     });
-    const ok = await get('messages?select=body,from:people!sender(name),to:people!message_receiver_fkey(name)&order=id');
+    const ok = await get(
+      'messages?select=body,from:people!sender(name),to:people!message_receiver_fkey(name)&order=id',
+    );
     expect(ok.body).toEqual([
       { body: 'hi', from: { name: 'Ann' }, to: { name: 'Ben' } },
       { body: 'hello', from: { name: 'Ben' }, to: { name: 'Ann' } },
@@ -90,21 +106,27 @@ describe('PostgREST conformance: embedding', () => {
     expect(sent.body).toEqual([{ name: 'Ann', messages: [{ body: 'hi' }] }]);
   });
 
-  it('answers 400 PGRST200 with PostgREST\'s message and details', async () => {
+  it("answers 400 PGRST200 with PostgREST's message and details", async () => {
     const res = await get('projects?select=*,nothing(*)');
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({
       code: 'PGRST200',
       message: "Could not find a relationship between 'projects' and 'nothing' in the schema cache",
-      details: "Searched for a foreign key relationship between 'projects' and 'nothing' in the schema 'conf', but no matches were found.",
+      details:
+        "Searched for a foreign key relationship between 'projects' and 'nothing' in the schema 'conf', but no matches were found.",
     });
     const hinted = await get('projects?select=*,clients!nope(*)');
-    expect(hinted.body.details).toBe("Searched for a foreign key relationship between 'projects' and 'clients' using the hint 'nope' in the schema 'conf', but no matches were found.");
+    expect(hinted.body.details).toBe(
+      "Searched for a foreign key relationship between 'projects' and 'clients' using the hint 'nope' in the schema 'conf', but no matches were found.",
+    );
   });
 
   it('embeds one-to-one both ways as an object', async () => {
     const res = await get('people?select=name,passports(number)&order=id');
-    expect(res.body).toEqual([{ name: 'Ann', passports: { number: 'P-1' } }, { name: 'Ben', passports: null }]);
+    expect(res.body).toEqual([
+      { name: 'Ann', passports: { number: 'P-1' } },
+      { name: 'Ben', passports: null },
+    ]);
     const back = await get('passports?select=number,people(name)');
     expect(back.body).toEqual([{ number: 'P-1', people: { name: 'Ann' } }]);
   });
@@ -112,7 +134,8 @@ describe('PostgREST conformance: embedding', () => {
   it('embeds over a composite foreign key', async () => {
     const res = await get('shifts?select=label,assignments(who)&assignments.order=who&order=day');
     expect(res.body).toEqual([
-      { label: 'morning', assignments: [{ who: 'Ann' }, { who: 'Cid' }] }, { label: 'night', assignments: [{ who: 'Ben' }] },
+      { label: 'morning', assignments: [{ who: 'Ann' }, { who: 'Cid' }] },
+      { label: 'night', assignments: [{ who: 'Ben' }] },
     ]);
     const back = await get('assignments?select=who,shifts(label)&id=eq.2');
     expect(back.body).toEqual([{ who: 'Ben', shifts: { label: 'night' } }]);
@@ -139,6 +162,9 @@ describe('PostgREST conformance: embedding', () => {
     const inner = await get('projects?select=name,design_tasks!inner()&order=id');
     expect(inner.body).toEqual([{ name: 'Windows' }, { name: 'Office' }, { name: 'iOS' }]);
     const ordered = await get('projects?select=id,owner(name)&id=in.(1,3)&order=owner(name).asc');
-    expect(ordered.body).toEqual([{ id: 3, owner: { name: 'Apple' } }, { id: 1, owner: { name: 'Microsoft' } }]);
+    expect(ordered.body).toEqual([
+      { id: 3, owner: { name: 'Apple' } },
+      { id: 1, owner: { name: 'Microsoft' } },
+    ]);
   });
 });

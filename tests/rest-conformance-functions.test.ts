@@ -10,7 +10,9 @@ import { TEST_API_KEY } from './harness/rest.js';
 
 describe('PostgREST conformance: functions, data representations and errors', () => {
   let s: BlogSuite;
-  beforeAll(async () => { s = await setUpConformance(); });
+  beforeAll(async () => {
+    s = await setUpConformance();
+  });
   afterAll(() => tearDown(s.db, s.t));
   const get = getter(() => s);
   const user = () => ({ Authorization: `Bearer ${s.userJwt}` });
@@ -26,14 +28,18 @@ describe('PostgREST conformance: functions, data representations and errors', ()
   });
 
   it('counts and HEADs a table-returning function, and embeds from its rows', async () => {
-    const res = await get('rpc/projects_of?client=1&select=name,clients(name),tasks(name)&order=id&tasks.order=id', { Prefer: 'count=exact' });
+    const res = await get('rpc/projects_of?client=1&select=name,clients(name),tasks(name)&order=id&tasks.order=id', {
+      Prefer: 'count=exact',
+    });
     expect(res.status).toBe(200);
     expect(res.headers['content-range']).toBe('0-1/2');
     expect(res.body).toEqual([
       { name: 'Windows', clients: { name: 'Microsoft' }, tasks: [{ name: 'Design w' }, { name: 'Code w' }] },
       { name: 'Office', clients: { name: 'Microsoft' }, tasks: [{ name: 'Design o' }] },
     ]);
-    const head = await request(s.t.app).head('/rest/v1/rpc/projects_of?client=2').set({ apikey: TEST_API_KEY, Prefer: 'count=exact' });
+    const head = await request(s.t.app)
+      .head('/rest/v1/rpc/projects_of?client=2')
+      .set({ apikey: TEST_API_KEY, Prefer: 'count=exact' });
     expect(head.status).toBe(200);
     expect(head.headers['content-range']).toBe('0-1/2');
     expect(head.text ?? '').toBe('');
@@ -42,29 +48,45 @@ describe('PostgREST conformance: functions, data representations and errors', ()
   it('answers a raised sqlstate PT402 with status 402 and the message, detail and hint', async () => {
     const res = await get('rpc/pay');
     expect(res.status).toBe(402);
-    expect(res.body).toEqual({ code: 'PT402', message: 'Payment Required', details: 'Quota exceeded', hint: 'Upgrade your plan' });
+    expect(res.body).toEqual({
+      code: 'PT402',
+      message: 'Payment Required',
+      details: 'Quota exceeded',
+      hint: 'Upgrade your plan',
+    });
   });
 
-  it('answers RAISE SQLSTATE \'PGRST\' with the status, headers and body the function gives', async () => {
+  it("answers RAISE SQLSTATE 'PGRST' with the status, headers and body the function gives", async () => {
     const res = await get('rpc/custom_error');
     expect(res.status).toBe(402);
     expect(res.headers['x-powered-by']).toBe('Nerd Rage');
-    expect(res.body).toEqual({ code: '123', message: 'Payment Required', details: 'Quota exceeded', hint: 'Upgrade your plan' });
+    expect(res.body).toEqual({
+      code: '123',
+      message: 'Payment Required',
+      details: 'Quota exceeded',
+      hint: 'Upgrade your plan',
+    });
     const bad = await get('rpc/bad_custom_error');
     expect(bad.status).toBe(500);
     expect(bad.body.code).toBe('PGRST121');
   });
 
-  it('answers a cardinality violation (21000) with 400 and Postgres\'s message', async () => {
+  it("answers a cardinality violation (21000) with 400 and Postgres's message", async () => {
     const res = await get('rpc/two_rows_as_one');
     expect(res.status).toBe(400);
-    expect(res.body).toMatchObject({ code: '21000', message: 'more than one row returned by a subquery used as an expression' });
+    expect(res.body).toMatchObject({
+      code: '21000',
+      message: 'more than one row returned by a subquery used as an expression',
+    });
   });
 
   it('shows and filters a domain column through its casts (data representations)', async () => {
     const res = await get('swatches?select=name,color&order=id');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual([{ name: 'red', color: '#ff0000' }, { name: 'blue', color: '#0000ff' }]);
+    expect(res.body).toEqual([
+      { name: 'red', color: '#ff0000' },
+      { name: 'blue', color: '#0000ff' },
+    ]);
     const star = await get('swatches?id=eq.2');
     expect(star.body).toEqual([{ id: 2, name: 'blue', color: '#0000ff' }]);
     const filtered = await get(`swatches?select=name&color=eq.${encodeURIComponent('#ff0000')}`);
@@ -76,12 +98,17 @@ describe('PostgREST conformance: functions, data representations and errors', ()
   });
 
   it('reads written values of a domain column through its cast from json', async () => {
-    const created = await request(s.t.app).post('/rest/v1/swatches').set({ apikey: TEST_API_KEY, ...user(), Prefer: 'return=representation' })
+    const created = await request(s.t.app)
+      .post('/rest/v1/swatches')
+      .set({ apikey: TEST_API_KEY, ...user(), Prefer: 'return=representation' })
       .send([{ id: 3, name: 'green', color: '#00ff00' }]);
     expect(created.status).toBe(201);
     expect(created.body).toEqual([{ id: 3, name: 'green', color: '#00ff00' }]);
     expect((await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`)[0].color).toBe(65280);
-    const changed = await request(s.t.app).patch('/rest/v1/swatches?id=eq.3').set({ apikey: TEST_API_KEY, ...user() }).send({ color: '#000001' });
+    const changed = await request(s.t.app)
+      .patch('/rest/v1/swatches?id=eq.3')
+      .set({ apikey: TEST_API_KEY, ...user() })
+      .send({ color: '#000001' });
     expect(changed.status).toBe(204);
     expect((await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`)[0].color).toBe(1);
   });

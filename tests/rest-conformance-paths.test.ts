@@ -9,7 +9,9 @@ import { TEST_API_KEY } from './harness/rest.js';
 
 describe('PostgREST conformance: empty embeds, paths, logic trees and names', () => {
   let s: BlogSuite;
-  beforeAll(async () => { s = await setUpConformance(); });
+  beforeAll(async () => {
+    s = await setUpConformance();
+  });
   afterAll(() => tearDown(s.db, s.t));
   const get = getter(() => s);
 
@@ -26,7 +28,9 @@ describe('PostgREST conformance: empty embeds, paths, logic trees and names', ()
   });
 
   it('names JSON, array and composite paths as PostgREST does, in select, filters and order', async () => {
-    const res = await get(`things?select=${encodeURIComponent('id,data->a->>b,data->list->0,numbers->0,num->i,data->>!@#$%^&*_d')}&order=id&id=lt.3`);
+    const res = await get(
+      `things?select=${encodeURIComponent('id,data->a->>b,data->list->0,numbers->0,num->i,data->>!@#$%^&*_d')}&order=id&id=lt.3`,
+    );
     expect(res.status).toBe(200);
     expect(res.body).toEqual([
       { id: 1, b: 'x', list: 1, numbers: 1, i: 2, '!@#$%^&*_d': 'odd' },
@@ -43,10 +47,14 @@ describe('PostgREST conformance: empty embeds, paths, logic trees and names', ()
   });
 
   it('reads logic trees with whitespace, array and range literals and quoted list values', async () => {
-    const spaced = await get(`things?select=id&or=(${encodeURIComponent(' id.eq.1 , and( status.eq.done, id.gt.2 ) ')})&order=id`);
+    const spaced = await get(
+      `things?select=id&or=(${encodeURIComponent(' id.eq.1 , and( status.eq.done, id.gt.2 ) ')})&order=id`,
+    );
     expect(spaced.status).toBe(200);
     expect(spaced.body).toEqual([{ id: 1 }, { id: 3 }]);
-    const arrays = await get(`things?select=id&or=(${encodeURIComponent('numbers.cs.{1,2,3},tags.cd.{c,d}')})&order=id`);
+    const arrays = await get(
+      `things?select=id&or=(${encodeURIComponent('numbers.cs.{1,2,3},tags.cd.{c,d}')})&order=id`,
+    );
     expect(arrays.body).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }]);
     const quoted = await get(`clients?select=id&name=in.(${encodeURIComponent('"Apple","Mic\\"rosoft"')})`);
     expect(quoted.body).toEqual([{ id: 2 }]);
@@ -61,7 +69,7 @@ describe('PostgREST conformance: empty embeds, paths, logic trees and names', ()
   it('serves unicode and spaced table and column names, percent-encoded', async () => {
     const arabic = await get(`${encodeURIComponent('موارد')}?select=${encodeURIComponent('هویت,اسم کامل')}`);
     expect(arabic.status).toBe(200);
-    expect(arabic.body).toEqual([{ 'هویت': 1, 'اسم کامل': 'یک' }]);
+    expect(arabic.body).toEqual([{ هویت: 1, 'اسم کامل': 'یک' }]);
     const spaced = await get(`my%20table?select=id,full%20name&${encodeURIComponent('full name')}=like.Ada*`);
     expect(spaced.status).toBe(200);
     expect(spaced.body).toEqual([{ id: 1, 'full name': 'Ada Lovelace' }]);

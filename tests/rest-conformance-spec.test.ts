@@ -12,14 +12,31 @@ import { setUpFinance, tearDown } from './harness/suite.js';
 
 describe('interface rules on /rest/v1, enforced in the database', () => {
   let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwtA: string;
-  beforeAll(async () => { ({ db, t, a, jwtA } = await setUpFinance(restEnv())); });
+  beforeAll(async () => {
+    ({ db, t, a, jwtA } = await setUpFinance(restEnv()));
+  });
   afterAll(() => tearDown(db, t));
 
   const auth = () => ({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
-  const post = (path: string, body: unknown) => request(t.app).post(`/rest/v1/${path}`).set(auth()).send(body as object);
-  const patch = (path: string, body: unknown) => request(t.app).patch(`/rest/v1/${path}`).set(auth()).send(body as object);
-  const expense = (over: Record<string, unknown> = {}) => ({ name: 'Rule', amount: 3.5, category_id: 'food-drinks', method_id: 'cash', ...over });
-  const count = async (name: string) => Number((await db.admin`SELECT count(*)::int AS n FROM personal_transactions WHERE name = ${name}`)[0].n);
+  const post = (path: string, body: unknown) =>
+    request(t.app)
+      .post(`/rest/v1/${path}`)
+      .set(auth())
+      .send(body as object);
+  const patch = (path: string, body: unknown) =>
+    request(t.app)
+      .patch(`/rest/v1/${path}`)
+      .set(auth())
+      .send(body as object);
+  const expense = (over: Record<string, unknown> = {}) => ({
+    name: 'Rule',
+    amount: 3.5,
+    category_id: 'food-drinks',
+    method_id: 'cash',
+    ...over,
+  });
+  const count = async (name: string) =>
+    Number((await db.admin`SELECT count(*)::int AS n FROM personal_transactions WHERE name = ${name}`)[0].n);
 
   it('answers an unknown or wrong-list category_id with 400 naming the field and the allowed values', async () => {
     const unknown = await post('personal_transactions', expense({ name: 'BadCat', category_id: 'yachts' }));
@@ -28,7 +45,13 @@ describe('interface rules on /rest/v1, enforced in the database', () => {
     expect(unknown.body.message).toBe('category_id "yachts" is not a known category');
     expect(unknown.body.details).toMatch(/^category_id must be one of: .*food-drinks/);
     expect(unknown.body.details).not.toContain('fund-income'); // a category of funds only
-    const wrongList = await post('fund_transactions', { fund_id: a.fundId, name: 'BadCat', amount: 1, category_id: 'investments', method_id: 'cash' });
+    const wrongList = await post('fund_transactions', {
+      fund_id: a.fundId,
+      name: 'BadCat',
+      amount: 1,
+      category_id: 'investments',
+      method_id: 'cash',
+    });
     expect(wrongList.status).toBe(400);
     expect(wrongList.body.details).toMatch(/^category_id must be one of: .*fund-income/);
     const update = await patch(`personal_transactions?id=eq.${a.expenseId}`, { category_id: 'yachts' });
@@ -53,11 +76,12 @@ describe('interface rules on /rest/v1, enforced in the database', () => {
     const update = await patch(`personal_transactions?id=eq.${a.expenseId}`, { occurred_at: 'infinity' });
     expect(update.status).toBe(400);
     expect(await count('Forever')).toBe(0);
-    const [row] = await db.admin`SELECT isfinite(occurred_at) AS ok FROM personal_transactions WHERE id = ${a.expenseId}`;
+    const [row] =
+      await db.admin`SELECT isfinite(occurred_at) AS ok FROM personal_transactions WHERE id = ${a.expenseId}`;
     expect(row.ok).toBe(true);
   });
 
-  it('keeps a contact\'s gender and nationality create-only, while other columns change', async () => {
+  it("keeps a contact's gender and nationality create-only, while other columns change", async () => {
     const created = await post('contacts', { name: 'Nia', gender: 'female', nationality: 'KE' });
     expect(created.status).toBe(201);
     const [{ id }] = await db.admin`SELECT id FROM contacts WHERE name = 'Nia'`;

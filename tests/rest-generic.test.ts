@@ -16,14 +16,20 @@ describe('generic gateway on a second schema (blog)', () => {
   afterAll(() => tearDown(db, t));
 
   const get = (path: string, headers: Record<string, string> = {}) =>
-    request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...headers });
+    request(t.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, ...headers });
 
   it('reads a table as the anonymous role with Content-Range', async () => {
     const res = await get('users?select=id,name&order=id');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(res.headers['content-range']).toBe('0-2/*');
-    expect(res.body).toEqual([{ id: 1, name: 'Ada' }, { id: 2, name: 'Grace' }, { id: 3, name: 'Linus' }]);
+    expect(res.body).toEqual([
+      { id: 1, name: 'Ada' },
+      { id: 2, name: 'Grace' },
+      { id: 3, name: 'Linus' },
+    ]);
   });
 
   it('embeds many-to-one through a composite key and disambiguates two foreign keys to one table', async () => {
@@ -32,7 +38,9 @@ describe('generic gateway on a second schema (blog)', () => {
     expect(ambiguous.body.code).toBe('PGRST201');
     expect(ambiguous.body.hint).toContain("'users!posts_editor_fkey'");
 
-    const res = await get('posts?select=site,id,author:users!posts_author_id_fkey(name),editor:users!editor_id(name)&order=site,id');
+    const res = await get(
+      'posts?select=site,id,author:users!posts_author_id_fkey(name),editor:users!editor_id(name)&order=site,id',
+    );
     expect(res.status).toBe(200);
     expect(res.body).toEqual([
       { site: 'a', id: 1, author: { name: 'Ada' }, editor: { name: 'Grace' } },
@@ -43,7 +51,9 @@ describe('generic gateway on a second schema (blog)', () => {
   });
 
   it('embeds one-to-many over a composite foreign key, with embedded filters, order and limit', async () => {
-    const res = await get('posts?select=site,id,comments(body)&comments.order=body.desc&comments.limit=1&site=eq.a&order=id');
+    const res = await get(
+      'posts?select=site,id,comments(body)&comments.order=body.desc&comments.limit=1&site=eq.a&order=id',
+    );
     expect(res.status).toBe(200);
     expect(res.body).toEqual([
       { site: 'a', id: 1, comments: [{ body: 'Nice post' }] },
@@ -54,7 +64,9 @@ describe('generic gateway on a second schema (blog)', () => {
   it('embeds many-to-many through the junction table, nested, with !inner', async () => {
     const res = await get('posts?select=id,site,tags(name),comments!inner(body,users(name))&comments.body=eq.Indeed');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual([{ id: 2, site: 'b', tags: [{ name: 'postgres' }], comments: [{ body: 'Indeed', users: { name: 'Ada' } }] }]);
+    expect(res.body).toEqual([
+      { id: 2, site: 'b', tags: [{ name: 'postgres' }], comments: [{ body: 'Indeed', users: { name: 'Ada' } }] },
+    ]);
     const tags = await get('tags?select=name,posts(title)&order=id&posts.order=title');
     expect(tags.body).toEqual([
       { name: 'intro', posts: [{ title: 'Hello world' }] },
@@ -87,7 +99,10 @@ describe('generic gateway on a second schema (blog)', () => {
     const arr = await get('posts?select=title&tags=cs.{pg}&order=title');
     expect(arr.body).toEqual([{ title: 'Hello world' }, { title: 'Kernel notes' }]);
     const cast = await get('posts?select=id::text,upper:title_upper&site=eq.b&order=id');
-    expect(cast.body).toEqual([{ id: '1', upper: 'BONJOUR' }, { id: '2', upper: 'KERNEL NOTES' }]);
+    expect(cast.body).toEqual([
+      { id: '1', upper: 'BONJOUR' },
+      { id: '2', upper: 'KERNEL NOTES' },
+    ]);
     const computedFilter = await get('posts?select=id&title_upper=eq.BONJOUR');
     expect(computedFilter.body).toEqual([{ id: 1 }]);
     const views = await get('posts?select=title&meta->views=gt.9&order=title');
@@ -104,21 +119,29 @@ describe('generic gateway on a second schema (blog)', () => {
   });
 
   it('writes with the JWT role: bulk insert, embedded representation, upsert on a composite key', async () => {
-    const res = await request(t.app).post('/rest/v1/posts?select=site,id,title,users!posts_author_id_fkey(name)')
+    const res = await request(t.app)
+      .post('/rest/v1/posts?select=site,id,title,users!posts_author_id_fkey(name)')
       .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}`, Prefer: 'return=representation' })
-      .send([{ site: 'c', id: 1, author_id: 2, title: 'New' }, { site: 'c', id: 2, author_id: 3, title: 'Newer' }]);
+      .send([
+        { site: 'c', id: 1, author_id: 2, title: 'New' },
+        { site: 'c', id: 2, author_id: 3, title: 'Newer' },
+      ]);
     expect(res.status).toBe(201);
     expect(res.body).toEqual([
       { site: 'c', id: 1, title: 'New', users: { name: 'Grace' } },
       { site: 'c', id: 2, title: 'Newer', users: { name: 'Linus' } },
     ]);
-    const upsert = await request(t.app).post('/rest/v1/posts')
+    const upsert = await request(t.app)
+      .post('/rest/v1/posts')
       .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}`, Prefer: 'resolution=merge-duplicates' })
       .send({ site: 'c', id: 1, author_id: 1, title: 'Renamed' });
     expect(upsert.status).toBe(201);
     const [row] = await db.admin`SELECT title, author_id FROM blog.posts WHERE site = 'c' AND id = 1`;
     expect(row).toEqual({ title: 'Renamed', author_id: 1 });
-    const anon = await request(t.app).post('/rest/v1/posts').set({ apikey: TEST_API_KEY }).send({ site: 'z', id: 1, author_id: 1, title: 'x' });
+    const anon = await request(t.app)
+      .post('/rest/v1/posts')
+      .set({ apikey: TEST_API_KEY })
+      .send({ site: 'z', id: 1, author_id: 1, title: 'x' });
     expect(anon.status).toBe(401);
   });
 

@@ -27,7 +27,9 @@ describe('postgrest-js against /rest/v1', () => {
     t = startTestApp(db.url, restEnv());
     server = await listen(t.app, 0, '127.0.0.1');
     const { port } = server.address() as AddressInfo;
-    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, { headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` } });
+    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, {
+      headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` },
+    });
   });
   afterAll(async () => {
     await new Promise((r) => server.close(r));
@@ -36,28 +38,57 @@ describe('postgrest-js against /rest/v1', () => {
   });
 
   it('selects with embedding, filters, order, range and an exact count', async () => {
-    await client.from('fund_transactions').insert([
-      { fund_id: a.fundId, name: 'Hotel', amount: -300, category_id: 'hotel', method_id: 'credit-card' },
-      { fund_id: a.fundId, name: 'Taxi', amount: -25, category_id: 'local-transport', method_id: 'cash' },
-    ]).throwOnError();
-    const { data, count, status } = await client.from('funds')
+    await client
+      .from('fund_transactions')
+      .insert([
+        { fund_id: a.fundId, name: 'Hotel', amount: -300, category_id: 'hotel', method_id: 'credit-card' },
+        { fund_id: a.fundId, name: 'Taxi', amount: -25, category_id: 'local-transport', method_id: 'cash' },
+      ])
+      .throwOnError();
+    const { data, count, status } = await client
+      .from('funds')
       .select('name, balance, fund_transactions(name, amount)', { count: 'exact' })
       .eq('id', a.fundId)
       .order('amount', { referencedTable: 'fund_transactions', ascending: true })
       .throwOnError();
     expect(status).toBe(200);
     expect(count).toBe(1);
-    expect(data).toEqual([{ name: 'alpha fund', balance: -225, fund_transactions: [
-      { name: 'Hotel', amount: -300 }, { name: 'Taxi', amount: -25 }, { name: 'Contribution', amount: 100 }] }]);
+    expect(data).toEqual([
+      {
+        name: 'alpha fund',
+        balance: -225,
+        fund_transactions: [
+          { name: 'Hotel', amount: -300 },
+          { name: 'Taxi', amount: -25 },
+          { name: 'Contribution', amount: 100 },
+        ],
+      },
+    ]);
 
-    const page = await client.from('fund_transactions').select('name', { count: 'exact' }).lt('amount', 0).order('name').range(1, 1).throwOnError();
+    const page = await client
+      .from('fund_transactions')
+      .select('name', { count: 'exact' })
+      .lt('amount', 0)
+      .order('name')
+      .range(1, 1)
+      .throwOnError();
     expect(page.data).toEqual([{ name: 'Taxi' }]);
     expect(page.count).toBe(2);
     expect(page.status).toBe(206);
 
-    const filtered = await client.from('fund_transactions').select('name').in('name', ['Hotel', 'Contribution']).not('amount', 'gt', 0).throwOnError();
+    const filtered = await client
+      .from('fund_transactions')
+      .select('name')
+      .in('name', ['Hotel', 'Contribution'])
+      .not('amount', 'gt', 0)
+      .throwOnError();
     expect(filtered.data).toEqual([{ name: 'Hotel' }]);
-    const ored = await client.from('fund_transactions').select('name').or('amount.gt.50,name.ilike.tax*').order('name').throwOnError();
+    const ored = await client
+      .from('fund_transactions')
+      .select('name')
+      .or('amount.gt.50,name.ilike.tax*')
+      .order('name')
+      .throwOnError();
     expect(ored.data).toEqual([{ name: 'Contribution' }, { name: 'Taxi' }]);
     const head = await client.from('fund_transactions').select('*', { count: 'exact', head: true });
     expect([head.count, head.data]).toEqual([3, null]);
@@ -73,15 +104,29 @@ describe('postgrest-js against /rest/v1', () => {
   });
 
   it('insert, upsert, update and delete with select() and single(), checked in the database', async () => {
-    const ins = await client.from('contacts').insert({ name: 'Ana', phone: '+1 555 0200' }).select('id, name').single().throwOnError();
+    const ins = await client
+      .from('contacts')
+      .insert({ name: 'Ana', phone: '+1 555 0200' })
+      .select('id, name')
+      .single()
+      .throwOnError();
     expect(ins.status).toBe(201);
     const id = (ins.data as { id: string }).id;
     expect((await db.admin`SELECT workspace_id FROM public.contacts WHERE id = ${id}`)[0].workspace_id).toBe(a.id);
 
-    const up = await client.from('contacts').upsert({ workspace_id: a.id, id, name: 'Ana B' }).select('name').throwOnError();
+    const up = await client
+      .from('contacts')
+      .upsert({ workspace_id: a.id, id, name: 'Ana B' })
+      .select('name')
+      .throwOnError();
     expect(up.data).toEqual([{ name: 'Ana B' }]);
 
-    const upd = await client.from('contacts').update({ nickname: 'AB' }, { count: 'exact' }).eq('id', id).select('name, nickname').throwOnError();
+    const upd = await client
+      .from('contacts')
+      .update({ nickname: 'AB' }, { count: 'exact' })
+      .eq('id', id)
+      .select('name, nickname')
+      .throwOnError();
     expect(upd.data).toEqual([{ name: 'Ana B', nickname: 'AB' }]);
     expect(upd.count).toBe(1);
     expect((await db.admin`SELECT nickname FROM public.contacts WHERE id = ${id}`)[0].nickname).toBe('AB');
@@ -92,7 +137,9 @@ describe('postgrest-js against /rest/v1', () => {
     expect(del.status).toBe(204);
     expect((await db.admin`SELECT count(*)::int AS n FROM public.contacts WHERE id = ${id}`)[0].n).toBe(0);
 
-    const bad = await client.from('personal_transactions').insert({ name: 'x', amount: -1, category_id: 'other', method_id: 'cash' });
+    const bad = await client
+      .from('personal_transactions')
+      .insert({ name: 'x', amount: -1, category_id: 'other', method_id: 'cash' });
     expect([bad.status, bad.error?.code]).toEqual([400, '23514']);
   });
 });
@@ -107,7 +154,9 @@ describe('postgrest-js against a generic schema', () => {
     s = await setUpConformance();
     server = await listen(s.t.app, 0, '127.0.0.1');
     const { port } = server.address() as AddressInfo;
-    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, { headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${s.userJwt}` } });
+    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, {
+      headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${s.userJwt}` },
+    });
   });
   afterAll(async () => {
     await new Promise((r) => server.close(r));
@@ -116,34 +165,80 @@ describe('postgrest-js against a generic schema', () => {
 
   it('embeds through views over a private schema, by foreign-key column, hint and self reference', async () => {
     const books = await client.from('books').select('title, author:authors(name)').order('id').limit(2).throwOnError();
-    expect(books.data).toEqual([{ title: 'Emma', author: { name: 'Austen' } }, { title: 'War and Peace', author: { name: 'Tolstoy' } }]);
-    const projects = await client.from('projects').select('name, client:client_id(name)').eq('id', 3).single().throwOnError();
+    expect(books.data).toEqual([
+      { title: 'Emma', author: { name: 'Austen' } },
+      { title: 'War and Peace', author: { name: 'Tolstoy' } },
+    ]);
+    const projects = await client
+      .from('projects')
+      .select('name, client:client_id(name)')
+      .eq('id', 3)
+      .single()
+      .throwOnError();
     expect(projects.data).toEqual({ name: 'iOS', client: { name: 'Apple' } });
-    const messages = await client.from('messages').select('body, from:people!sender(name), to:people!receiver(name)').eq('id', 1).single().throwOnError();
+    const messages = await client
+      .from('messages')
+      .select('body, from:people!sender(name), to:people!receiver(name)')
+      .eq('id', 1)
+      .single()
+      .throwOnError();
     expect(messages.data).toEqual({ body: 'hi', from: { name: 'Ann' }, to: { name: 'Ben' } });
-    const boss = await client.from('employees').select('name, reports:employees(name)').eq('id', 1)
-      .order('id', { referencedTable: 'reports' }).single().throwOnError();
+    const boss = await client
+      .from('employees')
+      .select('name, reports:employees(name)')
+      .eq('id', 1)
+      .order('id', { referencedTable: 'reports' })
+      .single()
+      .throwOnError();
     expect(boss.data).toEqual({ name: 'Boss', reports: [{ name: 'Mid' }, { name: 'Other' }] });
-    const tasks = await client.from('users').select('name, tasks(name)').eq('id', 2).order('id', { referencedTable: 'tasks' }).single().throwOnError();
+    const tasks = await client
+      .from('users')
+      .select('name, tasks(name)')
+      .eq('id', 2)
+      .order('id', { referencedTable: 'tasks' })
+      .single()
+      .throwOnError();
     expect(tasks.data).toEqual({ name: 'Michael', tasks: [{ name: 'Design o' }, { name: 'Design ios' }] });
   });
 
-  it('reports an ambiguous embed with PostgREST\'s PGRST201 body', async () => {
+  it("reports an ambiguous embed with PostgREST's PGRST201 body", async () => {
     const { error, status } = await client.from('messages').select('body, people(name)');
     expect(status).toBe(300);
     expect(error?.code).toBe('PGRST201');
     expect(error?.details).toEqual([
-      { cardinality: 'many-to-one', embedding: 'messages with people', relationship: 'message_receiver_fkey using messages(receiver) and people(id)' },
-      { cardinality: 'many-to-one', embedding: 'messages with people', relationship: 'message_sender_fkey using messages(sender) and people(id)' },
+      {
+        cardinality: 'many-to-one',
+        embedding: 'messages with people',
+        relationship: 'message_receiver_fkey using messages(receiver) and people(id)',
+      },
+      {
+        cardinality: 'many-to-one',
+        embedding: 'messages with people',
+        relationship: 'message_sender_fkey using messages(sender) and people(id)',
+      },
     ]);
   });
 
   it('filters through an empty !inner embed, reads JSON/array paths and array literals in or()', async () => {
-    const apple = await client.from('projects').select('id, clients!inner()').eq('clients.name', 'Apple').order('id').throwOnError();
+    const apple = await client
+      .from('projects')
+      .select('id, clients!inner()')
+      .eq('clients.name', 'Apple')
+      .order('id')
+      .throwOnError();
     expect(apple.data).toEqual([{ id: 3 }, { id: 4 }]);
-    const paths = await client.from('things').select('id, data->a->>b, numbers->0').eq('data->a->>b', 'y').throwOnError();
+    const paths = await client
+      .from('things')
+      .select('id, data->a->>b, numbers->0')
+      .eq('data->a->>b', 'y')
+      .throwOnError();
     expect(paths.data).toEqual([{ id: 2, b: 'y', numbers: 4 }]);
-    const ored = await client.from('things').select('id').or('numbers.cs.{1,2}, status.eq.done').order('id').throwOnError();
+    const ored = await client
+      .from('things')
+      .select('id')
+      .or('numbers.cs.{1,2}, status.eq.done')
+      .order('id')
+      .throwOnError();
     expect(ored.data).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }]);
     const contains = await client.from('things').select('id').contains('tags', ['a']).throwOnError();
     expect(contains.data).toEqual([{ id: 1 }]);
@@ -152,19 +247,28 @@ describe('postgrest-js against a generic schema', () => {
   it('calls functions: GET on a VOLATILE one, counts and HEAD on a table result, custom statuses', async () => {
     const answer = await client.rpc('volatile_answer', {}, { get: true }).throwOnError();
     expect(answer.data).toBe(42);
-    const rows = await client.rpc('projects_of', { client: 1 }, { count: 'exact' }).select('name').order('id').throwOnError();
+    const rows = await client
+      .rpc('projects_of', { client: 1 }, { count: 'exact' })
+      .select('name')
+      .order('id')
+      .throwOnError();
     expect(rows.data).toEqual([{ name: 'Windows' }, { name: 'Office' }]);
     expect(rows.count).toBe(2);
     const head = await client.rpc('projects_of', { client: 2 }, { head: true, count: 'exact', get: true });
     expect([head.status, head.count, head.data]).toEqual([200, 2, null]);
     const pay = await client.rpc('pay');
     expect(pay.status).toBe(402);
-    expect(pay.error).toMatchObject({ code: 'PT402', message: 'Payment Required', details: 'Quota exceeded', hint: 'Upgrade your plan' });
+    expect(pay.error).toMatchObject({
+      code: 'PT402',
+      message: 'Payment Required',
+      details: 'Quota exceeded',
+      hint: 'Upgrade your plan',
+    });
   });
 
   it('reads unicode and spaced names and domain representations', async () => {
-    const arabic = await client.from('موارد').select('هویت, "اسم کامل"') // postgrest-js drops unquoted spaces.throwOnError();
-    expect(arabic.data).toEqual([{ 'هویت': 1, 'اسم کامل': 'یک' }]);
+    const arabic = await client.from('موارد').select('هویت, "اسم کامل"'); // postgrest-js drops unquoted spaces.throwOnError();
+    expect(arabic.data).toEqual([{ هویت: 1, 'اسم کامل': 'یک' }]);
     const spaced = await client.from('my table').select('"full name"').throwOnError();
     expect(spaced.data).toEqual([{ 'full name': 'Ada Lovelace' }]);
     const colors = await client.from('swatches').select('name, color').eq('color', '#0000ff').throwOnError();

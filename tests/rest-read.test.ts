@@ -26,15 +26,21 @@ describe('GET /rest/v1 (finance schema)', () => {
   afterAll(() => tearDown(db, t));
 
   const get = (path: string, headers: Record<string, string> = {}, jwt: string | null = jwtA) =>
-    request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...(jwt ? { Authorization: `Bearer ${jwt}` } : {}), ...headers });
+    request(t.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, ...(jwt ? { Authorization: `Bearer ${jwt}` } : {}), ...headers });
   const names = (body: { name: string }[]) => body.map((r) => r.name);
 
   describe('auth of the surface', () => {
     it('requires the apikey header', async () => {
-      const res = await request(t.app).get('/rest/v1/funds').set({ Authorization: `Bearer ${jwtA}` });
+      const res = await request(t.app)
+        .get('/rest/v1/funds')
+        .set({ Authorization: `Bearer ${jwtA}` });
       expect(res.status).toBe(401);
       expect(res.body.message).toBe('No API key found in request');
-      const bad = await request(t.app).get('/rest/v1/funds').set({ apikey: 'nope', Authorization: `Bearer ${jwtA}` });
+      const bad = await request(t.app)
+        .get('/rest/v1/funds')
+        .set({ apikey: 'nope', Authorization: `Bearer ${jwtA}` });
       expect(bad.status).toBe(401);
       expect(bad.body.message).toBe('Invalid API key');
     });
@@ -42,11 +48,18 @@ describe('GET /rest/v1 (finance schema)', () => {
     it('refuses bad, expired and alg=none JWTs with PGRST30x', async () => {
       const expired = await signJwt({ role: 'api_write', workspace_id: a.id }, undefined, '-10m');
       expect((await get('funds', {}, expired)).body.code).toBe('PGRST303');
-      const none = Buffer.from('{"alg":"none"}').toString('base64url') + '.' + Buffer.from(`{"role":"api_write","workspace_id":"${a.id}"}`).toString('base64url') + '.';
+      const none =
+        Buffer.from('{"alg":"none"}').toString('base64url') +
+        '.' +
+        Buffer.from(`{"role":"api_write","workspace_id":"${a.id}"}`).toString('base64url') +
+        '.';
       const res = await get('funds', {}, none);
       expect(res.status).toBe(401);
       expect(res.body.code).toBe('PGRST301');
-      expect((await get('funds', {}, await signJwt({ role: 'api_write' }, 'another-secret-that-is-at-least-32-chars!'))).status).toBe(401);
+      expect(
+        (await get('funds', {}, await signJwt({ role: 'api_write' }, 'another-secret-that-is-at-least-32-chars!')))
+          .status,
+      ).toBe(401);
     });
 
     it('answers 401 to anon and 403 to a token for tables that are not granted', async () => {
@@ -72,16 +85,27 @@ describe('GET /rest/v1 (finance schema)', () => {
 
   describe('select', () => {
     it('columns, aliases, casts, computed fields and JSON-free embedding', async () => {
-      const res = await get(`funds?select=title:name,amount:target_amount::text,balance,fund_transactions(name,amount)&id=eq.${a.fundId}`);
+      const res = await get(
+        `funds?select=title:name,amount:target_amount::text,balance,fund_transactions(name,amount)&id=eq.${a.fundId}`,
+      );
       expect(res.status).toBe(200);
-      expect(res.body).toEqual([{ title: 'alpha fund', amount: '1000', balance: 100, fund_transactions: [{ name: 'Contribution', amount: 100 }] }]);
+      expect(res.body).toEqual([
+        {
+          title: 'alpha fund',
+          amount: '1000',
+          balance: 100,
+          fund_transactions: [{ name: 'Contribution', amount: 100 }],
+        },
+      ]);
     });
 
     it('embeds many-to-one as an object and many-to-many through fund_participants', async () => {
       const tx = await get('fund_transactions?select=name,funds(name)');
       expect(tx.body).toEqual([{ name: 'Contribution', funds: { name: 'alpha fund' } }]);
       const members = await get('funds?select=name,contacts(name,phone)');
-      expect(members.body).toEqual([{ name: 'alpha fund', contacts: [{ name: 'alpha contact', phone: '+1 555 0100' }] }]);
+      expect(members.body).toEqual([
+        { name: 'alpha fund', contacts: [{ name: 'alpha contact', phone: '+1 555 0100' }] },
+      ]);
       const cat = await get('personal_transactions?select=name,categories(name)&name=eq.Gym');
       expect(cat.body).toEqual([{ name: 'Gym', categories: { name: 'Sports' } }]);
     });
@@ -132,7 +156,10 @@ describe('GET /rest/v1 (finance schema)', () => {
       ['or=(amount.lt.15,name.eq.Flight)', ['alpha lunch', 'Flight']],
       ['or=(amount.gt.400,and(method_id.eq.credit-card,note.is.null))', ['Groceries', 'Flight']],
       ['not.or=(amount.lt.30,amount.gt.50)', ['Taxi home', 'Gym']],
-      ['and=(amount.gte.18,or(name.like.C*,not.and(amount.lt.100,note.not.is.null)))&amount=lt.500', ['Groceries', 'Cinema, with friends', 'Flight']],
+      [
+        'and=(amount.gte.18,or(name.like.C*,not.and(amount.lt.100,note.not.is.null)))&amount=lt.500',
+        ['Groceries', 'Cinema, with friends', 'Flight'],
+      ],
       ['or=(note.eq."fun (really)",note.eq.monthly)', ['Cinema, with friends', 'Gym']],
       ['occurred_at=gte.2024-03-01&occurred_at=lt.2024-03-03', ['Taxi home', 'Groceries']],
     ];
@@ -145,7 +172,10 @@ describe('GET /rest/v1 (finance schema)', () => {
     it('filters embedded resources and uses !inner and is.null on embeds', async () => {
       await db.admin`INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'empty fund')`;
       const left = await get('funds?select=name,fund_transactions(name)&fund_transactions.amount=lt.0&order=name');
-      expect(left.body).toEqual([{ name: 'alpha fund', fund_transactions: [] }, { name: 'empty fund', fund_transactions: [] }]);
+      expect(left.body).toEqual([
+        { name: 'alpha fund', fund_transactions: [] },
+        { name: 'empty fund', fund_transactions: [] },
+      ]);
       const inner = await get('funds?select=name,fund_transactions!inner(name)&fund_transactions.amount=gt.0');
       expect(inner.body).toEqual([{ name: 'alpha fund', fund_transactions: [{ name: 'Contribution' }] }]);
       const isNull = await get('funds?select=name,fund_transactions(name)&fund_transactions=is.null');
@@ -157,7 +187,14 @@ describe('GET /rest/v1 (finance schema)', () => {
   describe('order, ranges and counts', () => {
     it('orders by several keys, directions and nulls', async () => {
       const res = await get('personal_transactions?select=name&order=note.desc.nullsfirst,amount.asc');
-      expect(names(res.body)).toEqual(['alpha lunch', 'Groceries', 'Flight', 'Gym', 'Taxi home', 'Cinema, with friends']);
+      expect(names(res.body)).toEqual([
+        'alpha lunch',
+        'Groceries',
+        'Flight',
+        'Gym',
+        'Taxi home',
+        'Cinema, with friends',
+      ]);
       const last = await get('personal_transactions?select=name&order=note.asc.nullslast,amount.desc&limit=2');
       expect(names(last.body)).toEqual(['Cinema, with friends', 'Taxi home']);
     });
@@ -168,12 +205,17 @@ describe('GET /rest/v1 (finance schema)', () => {
     });
 
     it('pages with limit/offset and the Range header; Content-Range and 206 with counts', async () => {
-      const page = await get('personal_transactions?select=name&order=amount&limit=2&offset=1', { Prefer: 'count=exact' });
+      const page = await get('personal_transactions?select=name&order=amount&limit=2&offset=1', {
+        Prefer: 'count=exact',
+      });
       expect(page.status).toBe(206);
       expect(page.headers['content-range']).toBe('1-2/6');
       expect(page.headers['preference-applied']).toBe('count=exact');
       expect(names(page.body)).toEqual(['Cinema, with friends', 'Taxi home']);
-      const range = await get('personal_transactions?select=name&order=amount', { Range: '4-10', 'Range-Unit': 'items' });
+      const range = await get('personal_transactions?select=name&order=amount', {
+        Range: '4-10',
+        'Range-Unit': 'items',
+      });
       expect(range.status).toBe(200);
       expect(range.headers['content-range']).toBe('4-5/*');
       expect(names(range.body)).toEqual(['Groceries', 'Flight']);
@@ -195,7 +237,9 @@ describe('GET /rest/v1 (finance schema)', () => {
     });
 
     it('HEAD carries the headers without a body', async () => {
-      const res = await request(t.app).head('/rest/v1/personal_transactions').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}`, Prefer: 'count=exact' });
+      const res = await request(t.app)
+        .head('/rest/v1/personal_transactions')
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}`, Prefer: 'count=exact' });
       expect(res.status).toBe(200);
       expect(res.headers['content-range']).toBe('0-5/6');
       expect(res.text ?? '').toBe('');
@@ -218,7 +262,12 @@ describe('GET /rest/v1 (finance schema)', () => {
       const res = await get('personal_transactions?select=name,amount&order=amount&limit=2', { Accept: 'text/csv' });
       expect(res.status).toBe(200);
       expect(res.headers['content-type']).toBe('text/csv; charset=utf-8');
-      expect(res.text).toBe('name,amount\n"alpha lunch",12.5\nCinema, with friends,18'.replace('Cinema, with friends', '"Cinema, with friends"'));
+      expect(res.text).toBe(
+        'name,amount\n"alpha lunch",12.5\nCinema, with friends,18'.replace(
+          'Cinema, with friends',
+          '"Cinema, with friends"',
+        ),
+      );
     });
 
     it('refuses media types it cannot produce with 406', async () => {
@@ -230,9 +279,15 @@ describe('GET /rest/v1 (finance schema)', () => {
   describe('workspace isolation', () => {
     it('never returns a row of another workspace, whatever the filter, embedding or or=', async () => {
       const probes = [
-        'personal_transactions', `personal_transactions?workspace_id=eq.${b.id}`, `personal_transactions?or=(workspace_id.eq.${b.id},name.eq.B%20secret)`,
-        `funds?id=eq.${b.fundId}`, 'funds?select=*,fund_transactions(*),contacts(*)', `fund_transactions?fund_id=eq.${b.fundId}`,
-        `contacts?id=eq.${b.contactId}`, 'fund_participants?select=*,funds(*),contacts(*)', 'categories?select=id,personal_transactions(name,workspace_id)',
+        'personal_transactions',
+        `personal_transactions?workspace_id=eq.${b.id}`,
+        `personal_transactions?or=(workspace_id.eq.${b.id},name.eq.B%20secret)`,
+        `funds?id=eq.${b.fundId}`,
+        'funds?select=*,fund_transactions(*),contacts(*)',
+        `fund_transactions?fund_id=eq.${b.fundId}`,
+        `contacts?id=eq.${b.contactId}`,
+        'fund_participants?select=*,funds(*),contacts(*)',
+        'categories?select=id,personal_transactions(name,workspace_id)',
         'payment_methods?select=*,fund_transactions!inner(*)',
       ];
       for (const path of probes) {
@@ -253,11 +308,15 @@ describe('GET /rest/v1 (finance schema)', () => {
   });
 
   it('GET /rest/v1/ describes the relations and columns the role can read', async () => {
-    const res = await request(t.app).get('/rest/v1/').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${readA}` });
+    const res = await request(t.app)
+      .get('/rest/v1/')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${readA}` });
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toBe('application/openapi+json; charset=utf-8');
     const doc = JSON.parse(res.text);
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/funds', '/personal_transactions', '/fund_transactions', '/contacts']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/funds', '/personal_transactions', '/fund_transactions', '/contacts']),
+    );
     expect(Object.keys(doc.paths)).not.toContain('/api_tokens');
     expect(Object.keys(doc.paths)).not.toContain('/workspace_members');
     expect(doc.definitions.personal_transactions.properties.amount.type).toBe('number');
@@ -270,7 +329,9 @@ describe('GET /rest/v1 (finance schema)', () => {
     await db.admin.unsafe(`GRANT SELECT ON public.slow_view TO api_read`);
     const slow = startTestApp(db.url, restEnv({ TALLY_DB_STATEMENT_TIMEOUT_MS: '50' }));
     try {
-      const res = await request(slow.app).get('/rest/v1/slow_view').set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+      const res = await request(slow.app)
+        .get('/rest/v1/slow_view')
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
       expect([res.status, res.body.code]).toEqual([504, '57014']);
       expect(res.body.details).toBe('statement timeout: 50 ms');
       expect(JSON.stringify(res.body)).not.toMatch(/select|pg_sleep/i);

@@ -27,20 +27,32 @@ describe('/rest/v1/rpc/fund_summary (finance schema)', () => {
   afterAll(() => tearDown(db, t));
 
   const get = (path: string, jwt = jwtA, headers: Record<string, string> = {}) =>
-    request(t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, ...headers });
+    request(t.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, ...headers });
   const post = (path: string, body: unknown, jwt = jwtA) =>
-    request(t.app).post(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` }).send(body as object);
+    request(t.app)
+      .post(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` })
+      .send(body as object);
 
   const figuresA = { balance: 119.5, income: 150, expenses: 30.5, progress: 0.1195, participant_count: 1 };
 
-  it('answers one fund\'s figures as an object, over POST with named arguments and over GET', async () => {
+  it("answers one fund's figures as an object, over POST with named arguments and over GET", async () => {
     const p = await post('rpc/fund_summary', { fund_id: a.fundId });
     expect(p.status).toBe(200);
     expect(p.body).toEqual({ fund_id: a.fundId, ...figuresA });
     const g = await get(`rpc/fund_summary?fund_id=${a.fundId}&select=balance,progress`);
     expect(g.body).toEqual({ balance: 119.5, progress: 0.1195 });
     const none = await get(`rpc/fund_summary?fund_id=${emptyFund}`);
-    expect(none.body).toEqual({ fund_id: emptyFund, balance: 0, income: 0, expenses: 0, progress: null, participant_count: 0 });
+    expect(none.body).toEqual({
+      fund_id: emptyFund,
+      balance: 0,
+      income: 0,
+      expenses: 0,
+      progress: null,
+      participant_count: 0,
+    });
   });
 
   it('is callable with a read-scope token (EXECUTE granted to api_read)', async () => {
@@ -49,22 +61,33 @@ describe('/rest/v1/rpc/fund_summary (finance schema)', () => {
     expect(res.body.balance).toBe(119.5);
   });
 
-  it('obeys RLS as SECURITY INVOKER: B\'s claims see nothing of A\'s fund, A never sees B\'s', async () => {
+  it("obeys RLS as SECURITY INVOKER: B's claims see nothing of A's fund, A never sees B's", async () => {
     const cross = await get(`rpc/fund_summary?fund_id=${a.fundId}`, jwtB);
     expect(cross.status).toBe(200);
-    expect(cross.body).toEqual({ fund_id: null, balance: null, income: null, expenses: null, progress: null, participant_count: null });
+    expect(cross.body).toEqual({
+      fund_id: null,
+      balance: null,
+      income: null,
+      expenses: null,
+      progress: null,
+      participant_count: null,
+    });
     const all = await get('rpc/fund_summaries?order=balance.desc', jwtA);
     expect(all.body.map((r: { fund_id: string }) => r.fund_id)).toEqual([a.fundId, emptyFund]);
     expect(JSON.stringify(all.body)).not.toContain(b.fundId);
     const allB = await get('rpc/fund_summaries', jwtB);
-    expect(allB.body).toEqual([{ fund_id: b.fundId, balance: 5100, income: 5100, expenses: 0, progress: 5.1, participant_count: 1 }]);
+    expect(allB.body).toEqual([
+      { fund_id: b.fundId, balance: 5100, income: 5100, expenses: 0, progress: 5.1, participant_count: 1 },
+    ]);
   });
 
   it('composes fund_summaries() with filters, order, counts and singular responses', async () => {
     const res = await get('rpc/fund_summaries?select=fund_id,balance&balance=gt.0', jwtA, { Prefer: 'count=exact' });
     expect(res.headers['content-range']).toBe('0-0/1');
     expect(res.body).toEqual([{ fund_id: a.fundId, balance: 119.5 }]);
-    const one = await get(`rpc/fund_summaries?fund_id=eq.${emptyFund}&select=progress`, jwtA, { Accept: 'application/vnd.pgrst.object+json' });
+    const one = await get(`rpc/fund_summaries?fund_id=eq.${emptyFund}&select=progress`, jwtA, {
+      Accept: 'application/vnd.pgrst.object+json',
+    });
     expect(one.body).toEqual({ progress: null });
   });
 
@@ -73,8 +96,10 @@ describe('/rest/v1/rpc/fund_summary (finance schema)', () => {
     expect(res.body).toEqual([{ name: 'alpha fund', summary: { fund_id: a.fundId, ...figuresA } }]);
   });
 
-  it('gives the wrapper\'s GET /api/v1/funds/{id} the same figures', async () => {
-    const res = await request(t.app).get(`/api/v1/funds/${a.fundId}`).set({ Authorization: `Bearer ${jwtA}` });
+  it("gives the wrapper's GET /api/v1/funds/{id} the same figures", async () => {
+    const res = await request(t.app)
+      .get(`/api/v1/funds/${a.fundId}`)
+      .set({ Authorization: `Bearer ${jwtA}` });
     expect(res.status).toBe(200);
     expect(res.body.balance).toBe(119.5);
     expect(res.body.summary).toEqual(figuresA);

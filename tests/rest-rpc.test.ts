@@ -17,9 +17,14 @@ describe('/rest/v1/rpc (blog schema)', () => {
   afterAll(() => tearDown(db, t));
 
   const get = (path: string, headers: Record<string, string> = {}) =>
-    request(t.app).get(`/rest/v1/rpc/${path}`).set({ apikey: TEST_API_KEY, ...headers });
+    request(t.app)
+      .get(`/rest/v1/rpc/${path}`)
+      .set({ apikey: TEST_API_KEY, ...headers });
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-    request(t.app).post(`/rest/v1/rpc/${path}`).set({ apikey: TEST_API_KEY, 'Content-Type': 'application/json', ...headers }).send(JSON.stringify(body));
+    request(t.app)
+      .post(`/rest/v1/rpc/${path}`)
+      .set({ apikey: TEST_API_KEY, 'Content-Type': 'application/json', ...headers })
+      .send(JSON.stringify(body));
 
   describe('arguments', () => {
     it('takes named arguments from a JSON object (POST) and from the query (GET)', async () => {
@@ -59,14 +64,19 @@ describe('/rest/v1/rpc (blog schema)', () => {
       const res = await get('greet?name=Ada');
       expect(res.status).toBe(300);
       expect(res.body.code).toBe('PGRST203');
-      expect(res.body.message).toContain('Could not choose the best candidate function between: blog.greet(name => text)');
+      expect(res.body.message).toContain(
+        'Could not choose the best candidate function between: blog.greet(name => text)',
+      );
       expect(res.body.message).toContain('blog.greet(name => text, shout => bool)');
     });
 
     it('answers PGRST202 (404) for unknown functions and unknown argument names', async () => {
       const unknown = await post('nope', { a: 1 });
       expect(unknown.status).toBe(404);
-      expect(unknown.body).toMatchObject({ code: 'PGRST202', message: 'Could not find the function blog.nope(a) in the schema cache' });
+      expect(unknown.body).toMatchObject({
+        code: 'PGRST202',
+        message: 'Could not find the function blog.nope(a) in the schema cache',
+      });
       const wrongArgs = await post('add_them', { a: 1, c: 2 });
       expect(wrongArgs.status).toBe(404);
       expect(wrongArgs.body.code).toBe('PGRST202');
@@ -77,7 +87,10 @@ describe('/rest/v1/rpc (blog schema)', () => {
     });
 
     it('only allows GET, HEAD and POST', async () => {
-      const res = await request(t.app).patch('/rest/v1/rpc/add_them').set({ apikey: TEST_API_KEY }).send({ a: 1, b: 2 });
+      const res = await request(t.app)
+        .patch('/rest/v1/rpc/add_them')
+        .set({ apikey: TEST_API_KEY })
+        .send({ a: 1, b: 2 });
       expect(res.status).toBe(405);
       expect(res.body.code).toBe('PGRST101');
     });
@@ -85,12 +98,21 @@ describe('/rest/v1/rpc (blog schema)', () => {
 
   describe('results', () => {
     it('composes a set-returning table-typed function with select, embedding, filters, order, limit and counts', async () => {
-      const res = await get('posts_by?author=1&select=site,id,title,users!posts_editor_fkey(name),comments(body)&order=id.desc&comments.order=body', { Prefer: 'count=exact' });
+      const res = await get(
+        'posts_by?author=1&select=site,id,title,users!posts_editor_fkey(name),comments(body)&order=id.desc&comments.order=body',
+        { Prefer: 'count=exact' },
+      );
       expect(res.status).toBe(200);
       expect(res.headers['content-range']).toBe('0-1/2');
       expect(res.body).toEqual([
         { site: 'a', id: 2, title: 'Second post', users: null, comments: [{ body: 'More please' }] },
-        { site: 'a', id: 1, title: 'Hello world', users: { name: 'Grace' }, comments: [{ body: 'Agreed' }, { body: 'Nice post' }] },
+        {
+          site: 'a',
+          id: 1,
+          title: 'Hello world',
+          users: { name: 'Grace' },
+          comments: [{ body: 'Agreed' }, { body: 'Nice post' }],
+        },
       ]);
       const filtered = await post('posts_by?select=title&rating=gt.4&limit=1&offset=0', { author: 1 });
       expect(filtered.body).toEqual([{ title: 'Hello world' }]);
@@ -116,7 +138,11 @@ describe('/rest/v1/rpc (blog schema)', () => {
 
     it('filters and orders OUT columns of RETURNS TABLE; a set of scalars is an array', async () => {
       const res = await get('post_counts?posts=gte.1&order=author');
-      expect(res.body).toEqual([{ author: 'Ada', posts: 2 }, { author: 'Grace', posts: 1 }, { author: 'Linus', posts: 1 }]);
+      expect(res.body).toEqual([
+        { author: 'Ada', posts: 2 },
+        { author: 'Grace', posts: 1 },
+        { author: 'Linus', posts: 1 },
+      ]);
       expect((await get('numbers?n=3')).body).toEqual([1, 2, 3]);
     });
 
@@ -159,7 +185,9 @@ describe('/rest/v1/rpc (blog schema)', () => {
     });
 
     it('serves a new function after NOTIFY pgrst', async () => {
-      await db.admin.unsafe(`CREATE FUNCTION blog.late(x int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT x * 2 $$`);
+      await db.admin.unsafe(
+        `CREATE FUNCTION blog.late(x int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT x * 2 $$`,
+      );
       await db.admin.unsafe(`NOTIFY pgrst, 'reload schema'`);
       let res = await get('late?x=21');
       for (let i = 0; i < 50 && res.status !== 200; i++) {
@@ -171,18 +199,22 @@ describe('/rest/v1/rpc (blog schema)', () => {
   });
 
   describe('supabase-js (postgrest-js) rpc()', () => {
-    const client = () => new PostgrestClient('http://tally.test/rest/v1', {
-      headers: { apikey: TEST_API_KEY },
-      schema: 'blog',
-      fetch: (async (input: string | URL, init?: RequestInit) => {
-        const url = new URL(String(input));
-        const method = (init?.method ?? 'GET').toLowerCase() as 'get' | 'post' | 'head';
-        let r = request(t.app)[method](url.pathname + url.search);
-        for (const [k, v] of Object.entries((init?.headers ?? {}) as Record<string, string>)) r = r.set(k, v);
-        const res = init?.body !== undefined ? await r.send(String(init.body)) : await r;
-        return new Response(method === 'head' || res.status === 204 ? null : res.text, { status: res.status, headers: res.headers as Record<string, string> });
-      }) as typeof fetch,
-    });
+    const client = () =>
+      new PostgrestClient('http://tally.test/rest/v1', {
+        headers: { apikey: TEST_API_KEY },
+        schema: 'blog',
+        fetch: (async (input: string | URL, init?: RequestInit) => {
+          const url = new URL(String(input));
+          const method = (init?.method ?? 'GET').toLowerCase() as 'get' | 'post' | 'head';
+          let r = request(t.app)[method](url.pathname + url.search);
+          for (const [k, v] of Object.entries((init?.headers ?? {}) as Record<string, string>)) r = r.set(k, v);
+          const res = init?.body !== undefined ? await r.send(String(init.body)) : await r;
+          return new Response(method === 'head' || res.status === 204 ? null : res.text, {
+            status: res.status,
+            headers: res.headers as Record<string, string>,
+          });
+        }) as typeof fetch,
+      });
 
     it('calls functions by POST and GET, with filters and single()', async () => {
       const sum = await client().rpc('add_them', { a: 2, b: 3 });

@@ -48,7 +48,14 @@ describe('settings page in a real browser', () => {
     context = await chromium.launchPersistentContext(profile, {
       executablePath: await packaged.executablePath(),
       headless: true,
-      args: [...packaged.args, '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        ...packaged.args,
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
       viewport: { width: 1100, height: 900 },
     });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
@@ -66,7 +73,8 @@ describe('settings page in a real browser', () => {
     if (profile) await rm(profile, { recursive: true, force: true });
   });
 
-  const exchange = (token: string) => fetch(`${origin}/api/v1/token`, { method: 'POST', headers: { Authorization: `Bearer ${token}` } });
+  const exchange = (token: string) =>
+    fetch(`${origin}/api/v1/token`, { method: 'POST', headers: { Authorization: `Bearer ${token}` } });
 
   const listExpenses = (path: string, accessToken: string, headers: Record<string, string> = {}) =>
     fetch(`${origin}${path}`, { headers: { Authorization: `Bearer ${accessToken}`, ...headers } });
@@ -93,7 +101,9 @@ describe('settings page in a real browser', () => {
     await page.getByRole('heading', { name: /New read-write token/ }).waitFor();
     const token = await page.locator('#new-token').inputValue();
     expect(token).toMatch(/^tally_ws_[0-9A-Za-z]{40}$/);
-    await expect(page.locator('#curl-line').textContent()).resolves.toBe(`curl -X POST ${origin}/api/v1/token -H "Authorization: Bearer ${token}"`);
+    await expect(page.locator('#curl-line').textContent()).resolves.toBe(
+      `curl -X POST ${origin}/api/v1/token -H "Authorization: Bearer ${token}"`,
+    );
     await page.getByRole('button', { name: 'Copy token' }).click();
     await page.locator('.copy-status').filter({ hasText: /./ }).waitFor({ timeout: 10_000 });
     await expect(page.locator('.copy-status').textContent()).resolves.toBe('Copied to the clipboard.');
@@ -115,7 +125,10 @@ describe('settings page in a real browser', () => {
 
     // Revoke it on the page, by keyboard, through the confirmation step.
     await page.goto(`${origin}/settings/api`);
-    await page.getByRole('row', { name: /browser e2e/ }).getByRole('link', { name: /Revoke/ }).focus();
+    await page
+      .getByRole('row', { name: /browser e2e/ })
+      .getByRole('link', { name: /Revoke/ })
+      .focus();
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Revoke token “browser e2e”?' }).waitFor();
     await page.getByRole('button', { name: 'Revoke token' }).focus();
@@ -127,7 +140,9 @@ describe('settings page in a real browser', () => {
     // The very next API calls answer 401: the exchange, and the access token minted before.
     expect((await exchange(token)).status).toBe(401);
     expect((await listExpenses('/api/v1/personal_transactions', accessToken)).status).toBe(401);
-    expect((await listExpenses('/rest/v1/personal_transactions', accessToken, { apikey: publishableKey })).status).toBe(401);
+    expect((await listExpenses('/rest/v1/personal_transactions', accessToken, { apikey: publishableKey })).status).toBe(
+      401,
+    );
 
     // Sign out: the session is gone and the page asks to sign in again.
     await page.getByRole('button', { name: 'Sign out' }).click();

@@ -47,7 +47,10 @@ describe('settings pages', () => {
   async function signIn(email: string, password = PASSWORD) {
     const agent = request.agent(t.app);
     const login = await agent.get('/settings/login').expect(200);
-    const res = await agent.post('/settings/login').type('form').send({ csrf: csrfOf(login.text), email, password });
+    const res = await agent
+      .post('/settings/login')
+      .type('form')
+      .send({ csrf: csrfOf(login.text), email, password });
     return { agent, res };
   }
 
@@ -109,8 +112,12 @@ describe('settings pages', () => {
         const agent = request.agent(https.app);
         const login = await agent.get('/settings/login').set('X-Forwarded-Proto', 'https').expect(200);
         expect(cookieOf(login, 'tally_login')).toMatch(/Secure/);
-        const res = await request(https.app).post('/settings/login').set('X-Forwarded-Proto', 'https')
-          .set('Cookie', `tally_login=${csrfOf(login.text)}`).type('form').send({ csrf: csrfOf(login.text), email: owner, password: PASSWORD });
+        const res = await request(https.app)
+          .post('/settings/login')
+          .set('X-Forwarded-Proto', 'https')
+          .set('Cookie', `tally_login=${csrfOf(login.text)}`)
+          .type('form')
+          .send({ csrf: csrfOf(login.text), email: owner, password: PASSWORD });
         expect(res.status).toBe(303);
         expect(cookieOf(res, 'tally_session')).toMatch(/; Secure/);
       } finally {
@@ -142,7 +149,10 @@ describe('settings pages', () => {
     it('sends a visitor without a session to the login page', async () => {
       const res = await request(t.app).get('/settings/api').expect(303);
       expect(res.headers.location).toBe('/settings/login');
-      const post = await request(t.app).post('/settings/api/tokens').type('form').send({ workspace: ws.id, scope: 'read' });
+      const post = await request(t.app)
+        .post('/settings/api/tokens')
+        .type('form')
+        .send({ workspace: ws.id, scope: 'read' });
       expect(post.status).toBe(401);
     });
   });
@@ -153,10 +163,15 @@ describe('settings pages', () => {
       await db.admin`UPDATE tally.settings_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = ${hashOf(secret)}`;
       const page = await agent.get('/settings/api').expect(303);
       expect(page.headers.location).toBe('/settings/login');
-      const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
-      const post = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'read', label: 'late' });
+      const [{ count }] =
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const post = await agent
+        .post('/settings/api/tokens')
+        .type('form')
+        .send({ csrf, workspace: ws.id, scope: 'read', label: 'late' });
       expect(post.status).toBe(401);
-      const [{ count: after }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const [{ count: after }] =
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
       expect(after).toBe(count);
     });
 
@@ -216,7 +231,7 @@ describe('settings pages', () => {
       expect(foreign.text).not.toContain('Beta Club');
     });
 
-    it('answers the browser\'s /favicon.ico without a 404', async () => {
+    it("answers the browser's /favicon.ico without a 404", async () => {
       const res = await request(t.app).get('/favicon.ico');
       expect(res.status).toBe(204);
       expect(res.headers['cache-control']).toBe('public, max-age=86400');
@@ -234,58 +249,94 @@ describe('settings pages', () => {
   });
 
   describe('changes', () => {
-    it('refuses a form without the session CSRF token, or with another session\'s, and changes nothing', async () => {
+    it("refuses a form without the session CSRF token, or with another session's, and changes nothing", async () => {
       const { agent } = await signedIn(admin);
       const { csrf: ownersCsrf } = await signedIn(owner);
-      const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const [{ count }] =
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
       for (const csrf of [undefined, 'x'.repeat(43), ownersCsrf]) {
-        const res = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'forged' });
+        const res = await agent
+          .post('/settings/api/tokens')
+          .type('form')
+          .send({ csrf, workspace: ws.id, scope: 'write', label: 'forged' });
         expect(res.status).toBe(403);
         expect(res.text).toContain('Form refused');
       }
-      const off = await agent.post('/settings/api/switch').type('form').send({ workspace: ws.id, state: 'off', confirm: 'yes' });
+      const off = await agent
+        .post('/settings/api/switch')
+        .type('form')
+        .send({ workspace: ws.id, state: 'off', confirm: 'yes' });
       expect(off.status).toBe(403);
-      const [{ count: after }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const [{ count: after }] =
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
       expect(after).toBe(count);
       expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
     });
 
-    it('refuses a member\'s forged change with 403, and the database refuses it too', async () => {
+    it("refuses a member's forged change with 403, and the database refuses it too", async () => {
       const { agent, csrf, secret } = await signedIn(member);
-      const [victim] = await db.admin<{ id: string }[]>`SELECT id FROM public.api_tokens WHERE workspace_id = ${ws.id} AND revoked_at IS NULL LIMIT 1`;
-      const create = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'mine' });
+      const [victim] = await db.admin<
+        { id: string }[]
+      >`SELECT id FROM public.api_tokens WHERE workspace_id = ${ws.id} AND revoked_at IS NULL LIMIT 1`;
+      const create = await agent
+        .post('/settings/api/tokens')
+        .type('form')
+        .send({ csrf, workspace: ws.id, scope: 'write', label: 'mine' });
       expect(create.status).toBe(403);
-      const revoke = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf, workspace: ws.id, confirm: 'yes' });
+      const revoke = await agent
+        .post(`/settings/api/tokens/${victim.id}/revoke`)
+        .type('form')
+        .send({ csrf, workspace: ws.id, confirm: 'yes' });
       expect(revoke.status).toBe(403);
-      const off = await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' });
+      const off = await agent
+        .post('/settings/api/switch')
+        .type('form')
+        .send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' });
       expect(off.status).toBe(403);
       expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE label = 'mine'`).toHaveLength(0);
-      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at).toBeNull();
+      expect(
+        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at,
+      ).toBeNull();
       expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
       // The server's own database role, with the member's session, is refused by the database.
-      await expect(t.ctx.db`SELECT tally.settings_set_api_enabled(${hashOf(secret)}, ${ws.id}, false)`).rejects.toMatchObject({ code: '42501' });
+      await expect(
+        t.ctx.db`SELECT tally.settings_set_api_enabled(${hashOf(secret)}, ${ws.id}, false)`,
+      ).rejects.toMatchObject({ code: '42501' });
       // …and cannot read the internal tables directly.
       await expect(t.ctx.db`SELECT * FROM tally.settings_sessions`).rejects.toMatchObject({ code: '42501' });
     });
 
     it('lets an admin create a token, shown once with a copy button and the exchange command, stored hashed and audited', async () => {
       const { agent, csrf } = await signedIn(admin);
-      const posted = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
+      const posted = await agent
+        .post('/settings/api/tokens')
+        .type('form')
+        .send({ csrf, workspace: ws.id, scope: 'write', label: 'laptop <script>' });
       // POST/redirect/GET: the token is on the page the redirect leads to, in no URL.
       expect(posted.status).toBe(303);
       expect(posted.headers.location).toBe(`/settings/api?workspace=${ws.id}`);
       const res = await agent.get(posted.headers.location);
       expect(res.status).toBe(200);
       expect(res.headers['cache-control']).toBe('no-store');
-      const token = /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(res.text)![1];
+      const token = /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(
+        res.text,
+      )![1];
       expect(res.text).toContain('data-copy="new-token"');
       expect(res.text).toContain(`curl -X POST http://127.0.0.1:`);
-      expect(res.text).toMatch(new RegExp(`curl -X POST http://127\\.0\\.0\\.1:\\d+/api/v1/token -H &quot;Authorization: Bearer ${token}&quot;`));
+      expect(res.text).toMatch(
+        new RegExp(
+          `curl -X POST http://127\\.0\\.0\\.1:\\d+/api/v1/token -H &quot;Authorization: Bearer ${token}&quot;`,
+        ),
+      );
       expect(res.text).toContain('laptop &lt;script&gt;');
-      const [row] = await db.admin`SELECT id, scope, label, revoked_at FROM public.api_tokens WHERE token_hash = ${sha256(token)}`;
+      const [row] =
+        await db.admin`SELECT id, scope, label, revoked_at FROM public.api_tokens WHERE token_hash = ${sha256(token)}`;
       expect(row).toMatchObject({ scope: 'write', label: 'laptop <script>', revoked_at: null });
       const entries = await audit('token.create');
-      expect(entries[entries.length - 1]).toEqual({ actor: admin, details: { token_id: row.id, scope: 'write', label: 'laptop <script>' } });
+      expect(entries[entries.length - 1]).toEqual({
+        actor: admin,
+        details: { token_id: row.id, scope: 'write', label: 'laptop <script>' },
+      });
       // A reload shows the page without the token, and mints nothing.
       const reload = await agent.get(posted.headers.location);
       expect(reload.text).not.toContain(token);
@@ -301,10 +352,16 @@ describe('settings pages', () => {
     it('refuses a bad scope or an over-long label with 400 and creates nothing', async () => {
       const { agent, csrf } = await signedIn(admin);
       const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`;
-      const scope = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'admin' });
+      const scope = await agent
+        .post('/settings/api/tokens')
+        .type('form')
+        .send({ csrf, workspace: ws.id, scope: 'admin' });
       expect(scope.status).toBe(400);
       expect(scope.text).toContain('Scope must be read or write');
-      const label = await agent.post('/settings/api/tokens').type('form').send({ csrf, workspace: ws.id, scope: 'read', label: 'x'.repeat(201) });
+      const label = await agent
+        .post('/settings/api/tokens')
+        .type('form')
+        .send({ csrf, workspace: ws.id, scope: 'read', label: 'x'.repeat(201) });
       expect(label.status).toBe(400);
       expect((await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`)[0].count).toBe(count);
     });
@@ -316,38 +373,68 @@ describe('settings pages', () => {
       expect(confirm.text).toContain('Revoke token “test read”?');
       expect(confirm.text).toContain('name="confirm" value="yes"');
       // Without the confirmation the POST only leads to the confirmation page.
-      const unconfirmed = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf, workspace: ws.id }).expect(303);
+      const unconfirmed = await agent
+        .post(`/settings/api/tokens/${victim.id}/revoke`)
+        .type('form')
+        .send({ csrf, workspace: ws.id })
+        .expect(303);
       expect(unconfirmed.headers.location).toBe(`/settings/api/tokens/${victim.id}/revoke?workspace=${ws.id}`);
-      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at).toBeNull();
+      expect(
+        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at,
+      ).toBeNull();
 
-      const done = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf: csrfOf(confirm.text), workspace: ws.id, confirm: 'yes' }).expect(303);
+      const done = await agent
+        .post(`/settings/api/tokens/${victim.id}/revoke`)
+        .type('form')
+        .send({ csrf: csrfOf(confirm.text), workspace: ws.id, confirm: 'yes' })
+        .expect(303);
       expect(done.headers.location).toBe(`/settings/api?workspace=${ws.id}&done=revoked`);
-      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at).toBeInstanceOf(Date);
+      expect(
+        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at,
+      ).toBeInstanceOf(Date);
       const entries = await audit('token.revoke');
       expect(entries[entries.length - 1]).toEqual({ actor: owner, details: { token_id: victim.id } });
       const page = await agent.get(done.headers.location).expect(200);
       expect(page.text).toContain('The token is revoked.');
       await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${victim.token}`).expect(401);
       // Revoking it again, or a token of another workspace, finds nothing.
-      const twice = await agent.post(`/settings/api/tokens/${victim.id}/revoke`).type('form').send({ csrf, workspace: ws.id, confirm: 'yes' });
+      const twice = await agent
+        .post(`/settings/api/tokens/${victim.id}/revoke`)
+        .type('form')
+        .send({ csrf, workspace: ws.id, confirm: 'yes' });
       expect(twice.status).toBe(404);
       const foreign = await tokenFor(db.admin, other.id, 'read');
-      const cross = await agent.post(`/settings/api/tokens/${foreign.id}/revoke`).type('form').send({ csrf, workspace: ws.id, confirm: 'yes' });
+      const cross = await agent
+        .post(`/settings/api/tokens/${foreign.id}/revoke`)
+        .type('form')
+        .send({ csrf, workspace: ws.id, confirm: 'yes' });
       expect(cross.status).toBe(404);
-      expect((await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${foreign.id}`)[0].revoked_at).toBeNull();
+      expect(
+        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${foreign.id}`)[0].revoked_at,
+      ).toBeNull();
     });
 
     it('turns the API switch off only after a confirmation, and on again; both recorded, both effective', async () => {
       const live = await tokenFor(db.admin, ws.id, 'read');
       const { agent, csrf } = await signedIn(admin);
-      const unconfirmed = await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'off' }).expect(303);
+      const unconfirmed = await agent
+        .post('/settings/api/switch')
+        .type('form')
+        .send({ csrf, workspace: ws.id, state: 'off' })
+        .expect(303);
       expect(unconfirmed.headers.location).toBe(`/settings/api/switch?workspace=${ws.id}`);
       expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
       const confirm = await agent.get(unconfirmed.headers.location).expect(200);
       expect(confirm.text).toContain('Turn API access off for Acme &lt;Travel&gt;');
 
-      await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' }).expect(303);
-      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(false);
+      await agent
+        .post('/settings/api/switch')
+        .type('form')
+        .send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' })
+        .expect(303);
+      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(
+        false,
+      );
       expect((await audit('api.off')).pop()).toEqual({ actor: admin, details: {} });
       await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${live.token}`).expect(403);
       const page = await agent.get(`/settings/api?workspace=${ws.id}&done=api-off`).expect(200);
@@ -383,7 +470,10 @@ describe('one-time passwords and password changes', () => {
   async function signIn(password: string) {
     const agent = request.agent(t.app);
     const login = await agent.get('/settings/login').expect(200);
-    const res = await agent.post('/settings/login').type('form').send({ csrf: csrfOf(login.text), email, password });
+    const res = await agent
+      .post('/settings/login')
+      .type('form')
+      .send({ csrf: csrfOf(login.text), email, password });
     return { agent, res };
   }
 
@@ -397,7 +487,10 @@ describe('one-time passwords and password changes', () => {
     // Signed in with the one-time password a moment ago: the form does not ask for it again.
     expect(form.text).not.toContain('name="current"');
     expect(form.text).toContain('name="new"');
-    const create = await agent.post('/settings/api/tokens').type('form').send({ csrf: csrfOf(form.text), workspace: wsId, scope: 'write' });
+    const create = await agent
+      .post('/settings/api/tokens')
+      .type('form')
+      .send({ csrf: csrfOf(form.text), workspace: wsId, scope: 'write' });
     expect(create.status).toBe(403);
     expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE workspace_id = ${wsId}`).toHaveLength(0);
   });
@@ -412,11 +505,17 @@ describe('one-time passwords and password changes', () => {
       [{ new: oneTime, repeat: oneTime }, 400, 'The new password must differ from the one-time password.'],
     ];
     for (const [fields, status, message] of cases) {
-      const res = await agent.post('/settings/password').type('form').send({ csrf, ...fields });
+      const res = await agent
+        .post('/settings/password')
+        .type('form')
+        .send({ csrf, ...fields });
       expect(res.status).toBe(status);
       expect(res.text).toContain(message);
     }
-    const forged = await agent.post('/settings/password').type('form').send({ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase' });
+    const forged = await agent
+      .post('/settings/password')
+      .type('form')
+      .send({ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase' });
     expect(forged.status).toBe(403);
     const [after] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
     expect(after.password_hash).toBe(before.password_hash);
@@ -428,14 +527,19 @@ describe('one-time passwords and password changes', () => {
     const { agent, res } = await signIn(oneTime);
     const mine = cookieValue(cookieOf(res, 'tally_session')!);
     const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
-    const done = await agent.post('/settings/password').type('form')
-      .send({ csrf, new: 'my very own passphrase', repeat: 'my very own passphrase' }).expect(303);
+    const done = await agent
+      .post('/settings/password')
+      .type('form')
+      .send({ csrf, new: 'my very own passphrase', repeat: 'my very own passphrase' })
+      .expect(303);
     expect(done.headers.location).toBe('/settings/api?done=password');
     const page = await agent.get(done.headers.location).expect(200);
     expect(page.text).toContain('Your password is changed.');
     const [row] = await db.admin`SELECT password_temporary FROM public.user_credentials WHERE email = ${email}`;
     expect(row.password_temporary).toBe(false);
-    expect(await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(otherSecret)}`).toHaveLength(0);
+    expect(
+      await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(otherSecret)}`,
+    ).toHaveLength(0);
     expect(await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(mine)}`).toHaveLength(1);
     const [entry] = await db.admin`SELECT workspace_id, actor FROM tally.audit_log WHERE action = 'member.password'`;
     expect(entry).toEqual({ workspace_id: null, actor: email });
@@ -444,8 +548,15 @@ describe('one-time passwords and password changes', () => {
     // With a password of their own, a change asks for it, and refuses a wrong one.
     const form = await agent.get('/settings/password').expect(200);
     expect(form.text).toContain('<label for="current">Current password</label>');
-    const wrong = await agent.post('/settings/password').type('form')
-      .send({ csrf: csrfOf(form.text), current: 'not my passphrase', new: 'another passphrase here', repeat: 'another passphrase here' });
+    const wrong = await agent
+      .post('/settings/password')
+      .type('form')
+      .send({
+        csrf: csrfOf(form.text),
+        current: 'not my passphrase',
+        new: 'another passphrase here',
+        repeat: 'another passphrase here',
+      });
     expect(wrong.status).toBe(401);
     expect(wrong.text).toContain('Your current password is not correct.');
   });
@@ -461,7 +572,8 @@ describe('failed sign-in limits', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     wsId = (await createWorkspace(db.admin, 'Limits', 'USD', 'test')).id;
-    for (const who of ['target', 'bystander', 'third']) await addMember(db.admin, wsId, `${who}@example.com`, 'member', PASSWORD, 'test');
+    for (const who of ['target', 'bystander', 'third'])
+      await addMember(db.admin, wsId, `${who}@example.com`, 'member', PASSWORD, 'test');
     // Two servers on one database: the counters are shared, as between two processes. Behind a
     // trusted proxy, so that tests can come from several client addresses.
     process.env.TALLY_TRUST_PROXY = '1';
@@ -481,7 +593,11 @@ describe('failed sign-in limits', () => {
   async function attempt(app: TestApp, email: string, password: string, headers: Record<string, string> = {}) {
     const agent = request.agent(app.app);
     const login = await agent.get('/settings/login').set(headers).expect(200);
-    return agent.post('/settings/login').set(headers).type('form').send({ csrf: csrfOf(login.text), email, password });
+    return agent
+      .post('/settings/login')
+      .set(headers)
+      .type('form')
+      .send({ csrf: csrfOf(login.text), email, password });
   }
 
   const ATTACKER = '203.0.113.7';
@@ -497,7 +613,8 @@ describe('failed sign-in limits', () => {
       expect((await attempt(i % 2 ? a : b, 'target@example.com', 'wrong', from(ATTACKER))).status).toBe(401);
       if (i < 9) await liftDelays();
     }
-    const [pair] = await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = ${`pair:${ATTACKER} target@example.com`}`;
+    const [pair] =
+      await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = ${`pair:${ATTACKER} target@example.com`}`;
     expect(pair.failures).toBe(10);
     // The attacker's next try, even with the right password, waits: 2^(10-3) s after the tenth
     // failure (it was 1 s after the third).
@@ -511,17 +628,22 @@ describe('failed sign-in limits', () => {
     expect((await attempt(b, 'target@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
     expect((await attempt(a, 'target@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
     // A success clears the member's own count from that address, not the attacker's.
-    expect(await db.admin`SELECT 1 FROM tally.sign_in_failures WHERE key = ${`pair:${MEMBER} target@example.com`}`).toHaveLength(0);
+    expect(
+      await db.admin`SELECT 1 FROM tally.sign_in_failures WHERE key = ${`pair:${MEMBER} target@example.com`}`,
+    ).toHaveLength(0);
     expect((await attempt(b, 'target@example.com', PASSWORD, from(ATTACKER))).status).toBe(429);
   });
 
   it('throttles an address across emails, known or not, and only that address', async () => {
     await db.admin`DELETE FROM tally.sign_in_failures`;
-    for (let i = 0; i < 6; i++) expect((await attempt(i % 2 ? a : b, `guess${i}@example.com`, 'wrong', from(ATTACKER))).status).toBe(401);
+    for (let i = 0; i < 6; i++)
+      expect((await attempt(i % 2 ? a : b, `guess${i}@example.com`, 'wrong', from(ATTACKER))).status).toBe(401);
     const blocked = await attempt(a, 'third@example.com', PASSWORD, from(ATTACKER));
     expect(blocked.status).toBe(429);
     expect(blocked.headers['retry-after']).toMatch(/^\d+$/);
-    const rows = await db.admin<{ key: string; failures: number }[]>`SELECT key, failures FROM tally.sign_in_failures WHERE key LIKE 'addr:%'`;
+    const rows = await db.admin<
+      { key: string; failures: number }[]
+    >`SELECT key, failures FROM tally.sign_in_failures WHERE key LIKE 'addr:%'`;
     expect(rows).toEqual([{ key: `addr:${ATTACKER}`, failures: 6 }]);
     expect((await attempt(b, 'third@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
   });
@@ -535,6 +657,9 @@ describe('failed sign-in limits', () => {
     const errorOf = (text: string) => /<p class="error"[^>]*>([^<]*)</.exec(text)?.[1] ?? text.length;
     expect(errorOf(unknown.text)).toEqual(errorOf(wrong.text));
     expect((await db.admin`SELECT key FROM tally.sign_in_failures ORDER BY key`).map((r) => r.key)).toEqual([
-      `addr:${MEMBER}`, `pair:${MEMBER} bystander@example.com`, `pair:${MEMBER} nobody@example.com`]);
+      `addr:${MEMBER}`,
+      `pair:${MEMBER} bystander@example.com`,
+      `pair:${MEMBER} nobody@example.com`,
+    ]);
   });
 });

@@ -9,7 +9,6 @@ import { waitFor } from './harness/wait.js';
 // closes the pool and the embedded Postgres, and exits 0; after a restart every write that was
 // acknowledged with 201 is there.
 
-
 const READY = /Demo token\s+(tally_ws_\S+)/;
 
 describe('tally up on SIGTERM', () => {
@@ -19,8 +18,12 @@ describe('tally up on SIGTERM', () => {
     dir = await mkdtemp(join(tmpdir(), 'tally-shutdown-'));
     await chmod(dir, 0o755);
     env = {
-      DATABASE_URL: undefined, TALLY_JWT_SECRET: undefined, TALLY_HOME: join(dir, 'home'),
-      TALLY_EMBEDDED_PG_PORT: String(await freePort()), PORT: '0', TALLY_RATE_LIMIT_PER_MINUTE: '100000',
+      DATABASE_URL: undefined,
+      TALLY_JWT_SECRET: undefined,
+      TALLY_HOME: join(dir, 'home'),
+      TALLY_EMBEDDED_PG_PORT: String(await freePort()),
+      PORT: '0',
+      TALLY_RATE_LIMIT_PER_MINUTE: '100000',
     };
   });
   afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -30,10 +33,18 @@ describe('tally up on SIGTERM', () => {
     const base = /Tally is up on (\S+)/.exec(first.output)![1];
     const token = READY.exec(first.output)![1];
     const key = /Publishable key\s+(\S+)/.exec(first.output)![1];
-    const exchange = await fetch(`${base}/api/v1/token`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    const exchange = await fetch(`${base}/api/v1/token`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(exchange.status).toBe(200);
     const jwt = ((await exchange.json()) as { access_token: string }).access_token;
-    const headers = { apikey: key, authorization: `Bearer ${jwt}`, 'content-type': 'application/json', prefer: 'return=minimal' };
+    const headers = {
+      apikey: key,
+      authorization: `Bearer ${jwt}`,
+      'content-type': 'application/json',
+      prefer: 'return=minimal',
+    };
 
     let acknowledged = 0;
     let refused = 0; // no answer: the server had stopped accepting (connection refused or closed)
@@ -44,7 +55,9 @@ describe('tally up on SIGTERM', () => {
       for (let i = 0; i < 20_000 && !stop; i++) {
         try {
           const res = await fetch(`${base}/rest/v1/personal_transactions`, {
-            method: 'POST', headers, body: JSON.stringify({ name: 'shutdown-probe', amount: 1, category_id: 'essentials', method_id: 'cash' }),
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ name: 'shutdown-probe', amount: 1, category_id: 'essentials', method_id: 'cash' }),
             signal: AbortSignal.timeout(10_000),
           });
           await res.arrayBuffer();
@@ -85,7 +98,9 @@ describe('tally up on SIGTERM', () => {
       expect(rows).toBeGreaterThanOrEqual(acknowledged);
       expect(rows).toBeLessThanOrEqual(acknowledged + refused);
       if (refused === 0) expect(rows).toBe(acknowledged);
-      process.stdout.write(`shutdown: ${acknowledged} acknowledged (${beforeSignal} before SIGTERM), ${refused} refused, ${rows} rows\n`);
+      process.stdout.write(
+        `shutdown: ${acknowledged} acknowledged (${beforeSignal} before SIGTERM), ${refused} refused, ${rows} rows\n`,
+      );
     } finally {
       second.child.kill('SIGTERM');
       expect(await exited(second.child)).toBe(0);

@@ -12,8 +12,14 @@ type Doc = {
   info: { version: string };
   servers: { url: string }[];
   security: unknown[];
-  paths: Record<string, Record<string, { responses: Record<string, unknown>; requestBody?: unknown; security?: unknown[] }>>;
-  components: { securitySchemes: Record<string, { type: string; scheme?: string }>; schemas: Record<string, { properties: Record<string, { enum?: string[] }> }> };
+  paths: Record<
+    string,
+    Record<string, { responses: Record<string, unknown>; requestBody?: unknown; security?: unknown[] }>
+  >;
+  components: {
+    securitySchemes: Record<string, { type: string; scheme?: string }>;
+    schemas: Record<string, { properties: Record<string, { enum?: string[] }> }>;
+  };
 };
 
 describe('/api/v1 OpenAPI description and docs', () => {
@@ -42,7 +48,14 @@ describe('/api/v1 OpenAPI description and docs', () => {
   it('reads right: "an expense", "a fund" in the summaries', async () => {
     const doc = (await fetchDoc()) as unknown as { paths: Record<string, Record<string, { summary: string }>> };
     const summaries = Object.values(doc.paths).flatMap((p) => Object.values(p).map((op) => op.summary));
-    expect(summaries).toEqual(expect.arrayContaining(['Create an expense', 'Delete an expense permanently', 'Create a fund', 'Change fields of an expense']));
+    expect(summaries).toEqual(
+      expect.arrayContaining([
+        'Create an expense',
+        'Delete an expense permanently',
+        'Create a fund',
+        'Change fields of an expense',
+      ]),
+    );
     expect(summaries.filter((s) => /\ba (?!one)[aeiou]/i.test(s))).toEqual([]); // "a one-hour token" is right
   });
 
@@ -52,7 +65,11 @@ describe('/api/v1 OpenAPI description and docs', () => {
 
   it('has the HTTP bearer security scheme on every operation but the token exchange and itself', async () => {
     const doc = await fetchDoc();
-    expect(doc.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+    expect(doc.components.securitySchemes.bearerAuth).toMatchObject({
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+    });
     expect(doc.security).toEqual([{ bearerAuth: [] }]);
     expect(doc.paths['/token'].post.security).not.toContainEqual({ bearerAuth: [] });
     expect(doc.paths['/openapi.json'].get.security).toEqual([]);
@@ -61,32 +78,69 @@ describe('/api/v1 OpenAPI description and docs', () => {
   it('describes every route with request and response schemas and the 401/403/429 responses', async () => {
     const doc = await fetchDoc();
     const operations = Object.entries(doc.paths).flatMap(([path, item]) =>
-      Object.entries(item).filter(([m]) => ['get', 'post', 'patch', 'delete'].includes(m)).map(([m, op]) => [`${m.toUpperCase()} ${path}`, op] as const));
+      Object.entries(item)
+        .filter(([m]) => ['get', 'post', 'patch', 'delete'].includes(m))
+        .map(([m, op]) => [`${m.toUpperCase()} ${path}`, op] as const),
+    );
     expect(operations.map(([name]) => name).sort()).toEqual([
-      'DELETE /contacts/{id}', 'DELETE /fund_transactions/{id}', 'DELETE /personal_transactions/{id}',
-      'GET /categories', 'GET /contacts', 'GET /contacts/{id}', 'GET /fund_transactions', 'GET /fund_transactions/{id}', 'GET /funds', 'GET /funds/{id}',
-      'GET /openapi.json', 'GET /payment_methods', 'GET /personal_transactions', 'GET /personal_transactions/{id}',
-      'PATCH /contacts/{id}', 'PATCH /fund_transactions/{id}', 'PATCH /funds/{id}', 'PATCH /personal_transactions/{id}',
-      'POST /contacts', 'POST /fund_transactions', 'POST /funds', 'POST /personal_transactions', 'POST /token',
+      'DELETE /contacts/{id}',
+      'DELETE /fund_transactions/{id}',
+      'DELETE /personal_transactions/{id}',
+      'GET /categories',
+      'GET /contacts',
+      'GET /contacts/{id}',
+      'GET /fund_transactions',
+      'GET /fund_transactions/{id}',
+      'GET /funds',
+      'GET /funds/{id}',
+      'GET /openapi.json',
+      'GET /payment_methods',
+      'GET /personal_transactions',
+      'GET /personal_transactions/{id}',
+      'PATCH /contacts/{id}',
+      'PATCH /fund_transactions/{id}',
+      'PATCH /funds/{id}',
+      'PATCH /personal_transactions/{id}',
+      'POST /contacts',
+      'POST /fund_transactions',
+      'POST /funds',
+      'POST /personal_transactions',
+      'POST /token',
     ]);
     for (const [name, op] of operations) {
       const success = op.responses['200'] ?? op.responses['201'];
       expect([name, success]).toEqual([name, expect.objectContaining({ content: expect.anything() })]);
-      if (name.startsWith('POST') || name.startsWith('PATCH')) expect([name, op.requestBody]).toEqual([name, expect.objectContaining({ content: expect.anything() })]);
-      if (name !== 'GET /openapi.json') for (const code of ['401', '403', '429']) expect([name, code, op.responses[code]]).toEqual([name, code, expect.anything()]);
+      if (name.startsWith('POST') || name.startsWith('PATCH'))
+        expect([name, op.requestBody]).toEqual([name, expect.objectContaining({ content: expect.anything() })]);
+      if (name !== 'GET /openapi.json')
+        for (const code of ['401', '403', '429'])
+          expect([name, code, op.responses[code]]).toEqual([name, code, expect.anything()]);
     }
-    expect(doc.paths['/personal_transactions'].post.responses['201']).toMatchObject({ headers: { Location: expect.anything() } });
+    expect(doc.paths['/personal_transactions'].post.responses['201']).toMatchObject({
+      headers: { Location: expect.anything() },
+    });
     expect(doc.components.schemas.Error).toMatchObject({ required: ['code', 'message', 'details', 'hint'] });
     const resolved = (await SwaggerParser.dereference(structuredClone(doc) as never)) as unknown as Doc;
-    const tooMany = resolved.paths['/contacts'].get.responses['429'] as { headers: Record<string, unknown>; content: unknown };
+    const tooMany = resolved.paths['/contacts'].get.responses['429'] as {
+      headers: Record<string, unknown>;
+      content: unknown;
+    };
     expect(tooMany.headers['Retry-After']).toBeDefined();
-    expect(tooMany.content).toMatchObject({ 'application/json': { schema: { required: ['code', 'message', 'details', 'hint'] } } });
+    expect(tooMany.content).toMatchObject({
+      'application/json': { schema: { required: ['code', 'message', 'details', 'hint'] } },
+    });
   });
 
   it('publishes the list defaults of each resource', async () => {
     const doc = await fetchDoc();
-    const params = (path: string) => (doc.paths[path].get as unknown as { parameters: { name: string; schema: { default?: unknown } }[] }).parameters;
-    const defaults = (path: string) => Object.fromEntries(params(path).filter((p) => p.schema.default !== undefined).map((p) => [p.name, p.schema.default]));
+    const params = (path: string) =>
+      (doc.paths[path].get as unknown as { parameters: { name: string; schema: { default?: unknown } }[] }).parameters;
+    const defaults = (path: string) =>
+      Object.fromEntries(
+        params(path)
+          .filter((p) => p.schema.default !== undefined)
+          .map((p) => [p.name, p.schema.default]),
+      );
     expect(defaults('/personal_transactions')).toEqual({ select: '*', order: 'occurred_at.desc', limit: 20 });
     expect(defaults('/funds')).toEqual({ select: '*,fund_transactions(*)' });
     expect(defaults('/fund_transactions')).toMatchObject({ order: 'occurred_at.desc' });
@@ -106,8 +160,12 @@ describe('/api/v1 OpenAPI description and docs', () => {
     let live = doc;
     while (Date.now() < deadline) {
       live = await fetchDoc();
-      if (live.components.schemas.PaymentMethod && live.components.schemas.ExpenseCreate.properties.method_id.enum?.includes('voucher')
-        && live.components.schemas.FundTransactionCreate.properties.category_id.enum?.includes('visa-fees')) break;
+      if (
+        live.components.schemas.PaymentMethod &&
+        live.components.schemas.ExpenseCreate.properties.method_id.enum?.includes('voucher') &&
+        live.components.schemas.FundTransactionCreate.properties.category_id.enum?.includes('visa-fees')
+      )
+        break;
       await new Promise((r) => setTimeout(r, 200));
     }
     expect(live.components.schemas.FundTransactionCreate.properties.category_id.enum).toContain('visa-fees');
@@ -115,7 +173,9 @@ describe('/api/v1 OpenAPI description and docs', () => {
     expect(live.components.schemas.ExpenseCreate.properties.method_id.enum).toContain('voucher');
     await expect(SwaggerParser.validate(structuredClone(live) as never)).resolves.toBeDefined();
     // The published enum is the enforced one: the new method is accepted.
-    const res = await request(t.app).post('/api/v1/personal_transactions').set('Authorization', `Bearer ${jwt}`)
+    const res = await request(t.app)
+      .post('/api/v1/personal_transactions')
+      .set('Authorization', `Bearer ${jwt}`)
       .send({ name: 'Gift', amount: 10, category_id: 'other', method_id: 'voucher' });
     expect(res.status).toBe(201);
   });
@@ -149,12 +209,20 @@ describe('/api/v1 rate limit', () => {
   afterAll(() => tearDown(db, t));
 
   it('answers 429 with Retry-After in the error shape once a token is over its limit, writes included', async () => {
-    for (let i = 0; i < 3; i++) expect((await request(t.app).get('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`)).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect((await request(t.app).get('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`)).status).toBe(200);
     const before = await db.admin`SELECT count(*)::int AS n FROM contacts`;
-    const res = await request(t.app).post('/api/v1/contacts').set('Authorization', `Bearer ${jwt}`).send({ name: 'Over the limit' });
+    const res = await request(t.app)
+      .post('/api/v1/contacts')
+      .set('Authorization', `Bearer ${jwt}`)
+      .send({ name: 'Over the limit' });
     expect(res.status).toBe(429);
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
-    expect(res.body).toMatchObject({ code: 'PT429', message: expect.stringContaining('Rate limit exceeded'), details: null });
+    expect(res.body).toMatchObject({
+      code: 'PT429',
+      message: expect.stringContaining('Rate limit exceeded'),
+      details: null,
+    });
     expect(await db.admin`SELECT count(*)::int AS n FROM contacts`).toEqual(before);
   });
 });

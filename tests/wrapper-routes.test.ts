@@ -10,11 +10,27 @@ import { setUpFinance, tearDown } from './harness/suite.js';
 // of another workspace are 404 and change nothing; a read token's writes are refused as such.
 
 describe('/api/v1 wrapper routes', () => {
-  let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string, jwtB: string, readA: string, wsTokenA: string;
+  let db: TestDatabase,
+    t: TestApp,
+    a: WorkspaceFixture,
+    b: WorkspaceFixture,
+    jwtA: string,
+    jwtB: string,
+    readA: string,
+    wsTokenA: string;
 
   beforeAll(async () => {
     // Many calls per test: the rate limit is proven in wrapper-openapi.test.ts.
-    ({ db, t, a, b, jwtA, jwtB, readA, tokenA: wsTokenA } = await setUpFinance(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' })));
+    ({
+      db,
+      t,
+      a,
+      b,
+      jwtA,
+      jwtB,
+      readA,
+      tokenA: wsTokenA,
+    } = await setUpFinance(restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '10000' })));
     // 25 more expenses in A (more than one default page), with distinct dates.
     await db.admin`
       INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id, occurred_at)
@@ -40,17 +56,33 @@ describe('/api/v1 wrapper routes', () => {
   const bearer = (jwt: string) => ({ Authorization: `Bearer ${jwt}` });
   const api = (jwt = jwtA) => ({
     get: (path: string) => request(t.app).get(`/api/v1${path}`).set(bearer(jwt)),
-    post: (path: string, body: unknown) => request(t.app).post(`/api/v1${path}`).set(bearer(jwt)).send(body as object),
-    patch: (path: string, body: unknown) => request(t.app).patch(`/api/v1${path}`).set(bearer(jwt)).send(body as object),
+    post: (path: string, body: unknown) =>
+      request(t.app)
+        .post(`/api/v1${path}`)
+        .set(bearer(jwt))
+        .send(body as object),
+    patch: (path: string, body: unknown) =>
+      request(t.app)
+        .patch(`/api/v1${path}`)
+        .set(bearer(jwt))
+        .send(body as object),
     delete: (path: string) => request(t.app).delete(`/api/v1${path}`).set(bearer(jwt)),
   });
-  const rest = (path: string, jwt = jwtA) => request(t.app).get(`/rest/v1${path}`).set({ apikey: TEST_API_KEY, ...bearer(jwt) });
+  const rest = (path: string, jwt = jwtA) =>
+    request(t.app)
+      .get(`/rest/v1${path}`)
+      .set({ apikey: TEST_API_KEY, ...bearer(jwt) });
 
   describe('authentication', () => {
     it('needs an access token: none is 401, not the anon role', async () => {
       const res = await request(t.app).get('/api/v1/personal_transactions');
       expect(res.status).toBe(401);
-      expect(res.body).toEqual({ code: 'PGRST302', message: expect.stringContaining('Authorization'), details: null, hint: expect.stringContaining('/api/v1/token') });
+      expect(res.body).toEqual({
+        code: 'PGRST302',
+        message: expect.stringContaining('Authorization'),
+        details: null,
+        hint: expect.stringContaining('/api/v1/token'),
+      });
       expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
     });
 
@@ -58,12 +90,20 @@ describe('/api/v1 wrapper routes', () => {
       const res = await request(t.app).get('/api/v1/contacts').set(bearer(wsTokenA));
       expect(res.status).toBe(401);
       expect(res.body.code).toBe('PGRST301');
-      expect(res.body.hint).toBe('This is a workspace token: exchange it for an access token at POST /api/v1/token first');
+      expect(res.body.hint).toBe(
+        'This is a workspace token: exchange it for an access token at POST /api/v1/token first',
+      );
     });
 
     it('refuses a malformed or forged JWT', async () => {
       expect((await request(t.app).get('/api/v1/contacts').set('Authorization', 'Basic abc')).status).toBe(401);
-      expect((await request(t.app).get('/api/v1/contacts').set(bearer(jwtA.slice(0, -3) + 'abc'))).status).toBe(401);
+      expect(
+        (
+          await request(t.app)
+            .get('/api/v1/contacts')
+            .set(bearer(jwtA.slice(0, -3) + 'abc'))
+        ).status,
+      ).toBe(401);
     });
 
     it('needs no apikey, and the exchanged token works end to end', async () => {
@@ -85,15 +125,29 @@ describe('/api/v1 wrapper routes', () => {
       expect(res.body).toEqual(same.body);
       const dates = res.body.map((r: { occurred_at: string }) => Date.parse(r.occurred_at));
       expect([...dates].sort((x, y) => y - x)).toEqual(dates);
-      expect(Object.keys(res.body[0]).sort()).toEqual(['amount', 'category_id', 'created_at', 'id', 'method_id', 'name', 'note', 'occurred_at', 'workspace_id']);
+      expect(Object.keys(res.body[0]).sort()).toEqual([
+        'amount',
+        'category_id',
+        'created_at',
+        'id',
+        'method_id',
+        'name',
+        'note',
+        'occurred_at',
+        'workspace_id',
+      ]);
       expect(res.body.every((r: { workspace_id: string }) => r.workspace_id === a.id)).toBe(true);
     });
 
-    it('GET /personal_transactions forwards the client\'s own select, order, limit, offset and filters', async () => {
+    it("GET /personal_transactions forwards the client's own select, order, limit, offset and filters", async () => {
       const qs = 'select=name,amount&order=amount.asc&limit=3&offset=1&category_id=eq.travel';
       const res = await api().get(`/personal_transactions?${qs}`);
       expect(res.status).toBe(200);
-      expect(res.body).toEqual([{ name: 'Expense 3', amount: 3 }, { name: 'Expense 5', amount: 5 }, { name: 'Expense 7', amount: 7 }]);
+      expect(res.body).toEqual([
+        { name: 'Expense 3', amount: 3 },
+        { name: 'Expense 5', amount: 5 },
+        { name: 'Expense 7', amount: 7 },
+      ]);
       expect(res.body).toEqual((await rest(`/personal_transactions?${qs}`)).body);
     });
 
@@ -115,7 +169,11 @@ describe('/api/v1 wrapper routes', () => {
       expect(res.body).toEqual((await rest('/funds?select=*,fund_transactions(*)')).body);
       expect(res.body).toHaveLength(2);
       const main = res.body.find((f: { id: string }) => f.id === a.fundId);
-      expect(main.fund_transactions.map((x: { name: string }) => x.name).sort()).toEqual(['Contribution', 'Hotel', 'Top-up']);
+      expect(main.fund_transactions.map((x: { name: string }) => x.name).sort()).toEqual([
+        'Contribution',
+        'Hotel',
+        'Top-up',
+      ]);
     });
 
     it('GET /fund_transactions?fund_id=eq.<uuid>: one fund, order=occurred_at.desc', async () => {
@@ -141,18 +199,49 @@ describe('/api/v1 wrapper routes', () => {
       const expenses = await api().get('/categories?domain=expenses');
       expect(expenses.status).toBe(200);
       expect(expenses.body.map((c: { id: string }) => c.id)).toEqual([
-        'beauty-care', 'clothing', 'credit-repayment', 'entertainment', 'essentials', 'family-support', 'fixed-expenses', 'food-drinks',
-        'installment-payment', 'investments', 'local-transport', 'other', 'sports', 'travel', 'work-expenses']);
+        'beauty-care',
+        'clothing',
+        'credit-repayment',
+        'entertainment',
+        'essentials',
+        'family-support',
+        'fixed-expenses',
+        'food-drinks',
+        'installment-payment',
+        'investments',
+        'local-transport',
+        'other',
+        'sports',
+        'travel',
+        'work-expenses',
+      ]);
       const funds = await api().get('/categories?domain=funds');
       expect(funds.body.map((c: { id: string }) => c.id)).toEqual([
-        'clothing', 'currency-exchange', 'entertainment', 'fine', 'flight-tickets', 'food-drinks', 'fund-income', 'hotel', 'local-transport', 'other', 'refund']);
+        'clothing',
+        'currency-exchange',
+        'entertainment',
+        'fine',
+        'flight-tickets',
+        'food-drinks',
+        'fund-income',
+        'hotel',
+        'local-transport',
+        'other',
+        'refund',
+      ]);
       expect(funds.body[0]).toEqual({ id: 'clothing', name: 'Clothing', for_expenses: true, for_funds: true });
       expect((await api().get('/categories')).body).toHaveLength(21);
       const bad = await api().get('/categories?domain=cars');
       expect(bad.status).toBe(400);
       expect(bad.body.message).toBe('domain must be one of: expenses, funds');
       const methods = await api().get('/payment_methods');
-      expect(methods.body.map((m: { id: string }) => m.id)).toEqual(['bank-transfer', 'cash', 'credit-card', 'installment', 'mobile-wallet']);
+      expect(methods.body.map((m: { id: string }) => m.id)).toEqual([
+        'bank-transfer',
+        'cash',
+        'credit-card',
+        'installment',
+        'mobile-wallet',
+      ]);
     });
   });
 
@@ -160,11 +249,23 @@ describe('/api/v1 wrapper routes', () => {
     it('answers the fund with its balance, ledger newest first and participants', async () => {
       const res = await api().get(`/funds/${a.fundId}`);
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ id: a.fundId, name: 'alpha fund', kind: 'Travel', status: 'Upcoming', target_amount: 1000, balance: -150 });
+      expect(res.body).toMatchObject({
+        id: a.fundId,
+        name: 'alpha fund',
+        kind: 'Travel',
+        status: 'Upcoming',
+        target_amount: 1000,
+        balance: -150,
+      });
       expect(res.body.fund_transactions.map((x: { amount: number }) => x.amount)).toEqual([100, -300, 50]);
       // Participants in the order they joined.
       expect(res.body.participants).toEqual([
-        expect.objectContaining({ id: a.contactId, name: 'alpha contact', phone: '+1 555 0100', joined_at: expect.any(String) }),
+        expect.objectContaining({
+          id: a.contactId,
+          name: 'alpha contact',
+          phone: '+1 555 0100',
+          joined_at: expect.any(String),
+        }),
         expect.objectContaining({ name: 'Aaron', nickname: null, joined_at: expect.any(String) }),
       ]);
       expect(res.body).not.toHaveProperty('fund_participants');
@@ -173,7 +274,12 @@ describe('/api/v1 wrapper routes', () => {
     it('an unknown id or one that is not a uuid is 404 in the error shape', async () => {
       const res = await api().get('/funds/00000000-0000-4000-8000-000000000000');
       expect(res.status).toBe(404);
-      expect(res.body).toEqual({ code: 'TLY100', message: 'No fund with id 00000000-0000-4000-8000-000000000000 in this workspace', details: null, hint: expect.any(String) });
+      expect(res.body).toEqual({
+        code: 'TLY100',
+        message: 'No fund with id 00000000-0000-4000-8000-000000000000 in this workspace',
+        details: null,
+        hint: expect.any(String),
+      });
       expect((await api().get('/funds/not-a-uuid')).status).toBe(404);
     });
   });
@@ -181,14 +287,27 @@ describe('/api/v1 wrapper routes', () => {
   describe('writes', () => {
     it('POST /personal_transactions: 201, the record, its Location; GET, PATCH and DELETE it by id', async () => {
       const created = await api().post('/personal_transactions', {
-        name: 'Coffee', amount: 3.2, category_id: 'food-drinks', method_id: 'mobile-wallet', occurred_at: '2026-03-14T08:30:00Z', note: 'flat white',
+        name: 'Coffee',
+        amount: 3.2,
+        category_id: 'food-drinks',
+        method_id: 'mobile-wallet',
+        occurred_at: '2026-03-14T08:30:00Z',
+        note: 'flat white',
       });
       expect(created.status).toBe(201);
       const id: string = created.body.id;
       expect(created.headers.location).toBe(`/api/v1/personal_transactions/${id}`);
-      expect(created.body).toMatchObject({ name: 'Coffee', amount: 3.2, category_id: 'food-drinks', method_id: 'mobile-wallet', note: 'flat white', workspace_id: a.id });
+      expect(created.body).toMatchObject({
+        name: 'Coffee',
+        amount: 3.2,
+        category_id: 'food-drinks',
+        method_id: 'mobile-wallet',
+        note: 'flat white',
+        workspace_id: a.id,
+      });
       expect(Date.parse(created.body.occurred_at)).toBe(Date.parse('2026-03-14T08:30:00Z'));
-      const [row] = await db.admin`SELECT workspace_id, name, amount::float8 AS amount FROM personal_transactions WHERE id = ${id}`;
+      const [row] =
+        await db.admin`SELECT workspace_id, name, amount::float8 AS amount FROM personal_transactions WHERE id = ${id}`;
       expect(row).toEqual({ workspace_id: a.id, name: 'Coffee', amount: 3.2 });
 
       const read = await api().get(created.headers.location.replace('/api/v1', ''));
@@ -210,7 +329,13 @@ describe('/api/v1 wrapper routes', () => {
     });
 
     it('POST /fund_transactions records against a fund; PATCH and DELETE it by id', async () => {
-      const created = await api().post('/fund_transactions', { fund_id: a.fundId, name: 'Taxi', amount: -20.5, category_id: 'local-transport', method_id: 'cash' });
+      const created = await api().post('/fund_transactions', {
+        fund_id: a.fundId,
+        name: 'Taxi',
+        amount: -20.5,
+        category_id: 'local-transport',
+        method_id: 'cash',
+      });
       expect(created.status).toBe(201);
       expect(created.headers.location).toBe(`/api/v1/fund_transactions/${created.body.id}`);
       expect(created.body).toMatchObject({ fund_id: a.fundId, name: 'Taxi', amount: -20.5, workspace_id: a.id });
@@ -226,10 +351,23 @@ describe('/api/v1 wrapper routes', () => {
     });
 
     it('POST /funds creates an Upcoming fund; PATCH /funds/{id} sets any of the three statuses', async () => {
-      const created = await api().post('/funds', { name: 'Ski trip', kind: 'Travel', target_amount: 2000, currency: 'CHF', start_date: '2026-01-10', end_date: '2026-01-17' });
+      const created = await api().post('/funds', {
+        name: 'Ski trip',
+        kind: 'Travel',
+        target_amount: 2000,
+        currency: 'CHF',
+        start_date: '2026-01-10',
+        end_date: '2026-01-17',
+      });
       expect(created.status).toBe(201);
       expect(created.headers.location).toBe(`/api/v1/funds/${created.body.id}`);
-      expect(created.body).toMatchObject({ name: 'Ski trip', status: 'Upcoming', currency: 'CHF', target_amount: 2000, start_date: '2026-01-10' });
+      expect(created.body).toMatchObject({
+        name: 'Ski trip',
+        status: 'Upcoming',
+        currency: 'CHF',
+        target_amount: 2000,
+        start_date: '2026-01-10',
+      });
       for (const status of ['Completed', 'Upcoming', 'In Progress']) {
         const res = await api().patch(`/funds/${created.body.id}`, { status });
         expect(res.status).toBe(200);
@@ -245,7 +383,14 @@ describe('/api/v1 wrapper routes', () => {
     });
 
     it('POST /contacts, GET, PATCH and DELETE /contacts/{id}', async () => {
-      const created = await api().post('/contacts', { name: 'Mia', nickname: 'M', phone: '+44 20 7946 0000', email: 'mia@example.com', gender: 'f', nationality: 'UK' });
+      const created = await api().post('/contacts', {
+        name: 'Mia',
+        nickname: 'M',
+        phone: '+44 20 7946 0000',
+        email: 'mia@example.com',
+        gender: 'f',
+        nationality: 'UK',
+      });
       expect(created.status).toBe(201);
       expect(created.headers.location).toBe(`/api/v1/contacts/${created.body.id}`);
       expect((await api().get(`/contacts/${created.body.id}`)).body).toEqual(created.body);
@@ -257,7 +402,13 @@ describe('/api/v1 wrapper routes', () => {
 
     it('a fund transaction for a fund of another workspace is refused and not written', async () => {
       const before = await db.admin`SELECT count(*)::int AS n FROM fund_transactions`;
-      const res = await api().post('/fund_transactions', { fund_id: b.fundId, name: 'Sneaky', amount: 1, category_id: 'other', method_id: 'cash' });
+      const res = await api().post('/fund_transactions', {
+        fund_id: b.fundId,
+        name: 'Sneaky',
+        amount: 1,
+        category_id: 'other',
+        method_id: 'cash',
+      });
       expect(res.status).toBe(409);
       expect(res.body.code).toBe('23503');
       expect(await db.admin`SELECT count(*)::int AS n FROM fund_transactions`).toEqual(before);
@@ -272,7 +423,13 @@ describe('/api/v1 wrapper routes', () => {
         api(readA).post('/personal_transactions', { name: 'No', amount: 1, category_id: 'other', method_id: 'cash' }),
         api(readA).post('/funds', { name: 'No' }),
         api(readA).post('/contacts', { name: 'No' }),
-        api(readA).post('/fund_transactions', { fund_id: a.fundId, name: 'No', amount: 1, category_id: 'other', method_id: 'cash' }),
+        api(readA).post('/fund_transactions', {
+          fund_id: a.fundId,
+          name: 'No',
+          amount: 1,
+          category_id: 'other',
+          method_id: 'cash',
+        }),
         api(readA).patch(`/personal_transactions/${a.expenseId}`, { name: 'Changed' }),
         api(readA).patch(`/funds/${a.fundId}`, { status: 'Completed' }),
         api(readA).delete(`/contacts/${a.contactId}`),
@@ -283,7 +440,9 @@ describe('/api/v1 wrapper routes', () => {
         expect(res.body.message).toBe('This token is read-only: it cannot create, change or delete data');
       }
       expect(await db.admin`SELECT count(*)::int AS n FROM personal_transactions`).toEqual(before);
-      expect((await db.admin`SELECT name FROM personal_transactions WHERE id = ${a.expenseId}`)[0].name).toBe('alpha lunch');
+      expect((await db.admin`SELECT name FROM personal_transactions WHERE id = ${a.expenseId}`)[0].name).toBe(
+        'alpha lunch',
+      );
       expect((await db.admin`SELECT status FROM funds WHERE id = ${a.fundId}`)[0].status).toBe('Upcoming');
       expect(await db.admin`SELECT 1 FROM contacts WHERE id = ${a.contactId}`).toHaveLength(1);
     });
@@ -300,7 +459,7 @@ describe('/api/v1 wrapper routes', () => {
       expect((await api().get(`/fund_transactions?fund_id=eq.${b.fundId}`)).body).toEqual([]);
     });
 
-    it('B\'s ids through A\'s token: GET, PATCH and DELETE are 404 and B is unchanged', async () => {
+    it("B's ids through A's token: GET, PATCH and DELETE are 404 and B is unchanged", async () => {
       const snapshot = () => db.admin`
         SELECT (SELECT row_to_json(p)::text FROM personal_transactions p WHERE id = ${b.expenseId}) AS expense,
                (SELECT row_to_json(f)::text FROM funds f WHERE id = ${b.fundId}) AS fund,

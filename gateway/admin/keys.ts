@@ -13,7 +13,9 @@ export interface KeyInfo {
 
 export async function createKey(sql: Sql, label: string, actor: string): Promise<{ id: string; key: string }> {
   const key = newPublishableKey();
-  const [{ id }] = await sql<{ id: string }[]>`SELECT tally.create_publishable_key(${label}, ${sha256(key)}, ${actor}) AS id`;
+  const [{ id }] = await sql<
+    { id: string }[]
+  >`SELECT tally.create_publishable_key(${label}, ${sha256(key)}, ${actor}) AS id`;
   return { id, key };
 }
 
@@ -23,6 +25,8 @@ export async function listKeys(sql: Sql): Promise<KeyInfo[]> {
 
 export async function revokeKey(sql: Sql, keyId: string, actor: string): Promise<void> {
   if (!/^[0-9a-f-]{36}$/i.test(keyId)) throw new AdminError(`"${keyId}" is not a key id`);
-  const [{ revoked }] = await sql<{ revoked: boolean }[]>`SELECT tally.revoke_publishable_key(${keyId}, ${actor}) AS revoked`;
+  const [{ revoked }] = await sql<
+    { revoked: boolean }[]
+  >`SELECT tally.revoke_publishable_key(${keyId}, ${actor}) AS revoked`;
   if (!revoked) throw new AdminError(`no active key with id ${keyId}`);
 }

@@ -25,9 +25,17 @@ export interface AddedMember {
  * that is returned to be shown once and must be changed at the first sign-in. A known user keeps their password unless one is given,
  * which then replaces it (and ends their sessions).
  */
-export async function addMember(sql: Sql, workspaceId: string, email: string, role: Role, password: string | undefined, actor: string): Promise<AddedMember> {
+export async function addMember(
+  sql: Sql,
+  workspaceId: string,
+  email: string,
+  role: Role,
+  password: string | undefined,
+  actor: string,
+): Promise<AddedMember> {
   const address = email.trim();
-  if (!/^[^@\s]+@[^@\s]+$/.test(address) || address.length > 320) throw new AdminError(`"${email}" is not an email address`);
+  if (!/^[^@\s]+@[^@\s]+$/.test(address) || address.length > 320)
+    throw new AdminError(`"${email}" is not an email address`);
   if (password !== undefined) {
     const problem = passwordProblem(password);
     if (problem) throw new AdminError(problem);
@@ -40,7 +48,8 @@ export async function addMember(sql: Sql, workspaceId: string, email: string, ro
     const [added] = await tx<{ user_id: string; created: boolean }[]>`
       SELECT user_id, created FROM tally.add_member(${workspaceId}, ${address}, ${role}, ${hash}, ${actor})`;
     // A generated password is known to the operator: the member must replace it at first sign-in.
-    if (hash !== null) await tx`UPDATE public.user_credentials SET password_temporary = ${generatedPassword !== undefined} WHERE id = ${added.user_id}`;
+    if (hash !== null)
+      await tx`UPDATE public.user_credentials SET password_temporary = ${generatedPassword !== undefined} WHERE id = ${added.user_id}`;
     return added;
   });
   return { userId: row.user_id, created: row.created, generatedPassword };

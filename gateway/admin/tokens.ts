@@ -22,7 +22,13 @@ export function parseScope(value: string | undefined): Scope {
   throw new AdminError(`scope must be read or write, got "${value ?? ''}"`);
 }
 
-export async function createToken(sql: Sql, workspaceId: string, scope: Scope, label: string, actor: string): Promise<{ id: string; token: string }> {
+export async function createToken(
+  sql: Sql,
+  workspaceId: string,
+  scope: Scope,
+  label: string,
+  actor: string,
+): Promise<{ id: string; token: string }> {
   if (label.length > 200) throw new AdminError('a token label has at most 200 characters');
   const token = newWorkspaceToken();
   const [{ id }] = await sql<{ id: string }[]>`

@@ -22,12 +22,20 @@ export async function findWorkspace(sql: Sql, ref: string): Promise<Workspace> {
 // The codes this runtime's ICU knows: ISO 4217's active currencies (XYZ or EURO are refused).
 const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
 
-export async function createWorkspace(sql: Sql, name: string, currency: string | undefined, actor: string): Promise<Workspace> {
-  if (!CURRENCIES.has(currency ?? 'USD')) throw new AdminError(`currency must be an ISO 4217 code such as USD, got "${currency}"`);
+export async function createWorkspace(
+  sql: Sql,
+  name: string,
+  currency: string | undefined,
+  actor: string,
+): Promise<Workspace> {
+  if (!CURRENCIES.has(currency ?? 'USD'))
+    throw new AdminError(`currency must be an ISO 4217 code such as USD, got "${currency}"`);
   if (name.trim().length === 0 || name.length > 200) throw new AdminError('a workspace name has 1 to 200 characters');
   const [existing] = await sql`SELECT 1 FROM public.workspaces WHERE lower(name) = lower(${name})`;
   if (existing) throw new AdminError(`a workspace named "${name}" exists already`);
-  const [{ id }] = await sql<{ id: string }[]>`SELECT tally.create_workspace(${name}, ${currency ?? null}, ${actor}) AS id`;
+  const [{ id }] = await sql<
+    { id: string }[]
+  >`SELECT tally.create_workspace(${name}, ${currency ?? null}, ${actor}) AS id`;
   return findWorkspace(sql, id);
 }
 

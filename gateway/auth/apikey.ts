@@ -12,14 +12,21 @@ export class ApiKeys {
   private readonly configured: Buffer[];
   private readonly cache = new Map<string, number>(); // hash (hex) -> valid until (ms)
 
-  constructor(private readonly db: Pool, configuredKeys: string[]) {
+  constructor(
+    private readonly db: Pool,
+    configuredKeys: string[],
+  ) {
     this.configured = configuredKeys.map(sha256);
   }
 
   /** Throws PostgREST-style 401s for a missing or unknown key. */
   async check(apikey: string | undefined): Promise<void> {
     if (apikey === undefined || apikey === '') {
-      throw catalogue.invalidCredential('No API key found in request', 'Send your publishable key in the apikey header', {});
+      throw catalogue.invalidCredential(
+        'No API key found in request',
+        'Send your publishable key in the apikey header',
+        {},
+      );
     }
     const hash = sha256(apikey);
     if (this.configured.some((k) => sameHash(k, hash))) return;

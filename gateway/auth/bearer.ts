@@ -32,8 +32,11 @@ export function bearerAuth(ctx: AppContext): RequestHandler {
       // The server's login may become any role it is a member of: only the API roles are
       // for requests. A JWT naming another (the owner, authenticator itself) is not Tally's.
       if (!ctx.config.apiRoles.includes(role)) {
-        throw catalogue.invalidClaims('JWT role is not an API role', 'Exchange a workspace token at /api/v1/token for an access token',
-          { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="JWT role is not an API role"' });
+        throw catalogue.invalidClaims(
+          'JWT role is not an API role',
+          'Exchange a workspace token at /api/v1/token for an access token',
+          { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="JWT role is not an API role"' },
+        );
       }
       res.locals.auth = { role, claims: { ...claims, role } } satisfies AuthContext;
       res.locals.rateKey = typeof claims.sub === 'string' ? `token:${claims.sub}` : `ip:${req.ip}`;

@@ -44,8 +44,11 @@ function presentedToken(req: Request): string | undefined {
   }
   const shaped = [...new Set(candidates.filter(looksLikeWorkspaceToken))];
   if (shaped.length > 1) {
-    throw catalogue.invalidCredential('Two different workspace tokens were sent', 'Send the workspace token in one place only',
-      { 'WWW-Authenticate': 'Bearer realm="tally"' });
+    throw catalogue.invalidCredential(
+      'Two different workspace tokens were sent',
+      'Send the workspace token in one place only',
+      { 'WWW-Authenticate': 'Bearer realm="tally"' },
+    );
   }
   // Nothing shaped like a workspace token: the first value presented fails the lookup as
   // malformed (401), and no value at all is a missing token (401).
@@ -59,24 +62,31 @@ export function exchangeRouter(ctx: AppContext): Router {
   const json = express.json({ limit: Math.min(ctx.config.maxBodyBytes, 64 * 1024), strict: false });
   const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
 
-  router.post(EXCHANGE_PATHS, json, failedAuthLimit(ctx, authenticate), rateLimit(ctx), requireApiEnabled, async (_req, res, next) => {
-    try {
-      const token = res.locals.workspaceToken as WorkspaceToken;
-      const accessToken = await signAccessToken(ctx.jwt, {
-        role: roleForScope(token.scope),
-        workspace_id: token.workspaceId,
-        scope: token.scope,
-        sub: token.id,
-      });
-      res.set('Cache-Control', 'no-store').json({
-        access_token: accessToken,
-        token_type: 'Bearer',
-        expires_in: ACCESS_TOKEN_TTL_SECONDS,
-        scope: token.scope,
-      });
-    } catch (err) {
-      next(err);
-    }
-  });
+  router.post(
+    EXCHANGE_PATHS,
+    json,
+    failedAuthLimit(ctx, authenticate),
+    rateLimit(ctx),
+    requireApiEnabled,
+    async (_req, res, next) => {
+      try {
+        const token = res.locals.workspaceToken as WorkspaceToken;
+        const accessToken = await signAccessToken(ctx.jwt, {
+          role: roleForScope(token.scope),
+          workspace_id: token.workspaceId,
+          scope: token.scope,
+          sub: token.id,
+        });
+        res.set('Cache-Control', 'no-store').json({
+          access_token: accessToken,
+          token_type: 'Bearer',
+          expires_in: ACCESS_TOKEN_TTL_SECONDS,
+          scope: token.scope,
+        });
+      } catch (err) {
+        next(err);
+      }
+    },
+  );
   return router;
 }

@@ -29,7 +29,11 @@ export interface AccessClaims {
   sub: string;
 }
 
-export async function signAccessToken(keys: JwtKeys, claims: AccessClaims, ttlSeconds = ACCESS_TOKEN_TTL_SECONDS): Promise<string> {
+export async function signAccessToken(
+  keys: JwtKeys,
+  claims: AccessClaims,
+  ttlSeconds = ACCESS_TOKEN_TTL_SECONDS,
+): Promise<string> {
   const { sub, ...rest } = claims;
   return new SignJWT({ ...rest })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
@@ -43,7 +47,9 @@ export async function signAccessToken(keys: JwtKeys, claims: AccessClaims, ttlSe
 }
 
 const jwtError = (kind: 'invalidCredential' | 'invalidClaims', message: string, hint: string | null = null): ApiError =>
-  catalogue[kind](message, hint, { 'WWW-Authenticate': `Bearer error="invalid_token", error_description="${message}"` });
+  catalogue[kind](message, hint, {
+    'WWW-Authenticate': `Bearer error="invalid_token", error_description="${message}"`,
+  });
 
 /**
  * Verifies a JWT and returns its claims, or throws PostgREST's JWT errors (401): PGRST301 for
@@ -88,28 +94,47 @@ function verifiedOf(keys: JwtKeys): Map<string, { payload: JWTPayload; until: nu
 
 async function verifyUncached(keys: JwtKeys, token: string): Promise<JWTPayload> {
   if (token.split('.').length !== 3) {
-    throw jwtError('invalidCredential', 'Expected 3 parts in JWT; got ' + token.split('.').length,
-      token.startsWith('tally_ws_') ? 'This is a workspace token: exchange it for an access token at POST /api/v1/token first' : null);
+    throw jwtError(
+      'invalidCredential',
+      'Expected 3 parts in JWT; got ' + token.split('.').length,
+      token.startsWith('tally_ws_')
+        ? 'This is a workspace token: exchange it for an access token at POST /api/v1/token first'
+        : null,
+    );
   }
   let lastError: unknown;
   for (const key of keys.verify) {
     try {
       // An access token without an expiry would be valid forever: `exp` is required.
-      const { payload } = await jwtVerify(token, key, { algorithms: ['HS256'], clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['exp'] });
-      if (payload.aud !== undefined && payload.aud !== AUDIENCE && !(Array.isArray(payload.aud) && payload.aud.includes(AUDIENCE))) {
+      const { payload } = await jwtVerify(token, key, {
+        algorithms: ['HS256'],
+        clockTolerance: CLOCK_TOLERANCE_S,
+        requiredClaims: ['exp'],
+      });
+      if (
+        payload.aud !== undefined &&
+        payload.aud !== AUDIENCE &&
+        !(Array.isArray(payload.aud) && payload.aud.includes(AUDIENCE))
+      ) {
         throw jwtError('invalidClaims', 'JWT not in audience');
       }
       return payload;
     } catch (err) {
       if (err instanceof ApiError) throw err;
-      if (err instanceof errors.JWTExpired) throw jwtError('invalidClaims', 'JWT expired', 'Exchange the workspace token for a new access token');
+      if (err instanceof errors.JWTExpired)
+        throw jwtError('invalidClaims', 'JWT expired', 'Exchange the workspace token for a new access token');
       if (err instanceof errors.JWTClaimValidationFailed) {
-        throw jwtError('invalidClaims', `JWT claim "${err.claim}" is ${err.reason === 'missing' ? 'missing' : 'invalid'}`);
+        throw jwtError(
+          'invalidClaims',
+          `JWT claim "${err.claim}" is ${err.reason === 'missing' ? 'missing' : 'invalid'}`,
+        );
       }
       lastError = err;
     }
   }
-  if (lastError instanceof errors.JWSSignatureVerificationFailed) throw jwtError('invalidCredential', 'JWT signature does not match');
-  if (lastError instanceof errors.JOSEAlgNotAllowed) throw jwtError('invalidCredential', 'JWT algorithm is not allowed; only HS256 is accepted');
+  if (lastError instanceof errors.JWSSignatureVerificationFailed)
+    throw jwtError('invalidCredential', 'JWT signature does not match');
+  if (lastError instanceof errors.JOSEAlgNotAllowed)
+    throw jwtError('invalidCredential', 'JWT algorithm is not allowed; only HS256 is accepted');
   throw jwtError('invalidCredential', 'JWT cannot be decoded');
 }

@@ -1,4 +1,10 @@
-import { ipKeyGenerator, rateLimit as expressRateLimit, type Options, type RateLimitRequestHandler, type Store } from 'express-rate-limit';
+import {
+  ipKeyGenerator,
+  rateLimit as expressRateLimit,
+  type Options,
+  type RateLimitRequestHandler,
+  type Store,
+} from 'express-rate-limit';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
@@ -31,7 +37,10 @@ export class PostgresRateLimitStore implements Store {
   private readonly leases = new Map<string, Lease>();
   private readonly taking = new Map<string, Promise<unknown>>();
 
-  constructor(private readonly db: Pool, readonly prefix: string) {}
+  constructor(
+    private readonly db: Pool,
+    readonly prefix: string,
+  ) {}
 
   init(options: Options): void {
     this.windowMs = options.windowMs;
@@ -69,7 +78,10 @@ export class PostgresRateLimitStore implements Store {
   }
 
   /** A new block for `key`: returns the hit of this request when the window is over the limit. */
-  private async take(key: string, previous: Lease | undefined): Promise<{ totalHits: number; resetTime: Date } | undefined> {
+  private async take(
+    key: string,
+    previous: Lease | undefined,
+  ): Promise<{ totalHits: number; resetTime: Date } | undefined> {
     const limit = this.limit!;
     const fresh = !previous || previous.resetTime.getTime() <= Date.now();
     const remaining = fresh ? limit : Math.max(0, limit - previous.hits);
@@ -81,7 +93,13 @@ export class PostgresRateLimitStore implements Store {
       this.db<{ hits: number; reset_at: Date }[]>`
         SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, ${n})`,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(Object.assign(new Error('the rate-limit counter did not answer in time'), { code: 'CONNECT_TIMEOUT' })), TAKE_TIMEOUT_MS);
+        timer = setTimeout(
+          () =>
+            reject(
+              Object.assign(new Error('the rate-limit counter did not answer in time'), { code: 'CONNECT_TIMEOUT' }),
+            ),
+          TAKE_TIMEOUT_MS,
+        );
       }),
     ]).finally(() => clearTimeout(timer));
     if (this.leases.size > 10_000) this.leases.clear();
@@ -169,8 +187,13 @@ export function rateLimit(ctx: AppContext): RateLimitRequestHandler {
         return typeof key === 'string' && key.startsWith('token:') ? key : addressKey(req);
       },
       handler: (_req, _res, next) => {
-        next(catalogue.rateLimited(`Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`, null,
-          'Wait the number of seconds in the Retry-After header before sending more requests'));
+        next(
+          catalogue.rateLimited(
+            `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
+            null,
+            'Wait the number of seconds in the Retry-After header before sending more requests',
+          ),
+        );
       },
     });
     requestLimiters.set(ctx, handler);
@@ -199,12 +222,16 @@ export function limitAfter(ctx: AppContext, authenticate: RequestHandler): Reque
 /** The answer to an address over the failed-authentication limit, with its draft-8 headers. */
 export function tooManyFailures(resetAt: Date): ApiError {
   const retry = Math.max(1, Math.ceil((resetAt.getTime() - Date.now()) / 1000));
-  return catalogue.rateLimited('Too many failed authentications from this address', null,
-    'Wait the number of seconds in the Retry-After header, then check the workspace token', {
+  return catalogue.rateLimited(
+    'Too many failed authentications from this address',
+    null,
+    'Wait the number of seconds in the Retry-After header, then check the workspace token',
+    {
       'Retry-After': String(retry),
       'RateLimit-Policy': `"failed-auth"; q=${FAILED_AUTH_LIMIT_PER_MINUTE}; w=${WINDOW_MS / 1000}`,
       RateLimit: `"failed-auth"; r=0; t=${retry}`,
-    });
+    },
+  );
 }
 
 /**
@@ -245,14 +272,20 @@ export async function takeRequests(ctx: AppContext, key: string, hits: number): 
     SELECT hits, reset_at FROM tally.rate_limit_take(${'req:' + key}, ${WINDOW_MS}, ${hits})`;
   if (row.hits > ctx.config.rateLimitPerMinute) {
     const retry = Math.max(1, Math.ceil((row.reset_at.getTime() - Date.now()) / 1000));
-    throw catalogue.rateLimited(`Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
-      `this call counts as ${hits + 1} requests`, 'Wait the number of seconds in the Retry-After header, or send fewer records per call',
-      { 'Retry-After': String(retry) });
+    throw catalogue.rateLimited(
+      `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
+      `this call counts as ${hits + 1} requests`,
+      'Wait the number of seconds in the Retry-After header, or send fewer records per call',
+      { 'Retry-After': String(retry) },
+    );
   }
 }
 
 /** What is left of `key`'s request limit in the current window (counted in Postgres). */
-export async function requestsLeft(ctx: AppContext, key: string): Promise<{ limit: number; remaining: number; reset_at: string }> {
+export async function requestsLeft(
+  ctx: AppContext,
+  key: string,
+): Promise<{ limit: number; remaining: number; reset_at: string }> {
   const seen = await requestCounter(ctx).get(key);
   const limit = ctx.config.rateLimitPerMinute;
   const live = seen && seen.resetTime.getTime() > Date.now();

@@ -35,17 +35,36 @@ export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
 const REALM = { 'WWW-Authenticate': 'Bearer realm="tally"' };
 
 const missingToken = (): ApiError =>
-  catalogue.noCredential('No workspace token found in request', 'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body', REALM);
+  catalogue.noCredential(
+    'No workspace token found in request',
+    'Send it as "Authorization: Bearer tally_ws_…", in the x-api-token header, or as {"token": …} in a JSON body',
+    REALM,
+  );
 
 const invalidToken = (): ApiError =>
-  catalogue.invalidCredential('Invalid workspace token', 'Check the token (tally token list shows the tokens of a workspace)', REALM);
+  catalogue.invalidCredential(
+    'Invalid workspace token',
+    'Check the token (tally token list shows the tokens of a workspace)',
+    REALM,
+  );
 
 const revokedToken = (): ApiError =>
-  catalogue.invalidCredential('The workspace token has been revoked', 'Ask a workspace owner for a new workspace token', REALM);
+  catalogue.invalidCredential(
+    'The workspace token has been revoked',
+    'Ask a workspace owner for a new workspace token',
+    REALM,
+  );
 
 export const apiSwitchedOff = (): ApiError => catalogue.apiSwitchedOff();
 
-type TokenRow = { token_id: string | null; workspace_id: string; scope: Scope; token_hash: Buffer; revoked: boolean; api_enabled: boolean };
+type TokenRow = {
+  token_id: string | null;
+  workspace_id: string;
+  scope: Scope;
+  token_hash: Buffer;
+  revoked: boolean;
+  api_enabled: boolean;
+};
 
 /**
  * Looks a presented workspace token up. Throws 401 for a missing, malformed, unknown or revoked
@@ -57,7 +76,11 @@ type TokenRow = { token_id: string | null; workspace_id: string; scope: Scope; t
  * address one after the other (tally.authenticate_token), and an address over the limit gets
  * a 429 before its token is looked at.
  */
-export async function findWorkspaceToken(ctx: AppContext, presented: string | undefined, failureKey?: string): Promise<WorkspaceToken> {
+export async function findWorkspaceToken(
+  ctx: AppContext,
+  presented: string | undefined,
+  failureKey?: string,
+): Promise<WorkspaceToken> {
   const shaped = presented !== undefined && looksLikeWorkspaceToken(presented);
   const hash = shaped ? sha256(presented) : null;
   let row: TokenRow | undefined;
@@ -90,7 +113,10 @@ async function countFailure(ctx: AppContext, failureKey: string): Promise<void> 
  * bearerAuth derives from a JWT's `sub`, so one token has one rate limit on every surface).
  * Under failedAuthLimit (res.locals.failedAuthKey set) its failures are limited per address.
  */
-export function authenticateWorkspaceToken(ctx: AppContext, extract: (req: Parameters<RequestHandler>[0]) => string | undefined): RequestHandler {
+export function authenticateWorkspaceToken(
+  ctx: AppContext,
+  extract: (req: Parameters<RequestHandler>[0]) => string | undefined,
+): RequestHandler {
   return async (req, res, next) => {
     const failureKey = res.locals.failedAuthKey as string | undefined;
     try {
@@ -98,7 +124,8 @@ export function authenticateWorkspaceToken(ctx: AppContext, extract: (req: Param
       try {
         presented = extract(req);
       } catch (err) {
-        if (failureKey !== undefined && err instanceof ApiError && err.status === 401) await countFailure(ctx, failureKey);
+        if (failureKey !== undefined && err instanceof ApiError && err.status === 401)
+          await countFailure(ctx, failureKey);
         throw err;
       }
       const token = await findWorkspaceToken(ctx, presented, failureKey);

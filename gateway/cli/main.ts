@@ -151,7 +151,9 @@ async function migrateCommand({ sub, config, str, flag }: Invocation): Promise<v
   try {
     const ran = await migrate(db.url, direction, count, flag('gateway-only') ? ['gateway'] : undefined);
     if (direction === 'up') await provisionServerLogin(config, db);
-    process.stdout.write(ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n');
+    process.stdout.write(
+      ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n',
+    );
   } finally {
     await db.stop();
   }
@@ -179,7 +181,8 @@ async function workspaceCommand({ sub, rest, config, str }: Invocation): Promise
     }
     case 'list': {
       const all = await withAdmin(config, listWorkspaces);
-      for (const ws of all) process.stdout.write(`${ws.id}  ${ws.currency}  api ${ws.api_enabled ? 'on ' : 'off'}  ${ws.name}\n`);
+      for (const ws of all)
+        process.stdout.write(`${ws.id}  ${ws.currency}  api ${ws.api_enabled ? 'on ' : 'off'}  ${ws.name}\n`);
       return;
     }
     case 'api': {
@@ -206,14 +209,20 @@ async function tokenCommand({ sub, rest, config, str, need }: Invocation): Promi
         const ws = await findWorkspace(sql, ref);
         return { ...(await createToken(sql, ws.id, scope, str('label') ?? '', 'cli')), ws };
       });
-      process.stdout.write(`created ${scope} token ${id} for workspace "${ws.name}"; it is shown only now:\n${token}\n`);
+      process.stdout.write(
+        `created ${scope} token ${id} for workspace "${ws.name}"; it is shown only now:\n${token}\n`,
+      );
       return;
     }
     case 'list': {
       const ref = str('workspace');
-      const tokens = await withAdmin(config, async (sql) => listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined));
+      const tokens = await withAdmin(config, async (sql) =>
+        listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined),
+      );
       for (const t of tokens) {
-        process.stdout.write(`${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace "${t.workspace_name}" (${t.workspace_id})  ${t.label}\n`);
+        process.stdout.write(
+          `${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace "${t.workspace_name}" (${t.workspace_id})  ${t.label}\n`,
+        );
       }
       return;
     }
@@ -238,7 +247,10 @@ async function keyCommand({ sub, rest, config, str }: Invocation): Promise<void>
     }
     case 'list': {
       const keys = await withAdmin(config, listKeys);
-      for (const k of keys) process.stdout.write(`${k.id}  ${k.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(k.created_at)}  ${k.label}\n`);
+      for (const k of keys)
+        process.stdout.write(
+          `${k.id}  ${k.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(k.created_at)}  ${k.label}\n`,
+        );
       return;
     }
     case 'revoke': {
@@ -274,10 +286,12 @@ async function memberCommand({ sub, config, need }: Invocation): Promise<void> {
 }
 
 /** A command with no words after it. */
-const alone = (name: string, fn: Command): Command => async (inv) => {
-  if (inv.sub !== undefined) throw new UsageError(`unknown command "${name} ${inv.sub}"`);
-  return fn(inv);
-};
+const alone =
+  (name: string, fn: Command): Command =>
+  async (inv) => {
+    if (inv.sub !== undefined) throw new UsageError(`unknown command "${name} ${inv.sub}"`);
+    return fn(inv);
+  };
 
 /** The command groups, by their first word; surfaces add their own (surfaces.ts). */
 const COMMANDS: Record<string, Command> = {
@@ -292,7 +306,11 @@ const COMMANDS: Record<string, Command> = {
   sql: sqlCommand,
   psql: psqlCommand,
   db: dbCommand,
-  ...Object.fromEntries(SURFACES.flatMap((s) => (s.command ? [[s.command.name, alone(s.command.name, ({ config }) => s.command!.run(config))]] : []))),
+  ...Object.fromEntries(
+    SURFACES.flatMap((s) =>
+      s.command ? [[s.command.name, alone(s.command.name, ({ config }) => s.command!.run(config))]] : [],
+    ),
+  ),
 };
 
 async function run(argv: string[]): Promise<void> {
@@ -304,7 +322,8 @@ async function run(argv: string[]): Promise<void> {
   }
   const handler = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!handler) throw new UsageError(`unknown command "${positionals.join(' ')}"`);
-  const str = (name: string): string | undefined => (typeof flags[name] === 'string' ? (flags[name] as string) : undefined);
+  const str = (name: string): string | undefined =>
+    typeof flags[name] === 'string' ? (flags[name] as string) : undefined;
   const need = (name: string): string => {
     const v = str(name);
     if (!v) throw new UsageError(`--${name} is required`);
@@ -320,11 +339,17 @@ function describe(err: unknown): string {
   if (err instanceof AdminError || err instanceof ConfigError) return err.message;
   if (err instanceof ApiError) return err.hint ? `${err.message}. ${err.hint}` : err.message;
   const e = err as { code?: string; message?: string };
-  if (e?.code === 'ECONNREFUSED' || e?.code === 'ENOTFOUND' || e?.code === 'CONNECT_TIMEOUT' || e?.code === 'EHOSTUNREACH') {
+  if (
+    e?.code === 'ECONNREFUSED' ||
+    e?.code === 'ENOTFOUND' ||
+    e?.code === 'CONNECT_TIMEOUT' ||
+    e?.code === 'EHOSTUNREACH'
+  ) {
     return `cannot reach the database (${e.code}); check DATABASE_URL or start Tally with "tally up"`;
   }
   if (e?.code === '28P01' || e?.code === '3D000') return `cannot connect to the database: ${e.message}`;
-  if (e?.code === '42P01' || e?.code === '3F000') return `the database is not migrated yet: run "tally migrate" (${e.message})`;
+  if (e?.code === '42P01' || e?.code === '3F000')
+    return `the database is not migrated yet: run "tally migrate" (${e.message})`;
   if (typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return `the database refused: ${e.message}`;
   return e?.message ?? String(err);
 }

@@ -15,7 +15,8 @@ export async function databaseUrl(config: Config): Promise<{ url: string; runnin
   return embeddedUrl({ home: config.home, port: config.embeddedPort });
 }
 
-export const NOT_RUNNING = 'the embedded Postgres is not running: this URL works while "tally up" (or a "tally psql") runs';
+export const NOT_RUNNING =
+  'the embedded Postgres is not running: this URL works while "tally up" (or a "tally psql") runs';
 
 interface Result {
   command: string;
@@ -25,7 +26,14 @@ interface Result {
   length: number;
 }
 
-const cell = (v: unknown): string => (v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const cell = (v: unknown): string =>
+  v === null || v === undefined
+    ? ''
+    : v instanceof Date
+      ? v.toISOString()
+      : typeof v === 'object'
+        ? JSON.stringify(v)
+        : String(v);
 
 /**
  * psql-like plain output: the rows of each query (tab-separated, with a header), or a command
@@ -38,7 +46,11 @@ function format(result: Result): string[] {
     const rows = Array.from({ length: result.length }, (_, i) => names.map((n) => cell(result[i][n])).join('\t'));
     return [names.join('\t'), ...rows, `(${result.length} row${result.length === 1 ? '' : 's'})`];
   }
-  return [/^(INSERT|UPDATE|DELETE|MERGE|COPY)$/.test(result.command) && result.count !== null ? `${result.command} ${result.count}` : result.command];
+  return [
+    /^(INSERT|UPDATE|DELETE|MERGE|COPY)$/.test(result.command) && result.count !== null
+      ? `${result.command} ${result.count}`
+      : result.command,
+  ];
 }
 
 /**
@@ -51,7 +63,12 @@ export async function runSql(config: Config, script: string): Promise<string[]> 
   const sql = adminClient(db.url);
   try {
     const raw = (await sql.unsafe(script).simple()) as unknown as Result | Result[];
-    const results = script.trim() === '' ? [] : Array.isArray(raw) && raw.length > 0 && typeof (raw[0] as Result).command === 'string' ? (raw as Result[]) : [raw as Result];
+    const results =
+      script.trim() === ''
+        ? []
+        : Array.isArray(raw) && raw.length > 0 && typeof (raw[0] as Result).command === 'string'
+          ? (raw as Result[])
+          : [raw as Result];
     await sql`SELECT pg_notify('pgrst', 'reload schema')`;
     return results.flatMap(format);
   } finally {
@@ -74,8 +91,9 @@ function onPath(name: string): string | undefined {
   return undefined;
 }
 
-export const PSQL_MISSING = 'psql is not installed. Install the PostgreSQL client (Debian/Ubuntu: apt-get install postgresql-client; '
-  + 'macOS: brew install libpq; or any psql from postgresql.org), or run SQL with "tally sql". The connection URL:';
+export const PSQL_MISSING =
+  'psql is not installed. Install the PostgreSQL client (Debian/Ubuntu: apt-get install postgresql-client; ' +
+  'macOS: brew install libpq; or any psql from postgresql.org), or run SQL with "tally sql". The connection URL:';
 
 /**
  * Opens the system's psql on the owner's connection (starting the embedded Postgres for the

@@ -3,7 +3,15 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql } from 'postgres';
 import type { Config } from '../config.js';
-import { adminClient, configuredPool, jwtSecretFor, openDatabase, provisionServerLogin, serverLoginUrl, type Database } from '../db/connect.js';
+import {
+  adminClient,
+  configuredPool,
+  jwtSecretFor,
+  openDatabase,
+  provisionServerLogin,
+  serverLoginUrl,
+  type Database,
+} from '../db/connect.js';
 import { databaseState, preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
@@ -27,15 +35,23 @@ interface DemoCredentials {
 }
 
 /** The demo workspace's token and key, kept in the home folder so every start can print them. */
-async function demoCredentials(config: Config, sql: Sql, seeded: { id: string } | undefined): Promise<DemoCredentials | undefined> {
+async function demoCredentials(
+  config: Config,
+  sql: Sql,
+  seeded: { id: string } | undefined,
+): Promise<DemoCredentials | undefined> {
   const file = join(config.home, 'demo.json');
   let saved = existsSync(file) ? (JSON.parse(await readFile(file, 'utf8')) as DemoCredentials) : undefined;
   const workspaceId = seeded?.id ?? saved?.workspace_id;
   if (!workspaceId) return undefined;
   const [ws] = await sql`SELECT 1 FROM public.workspaces WHERE id = ${workspaceId}`;
   if (!ws) return undefined;
-  const [token] = saved ? await sql`SELECT 1 FROM public.api_tokens WHERE token_hash = ${sha256(saved.token)} AND revoked_at IS NULL` : [];
-  const [key] = saved ? await sql`SELECT 1 FROM public.publishable_keys WHERE key_hash = ${sha256(saved.key)} AND revoked_at IS NULL` : [];
+  const [token] = saved
+    ? await sql`SELECT 1 FROM public.api_tokens WHERE token_hash = ${sha256(saved.token)} AND revoked_at IS NULL`
+    : [];
+  const [key] = saved
+    ? await sql`SELECT 1 FROM public.publishable_keys WHERE key_hash = ${sha256(saved.key)} AND revoked_at IS NULL`
+    : [];
   if (saved && token && key && saved.workspace_id === workspaceId) return saved;
   saved = {
     workspace_id: workspaceId,
@@ -62,13 +78,26 @@ async function step<T>(what: string, fn: () => Promise<T>, done: (result: T) => 
 
 export async function up(config: Config, options: { prepare: boolean }): Promise<void> {
   const firstRun = !config.databaseUrl && !existsSync(join(config.home, 'pgdata', 'PG_VERSION'));
-  const db = await step(config.databaseUrl ? 'Connecting to Postgres at DATABASE_URL'
-    : firstRun ? `Creating the embedded Postgres in ${config.home} (initdb, first run only) and starting it` : 'Starting the embedded Postgres',
-  () => openDatabase(config));
+  const db = await step(
+    config.databaseUrl
+      ? 'Connecting to Postgres at DATABASE_URL'
+      : firstRun
+        ? `Creating the embedded Postgres in ${config.home} (initdb, first run only) and starting it`
+        : 'Starting the embedded Postgres',
+    () => openDatabase(config),
+  );
   let demo: DemoCredentials | undefined;
   if (options.prepare) {
-    await step('Running migrations', () => migrate(db.url), (ran) => `${ran.length} applied`);
-    await step('Applying the RLS policies', () => applyPolicies(db.url), (files) => `${files.length} files`);
+    await step(
+      'Running migrations',
+      () => migrate(db.url),
+      (ran) => `${ran.length} applied`,
+    );
+    await step(
+      'Applying the RLS policies',
+      () => applyPolicies(db.url),
+      (files) => `${files.length} files`,
+    );
     const admin = adminClient(db.url);
     try {
       const [{ count }] = await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`;
@@ -98,12 +127,18 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   // In front of a database of its own, without the finance app's state, only the generic
   // surfaces (/rest/v1, health) are served.
   const surfaces = app ? SURFACES : SURFACES.filter((s) => !s.app);
-  const server = await listen(createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces), config.port, config.host);
+  const server = await listen(
+    createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces),
+    config.port,
+    config.host,
+  );
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
-  const lines = [`Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`];
+  const lines = [
+    `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`,
+  ];
   if (app) {
     lines.push(
       `  REST wrapper     ${base}/api/v1`,
@@ -113,10 +148,15 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
       `  MCP              ${base}/mcp${demo ? `?token=${demo.token}` : '?token=<workspace token>'}`,
     );
   } else {
-    lines.push(`  Direct tables    ${base}/rest/v1 (schemas ${config.schemas.join(', ')}; no finance app in this database)`);
+    lines.push(
+      `  Direct tables    ${base}/rest/v1 (schemas ${config.schemas.join(', ')}; no finance app in this database)`,
+    );
   }
   if (demo) {
-    lines.push(`  Publishable key  ${demo.key}`, `  Demo token       ${demo.token}  (write scope, workspace ${demo.workspace_id})`);
+    lines.push(
+      `  Publishable key  ${demo.key}`,
+      `  Demo token       ${demo.token}  (write scope, workspace ${demo.workspace_id})`,
+    );
   }
   process.stdout.write(lines.join('\n') + '\n');
 

@@ -36,7 +36,9 @@ const AUTHENTICATOR_ROLE = 'authenticator';
 export async function serverLoginUrl(config: Config, db: Database): Promise<string> {
   if (config.dbUri) return config.dbUri;
   if (!db.embedded) {
-    throw new Error('TALLY_DB_URI is required with DATABASE_URL: the server logs in as authenticator, not as the owner (see the README)');
+    throw new Error(
+      'TALLY_DB_URI is required with DATABASE_URL: the server logs in as authenticator, not as the owner (see the README)',
+    );
   }
   const url = new URL(db.url);
   url.username = AUTHENTICATOR_ROLE;
@@ -55,7 +57,8 @@ export async function provisionServerLogin(config: Config, db: Database): Promis
   const admin = adminClient(db.url);
   try {
     // Only once the migration that makes the function has run (migrate --count can stop before).
-    const [ready] = await admin`SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('tally.set_login_password(text, text)')`;
+    const [ready] =
+      await admin`SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('tally.set_login_password(text, text)')`;
     if (ready) await admin`SELECT tally.set_login_password(${AUTHENTICATOR_ROLE}, ${decodeURIComponent(url.password)})`;
   } finally {
     await admin.end();
@@ -71,7 +74,10 @@ export async function provisionServerLogin(config: Config, db: Database): Promis
  * transaction pooler (PgBouncer in transaction mode), which may hand each transaction another
  * server connection, never sees a statement name it does not know.
  */
-export function serverPool(url: string, options: { max?: number; acquireTimeoutMs?: number; perToken?: number; prepare?: boolean } = {}): Pool {
+export function serverPool(
+  url: string,
+  options: { max?: number; acquireTimeoutMs?: number; perToken?: number; prepare?: boolean } = {},
+): Pool {
   return createPool(url, {
     size: options.max ?? 10,
     acquireTimeoutMs: options.acquireTimeoutMs ?? 3000,
@@ -93,7 +99,12 @@ export function serverPool(url: string, options: { max?: number; acquireTimeoutM
 
 /** The pool sized and bounded by the configuration. */
 export function configuredPool(url: string, config: Config): Pool {
-  return serverPool(url, { max: config.poolSize, acquireTimeoutMs: config.poolAcquireTimeoutMs, perToken: config.poolPerToken, prepare: config.preparedStatements });
+  return serverPool(url, {
+    max: config.poolSize,
+    acquireTimeoutMs: config.poolAcquireTimeoutMs,
+    perToken: config.poolPerToken,
+    prepare: config.preparedStatements,
+  });
 }
 
 /** A short-lived owner connection for administration. */

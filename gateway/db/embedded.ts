@@ -32,7 +32,8 @@ const newSecret = (bytes: number): string => randomBytes(bytes).toString('base64
 export async function localSecrets(home: string): Promise<LocalSecrets> {
   const file = join(home, 'secrets.json');
   if (existsSync(file)) {
-    const saved = JSON.parse(await readFile(file, 'utf8')) as Partial<LocalSecrets> & Pick<LocalSecrets, 'postgresPassword' | 'jwtSecret'>;
+    const saved = JSON.parse(await readFile(file, 'utf8')) as Partial<LocalSecrets> &
+      Pick<LocalSecrets, 'postgresPassword' | 'jwtSecret'>;
     if (saved.authenticatorPassword) return saved as LocalSecrets;
     // A home folder from before the server had a login of its own: add its password.
     const completed = { ...saved, authenticatorPassword: newSecret(24) };
@@ -78,7 +79,11 @@ export async function embeddedUrl(options: { home: string; port: number }): Prom
   return { url: urlFor(postgresPassword, port ?? options.port, DATABASE), running: port !== undefined };
 }
 
-export async function startEmbedded(options: { home: string; port: number; log?: (line: string) => void }): Promise<EmbeddedDatabase> {
+export async function startEmbedded(options: {
+  home: string;
+  port: number;
+  log?: (line: string) => void;
+}): Promise<EmbeddedDatabase> {
   const home = resolve(options.home);
   const dataDir = join(home, 'pgdata');
   const { postgresPassword } = await localSecrets(home);
@@ -111,8 +116,11 @@ export async function startEmbedded(options: { home: string; port: number; log?:
     if (!initialised) await server.initialise();
     await server.start();
   } catch (err) {
-    const reason = err instanceof Error ? err.message : errors.join(' ').slice(-500) || 'the server exited during start';
-    throw new Error(`cannot start the embedded Postgres in ${dataDir} on port ${options.port}: ${reason}`, { cause: err });
+    const reason =
+      err instanceof Error ? err.message : errors.join(' ').slice(-500) || 'the server exited during start';
+    throw new Error(`cannot start the embedded Postgres in ${dataDir} on port ${options.port}: ${reason}`, {
+      cause: err,
+    });
   }
 
   const admin = postgres(urlFor(postgresPassword, options.port, 'postgres'), { max: 1, onnotice: () => {} });

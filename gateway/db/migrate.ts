@@ -23,7 +23,12 @@ const SETS: Record<MigrationSet, { dir: string; table: string; prefix: string }>
  * Runs the sets in order, up: the gateway's first; down: in reverse, `count` migrations in
  * all. Returns the names run, the gateway's prefixed with "gateway/".
  */
-export async function migrate(databaseUrl: string, direction: 'up' | 'down' = 'up', count = Infinity, sets: MigrationSet[] = ['gateway', 'app']): Promise<string[]> {
+export async function migrate(
+  databaseUrl: string,
+  direction: 'up' | 'down' = 'up',
+  count = Infinity,
+  sets: MigrationSet[] = ['gateway', 'app'],
+): Promise<string[]> {
   const ordered = (['gateway', 'app'] as const).filter((s) => sets.includes(s));
   if (direction === 'down') ordered.reverse();
   const names: string[] = [];

@@ -18,7 +18,9 @@ export interface DatabaseState {
  * login may read.
  */
 export async function databaseState(db: Sql, config: Config): Promise<DatabaseState> {
-  const [preRequestSchema, preRequestName] = config.preRequest?.includes('.') ? config.preRequest.split('.') : [undefined, config.preRequest];
+  const [preRequestSchema, preRequestName] = config.preRequest?.includes('.')
+    ? config.preRequest.split('.')
+    : [undefined, config.preRequest];
   const [state] = await db<{ gateway: boolean; app: boolean; pre_request: boolean }[]>`
     WITH procs AS (
       SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
@@ -30,10 +32,14 @@ export async function databaseState(db: Sql, config: Config): Promise<DatabaseSt
            ${preRequestName ?? null}::text IS NULL
              OR EXISTS (SELECT 1 FROM procs WHERE proname = ${preRequestName ?? null} AND (${preRequestSchema ?? null}::text IS NULL OR nspname = ${preRequestSchema ?? null})) AS pre_request`;
   if (!state.gateway) {
-    throw new PreflightError('the database has no Tally gateway state (schema tally and its functions): run "tally migrate --gateway-only" on it first, or "tally migrate" for the finance app');
+    throw new PreflightError(
+      'the database has no Tally gateway state (schema tally and its functions): run "tally migrate --gateway-only" on it first, or "tally migrate" for the finance app',
+    );
   }
   if (!state.pre_request) {
-    throw new PreflightError(`the pre-request function ${config.preRequest} does not exist in the database: create it, or set TALLY_DB_PRE_REQUEST to empty for none`);
+    throw new PreflightError(
+      `the pre-request function ${config.preRequest} does not exist in the database: create it, or set TALLY_DB_PRE_REQUEST to empty for none`,
+    );
   }
   return { app: state.app };
 }
@@ -50,10 +56,14 @@ export async function preflight(db: Sql, config: Config): Promise<void> {
      WHERE r.rolname = session_user
      GROUP BY r.rolname, r.rolsuper, r.rolbypassrls`;
   if (login.rolsuper || login.rolbypassrls) {
-    throw new PreflightError(`the server's database login "${login.name}" is a superuser or bypasses RLS; log in as authenticator (TALLY_DB_URI)`);
+    throw new PreflightError(
+      `the server's database login "${login.name}" is a superuser or bypasses RLS; log in as authenticator (TALLY_DB_URI)`,
+    );
   }
   if (login.others.length > 0) {
-    throw new PreflightError(`the server's database login "${login.name}" is a member of ${login.others.join(', ')}, not only of the API roles (${config.apiRoles.join(', ')})`);
+    throw new PreflightError(
+      `the server's database login "${login.name}" is a member of ${login.others.join(', ')}, not only of the API roles (${config.apiRoles.join(', ')})`,
+    );
   }
   // RLS by construction: a table an API role may touch that has workspace_id is a tenant
   // table, and must force its policies on everyone, its owner included.
@@ -68,6 +78,8 @@ export async function preflight(db: Sql, config: Config): Promise<void> {
        AND NOT (c.relrowsecurity AND c.relforcerowsecurity)
      ORDER BY 1`;
   if (open.length > 0) {
-    throw new PreflightError(`refusing to serve: ${open.map((t) => t.name).join(', ')} ${open.length === 1 ? 'has' : 'have'} workspace_id and ${open.length === 1 ? 'is' : 'are'} granted to an API role but without forced row-level security (run "tally policies apply" or fix the migration)`);
+    throw new PreflightError(
+      `refusing to serve: ${open.map((t) => t.name).join(', ')} ${open.length === 1 ? 'has' : 'have'} workspace_id and ${open.length === 1 ? 'is' : 'are'} granted to an API role but without forced row-level security (run "tally policies apply" or fix the migration)`,
+    );
   }
 }

@@ -60,8 +60,10 @@ export async function seedDemo(sql: Sql, name = 'Demo'): Promise<Workspace> {
       VALUES ('Thursday badminton', 'Badminton', 'Upcoming', ${ago(-10).slice(0, 10)}, ${ago(-100).slice(0, 10)}, 20, 'weekly', 4,
               600, 'Court hire and shuttlecocks for the season') RETURNING id`;
 
-    for (const c of contacts.slice(0, 4)) await tx`INSERT INTO public.fund_participants (fund_id, contact_id) VALUES (${trip}, ${c})`;
-    for (const c of contacts.slice(1)) await tx`INSERT INTO public.fund_participants (fund_id, contact_id) VALUES (${badminton}, ${c})`;
+    for (const c of contacts.slice(0, 4))
+      await tx`INSERT INTO public.fund_participants (fund_id, contact_id) VALUES (${trip}, ${c})`;
+    for (const c of contacts.slice(1))
+      await tx`INSERT INTO public.fund_participants (fund_id, contact_id) VALUES (${badminton}, ${c})`;
 
     const ledger: [string, string, number, string, string, number][] = [
       [trip, 'Contribution Ana', 300, 'fund-income', 'bank-transfer', 60],

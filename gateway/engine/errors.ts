@@ -22,8 +22,12 @@ export interface PgErrorLike {
 }
 
 export function isPgError(err: unknown): err is PgErrorLike {
-  return typeof err === 'object' && err !== null && (err as { name?: string }).name === 'PostgresError'
-    && typeof (err as { code?: unknown }).code === 'string';
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { name?: string }).name === 'PostgresError' &&
+    typeof (err as { code?: unknown }).code === 'string'
+  );
 }
 
 /** PostgREST's status for a SQLSTATE (docs "HTTP Status Codes"); 42501 depends on the role. */
@@ -41,7 +45,8 @@ function pgErrorStatus(code: string, anonymous: boolean): number {
   const cls = code.slice(0, 2);
   if (cls === '08' || cls === '53') return 503;
   if (cls === '0L' || cls === '0P' || cls === '28') return 403;
-  if (['09', '25', '2D', '38', '39', '3B', '40', '54', '55', '57', '58', 'F0', 'HV', 'P0', 'XX'].includes(cls)) return 500;
+  if (['09', '25', '2D', '38', '39', '3B', '40', '54', '55', '57', '58', 'F0', 'HV', 'P0', 'XX'].includes(cls))
+    return 500;
   return 400;
 }
 
@@ -78,7 +83,8 @@ function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
       // Every surface (/rest/v1, /api/v1, MCP) says the same: the token is read-only.
       return catalogue.readOnly(err.message); // details name the table
     } else if (/row-level security/.test(err.message)) {
-      hint ??= 'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
+      hint ??=
+        'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
     }
   } else if (err.code === '57014') {
     message = 'The query was cancelled because it ran longer than the statement timeout';
@@ -99,16 +105,32 @@ function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
     details = null;
     hint = null;
   }
-  if (details === null && err.column_name && (err.code.startsWith('23') || err.code.startsWith('22'))) details = `column: ${err.column_name}`;
-  if (details === null && err.constraint_name && err.code.startsWith('23')) details = `constraint: ${err.constraint_name}`;
+  if (details === null && err.column_name && (err.code.startsWith('23') || err.code.startsWith('22')))
+    details = `column: ${err.column_name}`;
+  if (details === null && err.constraint_name && err.code.startsWith('23'))
+    details = `constraint: ${err.constraint_name}`;
   return catalogue.database(status, err.code, message, details, hint, headers);
 }
 
 // ---- The database unreachable: PostgREST's connection errors --------------------------------
 
 /** postgres.js's codes for a connection that could not be made or was lost. */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'CONNECT_TIMEOUT']);
-const LOST = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'CONNECT_TIMEOUT',
+]);
+const LOST = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+]);
 /** admin_shutdown, crash_shutdown, cannot_connect_now: Postgres is stopping or starting. */
 const SHUTTING_DOWN = new Set(['57P01', '57P02', '57P03']);
 
@@ -116,7 +138,9 @@ export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string') return false;
-  return UNREACHABLE.has(code) || LOST.has(code) || (isPgError(err) && (SHUTTING_DOWN.has(code) || code.startsWith('08')));
+  return (
+    UNREACHABLE.has(code) || LOST.has(code) || (isPgError(err) && (SHUTTING_DOWN.has(code) || code.startsWith('08')))
+  );
 }
 
 /**

@@ -6,7 +6,14 @@
 
 import type { Row } from 'postgres';
 import type { AuthContext } from './call.js';
-import { ApiError, isConnectionError, isPgError, toApiError, type DescribeConstraint, type PgErrorContext } from './errors.js';
+import {
+  ApiError,
+  isConnectionError,
+  isPgError,
+  toApiError,
+  type DescribeConstraint,
+  type PgErrorContext,
+} from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
 import { compile, ident, join, run, sql, text, type CompiledSql } from './sql.js';
 import { errorFields, log } from './log.js';
@@ -69,10 +76,16 @@ function setupStatement(opts: TransactionOptions): CompiledSql {
 }
 
 /** The pre-request function (a configured, possibly schema-qualified name), called without arguments. */
-const preRequestStatement = (name: string): CompiledSql => compile(sql`SELECT ${join(name.split('.').map(ident), sql`.`)}()`);
+const preRequestStatement = (name: string): CompiledSql =>
+  compile(sql`SELECT ${join(name.split('.').map(ident), sql`.`)}()`);
 
 /** Runs `statements` (compiled by the query stage) in one transaction; see the top of this file. */
-export async function runTransaction(db: Pool, opts: TransactionOptions, statements: readonly CompiledSql[], decide?: Decide): Promise<Row[][]> {
+export async function runTransaction(
+  db: Pool,
+  opts: TransactionOptions,
+  statements: readonly CompiledSql[],
+  decide?: Decide,
+): Promise<Row[][]> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
@@ -102,7 +115,8 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
     if (pipelineCommit) open = false; // COMMIT of a failed transaction rolls it back
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
-    const results = settled.slice(1 + setup.length, 1 + setup.length + statements.length)
+    const results = settled
+      .slice(1 + setup.length, 1 + setup.length + statements.length)
       .map((s) => (s as PromiseFulfilledResult<Row[]>).value);
     if (open) {
       const end = decide ? decide(results) : 'commit';
@@ -117,7 +131,12 @@ export async function runTransaction(db: Pool, opts: TransactionOptions, stateme
     // error) destroys it: its backend is cancelled, its slot gets a new connection, and
     // Postgres rolls back the transaction of a closed connection itself.
     if (isPgError(err) && !isConnectionError(err)) {
-      const clean = !open || await watched(run(conn, ROLLBACK), deadline).then(() => true, () => false);
+      const clean =
+        !open ||
+        (await watched(run(conn, ROLLBACK), deadline).then(
+          () => true,
+          () => false,
+        ));
       if (clean) lease.release();
       else lease.destroy(pending);
     } else lease.destroy(pending);
@@ -142,6 +161,7 @@ function databaseError(err: unknown, ctx: PgErrorContext): ApiError {
   if (err instanceof ApiError) return err;
   const mapped = toApiError(err, ctx).error;
   // The client gets the one error shape and nothing internal; the log gets what happened.
-  if (mapped.status >= 500) log.error({ ...errorFields(err), status: mapped.status }, 'request failed in the database layer');
+  if (mapped.status >= 500)
+    log.error({ ...errorFields(err), status: mapped.status }, 'request failed in the database layer');
   return mapped;
 }

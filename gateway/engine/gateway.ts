@@ -37,8 +37,10 @@ export function requestSchema(ctx: EngineContext, req: GatewayRequest): string {
   const schemas = ctx.config.schemas;
   if (asked === undefined || asked === '') return schemas[0];
   if (!schemas.includes(asked)) {
-    throw catalogue.schemaNotExposed(schemas,
-      `Use ${read ? 'Accept-Profile' : 'Content-Profile'} with an exposed schema`);
+    throw catalogue.schemaNotExposed(
+      schemas,
+      `Use ${read ? 'Accept-Profile' : 'Content-Profile'} with an exposed schema`,
+    );
   }
   return asked;
 }
@@ -68,11 +70,31 @@ function compiledReadsOf(cache: SchemaCache): Lru<string, CompiledRead> {
 function readKey(req: GatewayRequest, auth: AuthContext): string | undefined {
   if ((req.method !== 'GET' && req.method !== 'HEAD') || routineName(req.relation) !== undefined) return undefined;
   const h = req.headers;
-  return [req.method, req.schema ?? '', h['accept-profile'] ?? '', req.relation, req.query.toString(), auth.role, h.accept ?? '', h.prefer ?? '', h.range ?? ''].join('\0');
+  return [
+    req.method,
+    req.schema ?? '',
+    h['accept-profile'] ?? '',
+    req.relation,
+    req.query.toString(),
+    auth.role,
+    h.accept ?? '',
+    h.prefer ?? '',
+    h.range ?? '',
+  ].join('\0');
 }
 
 function readOptions(ctx: EngineContext, auth: AuthContext, options: GatewayOptions): TransactionOptions {
-  return { describeConstraint: options.describeConstraint, readOnly: true, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest, statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write: false };
+  return {
+    describeConstraint: options.describeConstraint,
+    readOnly: true,
+    auth,
+    anonRole: ctx.config.anonRole,
+    readOnlyRoles: ctx.config.readOnlyRoles,
+    preRequest: ctx.config.preRequest,
+    statementTimeoutMs: ctx.config.statementTimeoutMs,
+    workMem: ctx.config.workMem,
+    write: false,
+  };
 }
 
 /** What a deployment adds to the engine's behaviour. */
@@ -102,31 +124,57 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
       const overloads = findRoutines(cache, schema, fn);
       const names = new Set(overloads.flatMap((r) => r.params.map((p) => p.name)).filter((n) => n !== ''));
       if (overloads.length === 0) {
-        throw routineNotFound(cache, schema, fn, req.method === 'POST' ? argumentKeys({ method: 'POST' } as ApiRequest, req.body)
-          : [...new Set(req.query.keys())].filter((k) => !['select', 'order', 'limit', 'offset', 'and', 'or', 'apikey'].includes(k)));
+        throw routineNotFound(
+          cache,
+          schema,
+          fn,
+          req.method === 'POST'
+            ? argumentKeys({ method: 'POST' } as ApiRequest, req.body)
+            : [...new Set(req.query.keys())].filter(
+                (k) => !['select', 'order', 'limit', 'offset', 'and', 'or', 'apikey'].includes(k),
+              ),
+        );
       }
       if (req.method !== 'POST') isArgument = (key) => names.has(key);
     }
     const api = parseApiRequest(req, schema, isArgument);
     checkSelectLimits(api.select, ctx.config);
     if (api.plan && !ctx.config.planEnabled) {
-      throw catalogue.notAcceptable(req.headers.accept,
-        'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
+      throw catalogue.notAcceptable(req.headers.accept, 'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
     }
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
-      describeConstraint: options.describeConstraint, readOnly: !write, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest,
-      statementTimeoutMs: ctx.config.statementTimeoutMs, workMem: ctx.config.workMem, write,
+      describeConstraint: options.describeConstraint,
+      readOnly: !write,
+      auth,
+      anonRole: ctx.config.anonRole,
+      readOnlyRoles: ctx.config.readOnlyRoles,
+      preRequest: ctx.config.preRequest,
+      statementTimeoutMs: ctx.config.statementTimeoutMs,
+      workMem: ctx.config.workMem,
+      write,
     };
     if (fn !== undefined) return runRoutine(ctx, cache, api, req, tx);
     return write ? runWrite(ctx, cache, api, req, tx) : runRead(ctx, cache, api, tx, key);
   };
 }
 
-async function runRead(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, tx: TransactionOptions, key: string | undefined): Promise<GatewayResponse> {
+async function runRead(
+  ctx: EngineContext,
+  cache: SchemaCache,
+  api: ApiRequest,
+  tx: TransactionOptions,
+  key: string | undefined,
+): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
   const root = readPlan({
-    cache, relation, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(), aggregatesEnabled: ctx.config.aggregatesEnabled,
+    cache,
+    relation,
+    select: api.select,
+    nodes: api.nodes,
+    range: api.range,
+    aliases: new AliasCounter(),
+    aggregatesEnabled: ctx.config.aggregatesEnabled,
   });
   const count = api.preferences.count;
   const statements = readStatement(root, api.accept, count);
@@ -136,8 +184,16 @@ async function runRead(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, 
   return executeRead(ctx, compiled, tx);
 }
 
-async function executeRead(ctx: EngineContext, { api, statements }: CompiledRead, tx: TransactionOptions): Promise<GatewayResponse> {
-  const results = await runTransaction(ctx.db, tx, statements.explain ? [statements.main, statements.explain] : [statements.main]);
+async function executeRead(
+  ctx: EngineContext,
+  { api, statements }: CompiledRead,
+  tx: TransactionOptions,
+): Promise<GatewayResponse> {
+  const results = await runTransaction(
+    ctx.db,
+    tx,
+    statements.explain ? [statements.main, statements.explain] : [statements.main],
+  );
   return readResult(api, results);
 }
 
@@ -152,7 +208,13 @@ function readResult(api: ApiRequest, results: Row[][], extraHeaders: Record<stri
     const exact = count === 'estimated' ? Number(row.total_result_set) : undefined;
     total = exact !== undefined && exact <= ESTIMATE_THRESHOLD ? exact : planned;
   }
-  const res = readResponse({ total, pageTotal: row.page_total as number, body: row.body as string }, api.range.offset, api.accept, api.method === 'HEAD', api.preferences);
+  const res = readResponse(
+    { total, pageTotal: row.page_total as number, body: row.body as string },
+    api.range.offset,
+    api.accept,
+    api.method === 'HEAD',
+    api.preferences,
+  );
   Object.assign(res.headers, extraHeaders);
   return res;
 }
@@ -162,47 +224,91 @@ function readResult(api: ApiRequest, results: Row[][], extraHeaders: Record<stri
  * for VOLATILE ones over POST (Prefer: tx=rollback honoured), in the request's transaction
  * model. Rows of a table-typed function are read like a table's; scalars are one JSON value.
  */
-async function runRoutine(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+async function runRoutine(
+  ctx: EngineContext,
+  cache: SchemaCache,
+  api: ApiRequest,
+  req: GatewayRequest,
+  tx: TransactionOptions,
+): Promise<GatewayResponse> {
   const call = routinePlan(cache, api, req.body, req.headers['content-type']);
   const returns = call.routine.returns;
   const rtx: TransactionOptions = { ...tx, readOnly: call.readOnly, write: !call.readOnly };
   let statements: ReadStatements;
   if (returns.kind === 'composite') {
     const root = readPlan({
-      cache, relation: returns.relation!, select: api.select, nodes: api.nodes, range: api.range, aliases: new AliasCounter(),
+      cache,
+      relation: returns.relation!,
+      select: api.select,
+      nodes: api.nodes,
+      range: api.range,
+      aliases: new AliasCounter(),
       aggregatesEnabled: ctx.config.aggregatesEnabled,
     });
     statements = readStatement(root, api.accept, api.preferences.count, routineSource(call, root.alias));
   } else statements = { main: scalarStatement(call) };
   if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
-  const decide = call.readOnly ? undefined : () => (api.preferences.tx === 'rollback' ? 'rollback' as const : 'commit' as const);
-  const results = await runTransaction(ctx.db, rtx, statements.explain ? [statements.main, statements.explain] : [statements.main], decide);
-  const applied: Record<string, string> = api.preferences.tx && !call.readOnly ? { 'Preference-Applied': `tx=${api.preferences.tx}` } : {};
+  const decide = call.readOnly
+    ? undefined
+    : () => (api.preferences.tx === 'rollback' ? ('rollback' as const) : ('commit' as const));
+  const results = await runTransaction(
+    ctx.db,
+    rtx,
+    statements.explain ? [statements.main, statements.explain] : [statements.main],
+    decide,
+  );
+  const applied: Record<string, string> =
+    api.preferences.tx && !call.readOnly ? { 'Preference-Applied': `tx=${api.preferences.tx}` } : {};
   if (returns.kind === 'void') return { status: 204, headers: applied, body: undefined };
   if (returns.kind === 'scalar') {
-    return { status: 200, headers: { 'Content-Type': CONTENT_TYPES.json, ...applied }, body: api.method === 'HEAD' ? undefined : results[0][0].body as string };
+    return {
+      status: 200,
+      headers: { 'Content-Type': CONTENT_TYPES.json, ...applied },
+      body: api.method === 'HEAD' ? undefined : (results[0][0].body as string),
+    };
   }
   return readResult(api, results, applied);
 }
 
 const EXPLAIN_FORMATS: Record<PlanMedia['format'], Fragment> = { json: sql`FORMAT JSON`, text: sql`FORMAT TEXT` };
 const EXPLAIN_OPTIONS: Record<PlanOption, Fragment> = {
-  analyze: sql`ANALYZE`, verbose: sql`VERBOSE`, settings: sql`SETTINGS`, buffers: sql`BUFFERS`, wal: sql`WAL`,
+  analyze: sql`ANALYZE`,
+  verbose: sql`VERBOSE`,
+  settings: sql`SETTINGS`,
+  buffers: sql`BUFFERS`,
+  wal: sql`WAL`,
 };
 
-const MEDIA_NAMES: Record<PlanMedia['for'], string> = { json: 'application/json', object: 'application/vnd.pgrst.object+json', csv: 'text/csv' };
+const MEDIA_NAMES: Record<PlanMedia['for'], string> = {
+  json: 'application/json',
+  object: 'application/vnd.pgrst.object+json',
+  csv: 'text/csv',
+};
 
 /**
  * Accept: application/vnd.pgrst.plan: EXPLAIN of the very statement the request would run, in
  * its transaction (role, claims, pre-request), always rolled back, so EXPLAIN ANALYZE of a
  * write or a VOLATILE function changes nothing.
  */
-async function planResponse(ctx: EngineContext, tx: TransactionOptions, statement: Statement, plan: PlanMedia): Promise<GatewayResponse> {
+async function planResponse(
+  ctx: EngineContext,
+  tx: TransactionOptions,
+  statement: Statement,
+  plan: PlanMedia,
+): Promise<GatewayResponse> {
   const options = [EXPLAIN_FORMATS[plan.format], ...plan.options.map((o) => EXPLAIN_OPTIONS[o])];
-  const [rows] = await runTransaction(ctx.db, tx, [prefixed(sql`EXPLAIN (${join(options)}) `, statement)], () => 'rollback');
-  const body = plan.format === 'json'
-    ? (typeof rows[0]['QUERY PLAN'] === 'string' ? rows[0]['QUERY PLAN'] as string : JSON.stringify(rows[0]['QUERY PLAN']))
-    : rows.map((r) => r['QUERY PLAN'] as string).join('\n');
+  const [rows] = await runTransaction(
+    ctx.db,
+    tx,
+    [prefixed(sql`EXPLAIN (${join(options)}) `, statement)],
+    () => 'rollback',
+  );
+  const body =
+    plan.format === 'json'
+      ? typeof rows[0]['QUERY PLAN'] === 'string'
+        ? (rows[0]['QUERY PLAN'] as string)
+        : JSON.stringify(rows[0]['QUERY PLAN'])
+      : rows.map((r) => r['QUERY PLAN'] as string).join('\n');
   const type = `application/vnd.pgrst.plan+${plan.format}; for="${MEDIA_NAMES[plan.for]}"${plan.options.length ? `; options=${plan.options.join('|')}` : ''}; charset=utf-8`;
   return { status: 200, headers: { 'Content-Type': type }, body };
 }
@@ -214,18 +320,35 @@ function plannedRows(rows: Row[] | undefined): number | undefined {
   return typeof n === 'number' ? n : undefined;
 }
 
-async function runWrite(ctx: EngineContext, cache: SchemaCache, api: ApiRequest, req: GatewayRequest, tx: TransactionOptions): Promise<GatewayResponse> {
+async function runWrite(
+  ctx: EngineContext,
+  cache: SchemaCache,
+  api: ApiRequest,
+  req: GatewayRequest,
+  tx: TransactionOptions,
+): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
   const root = readPlan({
-    cache, relation, select: api.select, nodes: api.nodes, range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
-    aliases: new AliasCounter(), aggregatesEnabled: ctx.config.aggregatesEnabled,
+    cache,
+    relation,
+    select: api.select,
+    nodes: api.nodes,
+    range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
+    aliases: new AliasCounter(),
+    aggregatesEnabled: ctx.config.aggregatesEnabled,
   });
   const prefs = api.preferences;
   let plan;
   if (api.method === 'DELETE') plan = deletePlan(relation, root);
   else {
-    if (req.body === undefined) throw catalogue.invalidBody('empty or invalid JSON', null, 'Send a JSON object (or an array of objects for a bulk insert)');
-    const size = typeof req.body === 'string' ? Buffer.byteLength(req.body) : Buffer.byteLength(JSON.stringify(req.body) ?? '');
+    if (req.body === undefined)
+      throw catalogue.invalidBody(
+        'empty or invalid JSON',
+        null,
+        'Send a JSON object (or an array of objects for a bulk insert)',
+      );
+    const size =
+      typeof req.body === 'string' ? Buffer.byteLength(req.body) : Buffer.byteLength(JSON.stringify(req.body) ?? '');
     if (size > ctx.config.maxBodyBytes) {
       throw catalogue.bodyTooLarge(ctx.config.maxBodyBytes);
     }
@@ -239,7 +362,8 @@ async function runWrite(ctx: EngineContext, cache: SchemaCache, api: ApiRequest,
   const shape: ReturnShape = prefs.return ?? 'minimal';
   const statement = writeStatement(plan, root, shape, api.accept);
   if (api.plan) return planResponse(ctx, tx, statement, api.plan);
-  const strict = prefs.handling === 'strict' && prefs.maxAffected !== undefined && api.method !== 'POST' && api.method !== 'PUT';
+  const strict =
+    prefs.handling === 'strict' && prefs.maxAffected !== undefined && api.method !== 'POST' && api.method !== 'PUT';
   let affected = 0;
   const results = await runTransaction(ctx.db, tx, [statement], (res) => {
     const r = res[0][0];
@@ -264,7 +388,8 @@ async function runWrite(ctx: EngineContext, cache: SchemaCache, api: ApiRequest,
       headers.Location = `/${api.relation}?${relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(keys[0][i])}`).join('&')}`;
     }
   } else {
-    headers['Content-Range'] = shape === 'representation' ? contentRange(0, r.page_total as number, total) : `*/${total ?? '*'}`;
+    headers['Content-Range'] =
+      shape === 'representation' ? contentRange(0, r.page_total as number, total) : `*/${total ?? '*'}`;
   }
   if (shape === 'representation') {
     headers['Content-Type'] = CONTENT_TYPES[api.accept];

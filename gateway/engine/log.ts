@@ -17,11 +17,14 @@ const create = (fd: 1 | 2) => {
       // nothing more can be done at exit
     }
   });
-  return pino({
-    level: process.env.LOG_LEVEL || 'info',
-    base: { service: 'tally' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-  }, destination);
+  return pino(
+    {
+      level: process.env.LOG_LEVEL || 'info',
+      base: { service: 'tally' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    destination,
+  );
 };
 
 /** The process logger; a live binding, so logToStderr() reaches every module that imported it. */
@@ -39,5 +42,12 @@ export function logToStderr(): void {
 export function errorFields(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { error: String(err) };
   const code = (err as { code?: unknown }).code;
-  return { error: { type: err.name, code: typeof code === 'string' ? code : undefined, message: err.message, stack: err.stack } };
+  return {
+    error: {
+      type: err.name,
+      code: typeof code === 'string' ? code : undefined,
+      message: err.message,
+      stack: err.stack,
+    },
+  };
 }

@@ -69,7 +69,10 @@ export const WATCHDOG_MARGIN_MS = 2000;
 const SIMPLE_STATEMENT_MS = 5000;
 
 export function createPool(url: string, options: PoolOptions): Pool {
-  const slots: Slot[] = Array.from({ length: options.size }, () => ({ ...slotClient(url, options.client), busy: false }));
+  const slots: Slot[] = Array.from({ length: options.size }, () => ({
+    ...slotClient(url, options.client),
+    busy: false,
+  }));
   const waiting: Waiter[] = [];
   const held = new Map<string, number>();
   let ended = false;
@@ -164,7 +167,10 @@ export function createPool(url: string, options: PoolOptions): Pool {
     };
   }
 
-  async function simple<T extends readonly object[]>(strings: TemplateStringsArray, ...values: unknown[]): Promise<RowList<T>> {
+  async function simple<T extends readonly object[]>(
+    strings: TemplateStringsArray,
+    ...values: unknown[]
+  ): Promise<RowList<T>> {
     const lease = await reserve();
     const query = lease.sql<T>(strings, ...(values as never[]));
     try {
@@ -179,11 +185,19 @@ export function createPool(url: string, options: PoolOptions): Pool {
   }
 
   const named = options.client.connection as Record<string, string> | undefined;
-  const control = postgres(url, { ...options.client, max: 1, connection: { ...named, application_name: 'tally-control' } as never });
+  const control = postgres(url, {
+    ...options.client,
+    max: 1,
+    connection: { ...named, application_name: 'tally-control' } as never,
+  });
   return Object.assign(simple, {
     reserve,
     control,
-    stats: (): PoolStats => ({ size: slots.length, free: slots.filter((s) => !s.busy).length, waiting: waiting.length }),
+    stats: (): PoolStats => ({
+      size: slots.length,
+      free: slots.filter((s) => !s.busy).length,
+      waiting: waiting.length,
+    }),
     async end(opts: { timeout?: number } = {}) {
       ended = true; // waiters still queued are answered by their timers
       await Promise.all([...slots.map((s) => s.client.end(opts)), control.end(opts)]);
@@ -216,12 +230,19 @@ export function watched<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([
     work,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(Object.assign(new Error('no answer from the database connection'), { code: 'CONNECTION_CLOSED' })), ms);
+      timer = setTimeout(
+        () => reject(Object.assign(new Error('no answer from the database connection'), { code: 'CONNECTION_CLOSED' })),
+        ms,
+      );
     }),
   ]).finally(() => clearTimeout(timer));
 }
 
 function tooManyConcurrent(n: number): ApiError {
-  return catalogue.rateLimited(`Too many concurrent requests for this token: at most ${n} run at a time`, null,
-    'Wait for your running requests to finish, or send fewer at once', { 'Retry-After': '1' });
+  return catalogue.rateLimited(
+    `Too many concurrent requests for this token: at most ${n} run at a time`,
+    null,
+    'Wait for your running requests to finish, or send fewer at once',
+    { 'Retry-After': '1' },
+  );
 }

@@ -4,7 +4,8 @@
 
 import { catalogue, type ApiError } from './errors/catalogue.js';
 
-const text = (v: unknown): string | null => (typeof v === 'string' ? v : v === undefined || v === null ? null : JSON.stringify(v));
+const text = (v: unknown): string | null =>
+  typeof v === 'string' ? v : v === undefined || v === null ? null : JSON.stringify(v);
 
 export function raisedError(err: { message: string; detail?: string }): ApiError {
   let body: Record<string, unknown>;
@@ -12,18 +13,34 @@ export function raisedError(err: { message: string; detail?: string }): ApiError
   try {
     body = JSON.parse(err.message);
     meta = JSON.parse(err.detail ?? '');
-    if (typeof body !== 'object' || body === null || typeof meta !== 'object' || meta === null) throw new Error('not objects');
+    if (typeof body !== 'object' || body === null || typeof meta !== 'object' || meta === null)
+      throw new Error('not objects');
   } catch {
     return catalogue.raisedUnparseable();
   }
-  const status = Number.isInteger(meta.status) && (meta.status as number) >= 100 && (meta.status as number) <= 599 ? meta.status as number : 500;
+  const status =
+    Number.isInteger(meta.status) && (meta.status as number) >= 100 && (meta.status as number) <= 599
+      ? (meta.status as number)
+      : 500;
   const headers: Record<string, string> = {};
   if (typeof meta.headers === 'object' && meta.headers !== null) {
     for (const [k, v] of Object.entries(meta.headers)) {
       // Only well-formed header names and values; the framing headers stay the server's.
-      if (/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(k) && typeof v === 'string' && !/[\r\n]/.test(v)
-        && !['content-length', 'content-type', 'transfer-encoding', 'connection'].includes(k.toLowerCase())) headers[k] = v;
+      if (
+        /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(k) &&
+        typeof v === 'string' &&
+        !/[\r\n]/.test(v) &&
+        !['content-length', 'content-type', 'transfer-encoding', 'connection'].includes(k.toLowerCase())
+      )
+        headers[k] = v;
     }
   }
-  return catalogue.raised(status, text(body.code) ?? '', text(body.message) ?? '', text(body.details), text(body.hint), headers);
+  return catalogue.raised(
+    status,
+    text(body.code) ?? '',
+    text(body.message) ?? '',
+    text(body.details),
+    text(body.hint),
+    headers,
+  );
 }

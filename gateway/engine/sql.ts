@@ -65,7 +65,8 @@ export function sql(strings: TemplateStringsArray, ...holes: Fragment[]): Fragme
     if (text !== '') parts.push({ text });
     if (i < holes.length) {
       const hole = holes[i];
-      if (!(hole instanceof Fragment)) throw new TypeError('sql`` holes take fragments only: use param(), ident() or sql``');
+      if (!(hole instanceof Fragment))
+        throw new TypeError('sql`` holes take fragments only: use param(), ident() or sql``');
       parts.push(...hole.parts);
     }
   });

@@ -9,11 +9,19 @@ import { schemaCacheOf } from '../engine/gateway.js';
 import type { Column } from '../engine/schema-cache/types.js';
 
 const JSON_TYPES: Record<string, { type: string; format?: string }> = {
-  int2: { type: 'integer', format: 'int16' }, int4: { type: 'integer', format: 'int32' }, int8: { type: 'integer', format: 'int64' },
-  float4: { type: 'number', format: 'float' }, float8: { type: 'number', format: 'double' }, numeric: { type: 'number' },
-  bool: { type: 'boolean' }, uuid: { type: 'string', format: 'uuid' }, date: { type: 'string', format: 'date' },
-  timestamptz: { type: 'string', format: 'date-time' }, timestamp: { type: 'string', format: 'date-time' },
-  json: { type: 'object' }, jsonb: { type: 'object' },
+  int2: { type: 'integer', format: 'int16' },
+  int4: { type: 'integer', format: 'int32' },
+  int8: { type: 'integer', format: 'int64' },
+  float4: { type: 'number', format: 'float' },
+  float8: { type: 'number', format: 'double' },
+  numeric: { type: 'number' },
+  bool: { type: 'boolean' },
+  uuid: { type: 'string', format: 'uuid' },
+  date: { type: 'string', format: 'date' },
+  timestamptz: { type: 'string', format: 'date-time' },
+  timestamp: { type: 'string', format: 'date-time' },
+  json: { type: 'object' },
+  jsonb: { type: 'object' },
 };
 
 function property(c: Column): Record<string, unknown> {
@@ -26,17 +34,31 @@ function property(c: Column): Record<string, unknown> {
 }
 
 /** The columns of these relations the transaction's role may read (oids as one array literal). */
-const readableColumnsStatement = (oids: number[]) => compile(sql`SELECT c.oid::int AS oid, a.attname AS column
+const readableColumnsStatement = (oids: number[]) =>
+  compile(sql`SELECT c.oid::int AS oid, a.attname AS column
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
  WHERE c.oid = ANY(${text(`{${oids.join(',')}}`)}::oid[]) AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')`);
 
-export async function openApiDocument(ctx: AppContext, auth: AuthContext, schema: string): Promise<Record<string, unknown>> {
+export async function openApiDocument(
+  ctx: AppContext,
+  auth: AuthContext,
+  schema: string,
+): Promise<Record<string, unknown>> {
   const cache = await schemaCacheOf(ctx).get();
   const relations = [...cache.relations.values()].filter((r) => r.schema === schema);
-  const [rows] = await runTransaction(ctx.db, {
-    readOnly: true, auth, anonRole: ctx.config.anonRole, readOnlyRoles: ctx.config.readOnlyRoles, preRequest: ctx.config.preRequest,
-    statementTimeoutMs: ctx.config.statementTimeoutMs, write: false,
-  }, [readableColumnsStatement(relations.map((r) => r.oid))]);
+  const [rows] = await runTransaction(
+    ctx.db,
+    {
+      readOnly: true,
+      auth,
+      anonRole: ctx.config.anonRole,
+      readOnlyRoles: ctx.config.readOnlyRoles,
+      preRequest: ctx.config.preRequest,
+      statementTimeoutMs: ctx.config.statementTimeoutMs,
+      write: false,
+    },
+    [readableColumnsStatement(relations.map((r) => r.oid))],
+  );
   const readable = new Map<number, Set<string>>();
   for (const r of rows) {
     if (!readable.has(r.oid as number)) readable.set(r.oid as number, new Set());
@@ -63,15 +85,26 @@ export async function openApiDocument(ctx: AppContext, auth: AuthContext, schema
           { name: 'order', in: 'query', type: 'string', description: 'Ordering, e.g. column.desc.nullslast' },
           { name: 'limit', in: 'query', type: 'integer' },
           { name: 'offset', in: 'query', type: 'integer' },
-          ...columns.map((c) => ({ name: c.name, in: 'query', type: 'string', description: `Filter on ${c.name}: operator.value` })),
+          ...columns.map((c) => ({
+            name: c.name,
+            in: 'query',
+            type: 'string',
+            description: `Filter on ${c.name}: operator.value`,
+          })),
         ],
-        responses: { 200: { description: 'OK', schema: { type: 'array', items: { $ref: `#/definitions/${rel.name}` } } } },
+        responses: {
+          200: { description: 'OK', schema: { type: 'array', items: { $ref: `#/definitions/${rel.name}` } } },
+        },
       },
     };
   }
   return {
     swagger: '2.0',
-    info: { title: 'Tally table interface', version: '1.0.0', description: `Tables and views of schema ${schema} readable with your role` },
+    info: {
+      title: 'Tally table interface',
+      version: '1.0.0',
+      description: `Tables and views of schema ${schema} readable with your role`,
+    },
     basePath: '/rest/v1',
     consumes: ['application/json', 'application/vnd.pgrst.object+json', 'text/csv'],
     produces: ['application/json', 'application/vnd.pgrst.object+json', 'text/csv'],

@@ -38,7 +38,12 @@ export function restRouter(ctx: AppContext, call: GatewayCall): RequestHandler {
   const readBody = express.text({ type: () => true, limit: ctx.config.maxBodyBytes });
 
   const describe = async (req: Request, res: Response): Promise<void> => {
-    const schema = requestSchema(ctx, { method: 'GET', relation: '', query: new URLSearchParams(), headers: { 'accept-profile': req.header('accept-profile') } });
+    const schema = requestSchema(ctx, {
+      method: 'GET',
+      relation: '',
+      query: new URLSearchParams(),
+      headers: { 'accept-profile': req.header('accept-profile') },
+    });
     const doc = await openApiDocument(ctx, res.locals.auth as AuthContext, schema);
     res.status(200).type('application/openapi+json; charset=utf-8').send(JSON.stringify(doc));
   };
@@ -69,7 +74,9 @@ export function restRouter(ctx: AppContext, call: GatewayCall): RequestHandler {
       if (authError !== undefined && authError !== null) return next(authError);
       const method = req.method.toUpperCase();
       if (method !== 'POST' && method !== 'PUT' && method !== 'PATCH') return void serve(req, res, next);
-      readBody(req, res, (bodyError?: unknown) => (bodyError !== undefined && bodyError !== null ? next(bodyError) : void serve(req, res, next)));
+      readBody(req, res, (bodyError?: unknown) =>
+        bodyError !== undefined && bodyError !== null ? next(bodyError) : void serve(req, res, next),
+      );
     });
   };
 }
@@ -107,7 +114,11 @@ function gatewayRequest(req: Request, method: GatewayMethod, relation: string): 
       try {
         body = JSON.parse(raw);
       } catch (err) {
-        throw catalogue.invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null, 'Send a valid JSON object or array');
+        throw catalogue.invalidBody(
+          'empty or invalid JSON',
+          err instanceof Error ? err.message : null,
+          'Send a valid JSON object or array',
+        );
       }
     } else body = raw;
   }

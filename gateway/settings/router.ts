@@ -1,4 +1,11 @@
-import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
+import express, {
+  type ErrorRequestHandler,
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+  type Router,
+} from 'express';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,14 +19,41 @@ import { packageRoot } from '../paths.js';
 import type { Html } from './html.js';
 import { checkPassword, hashPassword, passwordProblem } from '../admin/passwords.js';
 import {
-  clearSessionCookie, loginToken, newSecret, readCookie, sameSecret, secretHash, sessionSecret, setSessionCookie, validLoginToken,
+  clearSessionCookie,
+  loginToken,
+  newSecret,
+  readCookie,
+  sameSecret,
+  secretHash,
+  sessionSecret,
+  setSessionCookie,
+  validLoginToken,
 } from './session.js';
 import {
-  changePassword, countSignInAttempt, createSession, createTokenAs, credentials, endSession, findSession, revokeTokenAs, setApiEnabledAs,
-  tokensOf, workspacesOf, type MemberWorkspace, type Session,
+  changePassword,
+  countSignInAttempt,
+  createSession,
+  createTokenAs,
+  credentials,
+  endSession,
+  findSession,
+  revokeTokenAs,
+  setApiEnabledAs,
+  tokensOf,
+  workspacesOf,
+  type MemberWorkspace,
+  type Session,
 } from './store.js';
 import {
-  FLASH, apiPage, canManage, confirmRevokePage, confirmSwitchOffPage, loginPage, messagePage, noWorkspacePage, passwordPage,
+  FLASH,
+  apiPage,
+  canManage,
+  confirmRevokePage,
+  confirmSwitchOffPage,
+  loginPage,
+  messagePage,
+  noWorkspacePage,
+  passwordPage,
   type ApiView,
 } from './views.js';
 
@@ -34,8 +68,14 @@ export const SIGN_IN_WINDOW_SECONDS = 15 * 60;
 const SIGN_IN_REFUSED = 'The email or password is not correct.';
 
 const CSP = [
-  "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self'", "connect-src 'none'",
-  "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
 ].join('; ');
 
 const ONLY_ADMINS = 'Only an owner or an admin of the workspace can change its API access.';
@@ -43,8 +83,14 @@ const ONLY_ADMINS = 'Only an owner or an admin of the workspace can change its A
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const STATIC: Record<string, { type: string; body: Buffer }> = {
-  'settings.css': { type: 'text/css; charset=utf-8', body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.css')) },
-  'settings.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.js')) },
+  'settings.css': {
+    type: 'text/css; charset=utf-8',
+    body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.css')),
+  },
+  'settings.js': {
+    type: 'text/javascript; charset=utf-8',
+    body: readFileSync(join(packageRoot, 'gateway/settings/static/settings.js')),
+  },
 };
 
 function send(res: Response, status: number, page: Html): void {
@@ -56,16 +102,34 @@ function send(res: Response, status: number, page: Html): void {
 // HMAC keyed on the session's secret hash (another session, or a planted cookie, shows
 // nothing), and is cleared by the page that shows it.
 const CREATED_COOKIE = 'tally_created';
-interface Created { token: string; scope: 'read' | 'write'; label: string; workspace: string }
+interface Created {
+  token: string;
+  scope: 'read' | 'write';
+  label: string;
+  workspace: string;
+}
 const createdMac = (s: Session, value: string): Buffer => createHmac('sha256', s.hash).update(value).digest();
-const createdCookie = (req: Request) => ({ path: '/settings/api', httpOnly: true, sameSite: 'strict' as const, secure: req.secure });
+const createdCookie = (req: Request) => ({
+  path: '/settings/api',
+  httpOnly: true,
+  sameSite: 'strict' as const,
+  secure: req.secure,
+});
 
 function giveCreated(req: Request, res: Response, s: Session, created: Created): void {
   const value = Buffer.from(JSON.stringify(created)).toString('base64url');
-  res.cookie(CREATED_COOKIE, `${value}.${createdMac(s, value).toString('base64url')}`, { ...createdCookie(req), maxAge: 60_000 });
+  res.cookie(CREATED_COOKIE, `${value}.${createdMac(s, value).toString('base64url')}`, {
+    ...createdCookie(req),
+    maxAge: 60_000,
+  });
 }
 
-function takeCreated(req: Request, res: Response, s: Session, workspaceId: string | undefined): Omit<Created, 'workspace'> | undefined {
+function takeCreated(
+  req: Request,
+  res: Response,
+  s: Session,
+  workspaceId: string | undefined,
+): Omit<Created, 'workspace'> | undefined {
   const raw = readCookie(req, CREATED_COOKIE);
   if (raw === undefined) return undefined;
   res.clearCookie(CREATED_COOKIE, createdCookie(req));
@@ -76,7 +140,13 @@ function takeCreated(req: Request, res: Response, s: Session, workspaceId: strin
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
   try {
     const c = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as Created;
-    if (c.workspace !== workspaceId || !/^tally_ws_[0-9A-Za-z]{40}$/.test(c.token) || (c.scope !== 'read' && c.scope !== 'write') || typeof c.label !== 'string') return undefined;
+    if (
+      c.workspace !== workspaceId ||
+      !/^tally_ws_[0-9A-Za-z]{40}$/.test(c.token) ||
+      (c.scope !== 'read' && c.scope !== 'write') ||
+      typeof c.label !== 'string'
+    )
+      return undefined;
     return { token: c.token, scope: c.scope, label: c.label };
   } catch {
     return undefined;
@@ -118,7 +188,14 @@ export function settingsRouter(ctx: AppContext): Router {
   signInRoutes(router, ctx);
   apiRoutes(router, ctx.db);
   router.use((_req, res) => {
-    send(res, 404, messagePage('Not found', 'There is no settings page at this address.', session(res), { href: '/settings/api', text: 'Back to API settings' }));
+    send(
+      res,
+      404,
+      messagePage('Not found', 'There is no settings page at this address.', session(res), {
+        href: '/settings/api',
+        text: 'Back to API settings',
+      }),
+    );
   });
   router.use(pageErrors);
   return router;
@@ -144,18 +221,23 @@ const staticAsset: RequestHandler<{ file: string }> = (req, res, next) => {
 };
 
 /** The session, when the cookie names a live one. */
-const loadSession = (db: Pool): RequestHandler => async (req, res, next) => {
-  const secret = sessionSecret(req);
-  if (secret) res.locals.session = await findSession(db, secretHash(secret));
-  next();
-};
+const loadSession =
+  (db: Pool): RequestHandler =>
+  async (req, res, next) => {
+    const secret = sessionSecret(req);
+    if (secret) res.locals.session = await findSession(db, secretHash(secret));
+    next();
+  };
 
 /** A member with a one-time password chooses their own before anything else. */
 const passwordFirst: RequestHandler = (req, res, next) => {
   const s = session(res);
   if (!s?.passwordTemporary || req.path === '/password' || req.path === '/logout') return next();
   if (req.method === 'GET' || req.method === 'HEAD') return res.redirect(303, '/settings/password');
-  throw catalogue.notAllowed('You signed in with a one-time password: choose your own password before changing anything.', 'Choose your password first');
+  throw catalogue.notAllowed(
+    'You signed in with a one-time password: choose your own password before changing anything.',
+    'Choose your password first',
+  );
 };
 
 /** Pages need a session: without one, off to the sign-in page. */
@@ -194,7 +276,11 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
 
   router.post('/login', async (req, res) => {
     if (!validLoginToken(req, field(req, 'csrf'))) {
-      return send(res, 403, loginPage({ token: loginToken(req, res), error: 'The sign-in form had expired. Please try again.' }));
+      return send(
+        res,
+        403,
+        loginPage({ token: loginToken(req, res), error: 'The sign-in form had expired. Please try again.' }),
+      );
     }
     const email = (field(req, 'email') ?? '').trim();
     const password = field(req, 'password') ?? '';
@@ -206,7 +292,15 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     const wait = await countSignInAttempt(db, address, email, limits);
     if (wait > 0) {
       res.set('Retry-After', String(wait));
-      return send(res, 429, loginPage({ token, email, error: `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
+      return send(
+        res,
+        429,
+        loginPage({
+          token,
+          email,
+          error: `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`,
+        }),
+      );
     }
     const user = await credentials(db, email);
     if (!(await checkPassword(user?.password_hash, password)) || !user) {
@@ -215,7 +309,14 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     const previous = session(res);
     if (previous) await endSession(db, previous.hash); // one session per sign-in, never a reused one
     const secret = newSecret();
-    const expiresAt = await createSession(db, user.user_id, secretHash(secret), newSecret(), config.settingsSessionHours * 3600, address);
+    const expiresAt = await createSession(
+      db,
+      user.user_id,
+      secretHash(secret),
+      newSecret(),
+      config.settingsSessionHours * 3600,
+      address,
+    );
     setSessionCookie(req, res, secret, expiresAt);
     res.redirect(303, '/settings/api');
   });
@@ -240,7 +341,7 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     // A session signed in with a one-time password proved it a moment ago: the form asks for
     // the new password only (the session can do nothing else until it is chosen).
     const temporary = s.passwordTemporary;
-    const current = temporary ? '' : field(req, 'current') ?? '';
+    const current = temporary ? '' : (field(req, 'current') ?? '');
     const chosen = field(req, 'new') ?? '';
     const problem = newPasswordProblem(current, chosen, field(req, 'repeat'));
     if (problem) return send(res, 400, passwordPage({ session: s, error: problem }));
@@ -249,14 +350,25 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     if (temporary) {
       if (!user || user.user_id !== s.userId) throw catalogue.notAllowed('Sign in again to choose your password.');
       if (await checkPassword(user.password_hash, chosen)) {
-        return send(res, 400, passwordPage({ session: s, error: 'The new password must differ from the one-time password.' }));
+        return send(
+          res,
+          400,
+          passwordPage({ session: s, error: 'The new password must differ from the one-time password.' }),
+        );
       }
     } else {
       // The current password is a sign-in secret: guesses here count like failed sign-ins.
       const wait = await countSignInAttempt(db, address, s.email, limits);
       if (wait > 0) {
         res.set('Retry-After', String(wait));
-        return send(res, 429, passwordPage({ session: s, error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.` }));
+        return send(
+          res,
+          429,
+          passwordPage({
+            session: s,
+            error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`,
+          }),
+        );
       }
       if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
         return send(res, 401, passwordPage({ session: s, error: 'Your current password is not correct.' }));
@@ -270,7 +382,11 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
 // ---- A workspace's API access: tokens and the switch -------------------------------------
 
 /** The session's workspaces and the one asked for (default: the first). */
-async function workspaceOf(db: Pool, s: Session, id: string | undefined): Promise<{ workspaces: MemberWorkspace[]; current: MemberWorkspace | undefined }> {
+async function workspaceOf(
+  db: Pool,
+  s: Session,
+  id: string | undefined,
+): Promise<{ workspaces: MemberWorkspace[]; current: MemberWorkspace | undefined }> {
   const workspaces = await workspacesOf(db, s);
   if (id === undefined || id === '') return { workspaces, current: workspaces[0] };
   const current = workspaces.find((ws) => ws.id === id);
@@ -288,7 +404,14 @@ async function managedWorkspace(db: Pool, s: Session, id: string | undefined): P
   return current;
 }
 
-async function renderApi(db: Pool, req: Request, res: Response, s: Session, status: number, extra: Partial<ApiView> & { workspaceId?: string }): Promise<void> {
+async function renderApi(
+  db: Pool,
+  req: Request,
+  res: Response,
+  s: Session,
+  status: number,
+  extra: Partial<ApiView> & { workspaceId?: string },
+): Promise<void> {
   const { workspaces, current } = await workspaceOf(db, s, extra.workspaceId);
   if (!current) return send(res, 200, noWorkspacePage(s));
   const tokens = await tokensOf(db, s, current.id);
@@ -298,7 +421,8 @@ async function renderApi(db: Pool, req: Request, res: Response, s: Session, stat
 /** An active token of the workspace, or a 404. */
 async function activeToken(db: Pool, s: Session, ws: MemberWorkspace, id: string) {
   const token = UUID.test(id) ? (await tokensOf(db, s, ws.id)).find((t) => t.id === id) : undefined;
-  if (!token || token.revoked_at) throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
+  if (!token || token.revoked_at)
+    throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
   return token;
 }
 
@@ -322,7 +446,10 @@ function apiRoutes(router: Router, db: Pool): void {
       if (label.length > 200) throw new AdminError('A label has at most 200 characters.');
     } catch (err) {
       if (!(err instanceof AdminError)) throw err;
-      return renderApi(db, req, res, s, 400, { workspaceId: ws.id, error: err.message.replace(/^./, (c) => c.toUpperCase()) });
+      return renderApi(db, req, res, s, 400, {
+        workspaceId: ws.id,
+        error: err.message.replace(/^./, (c) => c.toUpperCase()),
+      });
     }
     const { token } = await createTokenAs(db, s, ws.id, scope, label);
     // POST/redirect/GET, so that a reload cannot post the form again and mint a second token.
@@ -343,7 +470,10 @@ function apiRoutes(router: Router, db: Pool): void {
     const ws = await managedWorkspace(db, s, field(req, 'workspace'));
     const id = req.params.id;
     if (field(req, 'confirm') !== 'yes') {
-      return res.redirect(303, `/settings/api/tokens/${encodeURIComponent(id)}/revoke?workspace=${encodeURIComponent(ws.id)}`);
+      return res.redirect(
+        303,
+        `/settings/api/tokens/${encodeURIComponent(id)}/revoke?workspace=${encodeURIComponent(ws.id)}`,
+      );
     }
     if (!UUID.test(id) || !(await revokeTokenAs(db, s, ws.id, id))) {
       throw catalogue.pageNotFound('No such token', 'This workspace has no active token with that id.');
@@ -381,13 +511,18 @@ const pageErrors: ErrorRequestHandler = (err, _req, res: Response, _next: NextFu
   const refusedRole = (err as { code?: unknown } | null)?.code === '42501' && !(err instanceof ApiError);
   const { error, unexpected } = toApiError(refusedRole ? catalogue.notAllowed(ONLY_ADMINS) : err);
   if (unexpected) log.error(errorFields(err), 'unexpected error in /settings');
-  send(res, error.status, messagePage(...pageText(error), session(res), { href: '/settings/api', text: 'Back to API settings' }));
+  send(
+    res,
+    error.status,
+    messagePage(...pageText(error), session(res), { href: '/settings/api', text: 'Back to API settings' }),
+  );
 };
 
 /** Title and text of an error's page: the settings' own errors say both, others by status. */
 function pageText(error: ApiError): [string, string] {
   if (error.code.startsWith('TLY2') && typeof error.details === 'string') return [error.message, error.details];
   if (error.status === 413) return ['Form too large', 'The form sent more than a settings page ever sends.'];
-  if (error.status >= 500) return ['Something went wrong', 'The change was not made. Please try again; the server log has the details.'];
+  if (error.status >= 500)
+    return ['Something went wrong', 'The change was not made. Please try again; the server log has the details.'];
   return [error.message, error.hint ?? ''];
 }

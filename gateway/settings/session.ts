@@ -12,7 +12,8 @@ const COOKIE_PATH = '/settings';
 
 /** 32 random bytes, base64url: 43 characters. */
 export const newSecret = (): string => randomBytes(32).toString('base64url');
-const looksLikeSecret = (value: string | undefined): value is string => value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value);
+const looksLikeSecret = (value: string | undefined): value is string =>
+  value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value);
 
 export const secretHash = (secret: string): Buffer => createHash('sha256').update(secret, 'utf8').digest();
 

@@ -42,30 +42,54 @@ export interface SignInLimits {
 }
 
 /** Counts an attempt; the seconds to wait while the address, or this email from it, is delayed, else 0. */
-export async function countSignInAttempt(db: Pool, address: string, email: string, limits: SignInLimits): Promise<number> {
+export async function countSignInAttempt(
+  db: Pool,
+  address: string,
+  email: string,
+  limits: SignInLimits,
+): Promise<number> {
   const [{ wait }] = await db<{ wait: number }[]>`
     SELECT tally.settings_sign_in_attempt(${address}, ${email}, ${limits.perAddress}, ${limits.perAccount}, ${limits.windowSeconds}) AS wait`;
   return wait;
 }
 
-export async function credentials(db: Pool, email: string): Promise<{ user_id: string; password_hash: string | null } | undefined> {
+export async function credentials(
+  db: Pool,
+  email: string,
+): Promise<{ user_id: string; password_hash: string | null } | undefined> {
   const [row] = await db<{ user_id: string; password_hash: string | null }[]>`
     SELECT user_id, password_hash FROM tally.settings_credentials(${email})`;
   return row;
 }
 
-export async function createSession(db: Pool, userId: string, hash: Buffer, csrfToken: string, lifetimeSeconds: number, address: string): Promise<Date> {
+export async function createSession(
+  db: Pool,
+  userId: string,
+  hash: Buffer,
+  csrfToken: string,
+  lifetimeSeconds: number,
+  address: string,
+): Promise<Date> {
   const [{ expires_at }] = await db<{ expires_at: Date }[]>`
     SELECT tally.settings_session_create(${userId}, ${hash}, ${csrfToken}, ${lifetimeSeconds}, ${address}) AS expires_at`;
   return expires_at;
 }
 
 export async function findSession(db: Pool, hash: Buffer): Promise<Session | undefined> {
-  const [row] = await db<{ user_id: string; email: string; csrf_token: string; expires_at: Date; password_temporary: boolean }[]>`
+  const [row] = await db<
+    { user_id: string; email: string; csrf_token: string; expires_at: Date; password_temporary: boolean }[]
+  >`
     SELECT user_id, email, csrf_token, expires_at, password_temporary FROM tally.settings_session(${hash})`;
-  return row && {
-    hash, userId: row.user_id, email: row.email, csrfToken: row.csrf_token, expiresAt: row.expires_at, passwordTemporary: row.password_temporary,
-  };
+  return (
+    row && {
+      hash,
+      userId: row.user_id,
+      email: row.email,
+      csrfToken: row.csrf_token,
+      expiresAt: row.expires_at,
+      passwordTemporary: row.password_temporary,
+    }
+  );
 }
 
 /** Sets the session user's password (the current one checked by the caller); ends their other sessions. */
@@ -87,7 +111,13 @@ export function tokensOf(db: Pool, session: Session, workspaceId: string): Promi
 }
 
 /** Mints a token as the session's member; the secret is made here and only its hash is sent. */
-export async function createTokenAs(db: Pool, session: Session, workspaceId: string, scope: Scope, label: string): Promise<{ id: string; token: string }> {
+export async function createTokenAs(
+  db: Pool,
+  session: Session,
+  workspaceId: string,
+  scope: Scope,
+  label: string,
+): Promise<{ id: string; token: string }> {
   const token = newWorkspaceToken();
   const [{ id }] = await db<{ id: string }[]>`
     SELECT tally.settings_create_token(${session.hash}, ${workspaceId}, ${scope}, ${label}, ${sha256(token)}) AS id`;
@@ -95,12 +125,22 @@ export async function createTokenAs(db: Pool, session: Session, workspaceId: str
 }
 
 /** False when the workspace has no active token with that id. */
-export async function revokeTokenAs(db: Pool, session: Session, workspaceId: string, tokenId: string): Promise<boolean> {
+export async function revokeTokenAs(
+  db: Pool,
+  session: Session,
+  workspaceId: string,
+  tokenId: string,
+): Promise<boolean> {
   const [{ revoked }] = await db<{ revoked: boolean }[]>`
     SELECT tally.settings_revoke_token(${session.hash}, ${workspaceId}, ${tokenId}) AS revoked`;
   return revoked;
 }
 
-export async function setApiEnabledAs(db: Pool, session: Session, workspaceId: string, enabled: boolean): Promise<void> {
+export async function setApiEnabledAs(
+  db: Pool,
+  session: Session,
+  workspaceId: string,
+  enabled: boolean,
+): Promise<void> {
   await db`SELECT tally.settings_set_api_enabled(${session.hash}, ${workspaceId}, ${enabled})`;
 }

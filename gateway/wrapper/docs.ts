@@ -9,7 +9,11 @@ import { lazyHandler } from '../lazy.js';
 
 export function docsHandlers(documentPath: string): RequestHandler[] {
   const relative = `../${documentPath.split('/').pop()!}`;
-  const options = { swaggerUrl: relative, customSiteTitle: 'Tally API v1', swaggerOptions: { persistAuthorization: true } };
+  const options = {
+    swaggerUrl: relative,
+    customSiteTitle: 'Tally API v1',
+    swaggerOptions: { persistAuthorization: true },
+  };
   // Relative asset URLs (./swagger-ui.css) need the trailing slash.
   const slash: RequestHandler = (req, res, next) => {
     if (req.path === '/' && !req.originalUrl.split('?')[0].endsWith('/')) return res.redirect(301, `${req.baseUrl}/`);
@@ -17,7 +21,10 @@ export function docsHandlers(documentPath: string): RequestHandler[] {
   };
   const swagger = lazyHandler(async () => {
     const { default: swaggerUi } = await import('swagger-ui-express');
-    const handlers = [...(swaggerUi.serveFiles(undefined, options) as RequestHandler[]), swaggerUi.setup(undefined, options) as RequestHandler];
+    const handlers = [
+      ...(swaggerUi.serveFiles(undefined, options) as RequestHandler[]),
+      swaggerUi.setup(undefined, options) as RequestHandler,
+    ];
     // The handlers in turn, as express would run them.
     return (req, res, next) => {
       const run = (i: number, err?: unknown): void => {

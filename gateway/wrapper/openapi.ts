@@ -15,29 +15,66 @@ const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
 const COMMON_ERRORS = { 401: response('Unauthorized'), 403: response('Forbidden'), 429: response('TooManyRequests') };
 
 const idParameter = (noun: string) => ({
-  name: 'id', in: 'path', required: true, description: `The ${noun} id`, schema: { type: 'string', format: 'uuid' },
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: `The ${noun} id`,
+  schema: { type: 'string', format: 'uuid' },
 });
 
 function listParameters(resource: Resource): unknown[] {
   const d = resource.listDefaults;
-  const q = (name: string, description: string, schema: JsonSchema) => ({ name, in: 'query', required: false, description, schema });
+  const q = (name: string, description: string, schema: JsonSchema) => ({
+    name,
+    in: 'query',
+    required: false,
+    description,
+    schema,
+  });
   return [
-    q('select', `Columns and embedded relations to return, PostgREST syntax (default ${d.select ?? '*'})`, { type: 'string', default: d.select ?? '*' }),
-    q('order', `Sort order, e.g. occurred_at.desc,id.desc${d.order ? ` (default ${d.order})` : ''}`, d.order ? { type: 'string', default: d.order } : { type: 'string' }),
-    q('limit', `Page size${d.limit ? ` (default ${d.limit})` : ''}`, d.limit ? { type: 'integer', minimum: 0, default: Number(d.limit) } : { type: 'integer', minimum: 0 }),
+    q('select', `Columns and embedded relations to return, PostgREST syntax (default ${d.select ?? '*'})`, {
+      type: 'string',
+      default: d.select ?? '*',
+    }),
+    q(
+      'order',
+      `Sort order, e.g. occurred_at.desc,id.desc${d.order ? ` (default ${d.order})` : ''}`,
+      d.order ? { type: 'string', default: d.order } : { type: 'string' },
+    ),
+    q(
+      'limit',
+      `Page size${d.limit ? ` (default ${d.limit})` : ''}`,
+      d.limit ? { type: 'integer', minimum: 0, default: Number(d.limit) } : { type: 'integer', minimum: 0 },
+    ),
     q('offset', 'How many records to skip', { type: 'integer', minimum: 0 }),
     ...resource.filters.map((f) => ({ ...q(f.name, f.description, { type: 'string' }), example: f.example })),
     {
-      name: 'filters', in: 'query', required: false, style: 'form', explode: true,
-      description: 'Any other column filter in PostgREST syntax, column=operator.value (eq, neq, gt, gte, lt, lte, like, ilike, in, is, …), ' +
+      name: 'filters',
+      in: 'query',
+      required: false,
+      style: 'form',
+      explode: true,
+      description:
+        'Any other column filter in PostgREST syntax, column=operator.value (eq, neq, gt, gte, lt, lte, like, ilike, in, is, …), ' +
         'forwarded as it is; or=(…) and and=(…) combine them',
       schema: { type: 'object', additionalProperties: { type: 'string' } },
     },
-    { name: 'Prefer', in: 'header', required: false, description: 'count=exact adds the total to Content-Range', schema: { type: 'string', enum: ['count=exact', 'count=planned', 'count=estimated'] } },
+    {
+      name: 'Prefer',
+      in: 'header',
+      required: false,
+      description: 'count=exact adds the total to Content-Range',
+      schema: { type: 'string', enum: ['count=exact', 'count=planned', 'count=estimated'] },
+    },
   ];
 }
 
-const CONTENT_RANGE = { 'Content-Range': { description: 'The range of the page and, with Prefer: count=…, the total: 0-19/123', schema: { type: 'string' } } };
+const CONTENT_RANGE = {
+  'Content-Range': {
+    description: 'The range of the page and, with Prefer: count=…, the total: 0-19/123',
+    schema: { type: 'string' },
+  },
+};
 
 /** "a fund", "an expense". */
 const article = (noun: string): string => `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
@@ -47,68 +84,121 @@ function resourcePaths(resource: Resource): Record<string, unknown> {
   const noun = resource.noun;
   const collection: Record<string, unknown> = {
     get: {
-      operationId: `list_${resource.path}`, tags: [tag], summary: resource.listSummary,
-      description: 'Results are those of the same query on /rest/v1: the defaults apply to the parameters the client does not send.',
+      operationId: `list_${resource.path}`,
+      tags: [tag],
+      summary: resource.listSummary,
+      description:
+        'Results are those of the same query on /rest/v1: the defaults apply to the parameters the client does not send.',
       parameters: listParameters(resource),
       responses: {
-        200: { description: `The ${noun} records`, headers: CONTENT_RANGE, content: content({ type: 'array', items: ref(resource.listItem) }) },
-        206: { description: 'A partial page (Range)', headers: CONTENT_RANGE, content: content({ type: 'array', items: ref(resource.listItem) }) },
-        400: response('BadRequest'), ...COMMON_ERRORS,
+        200: {
+          description: `The ${noun} records`,
+          headers: CONTENT_RANGE,
+          content: content({ type: 'array', items: ref(resource.listItem) }),
+        },
+        206: {
+          description: 'A partial page (Range)',
+          headers: CONTENT_RANGE,
+          content: content({ type: 'array', items: ref(resource.listItem) }),
+        },
+        400: response('BadRequest'),
+        ...COMMON_ERRORS,
       },
     },
   };
   if (resource.create) {
     collection.post = {
-      operationId: `create_${resource.path}`, tags: [tag], summary: `Create ${article(noun)}`,
+      operationId: `create_${resource.path}`,
+      tags: [tag],
+      summary: `Create ${article(noun)}`,
       requestBody: { required: true, content: content(ref(resource.create)) },
       responses: {
         201: {
-          description: `The created ${noun}`, content: content(ref(resource.record)),
-          headers: { Location: { description: `/api/v1/${resource.path}/{id} of the new ${noun}`, schema: { type: 'string' } } },
+          description: `The created ${noun}`,
+          content: content(ref(resource.record)),
+          headers: {
+            Location: { description: `/api/v1/${resource.path}/{id} of the new ${noun}`, schema: { type: 'string' } },
+          },
         },
-        400: response('BadRequest'), ...COMMON_ERRORS, 409: response('Conflict'),
+        400: response('BadRequest'),
+        ...COMMON_ERRORS,
+        409: response('Conflict'),
       },
     };
   }
   const member: Record<string, unknown> = { parameters: [idParameter(noun)] };
-  member.get = resource.path === 'funds'
-    ? {
-      operationId: 'get_fund', tags: [tag], summary: 'Get one fund with its balance, ledger (newest first) and participants',
-      responses: { 200: { description: 'The fund', content: content(ref('FundDetail')) }, 404: response('NotFound'), ...COMMON_ERRORS },
-    }
-    : {
-      operationId: `get_${resource.path}`, tags: [tag], summary: `Get one ${noun}`,
-      responses: { 200: { description: `The ${noun}`, content: content(ref(resource.record)) }, 404: response('NotFound'), ...COMMON_ERRORS },
-    };
+  member.get =
+    resource.path === 'funds'
+      ? {
+          operationId: 'get_fund',
+          tags: [tag],
+          summary: 'Get one fund with its balance, ledger (newest first) and participants',
+          responses: {
+            200: { description: 'The fund', content: content(ref('FundDetail')) },
+            404: response('NotFound'),
+            ...COMMON_ERRORS,
+          },
+        }
+      : {
+          operationId: `get_${resource.path}`,
+          tags: [tag],
+          summary: `Get one ${noun}`,
+          responses: {
+            200: { description: `The ${noun}`, content: content(ref(resource.record)) },
+            404: response('NotFound'),
+            ...COMMON_ERRORS,
+          },
+        };
   if (resource.update) {
     member.patch = {
-      operationId: `update_${resource.path}`, tags: [tag], summary: `Change fields of ${article(noun)}`,
+      operationId: `update_${resource.path}`,
+      tags: [tag],
+      summary: `Change fields of ${article(noun)}`,
       requestBody: { required: true, content: content(ref(resource.update)) },
       responses: {
         200: { description: `The ${noun} as changed`, content: content(ref(resource.record)) },
-        400: response('BadRequest'), 404: response('NotFound'), ...COMMON_ERRORS, 409: response('Conflict'),
+        400: response('BadRequest'),
+        404: response('NotFound'),
+        ...COMMON_ERRORS,
+        409: response('Conflict'),
       },
     };
   }
   if (resource.remove) {
     member.delete = {
-      operationId: `delete_${resource.path}`, tags: [tag], summary: `Delete ${article(noun)} permanently`,
+      operationId: `delete_${resource.path}`,
+      tags: [tag],
+      summary: `Delete ${article(noun)} permanently`,
       description: 'Answers 200 with the deleted record, so a client can show or undo what was removed.',
-      responses: { 200: { description: `The deleted ${noun}`, content: content(ref(resource.record)) }, 404: response('NotFound'), ...COMMON_ERRORS },
+      responses: {
+        200: { description: `The deleted ${noun}`, content: content(ref(resource.record)) },
+        404: response('NotFound'),
+        ...COMMON_ERRORS,
+      },
     };
   }
   return { [`/${resource.path}`]: collection, [`/${resource.path}/{id}`]: member };
 }
 
-const errorResponse = (description: string, headers?: Record<string, unknown>) =>
-  ({ description, ...(headers ? { headers } : {}), content: content(ref('Error')) });
+const errorResponse = (description: string, headers?: Record<string, unknown>) => ({
+  description,
+  ...(headers ? { headers } : {}),
+  content: content(ref('Error')),
+});
 
-export function openApiDocument(schemas: WrapperSchemas, serverUrl: string, ratePerMinute: number): Record<string, unknown> {
+export function openApiDocument(
+  schemas: WrapperSchemas,
+  serverUrl: string,
+  ratePerMinute: number,
+): Record<string, unknown> {
   const paths: Record<string, unknown> = {
     '/token': {
       post: {
-        operationId: 'exchange_token', tags: ['auth'], summary: 'Exchange a workspace token for a one-hour access token',
-        description: 'The workspace token (tally_ws_…) goes in Authorization: Bearer, in the x-api-token header, or in the body field token. ' +
+        operationId: 'exchange_token',
+        tags: ['auth'],
+        summary: 'Exchange a workspace token for a one-hour access token',
+        description:
+          'The workspace token (tally_ws_…) goes in Authorization: Bearer, in the x-api-token header, or in the body field token. ' +
           'Every other operation needs the access token it returns, as Authorization: Bearer.',
         security: [{ workspaceToken: [] }, { workspaceTokenHeader: [] }, {}],
         requestBody: { required: false, content: content(ref('TokenRequest')) },
@@ -125,24 +215,46 @@ export function openApiDocument(schemas: WrapperSchemas, serverUrl: string, rate
   for (const resource of RESOURCES) Object.assign(paths, resourcePaths(resource));
   paths['/categories'] = {
     get: {
-      operationId: 'list_categories', tags: ['lookups'], summary: 'List the categories (live; they grow without a release)',
-      parameters: [{
-        name: 'domain', in: 'query', required: false, description: 'Only the categories of expenses or of fund transactions',
-        schema: { type: 'string', enum: Object.keys(CATEGORY_DOMAINS) },
-      }],
-      responses: { 200: { description: 'The categories', content: content({ type: 'array', items: ref('Category') }) }, 400: response('BadRequest'), ...COMMON_ERRORS },
+      operationId: 'list_categories',
+      tags: ['lookups'],
+      summary: 'List the categories (live; they grow without a release)',
+      parameters: [
+        {
+          name: 'domain',
+          in: 'query',
+          required: false,
+          description: 'Only the categories of expenses or of fund transactions',
+          schema: { type: 'string', enum: Object.keys(CATEGORY_DOMAINS) },
+        },
+      ],
+      responses: {
+        200: { description: 'The categories', content: content({ type: 'array', items: ref('Category') }) },
+        400: response('BadRequest'),
+        ...COMMON_ERRORS,
+      },
     },
   };
   paths['/payment_methods'] = {
     get: {
-      operationId: 'list_payment_methods', tags: ['lookups'], summary: 'List the payment methods (live)',
-      responses: { 200: { description: 'The payment methods', content: content({ type: 'array', items: ref('PaymentMethod') }) }, ...COMMON_ERRORS },
+      operationId: 'list_payment_methods',
+      tags: ['lookups'],
+      summary: 'List the payment methods (live)',
+      responses: {
+        200: { description: 'The payment methods', content: content({ type: 'array', items: ref('PaymentMethod') }) },
+        ...COMMON_ERRORS,
+      },
     },
   };
   paths['/openapi.json'] = {
     get: {
-      operationId: 'openapi', tags: ['meta'], summary: 'This document, with the live category and method lists', security: [],
-      responses: { 200: { description: 'OpenAPI 3.1 document', content: { 'application/json': { schema: { type: 'object' } } } }, 429: response('TooManyRequests') },
+      operationId: 'openapi',
+      tags: ['meta'],
+      summary: 'This document, with the live category and method lists',
+      security: [],
+      responses: {
+        200: { description: 'OpenAPI 3.1 document', content: { 'application/json': { schema: { type: 'object' } } } },
+        429: response('TooManyRequests'),
+      },
     },
   };
 
@@ -151,7 +263,8 @@ export function openApiDocument(schemas: WrapperSchemas, serverUrl: string, rate
     info: {
       title: 'Tally REST API',
       version: VERSION,
-      description: 'The REST wrapper of Tally, the workspace finance service: personal expenses, group funds, fund transactions and contacts ' +
+      description:
+        'The REST wrapper of Tally, the workspace finance service: personal expenses, group funds, fund transactions and contacts ' +
         'of one workspace. Exchange a workspace token at POST /token, then send Authorization: Bearer <access_token>. ' +
         'Errors have one shape: {code, message, details, hint}. Category and method lists are live: read them here or at /categories and /payment_methods.',
     },
@@ -169,22 +282,46 @@ export function openApiDocument(schemas: WrapperSchemas, serverUrl: string, rate
     paths,
     components: {
       securitySchemes: {
-        bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'The access token of POST /token (valid one hour)' },
-        workspaceToken: { type: 'http', scheme: 'bearer', description: 'A workspace token (tally_ws_…), for POST /token only' },
-        workspaceTokenHeader: { type: 'apiKey', in: 'header', name: 'x-api-token', description: 'A workspace token, for POST /token only' },
+        bearerAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'The access token of POST /token (valid one hour)',
+        },
+        workspaceToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'A workspace token (tally_ws_…), for POST /token only',
+        },
+        workspaceTokenHeader: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'x-api-token',
+          description: 'A workspace token, for POST /token only',
+        },
       },
       schemas: { ...schemas },
       responses: {
-        BadRequest: errorResponse('Malformed JSON, a wrong type, a missing or unknown field, a number out of bounds or a value not in its list; the message names the field'),
-        Unauthorized: errorResponse('The access token is missing, malformed, revoked or expired (a workspace token must be exchanged first)', {
-          'WWW-Authenticate': { description: 'Bearer challenge', schema: { type: 'string' } },
-        }),
+        BadRequest: errorResponse(
+          'Malformed JSON, a wrong type, a missing or unknown field, a number out of bounds or a value not in its list; the message names the field',
+        ),
+        Unauthorized: errorResponse(
+          'The access token is missing, malformed, revoked or expired (a workspace token must be exchanged first)',
+          {
+            'WWW-Authenticate': { description: 'Bearer challenge', schema: { type: 'string' } },
+          },
+        ),
         Forbidden: errorResponse('The token is read-only (for a write), or the workspace API switch is off'),
         NotFound: errorResponse('No record with this id in the workspace'),
-        Conflict: errorResponse('The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)'),
-        TooManyRequests: errorResponse(`Rate limit exceeded (${ratePerMinute} requests per minute per workspace token, all surfaces together)`, {
-          'Retry-After': { description: 'Seconds to wait before the next request', schema: { type: 'integer' } },
-        }),
+        Conflict: errorResponse(
+          'The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)',
+        ),
+        TooManyRequests: errorResponse(
+          `Rate limit exceeded (${ratePerMinute} requests per minute per workspace token, all surfaces together)`,
+          {
+            'Retry-After': { description: 'Seconds to wait before the next request', schema: { type: 'integer' } },
+          },
+        ),
       },
     },
   };

@@ -37,7 +37,11 @@ export const RESOURCES: Resource[] = [
     remove: true,
     filters: [
       { name: 'category_id', description: 'Filter on the category, e.g. eq.food-drinks', example: 'eq.food-drinks' },
-      { name: 'occurred_at', description: 'Filter on when it occurred, e.g. gte.2026-01-01T00:00:00Z', example: 'gte.2026-01-01T00:00:00Z' },
+      {
+        name: 'occurred_at',
+        description: 'Filter on when it occurred, e.g. gte.2026-01-01T00:00:00Z',
+        example: 'gte.2026-01-01T00:00:00Z',
+      },
     ],
   },
   {
@@ -51,7 +55,7 @@ export const RESOURCES: Resource[] = [
     create: 'FundCreate',
     update: 'FundUpdate',
     remove: false,
-    filters: [{ name: 'status', description: "Filter on the status, e.g. eq.In Progress", example: 'eq.Upcoming' }],
+    filters: [{ name: 'status', description: 'Filter on the status, e.g. eq.In Progress', example: 'eq.Upcoming' }],
   },
   {
     path: 'fund_transactions',
@@ -65,7 +69,11 @@ export const RESOURCES: Resource[] = [
     update: 'FundTransactionUpdate',
     remove: true,
     filters: [
-      { name: 'fund_id', description: 'The fund, written eq.<fund uuid> (a bare uuid is read as eq.<uuid>)', example: 'eq.00000000-0000-4000-8000-000000000000' },
+      {
+        name: 'fund_id',
+        description: 'The fund, written eq.<fund uuid> (a bare uuid is read as eq.<uuid>)',
+        example: 'eq.00000000-0000-4000-8000-000000000000',
+      },
       { name: 'category_id', description: 'Filter on the category, e.g. eq.hotel', example: 'eq.hotel' },
     ],
   },

@@ -8,7 +8,14 @@ import { limitAfter, rateLimit } from '../auth/ratelimit.js';
 import { docsHandlers } from './docs.js';
 import { openApiDocument } from './openapi.js';
 import {
-  CATEGORY_DOMAINS, CATEGORY_QUERY, FUND_DETAIL_QUERY, FUND_SUMMARY_RELATION, FUND_SUMMARY_SELECT, PAYMENT_METHOD_QUERY, RESOURCES, type Resource,
+  CATEGORY_DOMAINS,
+  CATEGORY_QUERY,
+  FUND_DETAIL_QUERY,
+  FUND_SUMMARY_RELATION,
+  FUND_SUMMARY_SELECT,
+  PAYMENT_METHOD_QUERY,
+  RESOURCES,
+  type Resource,
 } from './resources.js';
 import { schemasFor, validateBody } from './validate.js';
 
@@ -30,8 +37,13 @@ function requireJwt(ctx: AppContext): RequestHandler {
   const bearer = bearerAuth(ctx);
   return (req, res, next) => {
     if (req.headers.authorization === undefined) {
-      return next(catalogue.noCredential('Authorization required: send "Authorization: Bearer <access token>"',
-        'Exchange a workspace token for an access token at POST /api/v1/token first', { 'WWW-Authenticate': 'Bearer realm="tally"' }));
+      return next(
+        catalogue.noCredential(
+          'Authorization required: send "Authorization: Bearer <access token>"',
+          'Exchange a workspace token for an access token at POST /api/v1/token first',
+          { 'WWW-Authenticate': 'Bearer realm="tally"' },
+        ),
+      );
     }
     return bearer(req, res, next);
   };
@@ -83,18 +95,27 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
   const json = express.json({ limit: ctx.config.maxBodyBytes, strict: false });
 
   /** One gateway call under the request's auth. */
-  function gateway(res: Response, req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] }): Promise<GatewayResponse> {
+  function gateway(
+    res: Response,
+    req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
+  ): Promise<GatewayResponse> {
     return call({ headers: {}, ...req }, auth(res));
   }
 
-  const handle = (fn: (req: Request, res: Response) => Promise<void>): RequestHandler => (req, res, next) => {
-    fn(req, res).catch(next);
-  };
+  const handle =
+    (fn: (req: Request, res: Response) => Promise<void>): RequestHandler =>
+    (req, res, next) => {
+      fn(req, res).catch(next);
+    };
 
   // The description is public (no workspace data), counted per address like any anonymous call.
   const describe = handle(async (req, res) => {
     const origin = `${req.protocol}://${req.get('host') ?? 'localhost'}`;
-    res.set('Cache-Control', 'no-cache').json(openApiDocument(schemasFor(await lookups.get()).schemas, `${origin}${BASE}`, ctx.config.rateLimitPerMinute));
+    res
+      .set('Cache-Control', 'no-cache')
+      .json(
+        openApiDocument(schemasFor(await lookups.get()).schemas, `${origin}${BASE}`, ctx.config.rateLimitPerMinute),
+      );
   });
   router.get([`${BASE}/openapi.json`, '/openapi.json'], rateLimit(ctx), describe);
   router.use(`${BASE}/docs`, ...docsHandlers(`${BASE}/openapi.json`));
@@ -106,59 +127,95 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
     const collection = `/${resource.path}`;
     const member = `/${resource.path}/:id`;
 
-    api.get(collection, handle(async (req, res) => {
-      const query = withDefaults(clientQuery(req), resource.listDefaults);
-      // fund_id=<uuid> (the documented shorthand of this one filter) is read as fund_id=eq.<uuid>.
-      const fundId = query.get('fund_id');
-      if (resource.path === 'fund_transactions' && fundId !== null && UUID.test(fundId)) query.set('fund_id', `eq.${fundId}`);
-      const headers: GatewayRequest['headers'] = { prefer: req.get('prefer'), range: req.get('range') };
-      const g = await gateway(res, { method: 'GET', relation: resource.relation, query, headers });
-      passThrough(res, g);
-    }));
+    api.get(
+      collection,
+      handle(async (req, res) => {
+        const query = withDefaults(clientQuery(req), resource.listDefaults);
+        // fund_id=<uuid> (the documented shorthand of this one filter) is read as fund_id=eq.<uuid>.
+        const fundId = query.get('fund_id');
+        if (resource.path === 'fund_transactions' && fundId !== null && UUID.test(fundId))
+          query.set('fund_id', `eq.${fundId}`);
+        const headers: GatewayRequest['headers'] = { prefer: req.get('prefer'), range: req.get('range') };
+        const g = await gateway(res, { method: 'GET', relation: resource.relation, query, headers });
+        passThrough(res, g);
+      }),
+    );
 
     if (resource.path !== 'funds') {
-      api.get(member, handle(async (req, res) => {
-        const id = recordId(req, resource);
-        const g = await gateway(res, { method: 'GET', relation: resource.relation, query: new URLSearchParams({ select: '*', id: `eq.${id}` }) });
-        const [row] = rows(g);
-        if (!row) throw notFound(resource, id);
-        res.json(row);
-      }));
+      api.get(
+        member,
+        handle(async (req, res) => {
+          const id = recordId(req, resource);
+          const g = await gateway(res, {
+            method: 'GET',
+            relation: resource.relation,
+            query: new URLSearchParams({ select: '*', id: `eq.${id}` }),
+          });
+          const [row] = rows(g);
+          if (!row) throw notFound(resource, id);
+          res.json(row);
+        }),
+      );
     }
 
     const { create, update } = resource;
     if (create) {
-      api.post(collection, json, handle(async (req, res) => {
-        const body = validateBody(schemasFor(await lookups.get()), create, req.body);
-        const g = await gateway(res, {
-          method: 'POST', relation: resource.relation, query: new URLSearchParams({ select: '*' }), body,
-          headers: { prefer: 'return=representation', 'content-type': 'application/json' },
-        });
-        const [row] = rows<{ id: string }>(g);
-        res.status(201).location(`${BASE}/${resource.path}/${row.id}`).json(row);
-      }));
+      api.post(
+        collection,
+        json,
+        handle(async (req, res) => {
+          const body = validateBody(schemasFor(await lookups.get()), create, req.body);
+          const g = await gateway(res, {
+            method: 'POST',
+            relation: resource.relation,
+            query: new URLSearchParams({ select: '*' }),
+            body,
+            headers: { prefer: 'return=representation', 'content-type': 'application/json' },
+          });
+          const [row] = rows<{ id: string }>(g);
+          res.status(201).location(`${BASE}/${resource.path}/${row.id}`).json(row);
+        }),
+      );
     }
     if (update) {
-      api.patch(member, json, handle(async (req, res) => {
-        const id = recordId(req, resource);
-        const body = validateBody(schemasFor(await lookups.get()), update, req.body);
-        const row = await write(res, 'PATCH', resource, id, body);
-        res.json(row);
-      }));
+      api.patch(
+        member,
+        json,
+        handle(async (req, res) => {
+          const id = recordId(req, resource);
+          const body = validateBody(schemasFor(await lookups.get()), update, req.body);
+          const row = await write(res, 'PATCH', resource, id, body);
+          res.json(row);
+        }),
+      );
     }
     if (resource.remove) {
-      api.delete(member, handle(async (req, res) => {
-        const row = await write(res, 'DELETE', resource, recordId(req, resource));
-        res.json(row);
-      }));
+      api.delete(
+        member,
+        handle(async (req, res) => {
+          const row = await write(res, 'DELETE', resource, recordId(req, resource));
+          res.json(row);
+        }),
+      );
     }
   }
 
   /** PATCH or DELETE of one record by id: the changed (or deleted) record, or 404. */
-  async function write(res: Response, method: GatewayMethod, resource: Resource, id: string, body?: Record<string, unknown>): Promise<unknown> {
+  async function write(
+    res: Response,
+    method: GatewayMethod,
+    resource: Resource,
+    id: string,
+    body?: Record<string, unknown>,
+  ): Promise<unknown> {
     const g = await gateway(res, {
-      method, relation: resource.relation, query: new URLSearchParams({ select: '*', id: `eq.${id}` }), body,
-      headers: body ? { prefer: 'return=representation', 'content-type': 'application/json' } : { prefer: 'return=representation' },
+      method,
+      relation: resource.relation,
+      query: new URLSearchParams({ select: '*', id: `eq.${id}` }),
+      body,
+      headers: body
+        ? { prefer: 'return=representation', 'content-type': 'application/json' }
+        : { prefer: 'return=representation' },
     });
     const [row] = rows(g);
     if (!row) throw notFound(resource, id);
@@ -166,37 +223,61 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
   }
 
   const fund = RESOURCES.find((r) => r.path === 'funds')!;
-  api.get('/funds/:id', handle(async (req, res) => {
-    const id = recordId(req, fund);
-    const query = new URLSearchParams({ ...FUND_DETAIL_QUERY, id: `eq.${id}` });
-    // The figures are the function's (GET /rpc/fund_summary), so they equal what MCP and /rest/v1/rpc say.
-    const [g, s] = await Promise.all([
-      gateway(res, { method: 'GET', relation: 'funds', query }),
-      gateway(res, { method: 'GET', relation: FUND_SUMMARY_RELATION, query: new URLSearchParams({ fund_id: id, select: FUND_SUMMARY_SELECT }) }),
-    ]);
-    const [row] = rows<Record<string, unknown> & { fund_participants?: { joined_at: string; contacts: Record<string, unknown> }[] }>(g);
-    if (!row) throw notFound(fund, id);
-    const { fund_participants: joins = [], ...rest } = row;
-    const summary = JSON.parse(s.body ?? 'null') as { balance: number } & Record<string, unknown>;
-    res.json({ ...rest, balance: summary.balance, summary, participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })) });
-  }));
+  api.get(
+    '/funds/:id',
+    handle(async (req, res) => {
+      const id = recordId(req, fund);
+      const query = new URLSearchParams({ ...FUND_DETAIL_QUERY, id: `eq.${id}` });
+      // The figures are the function's (GET /rpc/fund_summary), so they equal what MCP and /rest/v1/rpc say.
+      const [g, s] = await Promise.all([
+        gateway(res, { method: 'GET', relation: 'funds', query }),
+        gateway(res, {
+          method: 'GET',
+          relation: FUND_SUMMARY_RELATION,
+          query: new URLSearchParams({ fund_id: id, select: FUND_SUMMARY_SELECT }),
+        }),
+      ]);
+      const [row] = rows<
+        Record<string, unknown> & { fund_participants?: { joined_at: string; contacts: Record<string, unknown> }[] }
+      >(g);
+      if (!row) throw notFound(fund, id);
+      const { fund_participants: joins = [], ...rest } = row;
+      const summary = JSON.parse(s.body ?? 'null') as { balance: number } & Record<string, unknown>;
+      res.json({
+        ...rest,
+        balance: summary.balance,
+        summary,
+        participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })),
+      });
+    }),
+  );
 
-  api.get('/categories', handle(async (req, res) => {
-    const query = new URLSearchParams(CATEGORY_QUERY);
-    const domain = clientQuery(req).get('domain');
-    if (domain !== null) {
-      const flag = CATEGORY_DOMAINS[domain];
-      if (!flag) throw catalogue.notOneOf('domain', Object.keys(CATEGORY_DOMAINS));
-      query.set(flag, 'is.true');
-    }
-    const g = await gateway(res, { method: 'GET', relation: 'categories', query });
-    res.json(rows(g));
-  }));
+  api.get(
+    '/categories',
+    handle(async (req, res) => {
+      const query = new URLSearchParams(CATEGORY_QUERY);
+      const domain = clientQuery(req).get('domain');
+      if (domain !== null) {
+        const flag = CATEGORY_DOMAINS[domain];
+        if (!flag) throw catalogue.notOneOf('domain', Object.keys(CATEGORY_DOMAINS));
+        query.set(flag, 'is.true');
+      }
+      const g = await gateway(res, { method: 'GET', relation: 'categories', query });
+      res.json(rows(g));
+    }),
+  );
 
-  api.get('/payment_methods', handle(async (_req, res) => {
-    const g = await gateway(res, { method: 'GET', relation: 'payment_methods', query: new URLSearchParams(PAYMENT_METHOD_QUERY) });
-    res.json(rows(g));
-  }));
+  api.get(
+    '/payment_methods',
+    handle(async (_req, res) => {
+      const g = await gateway(res, {
+        method: 'GET',
+        relation: 'payment_methods',
+        query: new URLSearchParams(PAYMENT_METHOD_QUERY),
+      });
+      res.json(rows(g));
+    }),
+  );
 
   return router;
 }

@@ -42,11 +42,25 @@ export interface WrapperSchemas {
   TokenResponse: JsonSchema;
 }
 
-export type RequestSchemaName = 'ExpenseCreate' | 'ExpenseUpdate' | 'FundTransactionCreate' | 'FundTransactionUpdate'
-  | 'FundCreate' | 'FundUpdate' | 'ContactCreate' | 'ContactUpdate';
+export type RequestSchemaName =
+  | 'ExpenseCreate'
+  | 'ExpenseUpdate'
+  | 'FundTransactionCreate'
+  | 'FundTransactionUpdate'
+  | 'FundCreate'
+  | 'FundUpdate'
+  | 'ContactCreate'
+  | 'ContactUpdate';
 
 export const REQUEST_SCHEMAS: RequestSchemaName[] = [
-  'ExpenseCreate', 'ExpenseUpdate', 'FundTransactionCreate', 'FundTransactionUpdate', 'FundCreate', 'FundUpdate', 'ContactCreate', 'ContactUpdate',
+  'ExpenseCreate',
+  'ExpenseUpdate',
+  'FundTransactionCreate',
+  'FundTransactionUpdate',
+  'FundCreate',
+  'FundUpdate',
+  'ContactCreate',
+  'ContactUpdate',
 ];
 
 export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
@@ -55,67 +69,158 @@ export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
 
 /** The request bodies: the field rules, with the live lookups as enums. */
 function requestSchemas(lookups: Lookups): Record<RequestSchemaName, JsonSchema> {
-  const { expense: expenseFields, fundTransaction: fundTransactionFields, fund: fundFields, contact: contactFields } = financeFields(lookups);
+  const {
+    expense: expenseFields,
+    fundTransaction: fundTransactionFields,
+    fund: fundFields,
+    contact: contactFields,
+  } = financeFields(lookups);
   return {
     ExpenseCreate: object(expenseFields, ['name', 'amount', 'category_id', 'method_id'], 'A new personal expense'),
-    ExpenseUpdate: patch({ ...expenseFields, note: nullable(expenseFields.note) }, 'Fields of an expense to change; others stay as they are'),
-    FundTransactionCreate: object(fundTransactionFields, ['fund_id', 'name', 'amount', 'category_id', 'method_id'], 'A new fund transaction'),
+    ExpenseUpdate: patch(
+      { ...expenseFields, note: nullable(expenseFields.note) },
+      'Fields of an expense to change; others stay as they are',
+    ),
+    FundTransactionCreate: object(
+      fundTransactionFields,
+      ['fund_id', 'name', 'amount', 'category_id', 'method_id'],
+      'A new fund transaction',
+    ),
     FundTransactionUpdate: patch(
-      { name: fundTransactionFields.name, amount: fundTransactionFields.amount, category_id: fundTransactionFields.category_id,
-        method_id: fundTransactionFields.method_id, occurred_at: fundTransactionFields.occurred_at },
-      'Fields of a fund transaction to change (it stays in its fund)'),
+      {
+        name: fundTransactionFields.name,
+        amount: fundTransactionFields.amount,
+        category_id: fundTransactionFields.category_id,
+        method_id: fundTransactionFields.method_id,
+        occurred_at: fundTransactionFields.occurred_at,
+      },
+      'Fields of a fund transaction to change (it stays in its fund)',
+    ),
     FundCreate: object(
-      { name: fundFields.name, kind: fundFields.kind, currency: fundFields.currency, target_amount: fundFields.target_amount,
-        description: fundFields.description, start_date: fundFields.start_date, end_date: fundFields.end_date,
-        contribution_amount: fundFields.contribution_amount, contribution_frequency: fundFields.contribution_frequency,
-        contribution_due_day: fundFields.contribution_due_day },
-      ['name'], 'A new fund; its status starts as Upcoming'),
+      {
+        name: fundFields.name,
+        kind: fundFields.kind,
+        currency: fundFields.currency,
+        target_amount: fundFields.target_amount,
+        description: fundFields.description,
+        start_date: fundFields.start_date,
+        end_date: fundFields.end_date,
+        contribution_amount: fundFields.contribution_amount,
+        contribution_frequency: fundFields.contribution_frequency,
+        contribution_due_day: fundFields.contribution_due_day,
+      },
+      ['name'],
+      'A new fund; its status starts as Upcoming',
+    ),
     FundUpdate: patch(
-      { name: fundFields.name, status: fundFields.status, kind: fundFields.kind, target_amount: nullable(fundFields.target_amount),
-        description: nullable(fundFields.description), start_date: nullable(fundFields.start_date), end_date: nullable(fundFields.end_date) },
-      'Fields of a fund to change; status may be set to any of the three values'),
+      {
+        name: fundFields.name,
+        status: fundFields.status,
+        kind: fundFields.kind,
+        target_amount: nullable(fundFields.target_amount),
+        description: nullable(fundFields.description),
+        start_date: nullable(fundFields.start_date),
+        end_date: nullable(fundFields.end_date),
+      },
+      'Fields of a fund to change; status may be set to any of the three values',
+    ),
     ContactCreate: object(contactFields, ['name'], 'A new contact'),
     ContactUpdate: patch(
-      { name: contactFields.name, nickname: nullable(contactFields.nickname), phone: nullable(contactFields.phone), email: nullable(contactFields.email) },
-      'Fields of a contact to change (null clears an optional one)'),
+      {
+        name: contactFields.name,
+        nickname: nullable(contactFields.nickname),
+        phone: nullable(contactFields.phone),
+        email: nullable(contactFields.email),
+      },
+      'Fields of a contact to change (null clears an optional one)',
+    ),
   };
 }
 
-const record = (properties: Record<string, JsonSchema>, description: string): JsonSchema => ({ type: 'object', description, properties });
+const record = (properties: Record<string, JsonSchema>, description: string): JsonSchema => ({
+  type: 'object',
+  description,
+  properties,
+});
 
 /** The records the wrapper answers with. */
-function recordSchemas(): Pick<WrapperSchemas, 'Expense' | 'FundTransaction' | 'Fund' | 'FundWithTransactions' | 'FundDetail' | 'Contact' | 'Participant' | 'Category' | 'PaymentMethod'> {
-  const { expense: Expense, fundTransaction: FundTransaction, fundProperties, contact: Contact, participant: Participant } = financeRecords();
+function recordSchemas(): Pick<
+  WrapperSchemas,
+  | 'Expense'
+  | 'FundTransaction'
+  | 'Fund'
+  | 'FundWithTransactions'
+  | 'FundDetail'
+  | 'Contact'
+  | 'Participant'
+  | 'Category'
+  | 'PaymentMethod'
+> {
+  const {
+    expense: Expense,
+    fundTransaction: FundTransaction,
+    fundProperties,
+    contact: Contact,
+    participant: Participant,
+  } = financeRecords();
   return {
     Expense,
     FundTransaction,
     Fund: record(fundProperties, 'A group fund; it has no stored balance'),
     FundWithTransactions: record(
-      { ...fundProperties, fund_transactions: { type: 'array', items: FundTransaction, description: 'The fund\'s transactions (embedded)' } },
-      'A fund with its embedded transactions (the default select of GET /funds)'),
+      {
+        ...fundProperties,
+        fund_transactions: { type: 'array', items: FundTransaction, description: "The fund's transactions (embedded)" },
+      },
+      'A fund with its embedded transactions (the default select of GET /funds)',
+    ),
     FundDetail: record(
-      { ...fundProperties, balance: { type: 'number', description: 'Sum of the amounts of the fund\'s transactions, computed on read (summary.balance)' },
+      {
+        ...fundProperties,
+        balance: {
+          type: 'number',
+          description: "Sum of the amounts of the fund's transactions, computed on read (summary.balance)",
+        },
         summary: {
-          type: 'object', description: 'The fund\'s figures from the SQL function fund_summary (also GET /rest/v1/rpc/fund_summary?fund_id=…)',
+          type: 'object',
+          description:
+            "The fund's figures from the SQL function fund_summary (also GET /rest/v1/rpc/fund_summary?fund_id=…)",
           properties: {
             balance: { type: 'number', description: 'Income minus expenses' },
             income: { type: 'number', description: 'Sum of the positive transactions' },
             expenses: { type: 'number', description: 'Sum of the negative transactions, as a positive number' },
-            progress: { type: ['number', 'null'], description: 'Balance divided by the target amount, rounded to 4 places; null without a target' },
+            progress: {
+              type: ['number', 'null'],
+              description: 'Balance divided by the target amount, rounded to 4 places; null without a target',
+            },
             participant_count: { type: 'integer', description: 'How many contacts take part' },
           },
           required: ['balance', 'income', 'expenses', 'progress', 'participant_count'],
         },
         fund_transactions: { type: 'array', items: FundTransaction, description: 'The ledger, newest first' },
-        participants: { type: 'array', items: Participant, description: 'The contacts taking part, with when they joined' } },
-      'One fund with its balance and figures, ledger and participants'),
+        participants: {
+          type: 'array',
+          items: Participant,
+          description: 'The contacts taking part, with when they joined',
+        },
+      },
+      'One fund with its balance and figures, ledger and participants',
+    ),
     Contact,
     Participant,
-    Category: record({
-      id: { type: 'string' }, name: { type: 'string' },
-      for_expenses: { type: 'boolean', description: 'Offered to personal expenses' }, for_funds: { type: 'boolean', description: 'Offered to fund transactions' },
-    }, 'A category (the category_id of an expense or a fund transaction)'),
-    PaymentMethod: record({ id: { type: 'string' }, name: { type: 'string' } }, 'A payment method (the method_id of a transaction)'),
+    Category: record(
+      {
+        id: { type: 'string' },
+        name: { type: 'string' },
+        for_expenses: { type: 'boolean', description: 'Offered to personal expenses' },
+        for_funds: { type: 'boolean', description: 'Offered to fund transactions' },
+      },
+      'A category (the category_id of an expense or a fund transaction)',
+    ),
+    PaymentMethod: record(
+      { id: { type: 'string' }, name: { type: 'string' } },
+      'A payment method (the method_id of a transaction)',
+    ),
   };
 }
 
@@ -123,15 +228,19 @@ function recordSchemas(): Pick<WrapperSchemas, 'Expense' | 'FundTransaction' | '
 function tokenAndErrorSchemas(): Pick<WrapperSchemas, 'Error' | 'TokenRequest' | 'TokenResponse'> {
   return {
     Error: {
-      type: 'object', description: 'The error shape of every Tally surface (PostgREST\'s)',
+      type: 'object',
+      description: "The error shape of every Tally surface (PostgREST's)",
       properties: {
         code: { type: 'string', description: 'PGRSTnnn (request, schema, JWT), a Postgres SQLSTATE, or PT429' },
-        message: { type: 'string' }, details: { type: ['string', 'null'] }, hint: { type: ['string', 'null'] },
+        message: { type: 'string' },
+        details: { type: ['string', 'null'] },
+        hint: { type: ['string', 'null'] },
       },
       required: ['code', 'message', 'details', 'hint'],
     },
     TokenRequest: {
-      type: 'object', description: 'Optional: the workspace token for clients that cannot set headers',
+      type: 'object',
+      description: 'Optional: the workspace token for clients that cannot set headers',
       properties: { token: { type: 'string', description: 'A workspace token (tally_ws_…)' } },
     },
     TokenResponse: {

@@ -22,7 +22,10 @@ const compiled = new WeakMap<Lookups, CompiledSchemas>();
 /** The validator of the field rules (gateway/fields.ts), for the wrapper's bodies and the MCP tools' arguments alike. */
 export function createAjv(): Ajv2020 {
   const ajv = new Ajv2020({
-    allErrors: true, strict: true, allowUnionTypes: true, verbose: true,
+    allErrors: true,
+    strict: true,
+    allowUnionTypes: true,
+    verbose: true,
     // multipleOf 0.0001 in binary floating point: 12.35 / 0.0001 is 123500.00000000001.
     multipleOfPrecision: 8,
   });
@@ -35,7 +38,10 @@ export function schemasFor(lookups: Lookups): CompiledSchemas {
   if (!entry) {
     const schemas = wrapperSchemas(lookups);
     const ajv = createAjv();
-    const validators = Object.fromEntries(REQUEST_SCHEMAS.map((name) => [name, ajv.compile(schemas[name])])) as Record<RequestSchemaName, ValidateFunction>;
+    const validators = Object.fromEntries(REQUEST_SCHEMAS.map((name) => [name, ajv.compile(schemas[name])])) as Record<
+      RequestSchemaName,
+      ValidateFunction
+    >;
     entry = { schemas, validators };
     compiled.set(lookups, entry);
   }
@@ -50,7 +56,13 @@ const FORMAT_WORDS: Record<string, string> = {
 };
 
 const TYPE_WORDS: Record<string, string> = {
-  string: 'a string', number: 'a number', integer: 'an integer', boolean: 'true or false', object: 'a JSON object', array: 'an array', null: 'null',
+  string: 'a string',
+  number: 'a number',
+  integer: 'an integer',
+  boolean: 'true or false',
+  object: 'a JSON object',
+  array: 'an array',
+  null: 'null',
 };
 
 function fieldOf(error: ErrorObject): string {
@@ -72,7 +84,9 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
     case 'minProperties':
       return `the request body must change at least one field: ${Object.keys((schema.properties as object | undefined) ?? {}).join(', ')}`;
     case 'type': {
-      const types = String(p.type).split(',').map((t) => TYPE_WORDS[t] ?? t);
+      const types = String(p.type)
+        .split(',')
+        .map((t) => TYPE_WORDS[t] ?? t);
       return `${field} must be ${types.join(' or ')}`;
     }
     case 'enum':
@@ -82,7 +96,9 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
     case 'format':
       return `${field} must be ${FORMAT_WORDS[p.format as string] ?? `in the format ${p.format as string}`}`;
     case 'minLength':
-      return Number(p.limit) === 1 ? `${field} must not be empty` : `${field} must be at least ${p.limit as number} characters`;
+      return Number(p.limit) === 1
+        ? `${field} must not be empty`
+        : `${field} must be at least ${p.limit as number} characters`;
     case 'maxLength':
       return `${field} must be at most ${p.limit as number} characters`;
     case 'minimum':
@@ -98,7 +114,9 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
     case 'pattern': {
       // The field's description says what is allowed in words (verbose errors carry it).
       const described = (error.parentSchema as { description?: string } | undefined)?.description;
-      return described ? `${field} has the wrong format: ${described}` : `${field} has the wrong format (pattern ${p.pattern as string})`;
+      return described
+        ? `${field} has the wrong format: ${described}`
+        : `${field} has the wrong format (pattern ${p.pattern as string})`;
     }
     default:
       return `${field} ${error.message ?? 'is invalid'}`;
@@ -106,7 +124,11 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
 }
 
 /** Checks a request body; throws the 400 (PGRST102, every problem named) when it fails. */
-export function validateBody(compiledSchemas: CompiledSchemas, name: RequestSchemaName, body: unknown): Record<string, unknown> {
+export function validateBody(
+  compiledSchemas: CompiledSchemas,
+  name: RequestSchemaName,
+  body: unknown,
+): Record<string, unknown> {
   if (body === undefined) {
     throw catalogue.invalidBody('the body is missing', null, 'Send a JSON object with Content-Type: application/json');
   }
@@ -117,6 +139,9 @@ export function validateBody(compiledSchemas: CompiledSchemas, name: RequestSche
   const errors = validate.errors ?? [];
   const rootType = errors.find((e) => e.instancePath === '' && e.keyword === 'type');
   const problems = [...new Set((rootType ? [rootType] : errors).map((e) => describeError(e, schema)))];
-  throw catalogue.invalidBody(problems.join('; '), problems.join('\n'),
-    `See the ${name} schema in /api/v1/openapi.json`);
+  throw catalogue.invalidBody(
+    problems.join('; '),
+    problems.join('\n'),
+    `See the ${name} schema in /api/v1/openapi.json`,
+  );
 }

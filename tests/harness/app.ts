@@ -19,8 +19,17 @@ export interface TestApp {
 }
 
 export function startTestApp(databaseUrl: string, env: Record<string, string> = {}): TestApp {
-  const config: Config = loadConfig({ TALLY_JWT_SECRET: TEST_JWT_SECRET, DATABASE_URL: databaseUrl, TALLY_DB_POOL: '4', ...env });
-  const ctx: AppContext = { config, db: configuredPool(serverUrl(databaseUrl), config), jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret) };
+  const config: Config = loadConfig({
+    TALLY_JWT_SECRET: TEST_JWT_SECRET,
+    DATABASE_URL: databaseUrl,
+    TALLY_DB_POOL: '4',
+    ...env,
+  });
+  const ctx: AppContext = {
+    config,
+    db: configuredPool(serverUrl(databaseUrl), config),
+    jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret),
+  };
   return { app: createApp(ctx), ctx, close: () => ctx.db.end({ timeout: 5 }) };
 }
 
@@ -31,5 +40,9 @@ export function accessToken(claims: AccessClaims, secret = TEST_JWT_SECRET): Pro
 
 /** Any JWT, signed with the test secret, for tests of the generic gateway. */
 export function signJwt(payload: Record<string, unknown>, secret = TEST_JWT_SECRET, expiresIn = '1h'): Promise<string> {
-  return new SignJWT(payload).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(expiresIn).sign(new TextEncoder().encode(secret));
+  return new SignJWT(payload)
+    .setProtectedHeader({ alg: 'HS256' })
+    .setIssuedAt()
+    .setExpirationTime(expiresIn)
+    .sign(new TextEncoder().encode(secret));
 }

@@ -14,7 +14,10 @@ const args = (argv: string[]): string[] => ['--import', 'tsx', 'gateway/cli/main
 
 export function tally(argv: string[], env: Record<string, string | undefined>, input?: string): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args(argv), { cwd: packageRoot, env: { ...process.env, NODE_OPTIONS: '', ...env } });
+    const child = spawn(process.execPath, args(argv), {
+      cwd: packageRoot,
+      env: { ...process.env, NODE_OPTIONS: '', ...env },
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -29,12 +32,22 @@ export function tally(argv: string[], env: Record<string, string | undefined>, i
 }
 
 /** Starts a long-running command (`tally up`) and resolves once its output matches `ready`. */
-export function tallyServer(argv: string[], env: Record<string, string | undefined>, ready: RegExp): Promise<{ child: ChildProcess; output: string }> {
+export function tallyServer(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  ready: RegExp,
+): Promise<{ child: ChildProcess; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args(argv), { cwd: packageRoot, env: { ...process.env, NODE_OPTIONS: '', ...env } });
+    const child = spawn(process.execPath, args(argv), {
+      cwd: packageRoot,
+      env: { ...process.env, NODE_OPTIONS: '', ...env },
+    });
     let output = '';
     // A safety net only: a first start (initdb, migrations, seed) on a busy machine takes minutes.
-    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ready}; output so far:\n${output}`)), 240_000);
+    const timer = setTimeout(
+      () => reject(new Error(`timed out waiting for ${ready}; output so far:\n${output}`)),
+      240_000,
+    );
     const onData = (d: Buffer): void => {
       output += d;
       if (ready.test(output)) {

@@ -11,5 +11,7 @@ export function setUpConformance(env: Record<string, string> = {}): Promise<Blog
 
 export function getter(suite: () => BlogSuite) {
   return (path: string, headers: Record<string, string> = {}) =>
-    request(suite().t.app).get(`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, ...headers });
+    request(suite().t.app)
+      .get(`/rest/v1/${path}`)
+      .set({ apikey: TEST_API_KEY, ...headers });
 }

@@ -44,7 +44,11 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
     // files start in parallel, so retry briefly.
     for (let attempt = 0; ; attempt++) {
       try {
-        await cluster.unsafe(options.empty ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${process.env.TALLY_TEST_TEMPLATE}`);
+        await cluster.unsafe(
+          options.empty
+            ? `CREATE DATABASE ${name}`
+            : `CREATE DATABASE ${name} TEMPLATE ${process.env.TALLY_TEST_TEMPLATE}`,
+        );
         break;
       } catch (err) {
         if (attempt > 50 || (err as { code?: string }).code !== '55006') throw err;

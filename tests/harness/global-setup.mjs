@@ -11,7 +11,6 @@ import { tsImport } from 'tsx/esm/api';
 
 const TEMPLATE = 'tally_test_template';
 
-
 export default async function globalSetup() {
   let clusterUrl = process.env.TEST_DATABASE_URL;
   if (!clusterUrl) {
@@ -28,8 +27,20 @@ export default async function globalSetup() {
       persistent: false,
       createPostgresUser: userInfo().uid === 0,
       initdbFlags: ['--encoding=UTF8', '--no-instructions'],
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300',
-        '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
+      postgresFlags: [
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'unix_socket_directories=',
+        '-c',
+        'max_connections=300',
+        '-c',
+        'fsync=off',
+        '-c',
+        'synchronous_commit=off',
+        '-c',
+        'full_page_writes=off',
+      ],
       onLog: () => {},
       onError: () => {},
     });
@@ -48,7 +59,7 @@ export default async function globalSetup() {
   const templateUrl = withDatabase(clusterUrl, TEMPLATE);
   // jest loads this file outside its module system, so the TypeScript sources are imported
   // through tsx: the template is migrated by the very code `tally migrate` runs.
-  const { applyPolicies, migrate } = (await tsImport('../../gateway/db/migrate.ts', import.meta.url));
+  const { applyPolicies, migrate } = await tsImport('../../gateway/db/migrate.ts', import.meta.url);
   await migrate(templateUrl);
   await applyPolicies(templateUrl);
   // The server logs in as authenticator (a cluster-wide role): tests do too, with this password.

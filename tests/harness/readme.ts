@@ -99,11 +99,24 @@ function openQuote(text: string): boolean {
  */
 export function showsExpected(output: string, expected: string[]): boolean {
   // Postgres's JSON aggregates break lines between array elements: `[{…}, \n {…}]` reads `[{…},{…}]`.
-  const lines = output.replace(/,\s*\n\s*/g, ',').split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const lines = output
+    .replace(/,\s*\n\s*/g, ',')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
   let at = 0;
   for (const want of expected) {
-    const pattern = new RegExp('^' + want.trim().split(/(…|<[a-z_ ]+>)/).map((part) =>
-      part === '…' ? '.*' : /^<[a-z_ ]+>$/.test(part) ? '[^\\s"]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('') + '$');
+    const pattern = new RegExp(
+      '^' +
+        want
+          .trim()
+          .split(/(…|<[a-z_ ]+>)/)
+          .map((part) =>
+            part === '…' ? '.*' : /^<[a-z_ ]+>$/.test(part) ? '[^\\s"]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+          )
+          .join('') +
+        '$',
+    );
     while (at < lines.length && !pattern.test(lines[at])) at++;
     if (at === lines.length) return false;
     at++;

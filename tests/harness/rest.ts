@@ -19,7 +19,9 @@ export async function loadFixture(admin: Sql, name: string): Promise<void> {
   const text = await readFile(new URL(`../fixtures/${name}`, import.meta.url), 'utf8');
   for (const role of ['blog_anon', 'blog_user']) {
     // Files run in parallel on one cluster: tolerate the other file creating the role first.
-    await admin.unsafe(`DO $$ BEGIN CREATE ROLE ${role} NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`);
+    await admin.unsafe(
+      `DO $$ BEGIN CREATE ROLE ${role} NOLOGIN; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+    );
   }
   await admin.unsafe(text.replace(/^CREATE ROLE .*$/gm, ''));
 }

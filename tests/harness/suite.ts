@@ -32,7 +32,10 @@ export interface FinanceSuite {
  * token of each and a read token of A with their JWTs, and the app started with `env` (give
  * restEnv(…) to serve /rest/v1).
  */
-export async function setUpFinance(env: Record<string, string>, names: [string, string] = ['alpha', 'beta']): Promise<FinanceSuite> {
+export async function setUpFinance(
+  env: Record<string, string>,
+  names: [string, string] = ['alpha', 'beta'],
+): Promise<FinanceSuite> {
   const db = await createTestDatabase();
   const a = await workspaceWithData(db.admin, names[0]);
   const b = await workspaceWithData(db.admin, names[1]);
@@ -53,7 +56,13 @@ export async function setUpFinance(env: Record<string, string>, names: [string, 
 
 /** restEnv for the blog fixture schema: exposed alone, its own anonymous role, no pre-request check. */
 export function blogEnv(env: Record<string, string> = {}): Record<string, string> {
-  return restEnv({ TALLY_DB_SCHEMAS: 'blog', TALLY_DB_ANON_ROLE: 'blog_anon', TALLY_DB_API_ROLES: 'blog_anon,blog_user', TALLY_DB_PRE_REQUEST: '', ...env });
+  return restEnv({
+    TALLY_DB_SCHEMAS: 'blog',
+    TALLY_DB_ANON_ROLE: 'blog_anon',
+    TALLY_DB_API_ROLES: 'blog_anon,blog_user',
+    TALLY_DB_PRE_REQUEST: '',
+    ...env,
+  });
 }
 
 /** A database with the blog fixture schema, and the app serving it. */
@@ -68,7 +77,10 @@ export interface BlogSuite {
  * A database of its own with the given files of tests/fixtures loaded in order (blog.sql first),
  * and the app started with blogEnv(env).
  */
-export async function setUpBlog(fixtures: string[] = ['blog.sql'], env: Record<string, string> = {}): Promise<BlogSuite> {
+export async function setUpBlog(
+  fixtures: string[] = ['blog.sql'],
+  env: Record<string, string> = {},
+): Promise<BlogSuite> {
   const db = await createTestDatabase();
   for (const name of fixtures) await loadFixture(db.admin, name);
   return { db, t: startTestApp(db.url, blogEnv(env)), userJwt: await signJwt({ role: 'blog_user' }) };

@@ -4,7 +4,11 @@
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function waitFor(condition: () => boolean | Promise<boolean>, what: string, deadlineMs = 100_000): Promise<void> {
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  deadlineMs = 100_000,
+): Promise<void> {
   const start = Date.now();
   while (!(await condition())) {
     if (Date.now() - start > deadlineMs) throw new Error(`gave up waiting for ${what}`);

@@ -31,13 +31,44 @@ function readmeTable(): Map<string, string> {
 // PostgREST's status of each of its codes (src/PostgREST/Error.hs); PGRST107 is 415 for the
 // Content-Type and 406 for Accept.
 const POSTGREST_STATUS: Record<string, string> = {
-  PGRST000: '503', PGRST001: '503', PGRST002: '503', PGRST003: '504',
-  PGRST100: '400', PGRST101: '405', PGRST102: '400', PGRST103: '416', PGRST105: '405', PGRST106: '406',
-  PGRST107: '406, 415', PGRST108: '400', PGRST111: '500', PGRST112: '500', PGRST114: '400', PGRST115: '400',
-  PGRST116: '406', PGRST117: '405', PGRST118: '400', PGRST120: '400', PGRST121: '500', PGRST122: '400',
-  PGRST123: '400', PGRST124: '400', PGRST125: '404', PGRST126: '404', PGRST127: '400', PGRST128: '400',
-  PGRST200: '400', PGRST201: '300', PGRST202: '404', PGRST203: '300', PGRST204: '400', PGRST205: '404',
-  PGRST300: '500', PGRST301: '401', PGRST302: '401', PGRST303: '401',
+  PGRST000: '503',
+  PGRST001: '503',
+  PGRST002: '503',
+  PGRST003: '504',
+  PGRST100: '400',
+  PGRST101: '405',
+  PGRST102: '400',
+  PGRST103: '416',
+  PGRST105: '405',
+  PGRST106: '406',
+  PGRST107: '406, 415',
+  PGRST108: '400',
+  PGRST111: '500',
+  PGRST112: '500',
+  PGRST114: '400',
+  PGRST115: '400',
+  PGRST116: '406',
+  PGRST117: '405',
+  PGRST118: '400',
+  PGRST120: '400',
+  PGRST121: '500',
+  PGRST122: '400',
+  PGRST123: '400',
+  PGRST124: '400',
+  PGRST125: '404',
+  PGRST126: '404',
+  PGRST127: '400',
+  PGRST128: '400',
+  PGRST200: '400',
+  PGRST201: '300',
+  PGRST202: '404',
+  PGRST203: '300',
+  PGRST204: '400',
+  PGRST205: '404',
+  PGRST300: '500',
+  PGRST301: '401',
+  PGRST302: '401',
+  PGRST303: '401',
 };
 
 describe('the error catalogue', () => {
@@ -56,7 +87,10 @@ describe('the error catalogue', () => {
   it('has one PGRST102 builder with one message template', () => {
     expect(entries.filter((e) => e.code === 'PGRST102')).toHaveLength(1);
     expect(catalogue.invalidBody('not valid JSON').body()).toEqual({
-      code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null,
+      code: 'PGRST102',
+      message: 'Invalid request body: not valid JSON',
+      details: null,
+      hint: null,
     });
   });
 
@@ -84,7 +118,12 @@ describe('the error catalogue', () => {
       for (const d of readdirSync(join(root, dir), { withFileTypes: true })) {
         const path = `${dir}/${d.name}`;
         if (d.isDirectory()) walk(path);
-        else if (path.endsWith('.ts') && path !== 'gateway/engine/errors/catalogue.ts' && /new ApiError\b/.test(readFileSync(join(root, path), 'utf8'))) offenders.push(path);
+        else if (
+          path.endsWith('.ts') &&
+          path !== 'gateway/engine/errors/catalogue.ts' &&
+          /new ApiError\b/.test(readFileSync(join(root, path), 'utf8'))
+        )
+          offenders.push(path);
       }
     };
     walk('gateway');
@@ -101,16 +140,35 @@ describe('toApiError, the one way anything thrown becomes an answer', () => {
 
   it('keeps an ApiError, maps a lost database to 503 and body-parser refusals to their 4xx', () => {
     expect(answer(catalogue.singular(2))).toEqual({ status: 406, code: 'PGRST116', unexpected: false });
-    expect(answer(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toEqual({ status: 503, code: 'PGRST000', unexpected: false });
-    expect(answer(Object.assign(new Error('socket'), { code: 'ECONNRESET' }))).toEqual({ status: 503, code: 'PGRST001', unexpected: false });
-    expect(answer(Object.assign(new Error('too big'), { type: 'entity.too.large' }))).toEqual({ status: 413, code: 'TLY001', unexpected: false });
-    expect(answer(Object.assign(new Error('bad'), { type: 'entity.parse.failed' }))).toEqual({ status: 400, code: 'PGRST102', unexpected: false });
+    expect(answer(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toEqual({
+      status: 503,
+      code: 'PGRST000',
+      unexpected: false,
+    });
+    expect(answer(Object.assign(new Error('socket'), { code: 'ECONNRESET' }))).toEqual({
+      status: 503,
+      code: 'PGRST001',
+      unexpected: false,
+    });
+    expect(answer(Object.assign(new Error('too big'), { type: 'entity.too.large' }))).toEqual({
+      status: 413,
+      code: 'TLY001',
+      unexpected: false,
+    });
+    expect(answer(Object.assign(new Error('bad'), { type: 'entity.parse.failed' }))).toEqual({
+      status: 400,
+      code: 'PGRST102',
+      unexpected: false,
+    });
   });
 
   it('answers anything else as a 500 that says nothing internal, for the caller to log', () => {
     const { error, unexpected } = toApiError(new Error('SELECT secret FROM internals'));
     expect(unexpected).toBe(true);
-    expect([error.status, error.body()]).toEqual([500, { code: 'TLY000', message: 'Internal server error', details: null, hint: expect.any(String) }]);
+    expect([error.status, error.body()]).toEqual([
+      500,
+      { code: 'TLY000', message: 'Internal server error', details: null, hint: expect.any(String) },
+    ]);
     expect(JSON.stringify(error.body())).not.toMatch(/secret|SELECT/);
   });
 });

@@ -192,8 +192,16 @@ describe('read plan errors', () => {
       code: 'PGRST201',
       message: "Could not embed because more than one relationship was found for 'posts' and 'users'",
       details: [
-        { cardinality: 'many-to-one', embedding: 'posts with users', relationship: 'posts_author_id_fkey using posts(author_id) and users(id)' },
-        { cardinality: 'many-to-one', embedding: 'posts with users', relationship: 'posts_editor_fkey using posts(editor_id) and users(id)' },
+        {
+          cardinality: 'many-to-one',
+          embedding: 'posts with users',
+          relationship: 'posts_author_id_fkey using posts(author_id) and users(id)',
+        },
+        {
+          cardinality: 'many-to-one',
+          embedding: 'posts with users',
+          relationship: 'posts_editor_fkey using posts(editor_id) and users(id)',
+        },
       ],
       hint: "Try changing 'users' to one of the following: 'users!posts_author_id_fkey', 'users!posts_editor_fkey'. Find the desired relationship in the 'details' key.",
     });
@@ -248,13 +256,15 @@ describe('read plan errors', () => {
 
 describe('write plan', () => {
   it('inserts the columns of the body, all rows as one JSON parameter', () => {
-    const plan = inserted(planWrite('tags', {
-      method: 'POST',
-      body: [
-        { id: 1, name: 'a' },
-        { name: 'b', id: 2 },
-      ],
-    }).plan);
+    const plan = inserted(
+      planWrite('tags', {
+        method: 'POST',
+        body: [
+          { id: 1, name: 'a' },
+          { name: 'b', id: 2 },
+        ],
+      }).plan,
+    );
     expect(plan).toMatchObject({
       kind: 'insert',
       bodyJson: '[{"id":1,"name":"a"},{"name":"b","id":2}]',
@@ -264,9 +274,9 @@ describe('write plan', () => {
     });
     expect(plan.columns.map((c) => c.name)).toEqual(['id', 'name']);
     expect(
-      inserted(planWrite('tags', { method: 'POST', query: 'columns=name', body: { name: 'a', extra: 1 } }).plan).columns.map(
-        (c) => c.name,
-      ),
+      inserted(
+        planWrite('tags', { method: 'POST', query: 'columns=name', body: { name: 'a', extra: 1 } }).plan,
+      ).columns.map((c) => c.name),
     ).toEqual(['name']);
     expect(
       inserted(planWrite('tags', { method: 'POST', body: { name: 'a' }, headers: { Prefer: 'missing=default' } }).plan)
@@ -276,35 +286,45 @@ describe('write plan', () => {
 
   it('reads CSV and form bodies', () => {
     expect(
-      inserted(planWrite('tags', { method: 'POST', headers: { 'Content-Type': 'text/csv' }, body: 'id,name\n1,"a,b"\n2,\n' }).plan)
-        .bodyJson,
+      inserted(
+        planWrite('tags', { method: 'POST', headers: { 'Content-Type': 'text/csv' }, body: 'id,name\n1,"a,b"\n2,\n' })
+          .plan,
+      ).bodyJson,
     ).toBe('[{"id":"1","name":"a,b"},{"id":"2","name":null}]');
     expect(
-      inserted(planWrite('tags', {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
-        body: 'id=1&name=x%20y',
-      }).plan).bodyJson,
+      inserted(
+        planWrite('tags', {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+          body: 'id=1&name=x%20y',
+        }).plan,
+      ).bodyJson,
     ).toBe('[{"id":"1","name":"x y"}]');
   });
 
   it('upserts on the primary key or on_conflict columns', () => {
     expect(
-      inserted(planWrite('tags', {
-        method: 'POST',
-        body: { id: 1, name: 'a' },
-        headers: { Prefer: 'resolution=merge-duplicates' },
-      }).plan).onConflict,
+      inserted(
+        planWrite('tags', {
+          method: 'POST',
+          body: { id: 1, name: 'a' },
+          headers: { Prefer: 'resolution=merge-duplicates' },
+        }).plan,
+      ).onConflict,
     ).toEqual({ columns: ['id'], action: 'update' });
     expect(
-      inserted(planWrite('tags', {
-        method: 'POST',
-        query: 'on_conflict=name',
-        body: { id: 1, name: 'a' },
-        headers: { Prefer: 'resolution=ignore-duplicates' },
-      }).plan).onConflict,
+      inserted(
+        planWrite('tags', {
+          method: 'POST',
+          query: 'on_conflict=name',
+          body: { id: 1, name: 'a' },
+          headers: { Prefer: 'resolution=ignore-duplicates' },
+        }).plan,
+      ).onConflict,
     ).toEqual({ columns: ['name'], action: 'nothing' });
-    expect(inserted(planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } }).plan).onConflict).toEqual({
+    expect(
+      inserted(planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } }).plan).onConflict,
+    ).toEqual({
       columns: ['id'],
       action: 'update',
     });

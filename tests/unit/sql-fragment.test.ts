@@ -1,4 +1,18 @@
-import { catalog, catalogText, compile, empty, ident, InvalidIdentifier, join, param, prefixed, qualified, sql, text, type Fragment } from '../../gateway/engine/sql.js';
+import {
+  catalog,
+  catalogText,
+  compile,
+  empty,
+  ident,
+  InvalidIdentifier,
+  join,
+  param,
+  prefixed,
+  qualified,
+  sql,
+  text,
+  type Fragment,
+} from '../../gateway/engine/sql.js';
 
 describe('SQL fragments', () => {
   it('numbers parameters once, in order of appearance, across nested fragments', () => {
@@ -49,7 +63,10 @@ describe('SQL fragments', () => {
   it('sends a parameter used twice once, under one number, and a fresh one with an equal value apart', () => {
     const where = sql`${ident('id')} > ${param('1')}`;
     const q = sql`SELECT ${param('x')} WHERE ${where} AND (SELECT 1 WHERE ${where}) AND ${ident('id')} > ${param('1')}`;
-    expect(compile(q)).toEqual({ text: 'SELECT $1 WHERE "id" > $2 AND (SELECT 1 WHERE "id" > $2) AND "id" > $3', params: ['x', '1', '1'] });
+    expect(compile(q)).toEqual({
+      text: 'SELECT $1 WHERE "id" > $2 AND (SELECT 1 WHERE "id" > $2) AND "id" > $3',
+      params: ['x', '1', '1'],
+    });
   });
 
   it('puts a head without parameters before a compiled statement, and refuses one with', () => {

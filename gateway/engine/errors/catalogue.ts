@@ -61,11 +61,24 @@ export interface Entry {
   readonly when: string;
 }
 
-function entry<A extends unknown[]>(code: string, status: number | string, when: string, parts: (...args: A) => Parts): ((...args: A) => ApiError) & Entry {
+function entry<A extends unknown[]>(
+  code: string,
+  status: number | string,
+  when: string,
+  parts: (...args: A) => Parts,
+): ((...args: A) => ApiError) & Entry {
   const build = (...args: A): ApiError => {
     const p = parts(...args);
     const fixed = typeof status === 'number';
-    return new ApiError(MADE_HERE, fixed ? status : p.status ?? 500, fixed ? code : p.code ?? code, p.message, p.details ?? null, p.hint ?? null, p.headers ?? {});
+    return new ApiError(
+      MADE_HERE,
+      fixed ? status : (p.status ?? 500),
+      fixed ? code : (p.code ?? code),
+      p.message,
+      p.details ?? null,
+      p.hint ?? null,
+      p.headers ?? {},
+    );
   };
   return Object.assign(build, { code, status, when });
 }
@@ -77,138 +90,463 @@ const retryLater = { 'Retry-After': String(RETRY_AFTER_SECONDS) };
 export const catalogue = {
   // ---- the database connection (PGRST0xx) ----
   couldNotConnect: entry('PGRST000', 503, 'no connection with the database could be made', () => ({
-    message: 'Could not connect with the database', hint: `The database is not available at the moment; retry in ${RETRY_AFTER_SECONDS} seconds`, headers: retryLater })),
-  connectionLost: entry('PGRST001', 503, 'the connection with the database was lost, or Postgres is shutting down', () => ({
-    message: 'The connection with the database was lost', hint: `The database is not available at the moment; retry in ${RETRY_AFTER_SECONDS} seconds`, headers: retryLater })),
-  poolTimeout: entry('PGRST003', 504, 'no pooled connection became free within the acquisition deadline', (ms: number) => ({
-    message: 'Timed out acquiring a connection from the database pool', details: `waited ${ms} ms`,
-    hint: `The database is busy or restarting; retry in ${RETRY_AFTER_SECONDS} seconds`, headers: retryLater })),
+    message: 'Could not connect with the database',
+    hint: `The database is not available at the moment; retry in ${RETRY_AFTER_SECONDS} seconds`,
+    headers: retryLater,
+  })),
+  connectionLost: entry(
+    'PGRST001',
+    503,
+    'the connection with the database was lost, or Postgres is shutting down',
+    () => ({
+      message: 'The connection with the database was lost',
+      hint: `The database is not available at the moment; retry in ${RETRY_AFTER_SECONDS} seconds`,
+      headers: retryLater,
+    }),
+  ),
+  poolTimeout: entry(
+    'PGRST003',
+    504,
+    'no pooled connection became free within the acquisition deadline',
+    (ms: number) => ({
+      message: 'Timed out acquiring a connection from the database pool',
+      details: `waited ${ms} ms`,
+      hint: `The database is busy or restarting; retry in ${RETRY_AFTER_SECONDS} seconds`,
+      headers: retryLater,
+    }),
+  ),
 
   // ---- the request (PGRST1xx) ----
-  parse: entry('PGRST100', 400, 'a query parameter (select, filter, order, limit, logic tree) does not parse', (what: string, details: Text = null, hint: Text = null) => ({
-    message: `"failed to parse ${what}"`, details, hint })),
+  parse: entry(
+    'PGRST100',
+    400,
+    'a query parameter (select, filter, order, limit, logic tree) does not parse',
+    (what: string, details: Text = null, hint: Text = null) => ({
+      message: `"failed to parse ${what}"`,
+      details,
+      hint,
+    }),
+  ),
   pathEncoding: entry('PGRST100', 400, 'the request path is not valid percent-encoding', () => ({
-    message: 'Invalid percent-encoding in the request path', hint: 'Encode "%" in a path as %25' })),
-  selectTooDeep: entry('PGRST100', 400, 'the select nests embedded resources deeper than TALLY_DB_MAX_EMBED_DEPTH', (max: number) => ({
-    message: 'The select nests embedded resources too deeply', details: `at most ${max} levels of embedding`,
-    hint: 'Embed fewer levels, or read the deeper resources with a request of their own' })),
-  selectTooWide: entry('PGRST100', 400, 'the select names more items than TALLY_DB_MAX_SELECT_WIDTH', (width: number, max: number) => ({
-    message: 'The select names too many columns and embedded resources', details: `${width} items, at most ${max}`, hint: 'Select fewer columns' })),
-  notOneOf: entry('PGRST100', 400, 'a query parameter of /api/v1 takes one of a fixed list of values', (name: string, allowed: string[]) => ({
-    message: `${name} must be one of: ${allowed.join(', ')}` })),
-  upsertWithoutTarget: entry('PGRST100', 400, 'an upsert on a table without a primary key names no on_conflict columns', (table: string) => ({
-    message: 'An upsert needs a conflict target', hint: `${table} has no primary key: name unique columns with on_conflict=` })),
-  mutationEmbedFilter: entry('PGRST100', 400, 'a PATCH or DELETE filters on an embedded resource', (method: string) => ({
-    message: `${method} cannot filter on embedded resources`, hint: 'Filter on columns of the table itself' })),
+    message: 'Invalid percent-encoding in the request path',
+    hint: 'Encode "%" in a path as %25',
+  })),
+  selectTooDeep: entry(
+    'PGRST100',
+    400,
+    'the select nests embedded resources deeper than TALLY_DB_MAX_EMBED_DEPTH',
+    (max: number) => ({
+      message: 'The select nests embedded resources too deeply',
+      details: `at most ${max} levels of embedding`,
+      hint: 'Embed fewer levels, or read the deeper resources with a request of their own',
+    }),
+  ),
+  selectTooWide: entry(
+    'PGRST100',
+    400,
+    'the select names more items than TALLY_DB_MAX_SELECT_WIDTH',
+    (width: number, max: number) => ({
+      message: 'The select names too many columns and embedded resources',
+      details: `${width} items, at most ${max}`,
+      hint: 'Select fewer columns',
+    }),
+  ),
+  notOneOf: entry(
+    'PGRST100',
+    400,
+    'a query parameter of /api/v1 takes one of a fixed list of values',
+    (name: string, allowed: string[]) => ({
+      message: `${name} must be one of: ${allowed.join(', ')}`,
+    }),
+  ),
+  upsertWithoutTarget: entry(
+    'PGRST100',
+    400,
+    'an upsert on a table without a primary key names no on_conflict columns',
+    (table: string) => ({
+      message: 'An upsert needs a conflict target',
+      hint: `${table} has no primary key: name unique columns with on_conflict=`,
+    }),
+  ),
+  mutationEmbedFilter: entry(
+    'PGRST100',
+    400,
+    'a PATCH or DELETE filters on an embedded resource',
+    (method: string) => ({
+      message: `${method} cannot filter on embedded resources`,
+      hint: 'Filter on columns of the table itself',
+    }),
+  ),
   mutationLimit: entry('PGRST100', 400, 'a PATCH or DELETE has limit or offset', (method: string) => ({
-    message: `limit and offset are not supported with ${method}`, hint: 'Select the rows with filters on their key' })),
+    message: `limit and offset are not supported with ${method}`,
+    hint: 'Select the rows with filters on their key',
+  })),
   putColumns: entry('PGRST100', 400, 'a PUT has columns=', () => ({ message: 'columns= is not supported with PUT' })),
-  rpcMethod: entry('PGRST101', 405, 'a function is called with a method other than GET, HEAD or POST', (method: string) => ({
-    message: `Cannot use the ${method} method on RPC`, hint: 'Call functions with GET or POST' })),
-  invalidBody: entry('PGRST102', 400, 'the request body is missing, is not valid JSON, CSV or form data, or has the wrong shape or values', (problem: string, details: Text = null, hint: Text = null) => ({
-    message: `Invalid request body: ${problem}`, details, hint })),
-  rangeNotSatisfiable: entry('PGRST103', 416, 'the Range or offset starts past the rows there are', (details: string, headers: Record<string, string> = {}) => ({
-    message: 'Requested range not satisfiable', details, headers })),
+  rpcMethod: entry(
+    'PGRST101',
+    405,
+    'a function is called with a method other than GET, HEAD or POST',
+    (method: string) => ({
+      message: `Cannot use the ${method} method on RPC`,
+      hint: 'Call functions with GET or POST',
+    }),
+  ),
+  invalidBody: entry(
+    'PGRST102',
+    400,
+    'the request body is missing, is not valid JSON, CSV or form data, or has the wrong shape or values',
+    (problem: string, details: Text = null, hint: Text = null) => ({
+      message: `Invalid request body: ${problem}`,
+      details,
+      hint,
+    }),
+  ),
+  rangeNotSatisfiable: entry(
+    'PGRST103',
+    416,
+    'the Range or offset starts past the rows there are',
+    (details: string, headers: Record<string, string> = {}) => ({
+      message: 'Requested range not satisfiable',
+      details,
+      headers,
+    }),
+  ),
   invalidPut: entry('PGRST105', 405, 'a PUT does not filter on exactly the primary key with eq', (hint: string) => ({
-    message: 'Filters must include all and only primary key columns with \'eq\' operators', hint })),
-  schemaNotExposed: entry('PGRST106', 406, 'Accept-Profile or Content-Profile names a schema that is not exposed', (schemas: string[], hint: string) => ({
-    message: `The schema must be one of the following: ${schemas.join(', ')}`, hint })),
-  notAcceptable: entry('PGRST107', 406, 'the Accept header asks for no media type the server gives', (accept: string | undefined, hint: string) => ({
-    message: `None of these media types are available: ${accept}`, hint })),
-  unsupportedContentType: entry('PGRST107', 415, 'the Content-Type of a write is not JSON, form data or CSV', (type: string) => ({
-    message: `Content-Type not acceptable: ${type}`, hint: 'Send application/json, application/x-www-form-urlencoded or text/csv' })),
-  notEmbedded: entry('PGRST108', 400, 'a filter, order or limit names a resource the select does not embed', (path: string, hint: string) => ({
-    message: `'${path}' is not an embedded resource in this request`, hint })),
-  putPkMismatch: entry('PGRST115', 400, 'a PUT body carries primary key values other than its filters', (hint: string) => ({
-    message: 'Payload values do not match URL in primary key column(s)', hint })),
-  singular: entry('PGRST116', 406, 'vnd.pgrst.object+json was asked for and the result is not exactly one row', (rows: number) => ({
-    message: 'JSON object requested, multiple (or no) rows returned', details: `The result contains ${rows} rows`,
-    hint: 'Filter down to exactly one row, or ask for application/json' })),
+    message: "Filters must include all and only primary key columns with 'eq' operators",
+    hint,
+  })),
+  schemaNotExposed: entry(
+    'PGRST106',
+    406,
+    'Accept-Profile or Content-Profile names a schema that is not exposed',
+    (schemas: string[], hint: string) => ({
+      message: `The schema must be one of the following: ${schemas.join(', ')}`,
+      hint,
+    }),
+  ),
+  notAcceptable: entry(
+    'PGRST107',
+    406,
+    'the Accept header asks for no media type the server gives',
+    (accept: string | undefined, hint: string) => ({
+      message: `None of these media types are available: ${accept}`,
+      hint,
+    }),
+  ),
+  unsupportedContentType: entry(
+    'PGRST107',
+    415,
+    'the Content-Type of a write is not JSON, form data or CSV',
+    (type: string) => ({
+      message: `Content-Type not acceptable: ${type}`,
+      hint: 'Send application/json, application/x-www-form-urlencoded or text/csv',
+    }),
+  ),
+  notEmbedded: entry(
+    'PGRST108',
+    400,
+    'a filter, order or limit names a resource the select does not embed',
+    (path: string, hint: string) => ({
+      message: `'${path}' is not an embedded resource in this request`,
+      hint,
+    }),
+  ),
+  putPkMismatch: entry(
+    'PGRST115',
+    400,
+    'a PUT body carries primary key values other than its filters',
+    (hint: string) => ({
+      message: 'Payload values do not match URL in primary key column(s)',
+      hint,
+    }),
+  ),
+  singular: entry(
+    'PGRST116',
+    406,
+    'vnd.pgrst.object+json was asked for and the result is not exactly one row',
+    (rows: number) => ({
+      message: 'JSON object requested, multiple (or no) rows returned',
+      details: `The result contains ${rows} rows`,
+      hint: 'Filter down to exactly one row, or ask for application/json',
+    }),
+  ),
   unsupportedMethod: entry('PGRST117', 405, 'the HTTP method is not one /rest/v1 serves', (method: string) => ({
-    message: `Unsupported HTTP method: ${method}` })),
-  relatedOrder: entry('PGRST118', 400, 'an order names a to-many embedded resource', (relation: string, details: string) => ({
-    message: `A related order on '${relation}' is not possible`, details })),
+    message: `Unsupported HTTP method: ${method}`,
+  })),
+  relatedOrder: entry(
+    'PGRST118',
+    400,
+    'an order names a to-many embedded resource',
+    (relation: string, details: string) => ({
+      message: `A related order on '${relation}' is not possible`,
+      details,
+    }),
+  ),
   raisedUnparseable: entry('PGRST121', 500, "a function's RAISE SQLSTATE 'PGRST' carries no valid JSON", () => ({
     message: "Could not parse JSON in the RAISE SQLSTATE 'PGRST' error",
-    hint: 'The message must be a JSON object of code, message, details, hint; the detail one of status and headers' })),
-  strictPreferences: entry('PGRST122', 400, 'Prefer: handling=strict comes with a preference the server does not know', (invalid: string[]) => ({
-    message: 'Invalid preferences given with handling=strict', details: `Invalid preferences: ${invalid.join(', ')}`, hint: 'Remove them or use handling=lenient' })),
-  aggregatesDisabled: entry('PGRST123', 400, 'the select uses an aggregate while TALLY_DB_AGGREGATES_ENABLED is off', () => ({
-    message: 'Use of aggregate functions is not allowed', hint: 'Aggregates are off on this server (TALLY_DB_AGGREGATES_ENABLED)' })),
-  maxAffected: entry('PGRST124', 400, 'a write with Prefer: handling=strict, max-affected=n would change more rows (nothing is changed)', (affected: number, max: number) => ({
-    message: 'Query result exceeds max-affected preference constraint', details: `The query affects ${affected} rows`,
-    hint: `At most ${max} rows may change; nothing was changed` })),
-  invalidPath: entry('PGRST125', 404, 'no surface serves the path', () => ({ message: 'Invalid path specified in request URL' })),
+    hint: 'The message must be a JSON object of code, message, details, hint; the detail one of status and headers',
+  })),
+  strictPreferences: entry(
+    'PGRST122',
+    400,
+    'Prefer: handling=strict comes with a preference the server does not know',
+    (invalid: string[]) => ({
+      message: 'Invalid preferences given with handling=strict',
+      details: `Invalid preferences: ${invalid.join(', ')}`,
+      hint: 'Remove them or use handling=lenient',
+    }),
+  ),
+  aggregatesDisabled: entry(
+    'PGRST123',
+    400,
+    'the select uses an aggregate while TALLY_DB_AGGREGATES_ENABLED is off',
+    () => ({
+      message: 'Use of aggregate functions is not allowed',
+      hint: 'Aggregates are off on this server (TALLY_DB_AGGREGATES_ENABLED)',
+    }),
+  ),
+  maxAffected: entry(
+    'PGRST124',
+    400,
+    'a write with Prefer: handling=strict, max-affected=n would change more rows (nothing is changed)',
+    (affected: number, max: number) => ({
+      message: 'Query result exceeds max-affected preference constraint',
+      details: `The query affects ${affected} rows`,
+      hint: `At most ${max} rows may change; nothing was changed`,
+    }),
+  ),
+  invalidPath: entry('PGRST125', 404, 'no surface serves the path', () => ({
+    message: 'Invalid path specified in request URL',
+  })),
 
   // ---- the schema cache (PGRST2xx) ----
-  noRelationship: entry('PGRST200', 400, 'an embed names a resource with no foreign key relationship to its parent', (source: string, name: string, details: string) => ({
-    message: `Could not find a relationship between '${source}' and '${name}' in the schema cache`, details,
-    hint: 'If a new foreign key between these entities was created in the database, try reloading the schema cache.' })),
-  ambiguousEmbed: entry('PGRST201', 300, 'an embed matches more than one relationship and names no hint', (source: string, name: string, details: Record<string, string>[], hint: string) => ({
-    message: `Could not embed because more than one relationship was found for '${source}' and '${name}'`, details, hint })),
-  noFunction: entry('PGRST202', 404, 'no function of that name takes these arguments', (signature: string, details: string, hint: string) => ({
-    message: `Could not find the function ${signature} in the schema cache`, details, hint })),
-  ambiguousFunction: entry('PGRST203', 300, 'overloaded functions match the arguments equally well', (candidates: string[]) => ({
-    message: `Could not choose the best candidate function between: ${candidates.join(', ')}`,
-    hint: 'Try renaming the parameters or the function itself in the database so function overloading can be resolved' })),
-  noColumn: entry('PGRST204', 400, 'a write body or columns= names a column the table does not have', (column: string, table: string, hint: Text) => ({
-    message: `Could not find the '${column}' column of '${table}' in the schema cache`, hint })),
-  noTable: entry('PGRST205', 404, 'the path names a table or view that is not in the exposed schema', (qualified: string, hint: Text) => ({
-    message: `Could not find the table '${qualified}' in the schema cache`, hint })),
+  noRelationship: entry(
+    'PGRST200',
+    400,
+    'an embed names a resource with no foreign key relationship to its parent',
+    (source: string, name: string, details: string) => ({
+      message: `Could not find a relationship between '${source}' and '${name}' in the schema cache`,
+      details,
+      hint: 'If a new foreign key between these entities was created in the database, try reloading the schema cache.',
+    }),
+  ),
+  ambiguousEmbed: entry(
+    'PGRST201',
+    300,
+    'an embed matches more than one relationship and names no hint',
+    (source: string, name: string, details: Record<string, string>[], hint: string) => ({
+      message: `Could not embed because more than one relationship was found for '${source}' and '${name}'`,
+      details,
+      hint,
+    }),
+  ),
+  noFunction: entry(
+    'PGRST202',
+    404,
+    'no function of that name takes these arguments',
+    (signature: string, details: string, hint: string) => ({
+      message: `Could not find the function ${signature} in the schema cache`,
+      details,
+      hint,
+    }),
+  ),
+  ambiguousFunction: entry(
+    'PGRST203',
+    300,
+    'overloaded functions match the arguments equally well',
+    (candidates: string[]) => ({
+      message: `Could not choose the best candidate function between: ${candidates.join(', ')}`,
+      hint: 'Try renaming the parameters or the function itself in the database so function overloading can be resolved',
+    }),
+  ),
+  noColumn: entry(
+    'PGRST204',
+    400,
+    'a write body or columns= names a column the table does not have',
+    (column: string, table: string, hint: Text) => ({
+      message: `Could not find the '${column}' column of '${table}' in the schema cache`,
+      hint,
+    }),
+  ),
+  noTable: entry(
+    'PGRST205',
+    404,
+    'the path names a table or view that is not in the exposed schema',
+    (qualified: string, hint: Text) => ({
+      message: `Could not find the table '${qualified}' in the schema cache`,
+      hint,
+    }),
+  ),
 
   // ---- credentials (PGRST3xx) ----
-  invalidCredential: entry('PGRST301', 401, 'a JWT, API key or workspace token cannot be decoded, is unknown, revoked, or sent twice', (reason: string, hint: Text, headers: Record<string, string>) => ({
-    message: reason, hint, headers })),
-  noCredential: entry('PGRST302', 401, 'a surface that needs a token got none', (reason: string, hint: string, headers: Record<string, string> = {}) => ({
-    message: reason, hint, headers })),
-  invalidClaims: entry('PGRST303', 401, "a JWT's claims fail validation: expired, wrong audience, a role that is not an API role", (reason: string, hint: Text, headers: Record<string, string>) => ({
-    message: reason, hint, headers })),
+  invalidCredential: entry(
+    'PGRST301',
+    401,
+    'a JWT, API key or workspace token cannot be decoded, is unknown, revoked, or sent twice',
+    (reason: string, hint: Text, headers: Record<string, string>) => ({
+      message: reason,
+      hint,
+      headers,
+    }),
+  ),
+  noCredential: entry(
+    'PGRST302',
+    401,
+    'a surface that needs a token got none',
+    (reason: string, hint: string, headers: Record<string, string> = {}) => ({
+      message: reason,
+      hint,
+      headers,
+    }),
+  ),
+  invalidClaims: entry(
+    'PGRST303',
+    401,
+    "a JWT's claims fail validation: expired, wrong audience, a role that is not an API role",
+    (reason: string, hint: Text, headers: Record<string, string>) => ({
+      message: reason,
+      hint,
+      headers,
+    }),
+  ),
 
   // ---- PostgREST's convention for statuses: PT### answers ### ----
-  apiSwitchedOff: entry('PT403', 403, "the workspace's API switch is off (raised by the database's request check, too)", () => ({
-    message: 'API access is switched off for this workspace', hint: 'A workspace owner can switch it on in the workspace settings' })),
-  rateLimited: entry('PT429', 429, 'a token or address went over the request rate, failed authentication limit or its share of the pool', (message: string, details: Text, hint: string, headers: Record<string, string> = {}) => ({
-    message, details, hint, headers })),
+  apiSwitchedOff: entry(
+    'PT403',
+    403,
+    "the workspace's API switch is off (raised by the database's request check, too)",
+    () => ({
+      message: 'API access is switched off for this workspace',
+      hint: 'A workspace owner can switch it on in the workspace settings',
+    }),
+  ),
+  rateLimited: entry(
+    'PT429',
+    429,
+    'a token or address went over the request rate, failed authentication limit or its share of the pool',
+    (message: string, details: Text, hint: string, headers: Record<string, string> = {}) => ({
+      message,
+      details,
+      hint,
+      headers,
+    }),
+  ),
 
   // ---- Postgres's own codes, for refusals the gateway makes before the database would ----
   unfilteredMutation: entry('21000', 400, 'a PATCH or DELETE has no filter', (method: string) => ({
     message: `${method} requires a filter: a ${method} without one would change every row`,
-    hint: `Add a filter such as ?id=eq.<id>. To really ${method === 'DELETE' ? 'delete' : 'update'} every row, say so with a filter every row matches, e.g. ?id=not.is.null` })),
+    hint: `Add a filter such as ?id=eq.<id>. To really ${method === 'DELETE' ? 'delete' : 'update'} every row, say so with a filter every row matches, e.g. ?id=not.is.null`,
+  })),
   readOnly: entry('42501', 403, 'a read-only token tried to write', (details: Text = null) => ({
-    message: 'This token is read-only: it cannot create, change or delete data', details,
-    hint: 'Writes need a workspace token with the write scope (tally token create --scope write)' })),
-  undefinedColumn: entry('42703', 400, 'a select, filter or order names a column the table does not have', (table: string, column: string, hint: Text) => ({
-    message: `column ${table}.${column} does not exist`, hint })),
+    message: 'This token is read-only: it cannot create, change or delete data',
+    details,
+    hint: 'Writes need a workspace token with the write scope (tally token create --scope write)',
+  })),
+  undefinedColumn: entry(
+    '42703',
+    400,
+    'a select, filter or order names a column the table does not have',
+    (table: string, column: string, hint: Text) => ({
+      message: `column ${table}.${column} does not exist`,
+      hint,
+    }),
+  ),
   undefinedType: entry('42704', 400, 'a cast names a type that does not exist', (name: string) => ({
-    message: `type "${name}" does not exist`, hint: 'Cast to a built-in type such as text, integer, numeric or date' })),
+    message: `type "${name}" does not exist`,
+    hint: 'Cast to a built-in type such as text, integer, numeric or date',
+  })),
 
   // ---- from the database ----
-  database: entry('SQLSTATE', 'by SQLSTATE', "any other error of Postgres: its SQLSTATE and text, the status as PostgREST maps it (a function's RAISE sqlstate 'PT402' answers 402)", (status: number, sqlstate: string, message: string, details: Text, hint: Text, headers: Record<string, string>) => ({
-    status, code: sqlstate, message, details, hint, headers })),
-  raised: entry('custom', 'custom', "a function's RAISE SQLSTATE 'PGRST' decides code, message, status and headers", (status: number, code: string, message: string, details: Text, hint: Text, headers: Record<string, string>) => ({
-    status, message, details, hint, headers, code })),
+  database: entry(
+    'SQLSTATE',
+    'by SQLSTATE',
+    "any other error of Postgres: its SQLSTATE and text, the status as PostgREST maps it (a function's RAISE sqlstate 'PT402' answers 402)",
+    (
+      status: number,
+      sqlstate: string,
+      message: string,
+      details: Text,
+      hint: Text,
+      headers: Record<string, string>,
+    ) => ({
+      status,
+      code: sqlstate,
+      message,
+      details,
+      hint,
+      headers,
+    }),
+  ),
+  raised: entry(
+    'custom',
+    'custom',
+    "a function's RAISE SQLSTATE 'PGRST' decides code, message, status and headers",
+    (status: number, code: string, message: string, details: Text, hint: Text, headers: Record<string, string>) => ({
+      status,
+      message,
+      details,
+      hint,
+      headers,
+      code,
+    }),
+  ),
 
   // ---- Tally's own: the server (TLY0xx) ----
-  internal: entry('TLY000', 500, 'a bug: anything unexpected; the server log has the details, the client nothing internal', () => ({
-    message: 'Internal server error', hint: 'This is a bug in Tally; the server log has the details' })),
+  internal: entry(
+    'TLY000',
+    500,
+    'a bug: anything unexpected; the server log has the details, the client nothing internal',
+    () => ({
+      message: 'Internal server error',
+      hint: 'This is a bug in Tally; the server log has the details',
+    }),
+  ),
   bodyTooLarge: entry('TLY001', 413, 'the request body is larger than TALLY_MAX_BODY_BYTES', (limit?: number) => ({
-    message: 'The request body is too large', details: limit === undefined ? null : `The limit is ${limit} bytes`,
-    hint: 'Split a bulk insert into smaller batches' })),
+    message: 'The request body is too large',
+    details: limit === undefined ? null : `The limit is ${limit} bytes`,
+    hint: 'Split a bulk insert into smaller batches',
+  })),
 
   // ---- the /api/v1 wrapper (TLY1xx) ----
-  recordNotFound: entry('TLY100', 404, 'an /api/v1 path names a record id that is not in the workspace', (noun: string, id: string, listPath: string) => ({
-    message: `No ${noun} with id ${id} in this workspace`, hint: `GET ${listPath} lists the ids` })),
+  recordNotFound: entry(
+    'TLY100',
+    404,
+    'an /api/v1 path names a record id that is not in the workspace',
+    (noun: string, id: string, listPath: string) => ({
+      message: `No ${noun} with id ${id} in this workspace`,
+      hint: `GET ${listPath} lists the ids`,
+    }),
+  ),
 
   // ---- the settings pages (TLY2xx, rendered as pages) ----
   signedOut: entry('TLY200', 401, 'a settings form arrives without a live session', () => ({
-    message: 'Signed out', details: 'Your session has ended. Sign in again and repeat the change.' })),
+    message: 'Signed out',
+    details: 'Your session has ended. Sign in again and repeat the change.',
+  })),
   formRefused: entry('TLY201', 403, 'a settings form did not come from the current session (CSRF check)', () => ({
-    message: 'Form refused', details: 'This form did not come from your current session. Reload the page and try again.' })),
-  notAllowed: entry('TLY202', 403, "the member's role, or a one-time password not yet replaced, does not allow the change", (details: string, title: string = 'Not allowed') => ({
-    message: title, details })),
-  pageNotFound: entry('TLY203', 404, 'a settings page names a workspace or token the member cannot see', (title: string, details: string) => ({
-    message: title, details })),
+    message: 'Form refused',
+    details: 'This form did not come from your current session. Reload the page and try again.',
+  })),
+  notAllowed: entry(
+    'TLY202',
+    403,
+    "the member's role, or a one-time password not yet replaced, does not allow the change",
+    (details: string, title: string = 'Not allowed') => ({
+      message: title,
+      details,
+    }),
+  ),
+  pageNotFound: entry(
+    'TLY203',
+    404,
+    'a settings page names a workspace or token the member cannot see',
+    (title: string, details: string) => ({
+      message: title,
+      details,
+    }),
+  ),
   badForm: entry('TLY204', 400, 'a settings form is incomplete or has an invalid value', (details: string) => ({
-    message: 'Bad request', details })),
+    message: 'Bad request',
+    details,
+  })),
 } as const;
-

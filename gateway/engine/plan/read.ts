@@ -5,7 +5,13 @@ import { catalogArrayOf, type CatalogText } from '../sql.js';
 import { catalogue, type ApiError } from '../errors.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
-import { columnsHint, readableColumns, type Relation, type Relationship, type SchemaCache } from '../schema-cache/types.js';
+import {
+  columnsHint,
+  readableColumns,
+  type Relation,
+  type Relationship,
+  type SchemaCache,
+} from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
 
 export class AliasCounter {
@@ -49,7 +55,11 @@ function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: s
   }
   return {
     source: column ? { kind: 'column', column } : { kind: 'computed', fn: fn! },
-    json: ref.json, cast: castSql, typeSql, baseType, isArray,
+    json: ref.json,
+    cast: castSql,
+    typeSql,
+    baseType,
+    isArray,
   };
 }
 
@@ -67,8 +77,7 @@ export function findRelation(cache: SchemaCache, schema: string, name: string): 
   if (!rel) {
     const names = [...cache.relations.values()].filter((r) => r.schema === schema).map((r) => r.name);
     const close = names.find((n) => n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n));
-    throw catalogue.noTable(`${schema}.${name}`,
-      close ? `Perhaps you meant the table '${schema}.${close}'` : null);
+    throw catalogue.noTable(`${schema}.${name}`, close ? `Perhaps you meant the table '${schema}.${close}'` : null);
   }
   return rel;
 }
@@ -84,8 +93,9 @@ const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', o2o: 'one-to-one',
 function relationshipFor(cache: SchemaCache, source: Relation, name: string, hint: string | undefined): Relationship {
   // Relations the request's role may not read are not offered: neither embedded nor named.
   const visible = (rel: Relation) => readableColumns(rel, cache.viewer).length > 0;
-  const all = (cache.relationships.get(source.oid) ?? [])
-    .filter((r) => r.target.schema === source.schema && visible(r.target) && (!r.junction || visible(r.junction.relation)));
+  const all = (cache.relationships.get(source.oid) ?? []).filter(
+    (r) => r.target.schema === source.schema && visible(r.target) && (!r.junction || visible(r.junction.relation)),
+  );
   const single = (cols: string[], h: string) => cols.length === 1 && cols[0] === h;
   const candidates = all.filter((r) => {
     if (r.computed) return r.computed.name === name; // a function of the row, by its name
@@ -103,8 +113,11 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
   });
   if (candidates.length === 1) return candidates[0];
   if (candidates.length === 0) {
-    throw catalogue.noRelationship(source.name, name,
-      `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`);
+    throw catalogue.noRelationship(
+      source.name,
+      name,
+      `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`,
+    );
   }
   const list = (cols: string[]) => cols.join(', ');
   const details = candidates.map((r) => ({
@@ -115,8 +128,12 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
       : `${r.constraint} using ${source.name}(${list(r.sourceColumns)}) and ${r.target.name}(${list(r.targetColumns)})`,
   }));
   const label = (r: Relationship) => `'${r.target.name}!${r.junction ? r.junction.relation.name : r.constraint}'`;
-  throw catalogue.ambiguousEmbed(source.name, name,
-    details, `Try changing '${name}' to one of the following: ${candidates.map(label).join(', ')}. Find the desired relationship in the 'details' key.`);
+  throw catalogue.ambiguousEmbed(
+    source.name,
+    name,
+    details,
+    `Try changing '${name}' to one of the following: ${candidates.map(label).join(', ')}. Find the desired relationship in the 'details' key.`,
+  );
 }
 
 export interface ReadPlanInput {
@@ -150,26 +167,48 @@ export function readPlan(input: ReadPlanInput): ReadNode {
   root.limit = input.range.limit;
   for (const path of input.nodes.keys()) {
     if (!used.has(path)) {
-      throw catalogue.notEmbedded(path,
-        `Add '${path.split('.').pop()}' to the select parameter to filter, order or limit it`);
+      throw catalogue.notEmbedded(
+        path,
+        `Add '${path.split('.').pop()}' to the select parameter to filter, order or limit it`,
+      );
     }
   }
   return root;
 }
 
-function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], path: string, used: Set<string>): ReadNode {
-  const node: ReadNode = { relation: rel, alias: input.aliases.next(), select: [], conditions: [], order: [], embeds: [] };
+function buildNode(
+  input: ReadPlanInput,
+  rel: Relation,
+  items: SelectItem[],
+  path: string,
+  used: Set<string>,
+): ReadNode {
+  const node: ReadNode = {
+    relation: rel,
+    alias: input.aliases.next(),
+    select: [],
+    conditions: [],
+    order: [],
+    embeds: [],
+  };
   used.add(path);
   for (const item of items) {
     if (item.kind === 'star') node.select.push({ kind: 'star' });
     else if (item.kind === 'count') {
       if (!input.aggregatesEnabled) throw aggregatesDisabled();
-      node.select.push({ kind: 'count', key: item.alias ?? 'count', cast: item.cast === undefined ? undefined : resolveType(input.cache, item.cast) });
+      node.select.push({
+        kind: 'count',
+        key: item.alias ?? 'count',
+        cast: item.cast === undefined ? undefined : resolveType(input.cache, item.cast),
+      });
     } else if (item.kind === 'field') {
       const expr = resolveField(input.cache, rel, item.field, item.cast);
       if (item.aggregate) {
         if (!input.aggregatesEnabled) throw aggregatesDisabled();
-        const aggregate = { fn: item.aggregate, cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast) };
+        const aggregate = {
+          fn: item.aggregate,
+          cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast),
+        };
         node.select.push({ kind: 'field', expr, key: item.alias ?? item.aggregate, aggregate });
       } else {
         const key = item.alias ?? outputKey(item.field);
@@ -181,8 +220,13 @@ function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], pat
       const childPath = path === '' ? key : `${path}.${key}`;
       const child = buildNode(input, relationship.target, item.select, childPath, used);
       const embed: Embed = {
-        key, relationship, toOne: relationship.cardinality === 'm2o' || relationship.cardinality === 'o2o',
-        inner: item.inner, spread: item.spread, node: child, lateral: input.aliases.next(),
+        key,
+        relationship,
+        toOne: relationship.cardinality === 'm2o' || relationship.cardinality === 'o2o',
+        inner: item.inner,
+        spread: item.spread,
+        node: child,
+        lateral: input.aliases.next(),
         junctionAlias: relationship.junction ? input.aliases.next() : undefined,
       };
       node.embeds.push(embed);
@@ -202,14 +246,20 @@ function buildNode(input: ReadPlanInput, rel: Relation, items: SelectItem[], pat
 }
 
 function condition(input: ReadPlanInput, node: ReadNode, c: Condition): PlanCondition {
-  if (c.kind === 'logic') return { kind: 'logic', op: c.op, negate: c.negate, children: c.children.map((x) => condition(input, node, x)) };
+  if (c.kind === 'logic')
+    return { kind: 'logic', op: c.op, negate: c.negate, children: c.children.map((x) => condition(input, node, x)) };
   const f = c.filter;
-  const embed = f.field.json.length === 0 && !node.relation.columns.has(f.field.name)
-    ? node.embeds.find((e) => e.key === f.field.name) : undefined;
+  const embed =
+    f.field.json.length === 0 && !node.relation.columns.has(f.field.name)
+      ? node.embeds.find((e) => e.key === f.field.name)
+      : undefined;
   if (embed) {
     if (f.op !== 'is' || f.value.kind !== 'is' || (f.value.value !== 'null' && f.value.value !== 'not_null')) {
-      throw catalogue.parse(`filter (${f.field.name})`, null,
-        `An embedded resource can only be filtered with ${f.field.name}=is.null or ${f.field.name}=not.is.null`);
+      throw catalogue.parse(
+        `filter (${f.field.name})`,
+        null,
+        `An embedded resource can only be filtered with ${f.field.name}=is.null or ${f.field.name}=not.is.null`,
+      );
     }
     const isNull = (f.value.value === 'null') !== f.negate;
     return { kind: 'embedNull', embed, isNull };
@@ -221,12 +271,13 @@ function orderTerm(input: ReadPlanInput, node: ReadNode, o: OrderTerm): PlanOrde
   if (o.relation !== undefined) {
     const via = node.embeds.find((e) => e.key === o.relation || e.node.relation.name === o.relation);
     if (!via) {
-      throw catalogue.notEmbedded(o.relation,
-        `Add '${o.relation}' to the select parameter to order by its columns`);
+      throw catalogue.notEmbedded(o.relation, `Add '${o.relation}' to the select parameter to order by its columns`);
     }
     if (!via.toOne) {
-      throw catalogue.relatedOrder(o.relation,
-        `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`);
+      throw catalogue.relatedOrder(
+        o.relation,
+        `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`,
+      );
     }
     return { expr: resolveField(input.cache, via.node.relation, o.field), via, direction: o.direction, nulls: o.nulls };
   }

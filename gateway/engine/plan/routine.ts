@@ -15,21 +15,32 @@ export function findRoutines(cache: SchemaCache, schema: string, name: string): 
 }
 
 const isJson = (p: RoutineParam) => !p.isArray && (p.baseType === 'json' || p.baseType === 'jsonb');
-const signature = (r: Routine) => `${r.schema}.${r.name}(${r.params.map((p) => (p.name ? `${p.name} => ${p.baseType}${p.isArray ? '[]' : ''}` : `${p.baseType}${p.isArray ? '[]' : ''}`)).join(', ')})`;
+const signature = (r: Routine) =>
+  `${r.schema}.${r.name}(${r.params.map((p) => (p.name ? `${p.name} => ${p.baseType}${p.isArray ? '[]' : ''}` : `${p.baseType}${p.isArray ? '[]' : ''}`)).join(', ')})`;
 
 /** PGRST202: no function of that name takes these arguments. */
 export function routineNotFound(cache: SchemaCache, schema: string, name: string, keys: string[]): ApiError {
   const sorted = [...keys].sort();
-  const others = [...cache.routines.values()].flat().filter((r) => r.schema === schema).map((r) => r.name);
-  const close = others.find((n) => n !== name && (n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n)));
-  return catalogue.noFunction(`${schema}.${name}(${sorted.join(', ')})`,
+  const others = [...cache.routines.values()]
+    .flat()
+    .filter((r) => r.schema === schema)
+    .map((r) => r.name);
+  const close = others.find(
+    (n) => n !== name && (n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n)),
+  );
+  return catalogue.noFunction(
+    `${schema}.${name}(${sorted.join(', ')})`,
     `Searched for the function ${schema}.${name} ${sorted.length ? `with parameters ${sorted.join(', ')}` : 'without parameters'} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.`,
-    close ? `Perhaps you meant to call the function ${schema}.${close}` : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.');
+    close
+      ? `Perhaps you meant to call the function ${schema}.${close}`
+      : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
+  );
 }
 
 /** The argument keys a request gives: the body's keys (POST) or the query's argument keys (GET). */
 export function argumentKeys(api: ApiRequest, body: unknown): string[] {
-  if (api.method === 'POST') return body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
+  if (api.method === 'POST')
+    return body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
   return [...api.routineArgs.keys()].filter((k) => !RESERVED.has(k));
 }
 
@@ -39,22 +50,33 @@ function bodyValue(body: unknown, contentType: string | undefined): unknown {
   const type = (contentType ?? 'application/json').split(';')[0].trim().toLowerCase();
   if (typeof body === 'string' && type === 'application/x-www-form-urlencoded') {
     const form = new URLSearchParams(body);
-    return Object.fromEntries([...new Set(form.keys())].map((k) => {
-      const all = form.getAll(k);
-      return [k, all.length > 1 ? all : all[0]];
-    }));
+    return Object.fromEntries(
+      [...new Set(form.keys())].map((k) => {
+        const all = form.getAll(k);
+        return [k, all.length > 1 ? all : all[0]];
+      }),
+    );
   }
   if (typeof body === 'string') {
     try {
       return JSON.parse(body);
     } catch (err) {
-      throw catalogue.invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null, 'Send the arguments as a JSON object');
+      throw catalogue.invalidBody(
+        'empty or invalid JSON',
+        err instanceof Error ? err.message : null,
+        'Send the arguments as a JSON object',
+      );
     }
   }
   return body;
 }
 
-export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknown, contentType: string | undefined): RoutineCall {
+export function routinePlan(
+  cache: SchemaCache,
+  api: ApiRequest,
+  rawBody: unknown,
+  contentType: string | undefined,
+): RoutineCall {
   const overloads = findRoutines(cache, api.schema, api.relation);
   const post = api.method === 'POST';
   const body = post ? bodyValue(rawBody, contentType) : undefined;
@@ -67,10 +89,15 @@ export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknow
     chosen = overloads.filter((r) => r.params.length === 1 && isJson(r.params[0]));
     single = true;
   } else {
-    chosen = isObject || !post
-      ? overloads.filter((r) => r.params.every((p) => p.name !== '')
-        && r.params.every((p) => !p.required || keys.includes(p.name)) && keys.every((k) => r.params.some((p) => p.name === k)))
-      : [];
+    chosen =
+      isObject || !post
+        ? overloads.filter(
+            (r) =>
+              r.params.every((p) => p.name !== '') &&
+              r.params.every((p) => !p.required || keys.includes(p.name)) &&
+              keys.every((k) => r.params.some((p) => p.name === k)),
+          )
+        : [];
     if (chosen.length === 0 && post) {
       chosen = overloads.filter((r) => r.params.length === 1 && r.params[0].name === '' && isJson(r.params[0]));
       single = true;
@@ -78,8 +105,11 @@ export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknow
   }
   if (chosen.length === 0) {
     if (post && !isObject) {
-      throw catalogue.invalidBody('expected a JSON object of named arguments', null,
-        'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON');
+      throw catalogue.invalidBody(
+        'expected a JSON object of named arguments',
+        null,
+        'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON',
+      );
     }
     throw routineNotFound(cache, api.schema, api.relation, keys);
   }
@@ -90,7 +120,8 @@ export function routinePlan(cache: SchemaCache, api: ApiRequest, rawBody: unknow
   // GET runs any function, VOLATILE too, in a READ ONLY transaction (as PostgREST): one that
   // writes fails there with 25006.
   const readOnly = !post || routine.volatility !== 'volatile';
-  if (single) return { routine, args: { kind: 'single', param: routine.params[0], json: JSON.stringify(body) }, readOnly };
+  if (single)
+    return { routine, args: { kind: 'single', param: routine.params[0], json: JSON.stringify(body) }, readOnly };
   const values: Record<string, unknown> = {};
   if (post) Object.assign(values, body);
   else {

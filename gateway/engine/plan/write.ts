@@ -68,7 +68,8 @@ export function bodyRows(body: unknown, contentType: string | undefined): Record
       throw invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null);
     }
   }
-  if (value === undefined || value === null) throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
+  if (value === undefined || value === null)
+    throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
   const rows = Array.isArray(value) ? value : [value];
   for (const r of rows) {
     if (typeof r !== 'object' || r === null || Array.isArray(r)) {
@@ -86,27 +87,63 @@ function parseCsv(text: string): Record<string, unknown>[] {
   let quoted = false;
   let inQuotes = false;
   let i = 0;
-  const endField = () => { row.push({ value: field, quoted }); field = ''; quoted = false; };
+  const endField = () => {
+    row.push({ value: field, quoted });
+    field = '';
+    quoted = false;
+  };
   while (i < text.length) {
     const ch = text[i];
     if (inQuotes) {
-      if (ch === '"' && text[i + 1] === '"') { field += '"'; i += 2; continue; }
-      if (ch === '"') { inQuotes = false; i++; continue; }
-      field += ch; i++; continue;
+      if (ch === '"' && text[i + 1] === '"') {
+        field += '"';
+        i += 2;
+        continue;
+      }
+      if (ch === '"') {
+        inQuotes = false;
+        i++;
+        continue;
+      }
+      field += ch;
+      i++;
+      continue;
     }
-    if (ch === '"' && field === '') { inQuotes = true; quoted = true; i++; continue; }
-    if (ch === ',') { endField(); i++; continue; }
+    if (ch === '"' && field === '') {
+      inQuotes = true;
+      quoted = true;
+      i++;
+      continue;
+    }
+    if (ch === ',') {
+      endField();
+      i++;
+      continue;
+    }
     if (ch === '\r' && text[i + 1] === '\n') i++;
-    if (ch === '\n' || ch === '\r') { endField(); records.push(row); row = []; i++; continue; }
-    field += ch; i++;
+    if (ch === '\n' || ch === '\r') {
+      endField();
+      records.push(row);
+      row = [];
+      i++;
+      continue;
+    }
+    field += ch;
+    i++;
   }
   if (inQuotes) throw invalidBody('the CSV has an unterminated quoted field');
-  if (field !== '' || quoted || row.length > 0) { endField(); records.push(row); }
+  if (field !== '' || quoted || row.length > 0) {
+    endField();
+    records.push(row);
+  }
   const [header, ...lines] = records.filter((r) => !(r.length === 1 && r[0].value === '' && !r[0].quoted));
   if (!header) throw invalidBody('the CSV needs a header line');
   return lines.map((line, n) => {
-    if (line.length !== header.length) throw invalidBody(`the CSV's line ${n + 2} has ${line.length} fields, the header ${header.length}`);
-    return Object.fromEntries(header.map((h, k) => [h.value, line[k].value === '' && !line[k].quoted ? null : line[k].value]));
+    if (line.length !== header.length)
+      throw invalidBody(`the CSV's line ${n + 2} has ${line.length} fields, the header ${header.length}`);
+    return Object.fromEntries(
+      header.map((h, k) => [h.value, line[k].value === '' && !line[k].quoted ? null : line[k].value]),
+    );
   });
 }
 
@@ -118,7 +155,12 @@ function pickColumns(rel: Relation, names: string[], viewer: string | undefined)
   });
 }
 
-export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], viewer?: string): InsertPlan {
+export function insertPlan(
+  api: ApiRequest,
+  rel: Relation,
+  rows: Record<string, unknown>[],
+  viewer?: string,
+): InsertPlan {
   let names: string[];
   if (api.columns) names = api.columns;
   else {
@@ -126,7 +168,10 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
     const key = [...names].sort().join('\u0000');
     for (const r of rows) {
       if (Object.keys(r).sort().join('\u0000') !== key) {
-        throw invalidBody('all object keys must match', 'Give every object of a bulk insert the same keys, or name the columns with columns=');
+        throw invalidBody(
+          'all object keys must match',
+          'Give every object of a bulk insert the same keys, or name the columns with columns=',
+        );
       }
     }
   }
@@ -143,13 +188,27 @@ export function insertPlan(api: ApiRequest, rel: Relation, rows: Record<string, 
     onConflict = { columns: target, action: api.preferences.resolution === 'merge-duplicates' ? 'update' : 'nothing' };
   }
   return {
-    kind: 'insert', relation: rel, columns, bodyJson: JSON.stringify(rows), rowCount: rows.length,
-    missingDefault: api.preferences.missing === 'default', onConflict,
+    kind: 'insert',
+    relation: rel,
+    columns,
+    bodyJson: JSON.stringify(rows),
+    rowCount: rows.length,
+    missingDefault: api.preferences.missing === 'default',
+    onConflict,
   };
 }
 
-export function updatePlan(rel: Relation, rows: Record<string, unknown>[], root: ReadNode, viewer?: string): UpdatePlan {
-  if (rows.length !== 1) throw invalidBody('a PATCH body must be one JSON object', 'Filters select the rows; the object holds the new values');
+export function updatePlan(
+  rel: Relation,
+  rows: Record<string, unknown>[],
+  root: ReadNode,
+  viewer?: string,
+): UpdatePlan {
+  if (rows.length !== 1)
+    throw invalidBody(
+      'a PATCH body must be one JSON object',
+      'Filters select the rows; the object holds the new values',
+    );
   requireFilter('PATCH', root);
   const columns = pickColumns(rel, Object.keys(rows[0]), viewer);
   return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), conditions: root.conditions };
@@ -177,13 +236,26 @@ function requireFilter(method: string, root: ReadNode): void {
 export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode): void {
   const pk = rel.primaryKey;
   const eqs = new Map<string, string>();
-  const ok = pk.length > 0 && root.conditions.every((c) => {
-    if (c.kind !== 'filter' || c.filter.negate || c.filter.op !== 'eq' || c.filter.value.kind !== 'scalar' || c.filter.field.json.length > 0) return false;
-    eqs.set(c.filter.field.name, c.filter.value.text);
-    return pk.includes(c.filter.field.name);
-  }) && pk.every((k) => eqs.has(k)) && root.conditions.length === pk.length;
+  const ok =
+    pk.length > 0 &&
+    root.conditions.every((c) => {
+      if (
+        c.kind !== 'filter' ||
+        c.filter.negate ||
+        c.filter.op !== 'eq' ||
+        c.filter.value.kind !== 'scalar' ||
+        c.filter.field.json.length > 0
+      )
+        return false;
+      eqs.set(c.filter.field.name, c.filter.value.text);
+      return pk.includes(c.filter.field.name);
+    }) &&
+    pk.every((k) => eqs.has(k)) &&
+    root.conditions.length === pk.length;
   if (!ok) {
-    throw catalogue.invalidPut(pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`);
+    throw catalogue.invalidPut(
+      pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`,
+    );
   }
   if (rows.length !== 1) throw invalidBody('a PUT body must be one JSON object');
   for (const k of pk) {

@@ -1,7 +1,18 @@
 // Read statements (PostgREST's QueryBuilder): a ReadNode tree compiled to one SELECT whose
 // JSON body Postgres itself writes (json_agg), with embeds as lateral joins.
 
-import { catalog, compile, ident, join, qualified, sql, text, type CatalogText, type CompiledSql, type Fragment } from '../sql.js';
+import {
+  catalog,
+  compile,
+  ident,
+  join,
+  qualified,
+  sql,
+  text,
+  type CatalogText,
+  type CompiledSql,
+  type Fragment,
+} from '../sql.js';
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { AggregateFn, MediaType } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './sql.js';
@@ -41,7 +52,11 @@ function spreadColumns(node: ReadNode): SpreadColumn[] {
 }
 
 const AGGREGATES: Record<AggregateFn, Fragment> = {
-  count: sql`pg_catalog.count`, sum: sql`pg_catalog.sum`, avg: sql`pg_catalog.avg`, max: sql`pg_catalog.max`, min: sql`pg_catalog.min`,
+  count: sql`pg_catalog.count`,
+  sum: sql`pg_catalog.sum`,
+  avg: sql`pg_catalog.avg`,
+  max: sql`pg_catalog.max`,
+  min: sql`pg_catalog.min`,
 };
 
 function aggregateSql(fn: AggregateFn, arg: Fragment | undefined, cast: CatalogText | undefined): Fragment {
@@ -75,9 +90,11 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
         continue;
       }
       outputs.push({ sql: row.star(), plain: false, star: 'row' });
-      for (const c of node.relation.columnList) outputs.push({ sql: row.col(c.name), key: c.name, plain: true, star: 'column' });
+      for (const c of node.relation.columnList)
+        outputs.push({ sql: row.col(c.name), key: c.name, plain: true, star: 'column' });
     } else if (item.kind === 'field') {
-      if (item.aggregate && !options.lift) aggregate(aggregateSql(item.aggregate.fn, fieldSql(item.expr, row), item.aggregate.cast), item.key);
+      if (item.aggregate && !options.lift)
+        aggregate(aggregateSql(item.aggregate.fn, fieldSql(item.expr, row), item.aggregate.cast), item.key);
       else plain(item.aggregate ? fieldSql(item.expr, row) : outputSql(item.expr, row), item.key);
     } else if (item.kind === 'count') {
       if (options.lift) plain(sql`1`, item.key);
@@ -91,7 +108,8 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
         for (const col of spreadColumns(e.node)) {
           const v = sql`${lateral}.${ident(col.key)}`;
           if (!e.toOne) plain(sql`coalesce(${v}, ${EMPTY_JSON_ARRAY})`, col.key, true);
-          else if (col.aggregate && !options.lift) aggregate(aggregateSql(col.aggregate.fn, v, col.aggregate.cast), col.key);
+          else if (col.aggregate && !options.lift)
+            aggregate(aggregateSql(col.aggregate.fn, v, col.aggregate.cast), col.key);
           else if (col.count && !options.lift) aggregate(aggregateSql('count', v, col.count.cast), col.key);
           else plain(v, col.key);
         }
@@ -116,10 +134,14 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
   });
   let orderLimit = order.length > 0 ? sql` ORDER BY ${join(order)}` : sql``;
   if (node.limit !== undefined) orderLimit = sql`${orderLimit} LIMIT ${text(String(node.limit))}::int8`;
-  if (node.offset !== undefined && node.offset > 0) orderLimit = sql`${orderLimit} OFFSET ${text(String(node.offset))}::int8`;
+  if (node.offset !== undefined && node.offset > 0)
+    orderLimit = sql`${orderLimit} OFFSET ${text(String(node.offset))}::int8`;
   return {
     select: join(select), // none at all: a row without columns, {} in JSON
-    fromWhere: sql`${from}${join(joins.map((j) => sql` ${j}`), sql``)}${where.length > 0 ? sql` WHERE ${join(where, sql` AND `)}` : sql``}`,
+    fromWhere: sql`${from}${join(
+      joins.map((j) => sql` ${j}`),
+      sql``,
+    )}${where.length > 0 ? sql` WHERE ${join(where, sql` AND `)}` : sql``}`,
     groupBy: groups.length > 0 ? sql` GROUP BY ${join(groups)}` : sql``,
     orderLimit,
   };
@@ -129,20 +151,29 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
 function link(e: Embed, child: string, parent: RowRef): { join: Fragment; where: Fragment[] } {
   const r = e.relationship;
   if (!r.junction) {
-    return { join: sql``, where: r.targetColumns.map((c, i) => sql`${ident(child)}.${ident(c)} = ${parent.col(r.sourceColumns[i])}`) };
+    return {
+      join: sql``,
+      where: r.targetColumns.map((c, i) => sql`${ident(child)}.${ident(c)} = ${parent.col(r.sourceColumns[i])}`),
+    };
   }
   const j = e.junctionAlias!;
-  const on = r.junction.junctionTargetColumns.map((c, i) => sql`${ident(j)}.${ident(c)} = ${ident(child)}.${ident(r.targetColumns[i])}`);
+  const on = r.junction.junctionTargetColumns.map(
+    (c, i) => sql`${ident(j)}.${ident(c)} = ${ident(child)}.${ident(r.targetColumns[i])}`,
+  );
   return {
     join: sql` JOIN ${qualified(r.junction.relation.schema, r.junction.relation.name)} AS ${ident(j)} ON ${join(on, sql` AND `)}`,
-    where: r.junction.junctionSourceColumns.map((c, i) => sql`${ident(j)}.${ident(c)} = ${parent.col(r.sourceColumns[i])}`),
+    where: r.junction.junctionSourceColumns.map(
+      (c, i) => sql`${ident(j)}.${ident(c)} = ${parent.col(r.sourceColumns[i])}`,
+    ),
   };
 }
 
 /** Where an embedded row comes from: its relation, or the function of a computed relationship. */
 function embedSource(e: Embed, parent: RowRef): Fragment {
   const fn = e.relationship.computed;
-  return fn ? sql`${qualified(fn.schema, fn.name)}(${parent.row()})` : qualified(e.node.relation.schema, e.node.relation.name);
+  return fn
+    ? sql`${qualified(fn.schema, fn.name)}(${parent.row()})`
+    : qualified(e.node.relation.schema, e.node.relation.name);
 }
 
 const T = ident('pgrst_t');
@@ -212,17 +243,29 @@ const ESTIMATE_LIMIT = sql`10001`;
  * `with` is a CTE the FROM refers to; `single` makes the body one object (a function that
  * returns one row, not a set).
  */
-export interface RowSource { with?: Fragment; from: Fragment; single?: boolean }
+export interface RowSource {
+  with?: Fragment;
+  from: Fragment;
+  single?: boolean;
+}
 
-export function readStatement(root: ReadNode, media: MediaType, count: 'exact' | 'planned' | 'estimated' | undefined, source?: RowSource): ReadStatements {
+export function readStatement(
+  root: ReadNode,
+  media: MediaType,
+  count: 'exact' | 'planned' | 'estimated' | undefined,
+  source?: RowSource,
+): ReadStatements {
   const rel = root.relation;
   const from = source ? source.from : sql`FROM ${qualified(rel.schema, rel.name)} AS ${ident(root.alias)}`;
   const c = compileNode(root, aliasRow(root.alias), from);
   // With GROUP BY, the count is of groups, as the body has them.
   const counted = c.groupBy.empty ? c.fromWhere : sql`FROM (SELECT 1 ${c.fromWhere}${c.groupBy}) AS "pgrst_g"`;
-  const countSql = count === 'exact' ? sql`(SELECT pg_catalog.count(*) ${counted})`
-    : count === 'estimated' ? sql`(SELECT pg_catalog.count(*) FROM (SELECT 1 ${c.fromWhere}${c.groupBy} LIMIT ${ESTIMATE_LIMIT}) AS "pgrst_e")`
-      : sql`NULL`;
+  const countSql =
+    count === 'exact'
+      ? sql`(SELECT pg_catalog.count(*) ${counted})`
+      : count === 'estimated'
+        ? sql`(SELECT pg_catalog.count(*) FROM (SELECT 1 ${c.fromWhere}${c.groupBy} LIMIT ${ESTIMATE_LIMIT}) AS "pgrst_e")`
+        : sql`NULL`;
   const body = source?.single && media === 'json' ? bodySql('object') : bodySql(media);
   const withSource = source?.with ? sql`${source.with}, ` : sql``;
   const rows = sql`pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.groupBy}${c.orderLimit})`;

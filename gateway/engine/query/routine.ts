@@ -49,9 +49,14 @@ export function routineSource(call: RoutineCall, alias: string): RowSource {
 export function scalarStatement(call: RoutineCall): Statement {
   const c = callSql(call);
   const r = call.routine.returns;
-  const body = r.kind === 'void' ? sql`NULL::text`
-    : r.setOf ? sql`coalesce(pg_catalog.json_agg("pgrst_scalar"), '[]')::text`
-      : sql`coalesce((pg_catalog.json_agg("pgrst_scalar") -> 0)::text, 'null')`;
+  const body =
+    r.kind === 'void'
+      ? sql`NULL::text`
+      : r.setOf
+        ? sql`coalesce(pg_catalog.json_agg("pgrst_scalar"), '[]')::text`
+        : sql`coalesce((pg_catalog.json_agg("pgrst_scalar") -> 0)::text, 'null')`;
   const args = c.args ? sql` FROM ${c.args}` : sql``;
-  return compile(sql`WITH pgrst_rows AS (SELECT ${c.call} AS "pgrst_scalar"${args}) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${body} AS body FROM pgrst_rows`);
+  return compile(
+    sql`WITH pgrst_rows AS (SELECT ${c.call} AS "pgrst_scalar"${args}) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${body} AS body FROM pgrst_rows`,
+  );
 }

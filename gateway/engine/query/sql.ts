@@ -29,13 +29,15 @@ export const callOf = (fn: CatalogText, arg: Fragment): Fragment => sql`${catalo
 const ARROWS: Record<JsonStep['arrow'], Fragment> = { '->': sql`->`, '->>': sql`->>` };
 
 export function fieldSql(expr: FieldExpr, row: RowRef): Fragment {
-  let out = expr.source.kind === 'column'
-    ? row.col(expr.source.column.name)
-    : sql`${qualified(expr.source.fn.schema, expr.source.fn.name)}(${row.row()})`;
+  let out =
+    expr.source.kind === 'column'
+      ? row.col(expr.source.column.name)
+      : sql`${qualified(expr.source.fn.schema, expr.source.fn.name)}(${row.row()})`;
   // Arrows also reach into arrays and composite values, through their JSON form (as PostgREST).
   const base = expr.source.kind === 'column' ? expr.source.column.baseType : expr.source.fn.baseType;
   const isArray = expr.source.kind === 'column' ? expr.source.column.isArray : expr.source.fn.isArray;
-  if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb'))) out = sql`pg_catalog.to_jsonb(${out})`;
+  if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb')))
+    out = sql`pg_catalog.to_jsonb(${out})`;
   for (const step of expr.json) {
     const key = /^-?\d+$/.test(step.key) ? sql`${text(step.key)}::int4` : text(step.key);
     out = sql`(${out}${ARROWS[step.arrow]}${key})`;
@@ -60,13 +62,30 @@ function typedValue(value: string, expr: FieldExpr): Fragment {
   return fromText ? callOf(fromText, text(value)) : typed(value, expr.typeSql);
 }
 
-const COMPARE: Record<string, Fragment> = { eq: sql`=`, neq: sql`<>`, gt: sql`>`, gte: sql`>=`, lt: sql`<`, lte: sql`<=` };
+const COMPARE: Record<string, Fragment> = {
+  eq: sql`=`,
+  neq: sql`<>`,
+  gt: sql`>`,
+  gte: sql`>=`,
+  lt: sql`<`,
+  lte: sql`<=`,
+};
 const PATTERN: Record<string, Fragment> = { like: sql`LIKE`, ilike: sql`ILIKE`, match: sql`~`, imatch: sql`~*` };
 const RANGE_OPS: Record<string, Fragment> = {
-  cs: sql`@>`, cd: sql`<@`, ov: sql`&&`, sl: sql`<<`, sr: sql`>>`, nxr: sql`&<`, nxl: sql`&>`, adj: sql`-|-`,
+  cs: sql`@>`,
+  cd: sql`<@`,
+  ov: sql`&&`,
+  sl: sql`<<`,
+  sr: sql`>>`,
+  nxr: sql`&<`,
+  nxl: sql`&>`,
+  adj: sql`-|-`,
 };
 const FTS: Record<string, Fragment> = {
-  fts: sql`to_tsquery`, plfts: sql`plainto_tsquery`, phfts: sql`phraseto_tsquery`, wfts: sql`websearch_to_tsquery`,
+  fts: sql`to_tsquery`,
+  plfts: sql`plainto_tsquery`,
+  phfts: sql`phraseto_tsquery`,
+  wfts: sql`websearch_to_tsquery`,
 };
 const IS = { null: sql`NULL`, not_null: sql`NOT NULL`, true: sql`TRUE`, false: sql`FALSE`, unknown: sql`UNKNOWN` };
 const TEXT_ARRAY = sql`pg_catalog.text[]`;
@@ -84,21 +103,27 @@ function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
   const v = f.value;
   const all = f.quantifier === 'all';
   if (f.op in COMPARE) {
-    out = v.kind === 'list'
-      ? sql`${e} ${COMPARE[f.op]} ${quantified(all, typed(arrayLiteral(v.items), catalogArrayOf(T)))}`
-      : sql`${e} ${COMPARE[f.op]} ${typedValue(v.kind === 'scalar' ? v.text : '', expr)}`;
+    out =
+      v.kind === 'list'
+        ? sql`${e} ${COMPARE[f.op]} ${quantified(all, typed(arrayLiteral(v.items), catalogArrayOf(T)))}`
+        : sql`${e} ${COMPARE[f.op]} ${typedValue(v.kind === 'scalar' ? v.text : '', expr)}`;
   } else if (f.op in PATTERN) {
     const like = f.op === 'like' || f.op === 'ilike';
     const pat = (s: string) => (like ? s.replace(/\*/g, '%') : s);
-    out = v.kind === 'list'
-      ? sql`(${e})::text ${PATTERN[f.op]} ${quantified(all, sql`${text(arrayLiteral(v.items.map(pat)))}::${TEXT_ARRAY}`)}`
-      : sql`(${e})::text ${PATTERN[f.op]} ${text(pat(v.kind === 'scalar' ? v.text : ''))}`;
+    out =
+      v.kind === 'list'
+        ? sql`(${e})::text ${PATTERN[f.op]} ${quantified(all, sql`${text(arrayLiteral(v.items.map(pat)))}::${TEXT_ARRAY}`)}`
+        : sql`(${e})::text ${PATTERN[f.op]} ${text(pat(v.kind === 'scalar' ? v.text : ''))}`;
   } else if (f.op === 'in') {
     const items = v.kind === 'list' ? v.items : [];
     out = expr.isArray
-      ? (items.length === 0 ? sql`false` : sql`${e} IN (${join(items.map((i) => typed(i, T)))})`)
+      ? items.length === 0
+        ? sql`false`
+        : sql`${e} IN (${join(items.map((i) => typed(i, T)))})`
       : plainColumn(expr)?.representation?.fromText
-        ? (items.length === 0 ? sql`false` : sql`${e} IN (${join(items.map((i) => typedValue(i, expr)))})`)
+        ? items.length === 0
+          ? sql`false`
+          : sql`${e} IN (${join(items.map((i) => typedValue(i, expr)))})`
         : sql`${e} = ANY(${typed(arrayLiteral(items), catalogArrayOf(T))})`;
   } else if (f.op === 'is') {
     out = sql`${e} IS ${IS[v.kind === 'is' ? v.value : 'null']}`;
@@ -122,7 +147,10 @@ export function conditionSql(c: PlanCondition, row: RowRef): Fragment {
     case 'embedNull':
       return sql`${ident(c.embed.lateral)}.${ident(c.embed.key)} IS ${c.isNull ? sql`NULL` : sql`NOT NULL`}`;
     case 'logic': {
-      const joined = sql`(${join(c.children.map((x) => conditionSql(x, row)), c.op === 'and' ? sql` AND ` : sql` OR `)})`;
+      const joined = sql`(${join(
+        c.children.map((x) => conditionSql(x, row)),
+        c.op === 'and' ? sql` AND ` : sql` OR `,
+      )})`;
       return c.negate ? sql`NOT ${joined}` : joined;
     }
   }

@@ -27,15 +27,19 @@ const ELEM = sql`"pgrst_body"."elem"`;
  * cast from json (a data representation) reads its value through that function; its key is
  * taken out of what jsonb_populate_record parses, which would read it as the base type.
  */
-function bodyRecord(plan: InsertPlan | UpdatePlan, elem: Fragment): { record: Fragment; value: (c: Column) => Fragment } {
+function bodyRecord(
+  plan: InsertPlan | UpdatePlan,
+  elem: Fragment,
+): { record: Fragment; value: (c: Column) => Fragment } {
   const table = qualified(plan.relation.schema, plan.relation.name);
   const represented = plan.columns.filter((c) => c.representation?.fromJson);
   const stripped = represented.reduce((e, c) => sql`(${e} - ${text(c.name)})`, elem);
   return {
     record: sql`pg_catalog.jsonb_populate_record(NULL::${table}, ${stripped}) AS "pgrst_rec"`,
-    value: (c) => c.representation?.fromJson
-      ? callOf(c.representation.fromJson, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`)
-      : sql`"pgrst_rec".${ident(c.name)}`,
+    value: (c) =>
+      c.representation?.fromJson
+        ? callOf(c.representation.fromJson, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`)
+        : sql`"pgrst_rec".${ident(c.name)}`,
   };
 }
 
@@ -55,9 +59,10 @@ function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment): Fragment
   });
   let conflict = sql``;
   if (plan.onConflict) {
-    const action = plan.onConflict.action === 'nothing' || plan.columns.length === 0
-      ? sql`DO NOTHING`
-      : sql`DO UPDATE SET ${join(plan.columns.map((c) => sql`${ident(c.name)} = EXCLUDED.${ident(c.name)}`))}`;
+    const action =
+      plan.onConflict.action === 'nothing' || plan.columns.length === 0
+        ? sql`DO NOTHING`
+        : sql`DO UPDATE SET ${join(plan.columns.map((c) => sql`${ident(c.name)} = EXCLUDED.${ident(c.name)}`))}`;
     conflict = sql` ON CONFLICT (${join(plan.onConflict.columns.map(ident))}) ${action}`;
   }
   return sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))}) SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${jsonb(plan.bodyJson)}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${alias} AS "pgrst_row"`;
@@ -68,7 +73,10 @@ function mutationSql(plan: MutationPlan, root: ReadNode): Fragment {
   const table = qualified(rel.schema, rel.name);
   const alias = ident(root.alias);
   if (plan.kind === 'insert') return insertSql(plan, table, alias);
-  const where = join(plan.conditions.map((c) => conditionSql(c, aliasRow(root.alias))), sql` AND `);
+  const where = join(
+    plan.conditions.map((c) => conditionSql(c, aliasRow(root.alias))),
+    sql` AND `,
+  );
   if (plan.kind === 'update') {
     if (plan.columns.length === 0) {
       // An empty PATCH changes nothing, but still runs (and is authorised) as a statement.
@@ -84,13 +92,18 @@ function mutationSql(plan: MutationPlan, root: ReadNode): Fragment {
 export function writeStatement(plan: MutationPlan, root: ReadNode, shape: ReturnShape, media: MediaType): Statement {
   const mutation = mutationSql(plan, root);
   const pk = plan.relation.primaryKey;
-  const location = pk.length > 0
-    ? sql`(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(${join(pk.map((k) => sql`(${returned.col(k)})::text`))}))::text FROM pgrst_source AS "pgrst_src")`
-    : sql`NULL`;
+  const location =
+    pk.length > 0
+      ? sql`(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(${join(pk.map((k) => sql`(${returned.col(k)})::text`))}))::text FROM pgrst_source AS "pgrst_src")`
+      : sql`NULL`;
   if (shape === 'representation') {
     const representation: ReadNode = { ...root, conditions: [], order: [], limit: undefined, offset: undefined };
     const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`);
-    return compile(sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location FROM pgrst_rows AS "_postgrest_t"`);
+    return compile(
+      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location FROM pgrst_rows AS "_postgrest_t"`,
+    );
   }
-  return compile(sql`WITH pgrst_source AS (${mutation}) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, ${location} AS location FROM pgrst_source`);
+  return compile(
+    sql`WITH pgrst_source AS (${mutation}) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, ${location} AS location FROM pgrst_source`,
+  );
 }

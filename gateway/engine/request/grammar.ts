@@ -3,7 +3,19 @@
 // hint points at the part that could not be read.
 
 import { catalogue, type ApiError } from '../errors.js';
-import { AGGREGATES, OPERATORS, type AggregateFn, type Condition, type FieldRef, type Filter, type FilterValue, type JsonStep, type Operator, type OrderTerm, type SelectItem } from './types.js';
+import {
+  AGGREGATES,
+  OPERATORS,
+  type AggregateFn,
+  type Condition,
+  type FieldRef,
+  type Filter,
+  type FilterValue,
+  type JsonStep,
+  type Operator,
+  type OrderTerm,
+  type SelectItem,
+} from './types.js';
 
 /**
  * Postgres cannot hold NUL in a name (PostgREST cuts names there): a name with one is refused
@@ -18,19 +30,34 @@ function refuseNul(name: string, what: string): string {
 
 function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
   const at = raw.slice(pos, pos + 30);
-  return catalogue.parse(`${what} (${raw})`,
-    at === '' ? `unexpected end of input, expecting ${expected}` : `unexpected "${at[0]}" at position ${pos}, expecting ${expected}`,
-    at === '' ? `The ${what} ends too early` : `The problem starts at: ${at}`);
+  return catalogue.parse(
+    `${what} (${raw})`,
+    at === ''
+      ? `unexpected end of input, expecting ${expected}`
+      : `unexpected "${at[0]}" at position ${pos}, expecting ${expected}`,
+    at === '' ? `The ${what} ends too early` : `The problem starts at: ${at}`,
+  );
 }
 
 /** A tiny cursor over a string, for the recursive-descent parsers below. */
 class Cursor {
   pos = 0;
-  constructor(readonly raw: string, readonly what: string) {}
-  peek(n = 0): string { return this.raw[this.pos + n] ?? ''; }
-  startsWith(s: string): boolean { return this.raw.startsWith(s, this.pos); }
-  done(): boolean { return this.pos >= this.raw.length; }
-  fail(expected: string): never { throw grammarError(this.what, this.raw, this.pos, expected); }
+  constructor(
+    readonly raw: string,
+    readonly what: string,
+  ) {}
+  peek(n = 0): string {
+    return this.raw[this.pos + n] ?? '';
+  }
+  startsWith(s: string): boolean {
+    return this.raw.startsWith(s, this.pos);
+  }
+  done(): boolean {
+    return this.pos >= this.raw.length;
+  }
+  fail(expected: string): never {
+    throw grammarError(this.what, this.raw, this.pos, expected);
+  }
   expect(s: string): void {
     if (!this.startsWith(s)) this.fail(`"${s}"`);
     this.pos += s.length;
@@ -160,7 +187,14 @@ function selectItem(c: Cursor): SelectItem {
       c.fail(`an aggregate function (${AGGREGATES.join(', ')}) followed by "()"`);
     }
     c.expect('()');
-    return { kind: 'field', field: { name, json }, alias, cast, aggregate: fn as AggregateFn, aggregateCast: castOf(c) };
+    return {
+      kind: 'field',
+      field: { name, json },
+      alias,
+      cast,
+      aggregate: fn as AggregateFn,
+      aggregateCast: castOf(c),
+    };
   }
   return { kind: 'field', field: { name, json }, alias, cast };
 }
@@ -223,9 +257,11 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
   const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
   if (!m || !operatorSet.has(m[1])) {
     const offset = raw.length - rest.length;
-    throw catalogue.parse(`filter (${raw})`,
+    throw catalogue.parse(
+      `filter (${raw})`,
       `unknown operator at position ${offset}`,
-      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`);
+      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
+    );
   }
   const op = m[1] as Operator;
   const modifier = m[2];
@@ -239,8 +275,16 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
     }
     value = { kind: 'fts', language: modifier, text };
   } else if (modifier !== undefined) {
-    if ((modifier !== 'any' && modifier !== 'all') || !['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch'].includes(op)) {
-      throw grammarError(`filter (${what})`, raw, raw.indexOf('(') + 1, '"any" or "all" (with eq, gt, gte, lt, lte, like, ilike, match, imatch)');
+    if (
+      (modifier !== 'any' && modifier !== 'all') ||
+      !['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch'].includes(op)
+    ) {
+      throw grammarError(
+        `filter (${what})`,
+        raw,
+        raw.indexOf('(') + 1,
+        '"any" or "all" (with eq, gt, gte, lt, lte, like, ilike, match, imatch)',
+      );
     }
     quantifier = modifier;
     value = { kind: 'list', items: listItems(m[3], raw, '{', '}') };
@@ -249,8 +293,11 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
   } else if (op === 'is') {
     const v = text.toLowerCase();
     if (!['null', 'not_null', 'true', 'false', 'unknown'].includes(v)) {
-      throw catalogue.parse(`filter (${raw})`, `unexpected "${text}"`,
-        'The "is" operator takes one of: null, not_null, true, false, unknown');
+      throw catalogue.parse(
+        `filter (${raw})`,
+        `unexpected "${text}"`,
+        'The "is" operator takes one of: null, not_null, true, false, unknown',
+      );
     }
     value = { kind: 'is', value: v as 'null' };
   } else {
@@ -262,8 +309,11 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
 function listItems(raw: string, whole: string, open: string, close: string): string[] {
   const t = raw.trim();
   if (!t.startsWith(open) || !t.endsWith(close)) {
-    throw catalogue.parse(`filter (${whole})`, `expecting a list in "${open}${close}"`,
-      `Write the list as ${open}a,b,"c,d"${close}; quote values holding commas or parentheses`);
+    throw catalogue.parse(
+      `filter (${whole})`,
+      `expecting a list in "${open}${close}"`,
+      `Write the list as ${open}a,b,"c,d"${close}; quote values holding commas or parentheses`,
+    );
   }
   const inner = t.slice(1, -1);
   if (inner === '') return [];
@@ -282,24 +332,36 @@ export function parseField(raw: string, what: string): FieldRef {
 export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Condition {
   const t = raw.trim();
   if (!t.startsWith('(') || !t.endsWith(')')) {
-    throw catalogue.parse(`logic tree (${raw})`, 'expecting "(" … ")"',
-      `Write it as ${op}=(column.operator.value,…)`);
+    throw catalogue.parse(`logic tree (${raw})`, 'expecting "(" … ")"', `Write it as ${op}=(column.operator.value,…)`);
   }
   return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw) };
 }
 
 function logicChildren(inner: string, whole: string): Condition[] {
   if (inner.trim() === '') {
-    throw catalogue.parse(`logic tree (${whole})`, 'empty logic tree', 'Put at least one filter inside the parentheses');
+    throw catalogue.parse(
+      `logic tree (${whole})`,
+      'empty logic tree',
+      'Put at least one filter inside the parentheses',
+    );
   }
   return splitTopLevel(inner, 'logic tree').map((part) => {
     const p = part.trim();
     const m = /^(not\.)?(and|or)\(([\s\S]*)\)$/.exec(p);
-    if (m) return { kind: 'logic', op: m[2] as 'and' | 'or', negate: m[1] !== undefined, children: logicChildren(m[3], whole) };
+    if (m)
+      return {
+        kind: 'logic',
+        op: m[2] as 'and' | 'or',
+        negate: m[1] !== undefined,
+        children: logicChildren(m[3], whole),
+      };
     const dot = p.indexOf('.');
     if (dot <= 0) {
-      throw catalogue.parse(`logic tree (${whole})`, `unexpected "${p.slice(0, 30)}"`,
-        'Each element is column.operator.value, and(…) or or(…)');
+      throw catalogue.parse(
+        `logic tree (${whole})`,
+        `unexpected "${p.slice(0, 30)}"`,
+        'Each element is column.operator.value, and(…) or or(…)',
+      );
     }
     // The field ends at the first dot that is not inside a quoted name.
     let end = dot;

@@ -3,8 +3,25 @@
 
 import type { GatewayRequest } from '../call.js';
 import { catalogue } from '../errors.js';
-import { parseColumnList, parseField, parseLogic, parseOperation, parseOrder, parseSelect, splitTopLevel } from './grammar.js';
-import { PLAN_OPTIONS, type ApiRequest, type MediaType, type NodeOptions, type PlanMedia, type PlanOption, type Preferences, type RangeRequest } from './types.js';
+import {
+  parseColumnList,
+  parseField,
+  parseLogic,
+  parseOperation,
+  parseOrder,
+  parseSelect,
+  splitTopLevel,
+} from './grammar.js';
+import {
+  PLAN_OPTIONS,
+  type ApiRequest,
+  type MediaType,
+  type NodeOptions,
+  type PlanMedia,
+  type PlanOption,
+  type Preferences,
+  type RangeRequest,
+} from './types.js';
 
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
 
@@ -18,7 +35,11 @@ export function refuseDeepJson(body: unknown): void {
     const [value, depth] = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
     if (depth >= MAX_JSON_DEPTH) {
-      throw catalogue.invalidBody('the JSON nests too deeply', `at most ${MAX_JSON_DEPTH} levels of arrays and objects`, 'Send flatter JSON');
+      throw catalogue.invalidBody(
+        'the JSON nests too deeply',
+        `at most ${MAX_JSON_DEPTH} levels of arrays and objects`,
+        'Send flatter JSON',
+      );
     }
     for (const child of Object.values(value)) stack.push([child, depth + 1]);
   }
@@ -33,7 +54,11 @@ export function routineName(relation: string): string | undefined {
  * `isArgument` (GET /rpc only) says which query keys name a parameter of the function: they are
  * its arguments, every other key keeps its meaning (select, order, filters on the result).
  */
-export function parseApiRequest(req: GatewayRequest, schema: string, isArgument?: (key: string) => boolean): ApiRequest {
+export function parseApiRequest(
+  req: GatewayRequest,
+  schema: string,
+  isArgument?: (key: string) => boolean,
+): ApiRequest {
   const routineArgs = new Map<string, string[]>();
   const nodes = new Map<string, NodeOptions>();
   const node = (path: string): NodeOptions => {
@@ -121,13 +146,21 @@ function firstFieldSegment(segments: string[]): number {
 
 function nonNegative(raw: string, key: string): number {
   if (!/^\d{1,15}$/.test(raw.trim())) {
-    throw catalogue.parse(`${key} parameter (${raw})`, 'expecting a non-negative integer', `Write ${key}=<n> with n ≥ 0`);
+    throw catalogue.parse(
+      `${key} parameter (${raw})`,
+      'expecting a non-negative integer',
+      `Write ${key}=<n> with n ≥ 0`,
+    );
   }
   return Number(raw.trim());
 }
 
 /** The Range header (`0-9`, `items=0-9`, `10-`) combined with limit/offset parameters. */
-export function parseRange(header: string | undefined, limit: number | undefined, offset: number | undefined): RangeRequest {
+export function parseRange(
+  header: string | undefined,
+  limit: number | undefined,
+  offset: number | undefined,
+): RangeRequest {
   let lower = 0;
   let upper: number | undefined;
   if (header !== undefined && header.trim() !== '') {
@@ -160,28 +193,36 @@ export function parsePreferences(header: string | undefined): Preferences {
     let ok = true;
     switch (k) {
       case 'return':
-        if (v === 'minimal' || v === 'headers-only' || v === 'representation') prefs.return = v; else ok = false;
+        if (v === 'minimal' || v === 'headers-only' || v === 'representation') prefs.return = v;
+        else ok = false;
         break;
       case 'count':
-        if (v === 'exact' || v === 'planned' || v === 'estimated') prefs.count = v; else ok = false;
+        if (v === 'exact' || v === 'planned' || v === 'estimated') prefs.count = v;
+        else ok = false;
         break;
       case 'resolution':
-        if (v === 'merge-duplicates' || v === 'ignore-duplicates') prefs.resolution = v; else ok = false;
+        if (v === 'merge-duplicates' || v === 'ignore-duplicates') prefs.resolution = v;
+        else ok = false;
         break;
       case 'missing':
-        if (v === 'default' || v === 'null') prefs.missing = v; else ok = false;
+        if (v === 'default' || v === 'null') prefs.missing = v;
+        else ok = false;
         break;
       case 'handling':
-        if (v === 'strict' || v === 'lenient') prefs.handling = v; else ok = false;
+        if (v === 'strict' || v === 'lenient') prefs.handling = v;
+        else ok = false;
         break;
       case 'max-affected':
-        if (/^\d{1,12}$/.test(v)) prefs.maxAffected = Number(v); else ok = false;
+        if (/^\d{1,12}$/.test(v)) prefs.maxAffected = Number(v);
+        else ok = false;
         break;
       case 'tx':
-        if (v === 'commit' || v === 'rollback') prefs.tx = v; else ok = false;
+        if (v === 'commit' || v === 'rollback') prefs.tx = v;
+        else ok = false;
         break;
       case 'params':
-        if (v === 'single-object') prefs.params = v; else ok = false;
+        if (v === 'single-object') prefs.params = v;
+        else ok = false;
         break;
       case 'timezone': // accepted and ignored: responses carry Postgres's own timestamp text
         ok = false;
@@ -220,20 +261,33 @@ const PLAN_MEDIA: Record<string, PlanMedia['format']> = {
  */
 export function parseAccept(header: string | undefined): { media: MediaType; plan?: PlanMedia } {
   if (!header || header.trim() === '') return { media: 'json' };
-  const ranked = splitTopLevel(header, 'Accept header').map((part, i) => {
-    const [type, ...params] = part.trim().split(';').map((s) => s.trim());
-    const q = params.find((p) => p.startsWith('q='));
-    return { type: type.toLowerCase(), params, q: q ? Number(q.slice(2)) : 1, i };
-  }).filter((m) => m.type !== '' && !(m.q <= 0)).sort((a, b) => b.q - a.q || a.i - b.i);
+  const ranked = splitTopLevel(header, 'Accept header')
+    .map((part, i) => {
+      const [type, ...params] = part
+        .trim()
+        .split(';')
+        .map((s) => s.trim());
+      const q = params.find((p) => p.startsWith('q='));
+      return { type: type.toLowerCase(), params, q: q ? Number(q.slice(2)) : 1, i };
+    })
+    .filter((m) => m.type !== '' && !(m.q <= 0))
+    .sort((a, b) => b.q - a.q || a.i - b.i);
   for (const m of ranked) {
     const media = MEDIA[m.type];
     if (media) return { media };
     const format = PLAN_MEDIA[m.type];
     if (format) {
-      const param = (name: string) => m.params.find((p) => p.toLowerCase().startsWith(`${name}=`))?.slice(name.length + 1).replace(/^"|"$/g, '');
+      const param = (name: string) =>
+        m.params
+          .find((p) => p.toLowerCase().startsWith(`${name}=`))
+          ?.slice(name.length + 1)
+          .replace(/^"|"$/g, '');
       const forType = param('for');
       const forMedia = forType === undefined ? 'json' : MEDIA[forType.toLowerCase()];
-      const options = (param('options') ?? '').split('|').map((o) => o.trim().toLowerCase()).filter((o) => o !== '');
+      const options = (param('options') ?? '')
+        .split('|')
+        .map((o) => o.trim().toLowerCase())
+        .filter((o) => o !== '');
       if (forMedia && options.every((o) => (PLAN_OPTIONS as readonly string[]).includes(o))) {
         return { media: forMedia, plan: { format, for: forMedia, options: options as PlanOption[] } };
       }

@@ -22,11 +22,42 @@ export type SelectItem =
   /** `[alias:]count()[::cast]`: the rows of each group. */
   | { kind: 'count'; alias?: string; cast?: string }
   /** `[alias:]relation[!hint][!inner](…)`; `...relation(…)` spreads its columns into the parent. */
-  | { kind: 'embed'; name: string; alias?: string; hint?: string; inner: boolean; spread: boolean; select: SelectItem[] };
+  | {
+      kind: 'embed';
+      name: string;
+      alias?: string;
+      hint?: string;
+      inner: boolean;
+      spread: boolean;
+      select: SelectItem[];
+    };
 
 export const OPERATORS = [
-  'eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch', 'in', 'is', 'isdistinct',
-  'fts', 'plfts', 'phfts', 'wfts', 'cs', 'cd', 'ov', 'sl', 'sr', 'nxr', 'nxl', 'adj',
+  'eq',
+  'neq',
+  'gt',
+  'gte',
+  'lt',
+  'lte',
+  'like',
+  'ilike',
+  'match',
+  'imatch',
+  'in',
+  'is',
+  'isdistinct',
+  'fts',
+  'plfts',
+  'phfts',
+  'wfts',
+  'cs',
+  'cd',
+  'ov',
+  'sl',
+  'sr',
+  'nxr',
+  'nxl',
+  'adj',
 ] as const;
 export type Operator = (typeof OPERATORS)[number];
 
@@ -45,8 +76,7 @@ export interface Filter {
 }
 
 export type Condition =
-  | { kind: 'filter'; filter: Filter }
-  | { kind: 'logic'; op: 'and' | 'or'; negate: boolean; children: Condition[] };
+  { kind: 'filter'; filter: Filter } | { kind: 'logic'; op: 'and' | 'or'; negate: boolean; children: Condition[] };
 
 export interface OrderTerm {
   /** Set for `order=rel(col)`: a column of a to-one embedded resource. */

@@ -26,10 +26,17 @@ export interface ReadResult {
   body: string;
 }
 
-export function readResponse(r: ReadResult, offset: number, media: MediaType, head: boolean, prefs: Preferences): GatewayResponse {
+export function readResponse(
+  r: ReadResult,
+  offset: number,
+  media: MediaType,
+  head: boolean,
+  prefs: Preferences,
+): GatewayResponse {
   if (r.total !== undefined && offset > r.total) {
-    throw catalogue.rangeNotSatisfiable(`An offset of ${offset} was requested, but there are only ${r.total} rows.`,
-      { 'Content-Range': `*/${r.total}` });
+    throw catalogue.rangeNotSatisfiable(`An offset of ${offset} was requested, but there are only ${r.total} rows.`, {
+      'Content-Range': `*/${r.total}`,
+    });
   }
   if (media === 'object' && r.pageTotal !== 1) throw singularError(r.pageTotal);
   const status = r.total !== undefined && r.pageTotal < r.total && (offset > 0 || r.pageTotal < r.total) ? 206 : 200;
@@ -48,7 +55,8 @@ export function preferenceApplied(prefs: Preferences, write: boolean): string | 
   if (write && prefs.resolution) out.push(`resolution=${prefs.resolution}`);
   if (write && prefs.missing) out.push(`missing=${prefs.missing}`);
   if (prefs.handling) out.push(`handling=${prefs.handling}`);
-  if (write && prefs.handling === 'strict' && prefs.maxAffected !== undefined) out.push(`max-affected=${prefs.maxAffected}`);
+  if (write && prefs.handling === 'strict' && prefs.maxAffected !== undefined)
+    out.push(`max-affected=${prefs.maxAffected}`);
   if (write && prefs.tx) out.push(`tx=${prefs.tx}`);
   return out.length > 0 ? out.join(', ') : undefined;
 }

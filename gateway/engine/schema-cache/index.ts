@@ -12,19 +12,26 @@ export class SchemaCacheHolder {
   private current: Promise<SchemaCache> | undefined;
   private listening: Promise<unknown> | undefined;
 
-  constructor(private readonly db: Sql, private readonly schemas: string[]) {}
+  constructor(
+    private readonly db: Sql,
+    private readonly schemas: string[],
+  ) {}
 
   get(): Promise<SchemaCache> {
     if (!this.listening) {
-      this.listening = this.db.listen('pgrst', (payload) => {
-        if (payload === '' || payload === 'reload schema') void this.reload().catch(() => {});
-      }).catch((err) => {
-        log.warn(errorFields(err), 'cannot LISTEN for schema reloads; a restart picks up schema changes');
-      });
+      this.listening = this.db
+        .listen('pgrst', (payload) => {
+          if (payload === '' || payload === 'reload schema') void this.reload().catch(() => {});
+        })
+        .catch((err) => {
+          log.warn(errorFields(err), 'cannot LISTEN for schema reloads; a restart picks up schema changes');
+        });
     }
     if (!this.current) {
       this.current = loadSchemaCache(this.db, this.schemas);
-      this.current.catch(() => { this.current = undefined; }); // a failed load is retried on the next request
+      this.current.catch(() => {
+        this.current = undefined;
+      }); // a failed load is retried on the next request
     }
     return this.current;
   }

@@ -8,28 +8,98 @@ import { catalogText, compile, run, sql, text, type CatalogText, type Fragment }
 import { relationKey, type Column, type Relation, type Relationship, type Routine, type SchemaCache } from './types.js';
 import { viewColumnOrigins } from './view-origins.js';
 
-interface RelationRow { oid: number; schema: string; name: string; relkind: string; description: string | null }
+interface RelationRow {
+  oid: number;
+  schema: string;
+  name: string;
+  relkind: string;
+  description: string | null;
+}
 interface ColumnRow {
-  relid: number; name: string; num: number; nullable: boolean; default_expr: string | null; generated: boolean;
-  type_display: string; type_sql: string; base_type: string; is_array: boolean; description: string | null;
+  relid: number;
+  name: string;
+  num: number;
+  nullable: boolean;
+  default_expr: string | null;
+  generated: boolean;
+  type_display: string;
+  type_sql: string;
+  base_type: string;
+  is_array: boolean;
+  description: string | null;
   readers: string[] | null;
 }
-interface KeyRow { relid: number; contype: string; conname: string; cols: string[]; frelid: number | null; fcols: string[] | null }
-interface ComputedRow { schema: string; name: string; relid: number; type_sql: string; base_type: string; is_array: boolean }
-interface ViewRow { oid: number; action: string }
-interface ComputedRelRow { schema: string; name: string; relid: number; target: number; setof: boolean; rows: number }
-interface AttRow { relid: number; num: number; name: string }
-interface TypeRow { name: string; type_sql: string }
-interface CastRow { domain: string; direction: string; fn: string }
+interface KeyRow {
+  relid: number;
+  contype: string;
+  conname: string;
+  cols: string[];
+  frelid: number | null;
+  fcols: string[] | null;
+}
+interface ComputedRow {
+  schema: string;
+  name: string;
+  relid: number;
+  type_sql: string;
+  base_type: string;
+  is_array: boolean;
+}
+interface ViewRow {
+  oid: number;
+  action: string;
+}
+interface ComputedRelRow {
+  schema: string;
+  name: string;
+  relid: number;
+  target: number;
+  setof: boolean;
+  rows: number;
+}
+interface AttRow {
+  relid: number;
+  num: number;
+  name: string;
+}
+interface TypeRow {
+  name: string;
+  type_sql: string;
+}
+interface CastRow {
+  domain: string;
+  direction: string;
+  fn: string;
+}
 
 /** Schemas of the user's objects: keys and views there may connect exposed relations. */
 const USER_SCHEMAS = sql`n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'`;
 interface RoutineRow {
-  oid: number; schema: string; name: string; volatility: string; setof: boolean; ndefaults: number;
-  argnames: string[]; argmodes: string[]; ret_relid: number; ret_void: boolean; ret_record: boolean; ret_pseudo: boolean;
-  type_sql: string; base_type: string; is_array: boolean; description: string | null;
+  oid: number;
+  schema: string;
+  name: string;
+  volatility: string;
+  setof: boolean;
+  ndefaults: number;
+  argnames: string[];
+  argmodes: string[];
+  ret_relid: number;
+  ret_void: boolean;
+  ret_record: boolean;
+  ret_pseudo: boolean;
+  type_sql: string;
+  base_type: string;
+  is_array: boolean;
+  description: string | null;
 }
-interface RoutineArgRow { oid: number; i: number; type_sql: string; base_type: string; is_array: boolean; pseudo: boolean }
+interface RoutineArgRow {
+  oid: number;
+  i: number;
+  type_sql: string;
+  base_type: string;
+  is_array: boolean;
+  pseudo: boolean;
+}
 
 const TYPE_SQL = sql`
   CASE WHEN t.typcategory = 'A' AND t.typelem <> 0
@@ -54,8 +124,16 @@ export const BUILTIN_TYPES = {
 
 /** The rows each catalog query answers, by query. */
 interface CatalogRows {
-  relations: RelationRow[]; columns: ColumnRow[]; keys: KeyRow[]; computedFields: ComputedRow[]; views: ViewRow[];
-  types: TypeRow[]; routines: RoutineRow[]; routineArgs: RoutineArgRow[]; attributes: AttRow[]; casts: CastRow[];
+  relations: RelationRow[];
+  columns: ColumnRow[];
+  keys: KeyRow[];
+  computedFields: ComputedRow[];
+  views: ViewRow[];
+  types: TypeRow[];
+  routines: RoutineRow[];
+  routineArgs: RoutineArgRow[];
+  attributes: AttRow[];
+  casts: CastRow[];
   computedRelationships: ComputedRelRow[];
 }
 
@@ -63,7 +141,9 @@ interface CatalogRows {
  * The catalog queries after the relations'. `schemas` is the exposed schemas (text[]), `oids` the
  * exposed relations (oid[]); each travels as one parameter, a Postgres array literal.
  */
-const QUERIES: { [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: Fragment; oids: Fragment }) => Fragment } = {
+const QUERIES: {
+  [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: Fragment; oids: Fragment }) => Fragment;
+} = {
   columns: (p) => sql`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
              pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
@@ -185,7 +265,9 @@ async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows>
   const keys = Object.keys(QUERIES) as (keyof typeof QUERIES)[];
   const answers = await Promise.all(keys.map((k) => query<object[]>(QUERIES[k]({ schemas, oids }))));
   const rows = { relations } as Record<string, object[]>;
-  keys.forEach((k, i) => { rows[k] = answers[i]; });
+  keys.forEach((k, i) => {
+    rows[k] = answers[i];
+  });
   return rows as unknown as CatalogRows;
 }
 
@@ -224,14 +306,25 @@ function representationsOf(casts: CastRow[]): Map<string, Representation> {
 }
 
 /** Relations (composite types too, by oid) with their columns; addressable ones by schema.name. */
-function relationsOf(relationRows: RelationRow[], columnRows: ColumnRow[], representations: Map<string, Representation>) {
+function relationsOf(
+  relationRows: RelationRow[],
+  columnRows: ColumnRow[],
+  representations: Map<string, Representation>,
+) {
   const byOid = new Map<number, Relation>();
   const relations = new Map<string, Relation>();
   for (const r of relationRows) {
     const rel: Relation = {
-      oid: r.oid, schema: r.schema, name: r.name,
+      oid: r.oid,
+      schema: r.schema,
+      name: r.name,
       kind: r.relkind === 'v' || r.relkind === 'm' ? 'view' : r.relkind === 'c' ? 'composite' : 'table',
-      columns: new Map(), columnList: [], primaryKey: [], uniqueKeys: [], computed: new Map(), description: r.description,
+      columns: new Map(),
+      columnList: [],
+      primaryKey: [],
+      uniqueKeys: [],
+      computed: new Map(),
+      description: r.description,
     };
     byOid.set(r.oid, rel);
     // A composite type shapes function results; it is not a resource of its own.
@@ -240,9 +333,16 @@ function relationsOf(relationRows: RelationRow[], columnRows: ColumnRow[], repre
   for (const c of columnRows) {
     const rel = byOid.get(c.relid)!;
     const col: Column = {
-      name: c.name, typeSql: catalogText(c.type_sql), typeDisplay: c.type_display, baseType: c.base_type, isArray: c.is_array,
-      nullable: c.nullable, defaultExpr: c.default_expr === null ? null : catalogText(c.default_expr), generated: c.generated,
-      description: c.description, representation: c.is_array ? undefined : representations.get(c.type_sql),
+      name: c.name,
+      typeSql: catalogText(c.type_sql),
+      typeDisplay: c.type_display,
+      baseType: c.base_type,
+      isArray: c.is_array,
+      nullable: c.nullable,
+      defaultExpr: c.default_expr === null ? null : catalogText(c.default_expr),
+      generated: c.generated,
+      description: c.description,
+      representation: c.is_array ? undefined : representations.get(c.type_sql),
       readers: c.readers,
     };
     rel.columns.set(c.name, col);
@@ -276,7 +376,13 @@ function addComputedFields(computedRows: ComputedRow[], byOid: Map<number, Relat
   for (const f of computedRows) {
     const rel = byOid.get(f.relid);
     if (rel && !rel.columns.has(f.name)) {
-      rel.computed.set(f.name, { schema: f.schema, name: f.name, typeSql: catalogText(f.type_sql), baseType: f.base_type, isArray: f.is_array });
+      rel.computed.set(f.name, {
+        schema: f.schema,
+        name: f.name,
+        typeSql: catalogText(f.type_sql),
+        baseType: f.base_type,
+        isArray: f.is_array,
+      });
     }
   }
 }
@@ -345,7 +451,12 @@ function exposuresOf(byOid: Map<number, Relation>, viewOrigins: ViewOrigins): Ex
 }
 
 /** Views inherit the primary key of their base table when they expose all of its columns. */
-function inheritViewKeys(viewOrigins: ViewOrigins, keys: Keys, byOid: Map<number, Relation>, exposures: Exposures): void {
+function inheritViewKeys(
+  viewOrigins: ViewOrigins,
+  keys: Keys,
+  byOid: Map<number, Relation>,
+  exposures: Exposures,
+): void {
   for (const [viewOid, origins] of viewOrigins) {
     const view = byOid.get(viewOid)!;
     for (const baseId of new Set([...origins.values()].map((o) => o.relid))) {
@@ -365,13 +476,27 @@ function inheritViewKeys(viewOrigins: ViewOrigins, keys: Keys, byOid: Map<number
  * unique), computed relationships, and many-to-many through junction tables; each also through
  * every exposed view that shows the columns.
  */
-function relationshipsOf(keyRows: KeyRow[], computedRelRows: ComputedRelRow[], keys: Keys, byOid: Map<number, Relation>,
-  exposures: Exposures): Map<number, Relationship[]> {
+function relationshipsOf(
+  keyRows: KeyRow[],
+  computedRelRows: ComputedRelRow[],
+  keys: Keys,
+  byOid: Map<number, Relation>,
+  exposures: Exposures,
+): Map<number, Relationship[]> {
   const relationships = new Map<number, Relationship[]>();
   const seenRelationships = new Set<string>();
   const add = (r: Relationship) => {
-    const id = JSON.stringify([r.cardinality, r.source.oid, r.target.oid, r.constraint, r.sourceColumns, r.targetColumns,
-      r.junction?.relation.oid, r.junction?.junctionSourceColumns, r.junction?.junctionTargetColumns]);
+    const id = JSON.stringify([
+      r.cardinality,
+      r.source.oid,
+      r.target.oid,
+      r.constraint,
+      r.sourceColumns,
+      r.targetColumns,
+      r.junction?.relation.oid,
+      r.junction?.junctionSourceColumns,
+      r.junction?.junctionTargetColumns,
+    ]);
     if (seenRelationships.has(id)) return;
     seenRelationships.add(id);
     if (!relationships.has(r.source.oid)) relationships.set(r.source.oid, []);
@@ -384,10 +509,22 @@ function relationshipsOf(keyRows: KeyRow[], computedRelRows: ComputedRelRow[], k
     const oneToOne = isUnique(fk.relid, fk.cols);
     for (const child of exposures(fk.relid, fk.cols)) {
       for (const parent of exposures(fk.frelid!, fk.fcols!)) {
-        add({ cardinality: oneToOne ? 'o2o' : 'm2o', source: child.rel, target: parent.rel, constraint: fk.conname,
-          sourceColumns: child.cols, targetColumns: parent.cols });
-        add({ cardinality: oneToOne ? 'o2o' : 'o2m', source: parent.rel, target: child.rel, constraint: fk.conname,
-          sourceColumns: parent.cols, targetColumns: child.cols });
+        add({
+          cardinality: oneToOne ? 'o2o' : 'm2o',
+          source: child.rel,
+          target: parent.rel,
+          constraint: fk.conname,
+          sourceColumns: child.cols,
+          targetColumns: parent.cols,
+        });
+        add({
+          cardinality: oneToOne ? 'o2o' : 'o2m',
+          source: parent.rel,
+          target: child.rel,
+          constraint: fk.conname,
+          sourceColumns: parent.cols,
+          targetColumns: child.cols,
+        });
       }
     }
   }
@@ -395,8 +532,15 @@ function relationshipsOf(keyRows: KeyRow[], computedRelRows: ComputedRelRow[], k
     const source = byOid.get(f.relid);
     const target = byOid.get(f.target);
     if (!source || !target || source.kind === 'composite' || target.kind === 'composite') continue;
-    add({ cardinality: f.setof && f.rows !== 1 ? 'o2m' : 'm2o', source, target, constraint: f.name,
-      sourceColumns: [], targetColumns: [], computed: { schema: f.schema, name: f.name } });
+    add({
+      cardinality: f.setof && f.rows !== 1 ? 'o2m' : 'm2o',
+      source,
+      target,
+      constraint: f.name,
+      sourceColumns: [],
+      targetColumns: [],
+      computed: { schema: f.schema, name: f.name },
+    });
   }
   // Many-to-many: a table with two foreign keys whose columns are all part of its primary key,
   // itself exposed or shown by an exposed view.
@@ -414,10 +558,20 @@ function relationshipsOf(keyRows: KeyRow[], computedRelRows: ComputedRelRow[], k
         for (const j of exposures(junctionId, [...a.cols, ...b.cols])) {
           for (const src of exposures(a.frelid!, a.fcols!)) {
             for (const tgt of exposures(b.frelid!, b.fcols!)) {
-              add({ cardinality: 'm2m', source: src.rel, target: tgt.rel, constraint: b.conname,
-                sourceColumns: src.cols, targetColumns: tgt.cols,
-                junction: { relation: j.rel, sourceConstraint: a.conname,
-                  junctionSourceColumns: j.cols.slice(0, a.cols.length), junctionTargetColumns: j.cols.slice(a.cols.length) } });
+              add({
+                cardinality: 'm2m',
+                source: src.rel,
+                target: tgt.rel,
+                constraint: b.conname,
+                sourceColumns: src.cols,
+                targetColumns: tgt.cols,
+                junction: {
+                  relation: j.rel,
+                  sourceConstraint: a.conname,
+                  junctionSourceColumns: j.cols.slice(0, a.cols.length),
+                  junctionTargetColumns: j.cols.slice(a.cols.length),
+                },
+              });
             }
           }
         }
@@ -432,9 +586,20 @@ function typesOf(typeRows: TypeRow[]): Map<string, CatalogText> {
   const types = new Map<string, CatalogText>();
   for (const t of typeRows) if (!types.has(t.name)) types.set(t.name, catalogText(t.type_sql));
   const aliases: Record<string, string> = {
-    integer: 'int4', int: 'int4', bigint: 'int8', smallint: 'int2', boolean: 'bool', real: 'float4',
-    'double precision': 'float8', decimal: 'numeric', 'character varying': 'varchar', character: 'bpchar', char: 'bpchar',
-    timestamptz: 'timestamptz', 'timestamp with time zone': 'timestamptz', 'timestamp without time zone': 'timestamp',
+    integer: 'int4',
+    int: 'int4',
+    bigint: 'int8',
+    smallint: 'int2',
+    boolean: 'bool',
+    real: 'float4',
+    'double precision': 'float8',
+    decimal: 'numeric',
+    'character varying': 'varchar',
+    character: 'bpchar',
+    char: 'bpchar',
+    timestamptz: 'timestamptz',
+    'timestamp with time zone': 'timestamptz',
+    'timestamp without time zone': 'timestamp',
   };
   for (const [alias, name] of Object.entries(aliases)) {
     const t = types.get(name);
@@ -449,7 +614,11 @@ function typesOf(typeRows: TypeRow[]): Map<string, CatalogText> {
  * schemas, or record with OUT/TABLE columns, returns rows that compose with select, filters and
  * embedding; pseudo-typed parameters or results (triggers, polymorphic) are not callable.
  */
-function routinesOf(rows: RoutineRow[], argRows: RoutineArgRow[], byOid: Map<number, Relation>): Map<string, Routine[]> {
+function routinesOf(
+  rows: RoutineRow[],
+  argRows: RoutineArgRow[],
+  byOid: Map<number, Relation>,
+): Map<string, Routine[]> {
   const args = new Map<number, RoutineArgRow[]>();
   for (const a of argRows) {
     if (!args.has(a.oid)) args.set(a.oid, []);
@@ -467,28 +636,59 @@ function routinesOf(rows: RoutineRow[], argRows: RoutineArgRow[], byOid: Map<num
       const name = r.argnames[k] ?? '';
       if (mode === 'i' || mode === 'b' || mode === 'v') {
         if (t.pseudo) callable = false;
-        inputs.push({ name, typeSql: catalogText(t.type_sql), baseType: t.base_type, isArray: t.is_array, required: true });
+        inputs.push({
+          name,
+          typeSql: catalogText(t.type_sql),
+          baseType: t.base_type,
+          isArray: t.is_array,
+          required: true,
+        });
       }
       if (mode === 'o' || mode === 'b' || mode === 't') {
-        outColumns.push({ name, typeSql: catalogText(t.type_sql), typeDisplay: t.base_type, baseType: t.base_type, isArray: t.is_array,
-          nullable: true, defaultExpr: null, generated: false, description: null });
+        outColumns.push({
+          name,
+          typeSql: catalogText(t.type_sql),
+          typeDisplay: t.base_type,
+          baseType: t.base_type,
+          isArray: t.is_array,
+          nullable: true,
+          defaultExpr: null,
+          generated: false,
+          description: null,
+        });
       }
     });
     if (!callable) continue;
-    inputs.forEach((p, k) => { p.required = k < inputs.length - r.ndefaults; });
+    inputs.forEach((p, k) => {
+      p.required = k < inputs.length - r.ndefaults;
+    });
     let returns: Routine['returns'];
     if (r.ret_void) returns = { setOf: r.setof, kind: 'void' };
-    else if (r.ret_relid !== 0 && byOid.has(r.ret_relid)) returns = { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
+    else if (r.ret_relid !== 0 && byOid.has(r.ret_relid))
+      returns = { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
     else if (r.ret_record && outColumns.length > 0) {
       const relation: Relation = {
-        oid: -r.oid, schema: r.schema, name: r.name, kind: 'composite', columns: new Map(outColumns.map((c) => [c.name, c])),
-        columnList: outColumns, primaryKey: [], uniqueKeys: [], computed: new Map(), description: null,
+        oid: -r.oid,
+        schema: r.schema,
+        name: r.name,
+        kind: 'composite',
+        columns: new Map(outColumns.map((c) => [c.name, c])),
+        columnList: outColumns,
+        primaryKey: [],
+        uniqueKeys: [],
+        computed: new Map(),
+        description: null,
       };
       returns = { setOf: r.setof, kind: 'composite', relation };
     } else returns = { setOf: r.setof, kind: 'scalar' };
     const routine: Routine = {
-      oid: r.oid, schema: r.schema, name: r.name, params: inputs, returns,
-      volatility: r.volatility === 'i' ? 'immutable' : r.volatility === 's' ? 'stable' : 'volatile', description: r.description,
+      oid: r.oid,
+      schema: r.schema,
+      name: r.name,
+      params: inputs,
+      returns,
+      volatility: r.volatility === 'i' ? 'immutable' : r.volatility === 's' ? 'stable' : 'volatile',
+      description: r.description,
     };
     const key = relationKey(r.schema, r.name);
     if (!out.has(key)) out.set(key, []);

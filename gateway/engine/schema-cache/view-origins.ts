@@ -6,19 +6,33 @@
 
 /** A parsed pg_node_tree: `{TYPE :field value …}` objects, `( … )` lists and bare tokens. */
 type NodeValue = string | NodeValue[] | NodeObject;
-interface NodeObject { type: string; fields: Map<string, NodeValue[]> }
+interface NodeObject {
+  type: string;
+  fields: Map<string, NodeValue[]>;
+}
 
 function tokenize(text: string): string[] {
   const tokens: string[] = [];
   let cur = '';
   let has = false;
-  const flush = () => { if (has) tokens.push(cur); cur = ''; has = false; };
+  const flush = () => {
+    if (has) tokens.push(cur);
+    cur = '';
+    has = false;
+  };
   for (let i = 0; i < text.length; i++) {
     const ch = text[i];
-    if (ch === '\\' && i + 1 < text.length) { cur += text[++i]; has = true; }
-    else if (ch === ' ' || ch === '\n' || ch === '\t' || ch === '\r') flush();
-    else if (ch === '(' || ch === ')' || ch === '{' || ch === '}') { flush(); tokens.push(ch); }
-    else { cur += ch; has = true; }
+    if (ch === '\\' && i + 1 < text.length) {
+      cur += text[++i];
+      has = true;
+    } else if (ch === ' ' || ch === '\n' || ch === '\t' || ch === '\r') flush();
+    else if (ch === '(' || ch === ')' || ch === '{' || ch === '}') {
+      flush();
+      tokens.push(ch);
+    } else {
+      cur += ch;
+      has = true;
+    }
   }
   flush();
   return tokens;
