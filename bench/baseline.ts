@@ -2,8 +2,8 @@
 // very SQL transaction Tally runs for case (a) through postgres.js, with the same pool size,
 // and returns the body Postgres serialised. No routing framework, no parsing of PostgREST's
 // grammar, no apikey, no rate limit: what any Node gateway in front of this database pays at
-// least. Run as its own process: DATABASE_URL (the owner's URL; connections take the role
-// `authenticator`, as Tally's do), PORT and TALLY_JWT_SECRET.
+// least. Run as its own process: DATABASE_URL (logging in as `authenticator`, as Tally's server
+// does), PORT and TALLY_JWT_SECRET.
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -27,7 +27,7 @@ const sql = postgres(url, {
   max: 10,
   idle_timeout: 60,
   onnotice: () => {},
-  connection: { role: 'authenticator', application_name: 'tally-baseline' } as Record<string, string>,
+  connection: { application_name: 'tally-baseline' },
 });
 
 const secret = process.env.TALLY_JWT_SECRET;

@@ -1,7 +1,7 @@
 // The benchmark's second reference: PostGraphile 5 with its Amber preset on the same database,
 // with the same JWT → role and claims as Tally (verified HS256 JWT; `role` claim as the role,
-// all claims as request.jwt.claims), connections as `authenticator`, pool of 10. It has no
-// pre-request function. Run as its own process: DATABASE_URL (the owner's URL), PORT,
+// all claims as request.jwt.claims), logging in as `authenticator`, pool of 10. It has no
+// pre-request function. Run as its own process: DATABASE_URL (authenticator's login), PORT,
 // TALLY_JWT_SECRET.
 
 // Node 20 has no Promise.withResolvers, which PostGraphile 5 uses: the standard shim.
@@ -43,7 +43,7 @@ function verify(token: string): Record<string, unknown> {
   return claims;
 }
 
-const pool = new pg.Pool({ connectionString: url, max: 10, options: '-c role=authenticator' });
+const pool = new pg.Pool({ connectionString: url, max: 10 });
 
 const preset = {
   extends: [PostGraphileAmberPreset],

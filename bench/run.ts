@@ -12,8 +12,8 @@
 // 16), BENCH_MAIN_ROWS (100000), BENCH_OTHER_WORKSPACES (100), BENCH_OTHER_ROWS (10000),
 // BENCH_MANY_WORKSPACES (1000; 0 skips the many-workspaces case), BENCH_MCP_SESSIONS (100),
 // BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CASES (e.g. c,d: only these
-// besides the baseline and (a)), BENCH_CPU_PROF=1 (Tally runs with
-// --cpu-prof into bench/results/profiles), BENCH_OUT (the JSON file).
+// besides the baseline and (a)), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
+// into bench/results/profiles), BENCH_OUT (the JSON file).
 
 import autocannon, { type Result } from 'autocannon';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -24,7 +24,7 @@ import postgres from 'postgres';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminClient } from '../gateway/db/connect.js';
-import { startEmbedded } from '../gateway/db/embedded.js';
+import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
@@ -299,9 +299,14 @@ const peerMemory: { postgraphile?: () => { peakMb: number; rssMb: number } | und
 
 /**
  * Debian's pgbouncer in transaction mode in front of the embedded Postgres, logging in as
- * `authenticator` (given a password for it); a note instead when it is not installed.
+ * `authenticator` with the password every server of the run uses; a note instead when it is
+ * not installed.
  */
-async function startPgBouncer(ownerUrl: string, home: string): Promise<{ child: ChildProcess; url: string } | string> {
+async function startPgBouncer(
+  ownerUrl: string,
+  home: string,
+  password: string,
+): Promise<{ child: ChildProcess; url: string } | string> {
   let binary: string;
   try {
     binary = execFileSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer'], { encoding: 'utf8' })
@@ -311,13 +316,6 @@ async function startPgBouncer(ownerUrl: string, home: string): Promise<{ child: 
     return 'pgbouncer is not installed (apt-get install pgbouncer), case (p) skipped';
   }
   const owner = new URL(ownerUrl);
-  const password = randomBytes(18).toString('base64url');
-  const admin = adminClient(ownerUrl);
-  try {
-    await admin.unsafe(`ALTER ROLE authenticator PASSWORD '${password}'`); // generated: base64url only
-  } finally {
-    await admin.end();
-  }
   const port = await freePort();
   const database = owner.pathname.slice(1);
   const dir = join(home, 'pgbouncer');
@@ -401,7 +399,10 @@ async function main(): Promise<void> {
     const tallyPort = await freePort();
     const baselinePort = await freePort();
     const profileDir = join(packageRoot, 'bench', 'results', 'profiles');
-    const profile = env.BENCH_CPU_PROF === '1' ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+    const profile = (name: string): string[] =>
+      env.BENCH_CPU_PROF === '1'
+        ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
+        : [];
     const tallyEnv = {
       TALLY_HOME: home,
       TALLY_EMBEDDED_PG_PORT: String(pgPort),
@@ -411,19 +412,27 @@ async function main(): Promise<void> {
       TALLY_RATE_LIMIT_PER_MINUTE: '10000000',
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
     };
-    const tally = startProcess([...profile, 'dist/gateway/cli/main.js', 'serve'], {
+    const tally = startProcess([...profile('tally'), 'dist/gateway/cli/main.js', 'serve'], {
       ...tallyEnv,
       PORT: String(tallyPort),
     });
     children.push(tally.child);
-    const baseline = startProcess(['dist/bench/baseline.js'], {
-      DATABASE_URL: pg.url,
+    const tallyBase = `http://127.0.0.1:${tallyPort}`;
+    const baselineBase = `http://127.0.0.1:${baselinePort}`;
+    await waitReady(`${tallyBase}/readyz`, tally.child, tally.output);
+    // Every server of the run logs in as Tally's server does: authenticator, with the password
+    // Tally gave it from the home folder on start (so it is set once the server is ready).
+    const loginPassword = (await localSecrets(home)).authenticatorPassword;
+    const loginUrl = Object.assign(new URL(pg.url), {
+      username: 'authenticator',
+      password: encodeURIComponent(loginPassword),
+    }).toString();
+    const baseline = startProcess([...profile('floor'), 'dist/bench/baseline.js'], {
+      DATABASE_URL: loginUrl,
       PORT: String(baselinePort),
       TALLY_JWT_SECRET: jwtSecret,
     });
     children.push(baseline.child);
-    const tallyBase = `http://127.0.0.1:${tallyPort}`;
-    const baselineBase = `http://127.0.0.1:${baselinePort}`;
     const bases: Record<Case['target'], string> = {
       tally: tallyBase,
       baseline: baselineBase,
@@ -436,7 +445,6 @@ async function main(): Promise<void> {
       postgraphile: undefined,
       pgbouncer: undefined,
     };
-    await waitReady(`${tallyBase}/readyz`, tally.child, tally.output);
     await waitReady(baselineBase + '/', baseline.child, baseline.output, true); // any answer: it has no health route
 
     // PostGraphile 5, when the package is installed (a dev dependency).
@@ -447,7 +455,7 @@ async function main(): Promise<void> {
       await import('postgraphile');
       const port = await freePort();
       const pgl = startProcess(['dist/bench/postgraphile.js'], {
-        DATABASE_URL: pg.url,
+        DATABASE_URL: loginUrl,
         PORT: String(port),
         TALLY_JWT_SECRET: jwtSecret,
         GRAPHILE_ENV: 'production',
@@ -466,7 +474,7 @@ async function main(): Promise<void> {
 
     // Tally behind PgBouncer in transaction mode, when Debian's pgbouncer is installed.
     let pgbouncerUp = false;
-    const bouncer = await startPgBouncer(pg.url, home);
+    const bouncer = await startPgBouncer(pg.url, home, loginPassword);
     if (typeof bouncer === 'string') notes.push(bouncer);
     else {
       children.push(bouncer.child);
@@ -474,7 +482,7 @@ async function main(): Promise<void> {
       const behind = startProcess(['dist/gateway/cli/main.js', 'serve'], {
         ...tallyEnv,
         PORT: String(port),
-        DATABASE_URL: bouncer.url,
+        TALLY_DB_URI: bouncer.url,
         TALLY_DB_PREPARED_STATEMENTS: 'false',
       });
       children.push(behind.child);

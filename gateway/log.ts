@@ -1,57 +1,69 @@
 import type { RequestHandler } from 'express';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from './engine/call.js';
-import { transactionTimings, type TransactionTiming } from './engine/execute.js';
+import { transactionTimings } from './engine/execute.js';
 import { log } from './engine/log.js';
 
 // The HTTP request log and Server-Timing, built on the engine's process logger, which is
-// re-exported here for the server's own modules.
+// re-exported here for the server's own modules. Every surface gets both: the Express ones
+// through the middlewares below, /rest/v1 (a plain node:http handler) by calling them itself.
 
 export { errorFields, log, logToStderr } from './engine/log.js';
 
 /**
- * The request log: method, route (the path without its query string, which may carry
- * ?token=), status, duration and the workspace of the caller when known.
+ * The request log line: method, route (the path without its query string, which may carry
+ * ?token=), status, duration and the workspace of the caller when known. `start` is
+ * process.hrtime.bigint() when the request arrived.
  */
+export function logRequest(
+  req: IncomingMessage,
+  route: string,
+  status: number,
+  start: bigint,
+  auth: AuthContext | undefined,
+): void {
+  const workspace = auth?.claims?.workspace_id;
+  log.info(
+    {
+      method: req.method,
+      route,
+      status,
+      duration_ms: Number(process.hrtime.bigint() - start) / 1e6,
+      db_ms: auth ? transactionTimings.get(auth)?.dbMs : undefined,
+      workspace_id: typeof workspace === 'string' ? workspace : undefined,
+    },
+    'request',
+  );
+}
+
+/** The request log of the Express surfaces (their authentication step sets res.locals.auth). */
 export function requestLog(): RequestHandler {
   return (req, res, next) => {
     const start = process.hrtime.bigint();
-    res.on('finish', () => {
-      const auth = res.locals.auth as AuthContext | undefined;
-      const workspace = auth?.claims?.workspace_id;
-      const timing = auth ? transactionTimings.get(auth) : undefined;
-      log.info(
-        {
-          method: req.method,
-          route: req.baseUrl + req.path,
-          status: res.statusCode,
-          duration_ms: Number(process.hrtime.bigint() - start) / 1e6,
-          db_ms: timing?.dbMs,
-          workspace_id: typeof workspace === 'string' ? workspace : undefined,
-        },
-        'request',
-      );
-    });
+    res.on('finish', () => logRequest(req, req.baseUrl + req.path, res.statusCode, start, res.locals.auth));
     next();
   };
 }
 
-/** The Server-Timing value: waiting for a pooled connection, then the database transactions. */
-function serverTimingValue(t: TransactionTiming): string {
-  return `pool;dur=${t.poolMs.toFixed(2)}, db;dur=${t.dbMs.toFixed(2)}`;
+/**
+ * The Server-Timing value of a request that ran database transactions: waiting for a pooled
+ * connection, then the transactions; undefined for one that ran none.
+ */
+export function serverTimingOf(auth: AuthContext | undefined): string | undefined {
+  const t = auth ? transactionTimings.get(auth) : undefined;
+  return t ? `pool;dur=${t.poolMs.toFixed(2)}, db;dur=${t.dbMs.toFixed(2)}` : undefined;
 }
 
 /**
- * A `Server-Timing` header on every response that ran a database transaction (any surface):
- * set at the last moment, when the status and headers are written.
+ * A `Server-Timing` header on every response of an Express surface that ran a database
+ * transaction: set at the last moment, when the status and headers are written.
  */
 export function serverTiming(): RequestHandler {
   return (_req, res, next) => {
     const writeHead = res.writeHead;
     res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
-      const auth = res.locals.auth as AuthContext | undefined;
-      const timing = auth ? transactionTimings.get(auth) : undefined;
-      if (timing && !res.headersSent) res.setHeader('Server-Timing', serverTimingValue(timing));
+      const timing = serverTimingOf(res.locals.auth as AuthContext | undefined);
+      if (timing && !res.headersSent) res.setHeader('Server-Timing', timing);
       return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
     } as typeof res.writeHead;
     next();

@@ -1,21 +1,27 @@
-import express, { type ErrorRequestHandler, type Express } from 'express';
-import type { Server } from 'node:http';
+import express, { type ErrorRequestHandler } from 'express';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AppContext } from './context.js';
-import { catalogue, toApiError } from './engine/errors.js';
+import { catalogue } from './engine/errors.js';
+import { writeError } from './error-response.js';
 import { constraintMessage } from './fields.js';
 import { errorFields, log, requestLog, serverTiming } from './log.js';
 import { createGateway } from './engine/gateway.js';
 import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
 
-// The one HTTP server: every surface (surfaces.ts) is mounted here.
+// The one HTTP server: every surface (surfaces.ts) is mounted here. A surface with a handler of
+// its own (/rest/v1) answers the requests under its path; Express answers the rest.
+
+/** The server's request listener: what node:http's createServer (and supertest) take. */
+export type App = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The surfaces to serve: all of them by default; `tally serve` leaves out the app's without its state. */
-export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): Express {
+export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App {
+  const trustProxy = process.env.TALLY_TRUST_PROXY === '1';
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar
-  app.set('trust proxy', process.env.TALLY_TRUST_PROXY === '1' ? 1 : false);
+  app.set('trust proxy', trustProxy ? 1 : false);
   app.use(requestLog());
   app.use(serverTiming());
   // Routers decode the path for their parameters and static files; a malformed percent-escape
@@ -44,24 +50,37 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): Expr
       .listen(ctx.db.control)
       .catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
   }
-  for (const surface of surfaces) surface.mount(app, { ctx, call, lookups });
+  const services = { ctx, call, lookups, trustProxy };
+  const own: { prefix: string; handle: RequestListener }[] = [];
+  for (const surface of surfaces) {
+    surface.mount?.(app, services);
+    if (surface.handler)
+      own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services) });
+  }
 
   app.use((_req, _res, next) => next(catalogue.invalidPath()));
   app.use(errorHandler);
-  return app;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    for (const { prefix, handle } of own) if (isUnder(url, prefix)) return void handle(req, res);
+    app(req, res);
+  };
 }
 
-/** Answers anything thrown in the one error shape; an unexpected error is a logged 500. */
-const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => {
-  const { error, unexpected } = toApiError(err);
-  if (unexpected) log.error(errorFields(err), 'unexpected error');
-  if (res.headersSent) return;
-  res.status(error.status).set(error.headers).json(error.body());
-};
+/** Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do. */
+function isUnder(url: string, prefix: string): boolean {
+  if (url.length < prefix.length || url.slice(0, prefix.length).toLowerCase() !== prefix) return false;
+  const next = url.charAt(prefix.length);
+  return next === '' || next === '/' || next === '?';
+}
 
-export function listen(app: Express, port: number, host: string): Promise<Server> {
+/** Answers anything thrown in the one error shape (error-response.ts). */
+const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => writeError(res, err);
+
+export function listen(app: App, port: number, host: string): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host, () => resolve(server));
+    const server = createServer(app);
     server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
   });
 }

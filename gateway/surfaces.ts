@@ -1,4 +1,5 @@
 import type { Express } from 'express';
+import type { RequestListener } from 'node:http';
 import type { GatewayCall } from './engine/call.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
@@ -7,7 +8,7 @@ import { healthRouter } from './health.js';
 import { lazyHandler, lazyUnder } from './lazy.js';
 import type { LookupCache } from './lookups.js';
 import { logToStderr } from './log.js';
-import { restRouter } from './rest/router.js';
+import { REST_PATH, restHandler } from './rest/handler.js';
 import { wrapperRouter } from './wrapper/router.js';
 
 // The surfaces the server offers, each a translation into gateway calls that plugs into the
@@ -21,6 +22,8 @@ interface Services {
   call: GatewayCall;
   /** The finance app's live lookup lists (categories, methods, fund kinds). */
   lookups: LookupCache;
+  /** Client addresses come from X-Forwarded-For, set by one trusted reverse proxy. */
+  trustProxy: boolean;
 }
 
 export interface Surface {
@@ -30,14 +33,25 @@ export interface Surface {
    * database holds the app's state, not when Tally stands in front of a database of its own.
    */
   app: boolean;
-  mount(app: Express, services: Services): void;
+  /** Its routes on the Express application, */
+  mount?(app: Express, services: Services): void;
+  /**
+   * or a plain node:http handler that answers every request under `path` (compared as Express
+   * compares paths, without regard to case) before Express sees it: for the surface whose
+   * requests are the bulk of the traffic.
+   */
+  handler?: { path: string; make(services: Services): RequestListener };
   /** A command of its own on the command line (`tally NAME`), loaded when it runs. */
   command?: { name: string; usage: string; run(config: Config): Promise<void> };
 }
 
 export const SURFACES: Surface[] = [
-  // /rest/v1 first: its requests, the bulk of the traffic, pass no other surface's routers.
-  { name: 'rest', app: false, mount: (app, s) => app.use('/rest/v1', restRouter(s.ctx, s.call)) },
+  // /rest/v1, the bulk of the traffic: answered before Express and any other surface.
+  {
+    name: 'rest',
+    app: false,
+    handler: { path: REST_PATH, make: (s) => restHandler(s.ctx, s.call, s.trustProxy) },
+  },
   { name: 'health', app: false, mount: (app, s) => app.use(healthRouter(s.ctx.db)) },
   // The token exchange comes before the /api/v1 wrapper: its POST /api/v1/token authenticates
   // with a workspace token, not a JWT.

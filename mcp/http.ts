@@ -22,7 +22,7 @@ import type { McpCaller } from './tools.js';
 
 function presentedToken(req: Request): string | undefined {
   const fromQuery = typeof req.query.token === 'string' ? req.query.token : undefined;
-  return fromQuery ?? bearerToken(req);
+  return fromQuery ?? bearerToken(req.headers.authorization);
 }
 
 /** The JSON-RPC id of a tools/call in the body, when the body is one. */

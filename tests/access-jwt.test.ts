@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { SignJWT } from 'jose';
-import type { Express } from 'express';
+import type { App } from '../gateway/server.js';
 import { revokeToken } from '../gateway/admin/tokens.js';
 import { setApiEnabled } from '../gateway/admin/workspaces.js';
 import { accessToken, startTestApp, TEST_JWT_SECRET, type TestApp } from './harness/app.js';
@@ -33,17 +33,17 @@ describe('access tokens', () => {
   });
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
-  async function exchanged(app: Express, token: string): Promise<string> {
+  async function exchanged(app: App, token: string): Promise<string> {
     const res = await request(app).post('/api/v1/token').set('x-api-token', token).expect(200);
     return res.body.access_token as string;
   }
 
   // A read and a write of the real /rest/v1, with the publishable key and the access token.
-  const read = (app: Express, jwt: string) =>
+  const read = (app: App, jwt: string) =>
     request(app)
       .get('/rest/v1/personal_transactions?select=id&order=id')
       .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` });
-  const write = (app: Express, jwt: string) =>
+  const write = (app: App, jwt: string) =>
     request(app)
       .post('/rest/v1/personal_transactions')
       .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })

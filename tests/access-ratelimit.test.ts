@@ -1,5 +1,5 @@
 import request from 'supertest';
-import type { Express } from 'express';
+import type { App } from '../gateway/server.js';
 import { serverPool } from '../gateway/db/connect.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE, PostgresRateLimitStore } from '../gateway/auth/ratelimit.js';
 import { newWorkspaceToken } from '../gateway/secrets.js';
@@ -32,14 +32,14 @@ describe('rate limits', () => {
   });
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
-  const exchange = (app: Express, token: string) => request(app).post('/api/v1/token').set('x-api-token', token);
+  const exchange = (app: App, token: string) => request(app).post('/api/v1/token').set('x-api-token', token);
   // /rest/v1 checks the apikey, then the JWT, inside limitAfter: a request counts once, against
   // its workspace token when both pass, against the client address otherwise.
-  const restRead = (app: Express, jwt?: string) => {
+  const restRead = (app: App, jwt?: string) => {
     const req = request(app).get('/rest/v1/personal_transactions?select=id').set('apikey', TEST_API_KEY);
     return jwt === undefined ? req : req.set('Authorization', `Bearer ${jwt}`);
   };
-  const restWrite = (app: Express, jwt: string) =>
+  const restWrite = (app: App, jwt: string) =>
     request(app)
       .post('/rest/v1/personal_transactions')
       .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
@@ -237,11 +237,10 @@ describe('rate limits', () => {
   });
 
   describe('the Postgres store', () => {
-    it('increments atomically under concurrency from two pools, and can decrement, get and reset', async () => {
+    it('increments atomically under concurrency from two pools, and each pool reads the one count', async () => {
       const pools = [serverPool(serverUrl(db.url), { max: 5 }), serverPool(serverUrl(db.url), { max: 5 })];
       try {
         const stores = pools.map((p) => new PostgresRateLimitStore(p, 'test:'));
-        stores.forEach((s) => s.init({ windowMs: 60_000 } as never));
         const results = await Promise.all(Array.from({ length: 40 }, (_, i) => stores[i % 2].increment('k')));
         expect(results.map((r) => r.totalHits).sort((x, y) => x - y)).toEqual(
           Array.from({ length: 40 }, (_, i) => i + 1),
@@ -251,11 +250,9 @@ describe('rate limits', () => {
         expect(resetIn).toBeGreaterThan(55_000);
         expect(resetIn).toBeLessThanOrEqual(60_000);
 
-        await stores[0].decrement('k');
-        expect((await stores[1].get('k'))?.totalHits).toBe(39);
-        await stores[1].resetKey('k');
-        expect(await stores[0].get('k')).toBeUndefined();
-        expect((await stores[0].increment('k')).totalHits).toBe(1);
+        expect((await stores[0].get('k'))?.totalHits).toBe(40);
+        expect((await stores[1].increment('k')).totalHits).toBe(41);
+        expect(await stores[1].get('other')).toBeUndefined();
       } finally {
         await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
       }

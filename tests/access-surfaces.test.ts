@@ -1,5 +1,5 @@
 import request from 'supertest';
-import type { Express } from 'express';
+import type { App } from '../gateway/server.js';
 import { revokeToken } from '../gateway/admin/tokens.js';
 import { setApiEnabled } from '../gateway/admin/workspaces.js';
 import { startTestApp, type TestApp } from './harness/app.js';
@@ -39,18 +39,18 @@ describe('access on every surface, two instances', () => {
   });
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
-  const exchange = (app: Express, token: string) =>
+  const exchange = (app: App, token: string) =>
     request(app).post('/api/v1/token').set('Authorization', `Bearer ${token}`);
-  const jwtFor = async (app: Express, token: string) =>
+  const jwtFor = async (app: App, token: string) =>
     (await exchange(app, token).expect(200)).body.access_token as string;
-  const rest = (app: Express, jwt: string) =>
+  const rest = (app: App, jwt: string) =>
     request(app)
       .get('/rest/v1/personal_transactions?select=id,name')
       .set('apikey', TEST_API_KEY)
       .set('Authorization', `Bearer ${jwt}`);
-  const wrapper = (app: Express, jwt: string) =>
+  const wrapper = (app: App, jwt: string) =>
     request(app).get('/api/v1/personal_transactions').set('Authorization', `Bearer ${jwt}`);
-  const mcp = (app: Express, token: string, body: object = { jsonrpc: '2.0', id: 1, method: 'tools/list' }) =>
+  const mcp = (app: App, token: string, body: object = { jsonrpc: '2.0', id: 1, method: 'tools/list' }) =>
     request(app).post(`/mcp?token=${token}`).set('Accept', 'application/json, text/event-stream').send(body);
   const expenseNames = async (workspaceId: string) =>
     (

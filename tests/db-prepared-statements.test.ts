@@ -1,5 +1,5 @@
 import request from 'supertest';
-import type { Express } from 'express';
+import type { App } from '../gateway/server.js';
 import type { Pool } from '../gateway/engine/pool.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { loadConfig } from '../gateway/config.js';
@@ -29,7 +29,7 @@ describe('prepared statements switch', () => {
   });
   afterAll(() => db.drop());
 
-  function serverWith(flag: string): { app: Express; pool: Pool } {
+  function serverWith(flag: string): { app: App; pool: Pool } {
     const config = loadConfig({
       TALLY_JWT_SECRET: TEST_JWT_SECRET,
       DATABASE_URL: db.url,
@@ -40,7 +40,7 @@ describe('prepared statements switch', () => {
   }
 
   /** A read, a write, a wrapper read and an RPC-free embed: the statements a server prepares. */
-  async function exercise(app: Express): Promise<void> {
+  async function exercise(app: App): Promise<void> {
     const rest = { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` };
     const listed = await request(app)
       .get('/rest/v1/personal_transactions?select=id,name&order=occurred_at.desc&limit=5')

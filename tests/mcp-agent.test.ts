@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import request from 'supertest';
 import { CONSTRAINT_MESSAGES } from '../gateway/fields.js';
 import { startTestApp } from './harness/app.js';
@@ -41,7 +41,7 @@ function fromText(r: CallToolResult): { summary: string; json: unknown } {
 }
 
 async function listening(app: ReturnType<typeof startTestApp>): Promise<{ srv: Server; url: string }> {
-  const srv = app.app.listen(0, '127.0.0.1');
+  const srv = createServer(app.app).listen(0, '127.0.0.1');
   await new Promise((r) => srv.once('listening', r));
   return { srv, url: `http://127.0.0.1:${(srv.address() as { port: number }).port}` };
 }

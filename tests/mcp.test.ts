@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
@@ -76,7 +76,7 @@ beforeAll(async () => {
   readA = (await tokenFor(db.admin, a.id, 'read')).token;
   writeB = (await tokenFor(db.admin, b.id, 'write')).token;
   app = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '100000' }); // this suite sends more than 60 a minute per token
-  server = app.app.listen(0, '127.0.0.1');
+  server = createServer(app.app).listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
   base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
 });
@@ -420,7 +420,7 @@ describe('authentication', () => {
 
   it('a rate-limited tool call is a tool error that says when to retry', async () => {
     const limited = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '4' });
-    const srv = limited.app.listen(0, '127.0.0.1');
+    const srv = createServer(limited.app).listen(0, '127.0.0.1');
     await new Promise((r) => srv.once('listening', r));
     try {
       const { token } = await tokenFor(db.admin, a.id, 'read');

@@ -1,4 +1,4 @@
-import type { Request, RequestHandler } from 'express';
+import type { RequestHandler } from 'express';
 import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
@@ -6,43 +6,55 @@ import { verifyJwt } from './jwt.js';
 
 // Authentication of the JWT surfaces (/rest/v1, /api/v1): a verified `Authorization: Bearer`
 // JWT gives the AuthContext (its `role` claim, all claims); no header gives the anon role.
-// Sets res.locals.auth, and res.locals.rateKey for the rate limiter: the workspace token
-// behind the JWT (its `sub`), or the client address without one.
+// The rate limiter's key comes with it: the workspace token behind the JWT (its `sub`), or
+// the client address without one.
 
-export function bearerToken(req: Request): string | undefined {
-  const header = req.headers.authorization;
-  if (header === undefined) return undefined;
-  const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(header);
+export interface Authenticated {
+  auth: AuthContext;
+  /** The request limit's key: `token:<workspace token id>`, or `ip:<address>`. */
+  rateKey: string;
+}
+
+export function bearerToken(authorization: string | undefined): string | undefined {
+  if (authorization === undefined) return undefined;
+  const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(authorization);
   if (!m) throw catalogue.invalidCredential('The Authorization header must be "Bearer <token>"', null, {});
   return m[1];
 }
 
-export function bearerAuth(ctx: AppContext): RequestHandler {
+/** The caller of a request with this Authorization header, from this client address. */
+export async function authenticateBearer(
+  ctx: AppContext,
+  authorization: string | undefined,
+  address: string | undefined,
+): Promise<Authenticated> {
   const anonRole = ctx.config.anonRole;
-  return async (req, res, next) => {
-    try {
-      const token = bearerToken(req);
-      if (token === undefined) {
-        res.locals.auth = { role: anonRole, claims: { role: anonRole } } satisfies AuthContext;
-        res.locals.rateKey = `ip:${req.ip}`;
-        return next();
-      }
-      const claims = await verifyJwt(ctx.jwt, token);
-      const role = typeof claims.role === 'string' && claims.role !== '' ? claims.role : anonRole;
-      // The server's login may become any role it is a member of: only the API roles are
-      // for requests. A JWT naming another (the owner, authenticator itself) is not Tally's.
-      if (!ctx.config.apiRoles.includes(role)) {
-        throw catalogue.invalidClaims(
-          'JWT role is not an API role',
-          'Exchange a workspace token at /api/v1/token for an access token',
-          { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="JWT role is not an API role"' },
-        );
-      }
-      res.locals.auth = { role, claims: { ...claims, role } } satisfies AuthContext;
-      res.locals.rateKey = typeof claims.sub === 'string' ? `token:${claims.sub}` : `ip:${req.ip}`;
+  const token = bearerToken(authorization);
+  if (token === undefined) return { auth: { role: anonRole, claims: { role: anonRole } }, rateKey: `ip:${address}` };
+  const claims = await verifyJwt(ctx.jwt, token);
+  const role = typeof claims.role === 'string' && claims.role !== '' ? claims.role : anonRole;
+  // The server's login may become any role it is a member of: only the API roles are
+  // for requests. A JWT naming another (the owner, authenticator itself) is not Tally's.
+  if (!ctx.config.apiRoles.includes(role)) {
+    throw catalogue.invalidClaims(
+      'JWT role is not an API role',
+      'Exchange a workspace token at /api/v1/token for an access token',
+      { 'WWW-Authenticate': 'Bearer error="invalid_token", error_description="JWT role is not an API role"' },
+    );
+  }
+  return {
+    auth: { role, claims: { ...claims, role } },
+    rateKey: typeof claims.sub === 'string' ? `token:${claims.sub}` : `ip:${address}`,
+  };
+}
+
+/** authenticateBearer as Express middleware: sets res.locals.auth and res.locals.rateKey. */
+export function bearerAuth(ctx: AppContext): RequestHandler {
+  return (req, res, next) => {
+    authenticateBearer(ctx, req.headers.authorization, req.ip).then(({ auth, rateKey }) => {
+      res.locals.auth = auth;
+      res.locals.rateKey = rateKey;
       next();
-    } catch (err) {
-      next(err);
-    }
+    }, next);
   };
 }

@@ -1,13 +1,10 @@
-import {
-  ipKeyGenerator,
-  rateLimit as expressRateLimit,
-  type Options,
-  type RateLimitRequestHandler,
-  type Store,
-} from 'express-rate-limit';
-import type { Request, RequestHandler, Response } from 'express';
+import { createHash } from 'node:crypto';
+import { ipKeyGenerator } from 'express-rate-limit';
+import type { RequestHandler } from 'express';
+import type { ServerResponse } from 'node:http';
 import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
+import { Lru } from '../engine/lru.js';
 import { catalogue, type ApiError } from '../engine/errors.js';
 
 // Rate limits: TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
@@ -16,23 +13,23 @@ import { catalogue, type ApiError } from '../engine/errors.js';
 // counters live in Postgres (tally.rate_limits), so every Tally process on the database
 // enforces one limit.
 //
-// Each surface applies `rateLimit(ctx)` right after its authentication step, which sets
-// res.locals.rateKey to `token:<workspace token id>` (bearerAuth from the JWT's `sub`, the
-// exchange and MCP from the token lookup). The same key on every surface is what makes the
-// limit one limit per token.
+// Each surface takes a request from the limit right after its authentication step, which gives
+// the key `token:<workspace token id>` (bearer auth from the JWT's `sub`, the exchange and MCP
+// from the token lookup). The same key on every surface is what makes the limit one limit per
+// token. The answer carries the IETF draft-8 RateLimit and RateLimit-Policy headers, as
+// express-rate-limit writes them; its middleware is not used, because /rest/v1 is a plain
+// node:http handler and the middleware's per-request work was a measurable share of a read.
 
 export const WINDOW_MS = 60_000;
 /** Failed authentications per address and minute before that address is refused outright. */
 export const FAILED_AUTH_LIMIT_PER_MINUTE = 10;
 
 /**
- * An express-rate-limit store on the database: fixed windows, one round trip per hit (an
- * atomic upsert in tally.rate_limit_take). Keys are token ids and addresses, never secrets.
+ * The counters on the database: fixed windows, one round trip per hit (an atomic upsert in
+ * tally.rate_limit_take), or per block of hits under a high limit. Keys are token ids and
+ * addresses, never secrets.
  */
-export class PostgresRateLimitStore implements Store {
-  readonly localKeys = false;
-  private windowMs = WINDOW_MS;
-  private limit: number | undefined;
+export class PostgresRateLimitStore {
   /** Hits taken from Postgres in a block and not yet handed out (limits of LEASE_MIN_LIMIT and more). */
   private readonly leases = new Map<string, Lease>();
   private readonly taking = new Map<string, Promise<unknown>>();
@@ -40,12 +37,9 @@ export class PostgresRateLimitStore implements Store {
   constructor(
     private readonly db: Pool,
     readonly prefix: string,
+    private readonly limit?: number,
+    private readonly windowMs = WINDOW_MS,
   ) {}
-
-  init(options: Options): void {
-    this.windowMs = options.windowMs;
-    this.limit = typeof options.limit === 'number' ? options.limit : undefined;
-  }
 
   async increment(key: string): Promise<{ totalHits: number; resetTime: Date }> {
     if (this.limit === undefined || this.limit < LEASE_MIN_LIMIT) {
@@ -113,21 +107,6 @@ export class PostgresRateLimitStore implements Store {
     return { totalHits: first, resetTime: row.reset_at };
   }
 
-  async decrement(key: string): Promise<void> {
-    const lease = this.leases.get(key);
-    if (lease && lease.resetTime.getTime() > Date.now() && this.limit !== undefined && this.limit >= LEASE_MIN_LIMIT) {
-      lease.left++;
-      lease.hits--;
-      return;
-    }
-    await this.db`SELECT tally.rate_limit_undo(${this.prefix + key})`;
-  }
-
-  async resetKey(key: string): Promise<void> {
-    this.leases.delete(key);
-    await this.db`SELECT tally.rate_limit_reset(${this.prefix + key})`;
-  }
-
   async get(key: string): Promise<{ totalHits: number; resetTime: Date } | undefined> {
     const [row] = await this.db<{ hits: number; reset_at: Date }[]>`
       SELECT hits, reset_at FROM tally.rate_limit_get(${this.prefix + key})`;
@@ -149,56 +128,112 @@ interface Lease {
 }
 
 /** The client address as a key; IPv6 addresses are grouped by /56, as one client holds many. */
-const addressKey = (req: Request): string => `ip:${ipKeyGenerator(req.ip ?? 'unknown')}`;
+const addressKey = (address: string | undefined): string => `ip:${ipKeyGenerator(address ?? 'unknown')}`;
 
-function retryAfterSeconds(req: Request): number {
-  const info = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit;
-  const ms = info?.resetTime ? info.resetTime.getTime() - Date.now() : WINDOW_MS;
-  return Math.max(1, Math.ceil(ms / 1000));
+/** What the limit says of one request. */
+export interface LimitInfo {
+  limit: number;
+  remaining: number;
+  resetTime: Date;
+  /** The policy's partition key: a hash of the counter's key, never the key itself. */
+  partition: string;
 }
-
-function limiter(ctx: AppContext, prefix: string, overrides: Partial<Options>): RateLimitRequestHandler {
-  return expressRateLimit({
-    windowMs: WINDOW_MS,
-    standardHeaders: 'draft-8',
-    legacyHeaders: false,
-    store: new PostgresRateLimitStore(ctx.db, prefix),
-    retryAfter: retryAfterSeconds,
-    // A store that fails (database down) is an error of the request, not a free pass.
-    passOnStoreError: false,
-    ...overrides,
-  });
-}
-
-const requestLimiters = new WeakMap<AppContext, RateLimitRequestHandler>();
 
 /**
- * The request limit: config.rateLimitPerMinute per workspace token (res.locals.rateKey set by
- * the authentication step before it), per client address without one. One limiter per
- * AppContext, so a surface mounting it twice cannot count a request twice.
+ * The request limit: config.rateLimitPerMinute per workspace token, per client address without
+ * one. One per AppContext, so a request is counted once whichever surface serves it.
  */
-export function rateLimit(ctx: AppContext): RateLimitRequestHandler {
-  let handler = requestLimiters.get(ctx);
-  if (!handler) {
-    handler = limiter(ctx, 'req:', {
-      limit: ctx.config.rateLimitPerMinute,
-      keyGenerator: (req: Request, res: Response) => {
-        const key: unknown = res.locals.rateKey;
-        return typeof key === 'string' && key.startsWith('token:') ? key : addressKey(req);
-      },
-      handler: (_req, _res, next) => {
-        next(
-          catalogue.rateLimited(
-            `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
-            null,
-            'Wait the number of seconds in the Retry-After header before sending more requests',
-          ),
-        );
-      },
-    });
-    requestLimiters.set(ctx, handler);
+export class RequestLimit {
+  /** Its counters, for what a surface reports beyond one request (requestsLeft). */
+  readonly store: PostgresRateLimitStore;
+  private readonly partitions = new Lru<string, string>(10_000);
+  readonly name: string;
+
+  constructor(
+    db: Pool,
+    private readonly limit: number,
+  ) {
+    this.store = new PostgresRateLimitStore(db, 'req:', limit);
+    this.name = `${limit}-in-${WINDOW_MS / 60_000}min`;
   }
-  return handler;
+
+  /**
+   * Counts one request of `rateKey` (`token:…` from the authentication step; anything else
+   * counts against the client address). Over the limit it throws the 429, with the limit's
+   * headers and Retry-After.
+   */
+  async take(rateKey: string | undefined, address: string | undefined): Promise<LimitInfo> {
+    const key = rateKey?.startsWith('token:') ? rateKey : addressKey(address);
+    const { totalHits, resetTime } = await this.store.increment(key);
+    const info = {
+      limit: this.limit,
+      remaining: Math.max(0, this.limit - totalHits),
+      resetTime,
+      partition: this.partition(key),
+    };
+    if (totalHits > this.limit) {
+      throw catalogue.rateLimited(
+        `Rate limit exceeded: at most ${this.limit} requests per minute`,
+        null,
+        'Wait the number of seconds in the Retry-After header before sending more requests',
+        { ...this.headers(info), 'Retry-After': String(Math.max(1, secondsUntil(resetTime))) },
+      );
+    }
+    return info;
+  }
+
+  /** The draft-8 headers of a request the limit counted. */
+  headers(info: LimitInfo): Record<string, string> {
+    return {
+      RateLimit: `"${this.name}"; r=${info.remaining}; t=${Math.max(0, secondsUntil(info.resetTime))}`,
+      'RateLimit-Policy': `"${this.name}"; q=${info.limit}; w=${WINDOW_MS / 1000}; pk=:${info.partition}:`,
+    };
+  }
+
+  /** As express-rate-limit names a partition: 12 hex digits of the key's SHA-256, in base64. */
+  private partition(key: string): string {
+    let pk = this.partitions.get(key);
+    if (pk === undefined) {
+      pk = Buffer.from(createHash('sha256').update(key).digest('hex').slice(0, 12)).toString('base64');
+      this.partitions.set(key, pk);
+    }
+    return pk;
+  }
+
+  static of(ctx: AppContext): RequestLimit {
+    let limit = requestLimits.get(ctx);
+    if (!limit) {
+      limit = new RequestLimit(ctx.db, ctx.config.rateLimitPerMinute);
+      requestLimits.set(ctx, limit);
+    }
+    return limit;
+  }
+}
+
+const requestLimits = new WeakMap<AppContext, RequestLimit>();
+
+const secondsUntil = (t: Date): number => Math.ceil((t.getTime() - Date.now()) / 1000);
+
+/**
+ * Takes the request from the limit and sets its headers on the response (a 429 carries them
+ * itself). `rateKey` as RequestLimit.take has it.
+ */
+export async function limitRequest(
+  ctx: AppContext,
+  res: ServerResponse,
+  rateKey: string | undefined,
+  address: string | undefined,
+): Promise<void> {
+  const limit = RequestLimit.of(ctx);
+  const info = await limit.take(rateKey, address);
+  for (const [name, value] of Object.entries(limit.headers(info))) res.setHeader(name, value);
+}
+
+/** The request limit as Express middleware, after an authentication step (res.locals.rateKey). */
+export function rateLimit(ctx: AppContext): RequestHandler {
+  return (req, res, next) => {
+    limitRequest(ctx, res, res.locals.rateKey as string | undefined, req.ip).then(() => next(), next);
+  };
 }
 
 /**
@@ -206,7 +241,6 @@ export function rateLimit(ctx: AppContext): RateLimitRequestHandler {
  * successful authentication the request counts against its token (res.locals.rateKey); after
  * a failed one it counts against the client address and the authentication error is passed
  * on (or a 429 once the address is over the limit), so a flood of bad JWTs is limited too.
- * /rest/v1 and /api/v1 mount `limitAfter(ctx, bearerAuth(ctx))` before their routers.
  */
 export function limitAfter(ctx: AppContext, authenticate: RequestHandler): RequestHandler {
   const limit = rateLimit(ctx);
@@ -245,20 +279,9 @@ export function tooManyFailures(resetAt: Date): ApiError {
  */
 export function failedAuthLimit(_ctx: AppContext, authenticate: RequestHandler): RequestHandler {
   return (req, res, next) => {
-    res.locals.failedAuthKey = 'authfail:' + addressKey(req);
+    res.locals.failedAuthKey = 'authfail:' + addressKey(req.ip);
     return authenticate(req, res, next);
   };
-}
-
-/** The request limit's counters, for what a surface reports or charges beyond one request. */
-const requestCounters = new WeakMap<AppContext, PostgresRateLimitStore>();
-function requestCounter(ctx: AppContext): PostgresRateLimitStore {
-  let store = requestCounters.get(ctx);
-  if (!store) {
-    store = new PostgresRateLimitStore(ctx.db, 'req:');
-    requestCounters.set(ctx, store);
-  }
-  return store;
 }
 
 /**
@@ -286,7 +309,7 @@ export async function requestsLeft(
   ctx: AppContext,
   key: string,
 ): Promise<{ limit: number; remaining: number; reset_at: string }> {
-  const seen = await requestCounter(ctx).get(key);
+  const seen = await RequestLimit.of(ctx).store.get(key);
   const limit = ctx.config.rateLimitPerMinute;
   const live = seen && seen.resetTime.getTime() > Date.now();
   return {

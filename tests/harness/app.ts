@@ -1,9 +1,8 @@
-import type { Express } from 'express';
 import { jwtKeys, signAccessToken, type AccessClaims } from '../../gateway/auth/jwt.js';
 import { loadConfig, type Config } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
 import { configuredPool } from '../../gateway/db/connect.js';
-import { createApp } from '../../gateway/server.js';
+import { createApp, type App } from '../../gateway/server.js';
 import { serverUrl } from './db.js';
 import { SignJWT } from 'jose';
 
@@ -13,7 +12,7 @@ import { SignJWT } from 'jose';
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
 
 export interface TestApp {
-  app: Express;
+  app: App;
   ctx: AppContext;
   close(): Promise<void>;
 }

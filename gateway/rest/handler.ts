@@ -1,0 +1,180 @@
+// /rest/v1: the gateway call over HTTP, as PostgREST (and supabase-js) speak it.
+// apikey first, then the Bearer JWT (anon without one), the rate limit, then the gateway.
+//
+// A plain node:http handler, not an Express router: every /rest/v1 request is an apikey, a JWT,
+// the rate limit and one gateway call, and Express's per-request work (its request and response
+// extensions, the router's layers, middleware around each step) was about a third of a read's
+// CPU. The server (server.ts) hands it every request under /rest/v1 before Express sees it.
+
+import express from 'express';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { ApiKeys } from '../auth/apikey.js';
+import { clientAddress } from '../auth/address.js';
+import { authenticateBearer, type Authenticated } from '../auth/bearer.js';
+import { limitRequest } from '../auth/ratelimit.js';
+import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../engine/call.js';
+import type { AppContext } from '../context.js';
+import { catalogue } from '../engine/errors.js';
+import { requestSchema } from '../engine/gateway.js';
+import { writeError } from '../error-response.js';
+import { logRequest, serverTimingOf } from '../log.js';
+import { openApiDocument } from './openapi.js';
+
+export const REST_PATH = '/rest/v1';
+
+const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
+const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'] as const;
+
+/** A request header as one string (Node joins repeated ones), or undefined. */
+const header = (req: IncomingMessage, name: string): string | undefined => {
+  const value = req.headers[name];
+  return typeof value === 'string' ? value : undefined;
+};
+
+/**
+ * Answers every request whose path is /rest/v1 or below it. Paths: `/` (the OpenAPI
+ * description), `/{relation}` and `/rpc/{function}`; anything else is PostgREST's 404.
+ */
+export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: boolean): RequestListener {
+  const apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys);
+  // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
+  const readText = express.text({ type: () => true, limit: ctx.config.maxBodyBytes });
+  const readBody = (req: IncomingMessage, res: ServerResponse): Promise<string | undefined> =>
+    new Promise((resolve, reject) =>
+      readText(req as never, res as never, (err?: unknown) =>
+        err ? reject(err) : resolve((req as { body?: unknown }).body as string | undefined),
+      ),
+    );
+
+  /** apikey, then the JWT; then the shared rate limit: per workspace token, or per client
+   *  address when either check failed or there is no token. */
+  const authenticate = async (req: IncomingMessage, res: ServerResponse, address: string | undefined) => {
+    let caller: Authenticated;
+    try {
+      await apiKeys.check(header(req, 'apikey'));
+      caller = await authenticateBearer(ctx, header(req, 'authorization'), address);
+    } catch (authError) {
+      await limitRequest(ctx, res, undefined, address); // over the limit, its 429 wins
+      throw authError;
+    }
+    await limitRequest(ctx, res, caller.rateKey, address);
+    return caller.auth;
+  };
+
+  const describe = async (req: IncomingMessage, res: ServerResponse, auth: AuthContext): Promise<void> => {
+    const schema = requestSchema(ctx, {
+      method: 'GET',
+      relation: '',
+      query: new URLSearchParams(),
+      headers: { 'accept-profile': header(req, 'accept-profile') },
+    });
+    const doc = JSON.stringify(await openApiDocument(ctx, auth, schema));
+    res.statusCode = 200;
+    res.setHeader('Content-Type', 'application/openapi+json; charset=utf-8');
+    send(res, auth, doc);
+  };
+
+  const serve = async (req: IncomingMessage, res: ServerResponse, path: string, auth: AuthContext) => {
+    const target = routeOf(path);
+    if (target === undefined) throw catalogue.invalidPath();
+    const method = (req.method ?? '').toUpperCase() as GatewayMethod;
+    if (target === '') {
+      if (method === 'GET' || method === 'HEAD') return describe(req, res, auth);
+      throw catalogue.invalidPath();
+    }
+    if (!METHODS.has(method)) throw catalogue.unsupportedMethod(req.method ?? '');
+    const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH';
+    const raw = hasBody ? await readBody(req, res) : undefined;
+    const response = await call(gatewayRequest(req, method, target, raw), auth);
+    res.statusCode = response.status;
+    for (const name in response.headers) res.setHeader(name, response.headers[name]);
+    send(res, auth, response.body);
+  };
+
+  return (req, res) => {
+    const start = process.hrtime.bigint();
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = (q >= 0 ? url.slice(0, q) : url).slice(REST_PATH.length);
+    let auth: AuthContext | undefined;
+    res.once('finish', () => logRequest(req, REST_PATH + path, res.statusCode, start, auth));
+    const handle = async (): Promise<void> => {
+      // A malformed percent-escape is a 400 before anything else, as on every surface.
+      try {
+        decodeURIComponent(path);
+      } catch {
+        throw catalogue.pathEncoding();
+      }
+      auth = await authenticate(req, res, clientAddress(req, trustProxy));
+      await serve(req, res, path, auth);
+    };
+    handle().catch((err: unknown) => {
+      const timing = serverTimingOf(auth);
+      if (timing && !res.headersSent) res.setHeader('Server-Timing', timing);
+      writeError(res, err);
+    });
+  };
+}
+
+/** Ends a response with the body as it is: JSON (or CSV) text as Postgres serialised it. */
+function send(res: ServerResponse, auth: AuthContext, body: string | undefined): void {
+  const timing = serverTimingOf(auth);
+  if (timing) res.setHeader('Server-Timing', timing);
+  if (body === undefined) return void res.end();
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body); // no body goes out for HEAD: node:http leaves it off
+}
+
+/**
+ * The gateway relation a path below /rest/v1 names: '' for the root, `{relation}` or
+ * `rpc/{function}` (one percent-decoded segment each, a trailing slash allowed), or undefined.
+ */
+function routeOf(path: string): string | undefined {
+  const parts = path.split('/').slice(1);
+  if (parts.length > 1 && parts[parts.length - 1] === '') parts.pop();
+  if (parts.length === 0 || (parts.length === 1 && parts[0] === '')) return '';
+  if (parts.some((p) => p === '')) return undefined;
+  let decoded: string[];
+  try {
+    decoded = parts.map(decodeURIComponent);
+  } catch {
+    throw catalogue.pathEncoding();
+  }
+  if (decoded.length === 1) return decoded[0];
+  if (decoded.length === 2 && parts[0] === 'rpc') return `rpc/${decoded[1]}`;
+  return undefined;
+}
+
+function gatewayRequest(
+  req: IncomingMessage,
+  method: GatewayMethod,
+  relation: string,
+  raw: string | undefined,
+): GatewayRequest {
+  const url = req.url ?? '';
+  const q = url.indexOf('?');
+  const headers: Record<string, string | undefined> = {};
+  for (const h of HEADERS) headers[h] = header(req, h);
+  let body: unknown;
+  if (raw !== undefined && raw !== '') {
+    const type = (headers['content-type'] ?? 'application/json').split(';')[0].trim().toLowerCase();
+    if (type === 'application/json' || type.endsWith('+json')) {
+      try {
+        body = JSON.parse(raw);
+      } catch (err) {
+        throw catalogue.invalidBody(
+          'empty or invalid JSON',
+          err instanceof Error ? err.message : null,
+          'Send a valid JSON object or array',
+        );
+      }
+    } else body = raw;
+  }
+  return {
+    method,
+    relation,
+    query: new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''),
+    headers,
+    body,
+  };
+}
