@@ -507,7 +507,11 @@ async function main(): Promise<void> {
     }).filter((c) => !only || only.has(c.id) || c.id === 'baseline' || c.id === 'a');
     // Every case must answer 2xx before it is measured: a benchmark of errors measures nothing.
     for (const c of all) {
-      const res = await fetch(bases[c.target] + c.path, { method: c.method, headers: c.headers, body: c.body });
+      const res = await fetch(bases[c.target] + c.path, { method: c.method, headers: c.headers, body: c.body }).catch(
+        (err: unknown) => {
+          throw new Error(`case ${c.id} (${c.target}) did not answer: ${String((err as Error).cause ?? err)}`);
+        },
+      );
       const text = await res.text();
       if (!res.ok) throw new Error(`case ${c.id} answered ${res.status}: ${text.slice(0, 300)}`);
       if (c.id === 'e' && /"isError":true/.test(text))

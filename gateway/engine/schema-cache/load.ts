@@ -262,12 +262,13 @@ async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows>
   const schemas = sql`${text(arrayLiteral(schemaNames))}::text[]`;
   const relations = await query<RelationRow[]>(relationsQuery(schemas));
   const oids = sql`${text(arrayLiteral(relations.map((r) => r.oid)))}::oid[]`;
-  const keys = Object.keys(QUERIES) as (keyof typeof QUERIES)[];
-  const answers = await Promise.all(keys.map((k) => query<object[]>(QUERIES[k]({ schemas, oids }))));
+  // One after the other, not pipelined: behind PgBouncer in transaction mode (1.18, Debian's)
+  // autocommit statements pipelined on one client connection stall after the first few, and a
+  // load that never ends holds every request. A dozen round trips once per schema load is cheap.
   const rows = { relations } as Record<string, object[]>;
-  keys.forEach((k, i) => {
-    rows[k] = answers[i];
-  });
+  for (const k of Object.keys(QUERIES) as (keyof typeof QUERIES)[]) {
+    rows[k] = await query<object[]>(QUERIES[k]({ schemas, oids }));
+  }
   return rows as unknown as CatalogRows;
 }
 
