@@ -263,11 +263,11 @@ async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows>
   const relations = await query<RelationRow[]>(relationsQuery(schemas));
   const oids = sql`${text(arrayLiteral(relations.map((r) => r.oid)))}::oid[]`;
   const keys = Object.keys(QUERIES) as (keyof typeof QUERIES)[];
-  const answers = await Promise.all(keys.map((k) => query<object[]>(QUERIES[k]({ schemas, oids }))));
+  const answers = await Promise.all(
+    keys.map(async (k) => [k, await query<object[]>(QUERIES[k]({ schemas, oids }))] as const),
+  );
   const rows = { relations } as Record<string, object[]>;
-  keys.forEach((k, i) => {
-    rows[k] = answers[i];
-  });
+  for (const [k, answer] of answers) rows[k] = answer;
   return rows as unknown as CatalogRows;
 }
 
