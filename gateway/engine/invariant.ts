@@ -13,3 +13,8 @@ export function defined<T>(value: T | undefined, what: string): T {
 export function group(match: RegExpExecArray | RegExpMatchArray, i: number): string {
   return defined(match[i], `group ${i} of a successful match`);
 }
+
+/** The row of a statement that always answers one: a function called without FROM, an aggregate. */
+export function oneRow<T>(rows: readonly T[], what: string): T {
+  return defined(rows[0], `the row of ${what}`);
+}

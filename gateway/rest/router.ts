@@ -109,7 +109,8 @@ function gatewayRequest(req: Request, method: GatewayMethod, relation: string): 
   const raw = typeof req.body === 'string' ? req.body : undefined;
   let body: unknown;
   if (hasBody && raw !== undefined && raw !== '') {
-    const type = (headers['content-type'] ?? 'application/json').split(';')[0].trim().toLowerCase();
+    const [mediaType = ''] = (headers['content-type'] ?? 'application/json').split(';');
+    const type = mediaType.trim().toLowerCase();
     if (type === 'application/json' || type.endsWith('+json')) {
       try {
         body = JSON.parse(raw);
