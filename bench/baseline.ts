@@ -8,6 +8,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import postgres from 'postgres';
+import { oneRow } from '../gateway/engine/invariant.js';
 
 // The statement Tally's gateway generates for
 //   GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20
@@ -35,9 +36,9 @@ if (!secret) throw new Error('TALLY_JWT_SECRET is required');
 
 /** The verified claims of `Authorization: Bearer <HS256 JWT>` (signature, algorithm, expiry). */
 function claimsOf(authorization: string | undefined): Record<string, unknown> {
-  const [head, body, sig] = (authorization?.split(' ')[1] ?? '').split('.');
+  const [head = '', body = '', sig = ''] = (authorization?.split(' ')[1] ?? '').split('.');
   const expected = createHmac('sha256', secret!).update(`${head}.${body}`).digest();
-  const given = Buffer.from(sig ?? '', 'base64url');
+  const given = Buffer.from(sig, 'base64url');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new Error('invalid JWT');
   if (JSON.parse(Buffer.from(head, 'base64url').toString('utf8')).alg !== 'HS256') throw new Error('invalid JWT');
   const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Record<string, unknown>;
@@ -66,7 +67,7 @@ const server = createServer((req, res) => {
       ]);
       const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
       if (failed) throw failed.reason;
-      const [row] = (settled[3] as PromiseFulfilledResult<Record<string, unknown>[]>).value;
+      const row = oneRow((settled[3] as PromiseFulfilledResult<Record<string, unknown>[]>).value, 'the read');
       res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8' });
       res.end(row.body as string);
     } catch (err) {

@@ -101,7 +101,8 @@ export async function generateDataset(sql: Sql, o: DatasetOptions): Promise<Data
   for (let i = 1; i <= o.otherWorkspaces; i++)
     others.push(await workspaceWithToken(sql, `Bench other ${i}`, o.otherRows, o.jwtSecret));
   const large = o.largeRows > 0 ? await workspaceWithToken(sql, 'Bench large', o.largeRows, o.jwtSecret) : undefined;
-  if (others.length === 0) throw new Error('the benchmark needs at least one other workspace');
+  const [small] = others;
+  if (small === undefined) throw new Error('the benchmark needs at least one other workspace');
 
   // The rows: the owner (a superuser) bypasses RLS; generated rows are valid by construction,
   // so the per-row category trigger and foreign-key checks are skipped for the load
@@ -133,7 +134,7 @@ export async function generateDataset(sql: Sql, o: DatasetOptions): Promise<Data
   const { key } = await createKey(sql, 'bench', 'bench');
   return {
     main,
-    small: others[0],
+    small,
     large,
     others: others.length,
     apikey: key,

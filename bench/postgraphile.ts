@@ -32,9 +32,9 @@ if (!url || !secret) throw new Error('DATABASE_URL and TALLY_JWT_SECRET are requ
 
 /** HS256 JWT verification (signature and expiry), synchronous as pgSettings must be. */
 function verify(token: string): Record<string, unknown> {
-  const [head, body, sig] = token.split('.');
+  const [head = '', body = '', sig = ''] = token.split('.');
   const expected = createHmac('sha256', secret!).update(`${head}.${body}`).digest();
-  const given = Buffer.from(sig ?? '', 'base64url');
+  const given = Buffer.from(sig, 'base64url');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new Error('invalid JWT signature');
   if (JSON.parse(Buffer.from(head, 'base64url').toString('utf8')).alg !== 'HS256')
     throw new Error('unexpected JWT algorithm');

@@ -30,6 +30,7 @@ import { packageRoot } from '../gateway/paths.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { freePort } from '../gateway/db/free-port.js';
+import { oneRow } from '../gateway/engine/invariant.js';
 
 const env = process.env;
 const num = (name: string, fallback: number): number =>
@@ -175,9 +176,9 @@ function cases(
   wrapperPresent: boolean,
   mcpToken: string,
   extra: { postgraphile: boolean; pgbouncer: boolean },
-): Case[] {
+): [floor: Case, caseA: Case, ...others: Case[]] {
   const rest = { apikey: d.apikey, authorization: `Bearer ${d.main.jwt}` };
-  const list: Case[] = [
+  const list: [Case, Case, ...Case[]] = [
     {
       id: 'baseline',
       title: 'baseline: node:http + postgres.js, same transaction as (a)',
@@ -273,8 +274,11 @@ async function transactionsPerRead(ownerUrl: string, base: string, c: Case): Pro
     const count = async (): Promise<number> => {
       // An idle backend flushes its statistics within PGSTAT_IDLE_INTERVAL (10 s).
       await new Promise((r) => setTimeout(r, 11_000));
-      const [row] = await admin<{ n: string }[]>`
-        SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()`;
+      const row = oneRow(
+        await admin<{ n: string }[]>`
+        SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = current_database()`,
+        "the database's statistics",
+      );
       await admin`SELECT pg_stat_clear_snapshot()`;
       return Number(row.n);
     };
@@ -295,6 +299,12 @@ async function transactionsPerRead(ownerUrl: string, base: string, c: Case): Pro
 
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
 
+/** The one-minute load average, for the log lines. */
+const load1 = (): string => {
+  const [one = NaN] = loadavg();
+  return one.toFixed(2);
+};
+
 const peerMemory: { postgraphile?: () => { peakMb: number; rssMb: number } | undefined } = {};
 
 /**
@@ -309,9 +319,9 @@ async function startPgBouncer(
 ): Promise<{ child: ChildProcess; url: string } | string> {
   let binary: string;
   try {
-    binary = execFileSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer'], { encoding: 'utf8' })
+    [binary = ''] = execFileSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer'], { encoding: 'utf8' })
       .trim()
-      .split('\n')[0];
+      .split('\n');
   } catch {
     return 'pgbouncer is not installed (apt-get install pgbouncer), case (p) skipped';
   }
@@ -501,10 +511,12 @@ async function main(): Promise<void> {
     if (!wrapperPresent) log('  note: /api/v1 is not served by this build; case (b) is skipped');
 
     const only = env.BENCH_CASES ? new Set(env.BENCH_CASES.split(',')) : undefined;
-    const all = cases(dataset, wrapperPresent, dataset.main.token, {
+    // The floor and case (a) always run: every other case is measured against them.
+    const [floor, caseA, ...others] = cases(dataset, wrapperPresent, dataset.main.token, {
       postgraphile: postgraphileUp,
       pgbouncer: pgbouncerUp,
-    }).filter((c) => !only || only.has(c.id) || c.id === 'baseline' || c.id === 'a');
+    });
+    const all = [floor, caseA, ...others.filter((c) => !only || only.has(c.id))];
     // Every case must answer 2xx before it is measured: a benchmark of errors measures nothing.
     for (const c of all) {
       const res = await fetch(bases[c.target] + c.path, { method: c.method, headers: c.headers, body: c.body }).catch(
@@ -521,7 +533,6 @@ async function main(): Promise<void> {
     }
 
     const results: Measurement[] = [];
-    const floor = all[0];
     const measure = async (c: Case, connections: number, against?: Measurement): Promise<Measurement> => {
       const cpuBefore = cpuMsOf(pids[c.target]);
       const r = await drive(bases[c.target], c, connections, SECONDS);
@@ -552,7 +563,7 @@ async function main(): Promise<void> {
         `  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms` +
           `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× floor, p99 ${fmt(m.p99RatioToBaseline ?? NaN, 2)}× floor's` : ''}` +
           `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request` +
-          `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${loadavg()[0].toFixed(2)}]`,
+          `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${load1()}]`,
       );
       return m;
     };
@@ -584,7 +595,7 @@ async function main(): Promise<void> {
     for (const ws of [dataset.small, dataset.large]) {
       if (!ws) continue;
       const c: Case = {
-        ...all[1],
+        ...caseA,
         id: `a@${ws.rows}`,
         headers: { apikey: dataset.apikey, authorization: `Bearer ${ws.jwt}` },
       };
@@ -606,12 +617,12 @@ async function main(): Promise<void> {
       });
       log(
         `  growth   (a) on ${ws.rows.toLocaleString('en')} rows: ${Math.round(r.requests.average)} req/s, mean ${fmt(meanMs, 3)} ms, p99 ${fmt(r.latency.p99)} ms` +
-          `${r.non2xx ? `  (${r.non2xx} non-2xx)` : ''}  [load ${loadavg()[0].toFixed(2)}]`,
+          `${r.non2xx ? `  (${r.non2xx} non-2xx)` : ''}  [load ${load1()}]`,
       );
     }
 
-    const txPerRead = await transactionsPerRead(pg.url, tallyBase, all[1]);
-    const baselineTx = await transactionsPerRead(pg.url, baselineBase, all[0]);
+    const txPerRead = await transactionsPerRead(pg.url, tallyBase, caseA);
+    const baselineTx = await transactionsPerRead(pg.url, baselineBase, floor);
     log(`  Postgres transactions per read (a): Tally ${txPerRead}, floor ${baselineTx}`);
 
     // Many workspaces: case (a) against the floor again once the database holds
@@ -636,7 +647,7 @@ async function main(): Promise<void> {
       } finally {
         await owner.end();
       }
-      const after = await paired({ ...all[1], id: 'a@many' }, 16);
+      const after = await paired({ ...caseA, id: 'a@many' }, 16);
       manyRatio =
         readBefore.ratioToBaseline && after.ratioToBaseline
           ? Math.round((after.ratioToBaseline / readBefore.ratioToBaseline) * 100) / 100
@@ -647,7 +658,8 @@ async function main(): Promise<void> {
     const baselineMemory = memoryOf(baseline.child.pid);
     const postgraphileMemory = peerMemory.postgraphile?.();
     const at = (id: string) => results.filter((m) => m.case === id && m.connections === 16).at(-1);
-    const growthRatio = growth.length === 2 ? Math.round((growth[1].meanMs / growth[0].meanMs) * 100) / 100 : null;
+    const [onSmall, onLarge] = growth;
+    const growthRatio = onSmall && onLarge ? Math.round((onLarge.meanMs / onSmall.meanMs) * 100) / 100 : null;
     const target = (label: string, measured: number | null | undefined, met: (v: number) => boolean) => ({
       target: label,
       measured: measured ?? null,

@@ -1,4 +1,5 @@
 import type { AuthContext, GatewayCall, GatewayRequest } from '../gateway/engine/call.js';
+import { oneRow } from '../gateway/engine/invariant.js';
 
 // What an MCP tool says to the gateway: table reads and writes in PostgREST's grammar, under
 // the caller's AuthContext. Tools build queries; they never write SQL.
@@ -81,7 +82,7 @@ export class TableClient {
       body,
       headers: WRITE_HEADERS,
     });
-    return rows[0];
+    return oneRow(rows, `the insert into ${relation}`);
   }
 
   /**

@@ -24,6 +24,7 @@ import {
   rangeStart,
   search,
 } from './schemas.js';
+import { defined } from '../gateway/engine/invariant.js';
 
 // The tools: the 14 core ones, then get_workspace, create_expenses, spending_summary,
 // update_fund_transaction and add_fund_participant, which go beyond it. Each is a thin
@@ -116,7 +117,7 @@ function given(args: Record<string, unknown>, fields: string[]): Record<string, 
 
 /** Some of a table's fields. */
 function pick(fields: Record<string, JsonSchema>, names: string[]): Record<string, JsonSchema> {
-  return Object.fromEntries(names.map((n) => [n, fields[n]]));
+  return Object.fromEntries(names.map((n) => [n, defined(fields[n], `the field ${n}`)]));
 }
 
 /** Date range and enum filters shared by the list tools (paging is TableClient.page). */

@@ -6,6 +6,7 @@ import { newWorkspaceToken } from '../gateway/secrets.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first } from './harness/present.js';
 
 // The token exchange: three ways of presenting a
 // workspace token, the JWT it answers with, and every refusal.
@@ -203,8 +204,9 @@ describe('token exchange', () => {
 
   describe('last_used_at', () => {
     const lastUsed = async (id: string) =>
-      (await db.admin<{ last_used_at: Date | null }[]>`SELECT last_used_at FROM public.api_tokens WHERE id = ${id}`)[0]
-        .last_used_at;
+      first(
+        await db.admin<{ last_used_at: Date | null }[]>`SELECT last_used_at FROM public.api_tokens WHERE id = ${id}`,
+      ).last_used_at;
 
     it('is set by an exchange and written at most about once a minute', async () => {
       const fresh = await tokenFor(db.admin, ws.id, 'read');
@@ -234,7 +236,7 @@ describe('token exchange', () => {
     const rows = await db.admin<
       { token_hash: Buffer }[]
     >`SELECT token_hash FROM public.api_tokens WHERE id = ${write.id}`;
-    expect(rows[0].token_hash).toHaveLength(32);
+    expect(first(rows).token_hash).toHaveLength(32);
     const dump = await db.admin<{ t: string }[]>`SELECT row_to_json(a)::text AS t FROM public.api_tokens a`;
     for (const { t: row } of dump) expect(row).not.toContain(write.token.slice(9));
   });

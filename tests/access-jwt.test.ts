@@ -7,6 +7,7 @@ import { accessToken, startTestApp, TEST_JWT_SECRET, type TestApp } from './harn
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { first, present } from './harness/present.js';
 
 // Access tokens on /rest/v1: expiry, forgeries, rotation, and revocation and the
 // API switch acting on the very next request, with two Tally instances on one database.
@@ -111,7 +112,7 @@ describe('access tokens', () => {
 
     it('edited claims (role, workspace, scope) break the signature', async () => {
       const [header, payload, signature] = good.split('.');
-      const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
+      const claims = JSON.parse(Buffer.from(present(payload), 'base64url').toString());
       for (const edit of [
         { role: 'postgres' },
         { workspace_id: other.id },
@@ -195,11 +196,11 @@ describe('access tokens', () => {
       await write(app, jwt).expect(401);
     }
     expect(
-      (
+      first(
         await db.admin<
           { n: number }[]
-        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'access-jwt write'`
-      )[0].n,
+        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'access-jwt write'`,
+      ).n,
     ).toBe(0);
     for (const app of [a.app, b.app]) {
       await request(app).post('/api/v1/token').set('x-api-token', t.token).expect(401);

@@ -9,6 +9,7 @@ import { accessToken, signJwt, startTestApp, TEST_JWT_SECRET, type TestApp } fro
 import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { first } from './harness/present.js';
 
 // Least privilege: the server's database login can become the API roles and nothing else, a
 // JWT signed with the real secret cannot name another role or skip the workspace token behind
@@ -48,9 +49,9 @@ describe('least privilege', () => {
       .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=minimal' })
       .send(body as object);
   const tokenCount = async () =>
-    (await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.api_tokens`)[0].n;
+    first(await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.api_tokens`).n;
   const expenseCount = async () =>
-    (await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`)[0].n;
+    first(await db.admin<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`).n;
 
   describe('a JWT signed with the real secret', () => {
     it.each(['postgres', 'authenticator', 'pg_read_all_data', 'pg_write_all_data'])(
@@ -147,8 +148,8 @@ describe('least privilege', () => {
           await tx`SELECT tally.check_request()`;
           return tx`SELECT (SELECT count(*)::int FROM public.personal_transactions) AS tenant_rows, (SELECT count(*)::int FROM public.categories) AS categories`;
         });
-        expect(own[0].tenant_rows).toBe(0);
-        expect(own[0].categories).toBeGreaterThan(0);
+        expect(first(own).tenant_rows).toBe(0);
+        expect(first(own).categories).toBeGreaterThan(0);
       } finally {
         await pool.end({ timeout: 5 });
       }
@@ -187,7 +188,7 @@ describe('least privilege', () => {
       const owned = await pool<
         { n: number }[]
       >`SELECT count(*)::int AS n FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = session_user)`;
-      expect(owned[0].n).toBe(0);
+      expect(first(owned).n).toBe(0);
       for (const role of ['postgres', 'pg_read_all_data']) {
         await expect(pool.begin((tx) => tx`SELECT set_config('role', ${role}, true)`)).rejects.toMatchObject({
           code: '42501',

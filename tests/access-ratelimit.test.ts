@@ -7,6 +7,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { first, present } from './harness/present.js';
 
 // Rate limits: per workspace token across surfaces and instances, per
 // address without a token, stricter per address for failed authentications; counters in
@@ -143,9 +144,9 @@ describe('rate limits', () => {
     await exchange(t.app, token).expect(429);
     await db.admin`UPDATE tally.rate_limits SET reset_at = now() - interval '1 second' WHERE key = ${'req:token:' + id}`;
     await exchange(t.app, token).expect(200);
-    const [row] = await db.admin<
-      { hits: number }[]
-    >`SELECT hits FROM tally.rate_limits WHERE key = ${'req:token:' + id}`;
+    const row = first(
+      await db.admin<{ hits: number }[]>`SELECT hits FROM tally.rate_limits WHERE key = ${'req:token:' + id}`,
+    );
     expect(row.hits).toBe(1);
   });
 
@@ -241,18 +242,18 @@ describe('rate limits', () => {
       const pools = [serverPool(serverUrl(db.url), { max: 5 }), serverPool(serverUrl(db.url), { max: 5 })];
       try {
         const stores = pools.map((p) => new PostgresRateLimitStore(p, 'test:'));
-        const results = await Promise.all(Array.from({ length: 40 }, (_, i) => stores[i % 2].increment('k')));
+        const results = await Promise.all(Array.from({ length: 40 }, (_, i) => present(stores[i % 2]).increment('k')));
         expect(results.map((r) => r.totalHits).sort((x, y) => x - y)).toEqual(
           Array.from({ length: 40 }, (_, i) => i + 1),
         );
         expect(new Set(results.map((r) => r.resetTime.getTime())).size).toBe(1); // one fixed window
-        const resetIn = results[0].resetTime.getTime() - Date.now();
+        const resetIn = first(results).resetTime.getTime() - Date.now();
         expect(resetIn).toBeGreaterThan(55_000);
         expect(resetIn).toBeLessThanOrEqual(60_000);
 
-        expect((await stores[0].get('k'))?.totalHits).toBe(40);
-        expect((await stores[1].increment('k')).totalHits).toBe(41);
-        expect(await stores[1].get('other')).toBeUndefined();
+        expect((await first(stores).get('k'))?.totalHits).toBe(40);
+        expect((await present(stores[1]).increment('k')).totalHits).toBe(41);
+        expect(await present(stores[1]).get('other')).toBeUndefined();
       } finally {
         await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
       }
@@ -263,7 +264,7 @@ describe('rate limits', () => {
       try {
         await expect(pool`SELECT * FROM tally.rate_limits`).rejects.toMatchObject({ code: '42501' });
         await expect(pool`SELECT * FROM public.api_tokens`).rejects.toMatchObject({ code: '42501' });
-        expect((await pool`SELECT hits FROM tally.rate_limit_take('probe', 60000, 1)`)[0].hits).toBe(1);
+        expect(first(await pool`SELECT hits FROM tally.rate_limit_take('probe', 60000, 1)`).hits).toBe(1);
         // A request's own SQL runs as an API role: it can neither tamper with counters nor
         // look tokens up.
         for (const role of ['anon', 'api_read', 'api_write']) {

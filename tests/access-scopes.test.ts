@@ -5,6 +5,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { asRole, createTestDatabase, serverUrl, sqlState, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { first } from './harness/present.js';
 
 // Scopes: a read token's JWT maps to api_read, and the database itself refuses
 // its writes; surfaces say the token is read-only.
@@ -54,11 +55,13 @@ describe('scopes', () => {
     for (const [what, write] of writes) {
       expect([what, await sqlState(asRole(db.admin, 'api_read', claims, write))]).toEqual([what, '42501']);
     }
-    const [{ n }] = await asRole(
-      db.admin,
-      'api_read',
-      claims,
-      (tx) => tx<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`,
+    const { n } = first(
+      await asRole(
+        db.admin,
+        'api_read',
+        claims,
+        (tx) => tx<{ n: number }[]>`SELECT count(*)::int AS n FROM public.personal_transactions`,
+      ),
     );
     expect(n).toBe(1);
   });
@@ -99,12 +102,12 @@ describe('scopes', () => {
       hint: 'Writes need a workspace token with the write scope (tally token create --scope write)',
     });
     expect(
-      (
+      first(
         await db.admin<
           { n: number }[]
-        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`
-      )[0].n,
-    ).toBe(before[0].n);
+        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = 'scoped write'`,
+      ).n,
+    ).toBe(first(before).n);
 
     const writeJwt = await exchanged('write');
     const stored = await post(writeJwt).expect(201);

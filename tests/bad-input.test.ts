@@ -80,7 +80,7 @@ describe('errors name only what the role may read', () => {
     for (const [path, asked] of [
       ['/rest/v1/contacts?select=id,workspaces(id)', 'workspaces'],
       ['/rest/v1/personal_transactions?select=id,user_credentials(id)', 'user_credentials'],
-    ]) {
+    ] as const) {
       const res = await request(s.t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${s.jwtA}`);
       expect(res.status).toBe(400);
       expect(res.body.code).toBe('PGRST200');

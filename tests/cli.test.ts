@@ -13,6 +13,7 @@ import { accessToken, startTestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { waitFor } from './harness/wait.js';
+import { first, present } from './harness/present.js';
 
 // Each command is a process compiled by tsx: seconds apiece on a busy machine.
 jest.setTimeout(180_000);
@@ -58,8 +59,9 @@ describe('tally CLI with DATABASE_URL', () => {
     const r = await tally(['token', 'create', '--workspace', 'Acme Travel', '--scope', 'write', '--label', 'ci'], env);
     expect(r.code).toBe(0);
     expect(r.lastLine).toMatch(/^tally_ws_[0-9A-Za-z]{40}$/);
-    const [row] =
-      await db.admin`SELECT id, scope, label, token_hash FROM public.api_tokens WHERE token_hash = ${sha256(r.lastLine)}`;
+    const row = first(
+      await db.admin`SELECT id, scope, label, token_hash FROM public.api_tokens WHERE token_hash = ${sha256(r.lastLine)}`,
+    );
     expect(row).toMatchObject({ scope: 'write', label: 'ci' });
     const everything = JSON.stringify(await db.admin`SELECT * FROM public.api_tokens`);
     expect(everything).not.toContain(r.lastLine.slice(9));
@@ -72,7 +74,7 @@ describe('tally CLI with DATABASE_URL', () => {
 
     const revoke = await tally(['token', 'revoke', row.id], env);
     expect(revoke.code).toBe(0);
-    const [after] = await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${row.id}`;
+    const after = first(await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${row.id}`);
     expect(after.revoked_at).toBeInstanceOf(Date);
     const again = await tally(['token', 'revoke', row.id], env);
     expect(again.code).toBe(1);
@@ -94,13 +96,13 @@ describe('tally CLI with DATABASE_URL', () => {
   it('switches the workspace API off and on', async () => {
     const off = await tally(['workspace', 'api', 'Acme Travel', 'off'], env);
     expect(off.code).toBe(0);
-    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(
-      false,
-    );
+    expect(
+      first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`).api_enabled,
+    ).toBe(false);
     await tally(['workspace', 'api', 'Acme Travel', 'on'], env);
-    expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`)[0].api_enabled).toBe(
-      true,
-    );
+    expect(
+      first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE name = 'Acme Travel'`).api_enabled,
+    ).toBe(true);
     const bad = await tally(['workspace', 'api', 'Acme Travel', 'maybe'], env);
     expect(bad.code).toBe(1);
   });
@@ -129,7 +131,7 @@ describe('tally CLI with DATABASE_URL', () => {
     expect(help.code).toBe(0);
     const readme = await readFile(join(packageRoot, 'README.md'), 'utf8');
     // The table's first column: `tally workspace api WORKSPACE on|off`, `tally key list`, `tally key revoke KEY_ID`…
-    const commands = [...readme.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => m[1].trim());
+    const commands = [...readme.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => present(m[1]).trim());
     expect(commands).toEqual(expect.arrayContaining(['up', 'mcp', 'sql', 'psql', 'db url', 'key revoke']));
     const lines = help.stdout.split('\n').map((l) => l.trim());
     for (const command of new Set(commands))
@@ -204,7 +206,7 @@ describe('tally CLI with DATABASE_URL', () => {
     );
     expect(bad.code).toBe(1);
     expect(bad.stderr.trim()).toBe('tally: the database refused: column "nope" does not exist');
-    const [fund] = await db.admin`SELECT description FROM public.funds WHERE name = 'DBA Travel fund'`;
+    const fund = first(await db.admin`SELECT description FROM public.funds WHERE name = 'DBA Travel fund'`);
     expect(fund.description).toBe('from stdin');
   });
 

@@ -1,6 +1,7 @@
 import type { Sql } from 'postgres';
 import { asRole, createTestDatabase, type TestDatabase } from './harness/db.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first } from './harness/present.js';
 
 // The finance rules are enforced by the database itself, whatever surface writes.
 
@@ -71,13 +72,15 @@ describe('constraints of the finance schema', () => {
   });
 
   it('a valid expense gets an id, the default occurred_at and the workspace of the claim', async () => {
-    const [row] = await asRole(
-      db.admin,
-      'api_write',
-      { workspace_id: ws.id },
-      (tx) =>
-        tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('Tea', 3.2, 'food-drinks', 'cash')
+    const row = first(
+      await asRole(
+        db.admin,
+        'api_write',
+        { workspace_id: ws.id },
+        (tx) =>
+          tx`INSERT INTO public.personal_transactions (name, amount, category_id, method_id) VALUES ('Tea', 3.2, 'food-drinks', 'cash')
          RETURNING id, workspace_id, occurred_at, note`,
+      ),
     );
     expect(row.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(row.workspace_id).toBe(ws.id);
@@ -276,10 +279,12 @@ describe('constraints of the finance schema', () => {
       const columns =
         await db.admin`SELECT column_name FROM information_schema.columns WHERE table_name = 'funds' AND column_name = 'balance'`;
       expect(columns).toHaveLength(0);
-      const [{ balance }] = await asRole(db.admin, 'api_write', { workspace_id: ws.id }, async (tx) => {
-        await fundTx(tx as unknown as Sql, { amount: -30.25, category_id: 'hotel' });
-        return tx`SELECT public.balance(f) AS balance FROM public.funds f WHERE id = ${ws.fundId}`;
-      });
+      const { balance } = first(
+        await asRole(db.admin, 'api_write', { workspace_id: ws.id }, async (tx) => {
+          await fundTx(tx as unknown as Sql, { amount: -30.25, category_id: 'hotel' });
+          return tx`SELECT public.balance(f) AS balance FROM public.funds f WHERE id = ${ws.fundId}`;
+        }),
+      );
       expect(balance).toBe('69.75'); // 100 from the fixture - 30.25
     });
   });

@@ -9,6 +9,7 @@ import { accessToken, TEST_JWT_SECRET } from './harness/app.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { first } from './harness/present.js';
 
 // TALLY_DB_PREPARED_STATEMENTS=false: behind a transaction pooler (PgBouncer in transaction
 // mode) a statement prepared on one server connection is unknown on the next, so no request
@@ -59,16 +60,18 @@ describe('prepared statements switch', () => {
   }
 
   const preparedOf = async (pool: Pool): Promise<number> =>
-    (await pool<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_prepared_statements`)[0].n;
+    first(await pool<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_prepared_statements`).n;
 
   it('with TALLY_DB_PREPARED_STATEMENTS=false reads and writes work and the session holds no prepared statement', async () => {
     const { app, pool } = serverWith('false');
     try {
       await exercise(app);
       expect(await preparedOf(pool)).toBe(0);
-      const [{ n }] = await db.admin<
-        { n: number }[]
-      >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name = 'unprepared'`;
+      const { n } = first(
+        await db.admin<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name = 'unprepared'`,
+      );
       expect(n).toBe(1);
     } finally {
       await pool.end({ timeout: 5 });

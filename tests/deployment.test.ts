@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { packageRoot } from '../gateway/paths.js';
+import { present } from './harness/present.js';
 
 // No Docker engine runs here: the compose file is checked to parse and to say what the README
 // and the Dockerfile say (services, secrets from the environment, health checks on /readyz).
@@ -21,7 +22,7 @@ describe('deployment files', () => {
       >;
     };
     expect(Object.keys(compose.services).sort()).toEqual(['postgres', 'tally']);
-    const tally = compose.services.tally;
+    const tally = present(compose.services.tally, 'the tally service');
     expect(tally.build).toBe('.');
     expect(tally.depends_on).toEqual({ postgres: { condition: 'service_healthy' } });
     expect(tally.environment!.TALLY_JWT_SECRET).toMatch(/^\$\{TALLY_JWT_SECRET:\?/);

@@ -4,6 +4,7 @@ import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { first } from './harness/present.js';
 
 // A fund's figures have one definition (the computed field summary(funds)); every way of asking
 // for them (funds?select=summary, balance, rpc/fund_summaries, rpc/fund_summary) must agree
@@ -102,9 +103,9 @@ describe('fund figures over many funds', () => {
     for (const id of some) {
       expect((await get(`rpc/fund_summary?fund_id=${id}`).expect(200)).body).toEqual(expected.get(id));
     }
-    const [bFund] = await db.admin<
-      { id: string }[]
-    >`SELECT id FROM public.funds WHERE workspace_id = ${b.id} AND name = 'bulk 1'`;
+    const bFund = first(
+      await db.admin<{ id: string }[]>`SELECT id FROM public.funds WHERE workspace_id = ${b.id} AND name = 'bulk 1'`,
+    );
     expect((await get(`rpc/fund_summary?fund_id=${bFund.id}`).expect(200)).body.balance).toBeNull();
   });
 });

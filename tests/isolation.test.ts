@@ -1,5 +1,6 @@
 import { asRole, createTestDatabase, sqlState, type TestDatabase } from './harness/db.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first } from './harness/present.js';
 
 // Row-level security at the SQL level: a request of workspace A, as the gateway runs it (API
 // role + JWT claims in one transaction), never sees, changes or points into workspace B.
@@ -53,18 +54,21 @@ describe('workspace isolation in the database', () => {
       );
       expect(updated.count).toBe(0);
       expect(deleted.count).toBe(0);
-      const [{ count }] =
-        await db.admin`SELECT count(*)::int AS count FROM ${db.admin('public')}.${db.admin(table)} WHERE workspace_id = ${b.id} AND name <> 'hacked'`;
+      const { count } = first(
+        await db.admin`SELECT count(*)::int AS count FROM ${db.admin('public')}.${db.admin(table)} WHERE workspace_id = ${b.id} AND name <> 'hacked'`,
+      );
       expect(count).toBeGreaterThan(0);
     },
   );
 
   it('an insert without workspace_id lands in the workspace of the claim', async () => {
-    const [row] = await asRole(
-      db.admin,
-      'api_write',
-      claimsOf(a),
-      (tx) => tx`INSERT INTO public.contacts (name) VALUES ('Defaulted') RETURNING workspace_id`,
+    const row = first(
+      await asRole(
+        db.admin,
+        'api_write',
+        claimsOf(a),
+        (tx) => tx`INSERT INTO public.contacts (name) VALUES ('Defaulted') RETURNING workspace_id`,
+      ),
     );
     expect(row.workspace_id).toBe(a.id);
   });
@@ -120,11 +124,13 @@ describe('workspace isolation in the database', () => {
   });
 
   it("the computed balance of A's fund sums only A's transactions", async () => {
-    const [row] = await asRole(
-      db.admin,
-      'api_read',
-      claimsOf(a),
-      (tx) => tx`SELECT public.balance(f) AS balance FROM public.funds f WHERE id = ${a.fundId}`,
+    const row = first(
+      await asRole(
+        db.admin,
+        'api_read',
+        claimsOf(a),
+        (tx) => tx`SELECT public.balance(f) AS balance FROM public.funds f WHERE id = ${a.fundId}`,
+      ),
     );
     expect(Number(row.balance)).toBe(100);
   });
@@ -195,26 +201,30 @@ describe('the pre-request check', () => {
     );
 
   it('passes for an active token of a workspace whose API is on, and for no token at all', async () => {
-    const [{ id }] =
-      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash) VALUES (${a.id}, 'read', ${Buffer.alloc(32, 1)}) RETURNING id`;
+    const { id } = first(
+      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash) VALUES (${a.id}, 'read', ${Buffer.alloc(32, 1)}) RETURNING id`,
+    );
     await expect(check({ workspace_id: a.id, sub: id })).resolves.toBeDefined();
     await expect(check({}, 'anon')).resolves.toBeDefined();
   });
 
   it('raises PT401 for a revoked or unknown token, and for a token of another workspace', async () => {
-    const [{ id }] =
-      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash, revoked_at) VALUES (${a.id}, 'read', ${Buffer.alloc(32, 2)}, now()) RETURNING id`;
+    const { id } = first(
+      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash, revoked_at) VALUES (${a.id}, 'read', ${Buffer.alloc(32, 2)}, now()) RETURNING id`,
+    );
     expect(await sqlState(check({ workspace_id: a.id, sub: id }))).toBe('PT401');
     expect(await sqlState(check({ workspace_id: a.id, sub: '00000000-0000-0000-0000-000000000000' }))).toBe('PT401');
     expect(await sqlState(check({ workspace_id: a.id, sub: 'not-a-uuid' }))).toBe('PT401');
-    const [{ id: live }] =
-      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash) VALUES (${a.id}, 'read', ${Buffer.alloc(32, 3)}) RETURNING id`;
+    const { id: live } = first(
+      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash) VALUES (${a.id}, 'read', ${Buffer.alloc(32, 3)}) RETURNING id`,
+    );
     expect(await sqlState(check({ workspace_id: '00000000-0000-0000-0000-000000000001', sub: live }))).toBe('PT401');
   });
 
   it('raises PT403 when the workspace API switch is off', async () => {
-    const [{ id }] =
-      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash) VALUES (${a.id}, 'write', ${Buffer.alloc(32, 4)}) RETURNING id`;
+    const { id } = first(
+      await db.admin`INSERT INTO public.api_tokens (workspace_id, scope, token_hash) VALUES (${a.id}, 'write', ${Buffer.alloc(32, 4)}) RETURNING id`,
+    );
     await db.admin`UPDATE public.workspaces SET api_enabled = false WHERE id = ${a.id}`;
     try {
       expect(await sqlState(check({ workspace_id: a.id, sub: id }))).toBe('PT403');

@@ -90,7 +90,7 @@ describe("a workspace's heavy reads", () => {
     expect(victim.filter((v) => v.heavyInFlight > 0).length).toBeGreaterThan(0);
     const times = victim.map((v) => v.ms).sort((x, y) => x - y);
     console.log(
-      `victim reads under a heavy neighbour: n=${times.length}, median ${times[Math.floor(times.length / 2)].toFixed(0)} ms, max ${times[times.length - 1].toFixed(0)} ms; heavy statuses ${statuses.join(',')}`,
+      `victim reads under a heavy neighbour: n=${times.length}, median ${times[Math.floor(times.length / 2)]?.toFixed(0)} ms, max ${times.at(-1)?.toFixed(0)} ms; heavy statuses ${statuses.join(',')}`,
     );
   }, 120_000);
 });

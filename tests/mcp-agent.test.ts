@@ -8,6 +8,7 @@ import { startTestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
+import { first, present } from './harness/present.js';
 
 // The MCP server as an agent uses it, through the SDK's own Client over Streamable HTTP: records
 // it can act on in the text content, errors that say what to change, paging, scope-aware tool
@@ -124,18 +125,18 @@ describe('errors an agent can act on from the message alone', () => {
   it.each(cases)(
     '%s is one sentence naming the argument, and nothing is written',
     async (_what, tool, args, message) => {
-      const before = (
+      const before = first(
         await s.db
-          .admin`SELECT (SELECT count(*) FROM personal_transactions)::int + (SELECT count(*) FROM contacts)::int AS n`
-      )[0].n;
+          .admin`SELECT (SELECT count(*) FROM personal_transactions)::int + (SELECT count(*) FROM contacts)::int AS n`,
+      ).n;
       const r = await call(await connect(writeA), tool, args);
       expect(r.isError).toBe(true);
       expect(text(r)).toBe(message);
       expect(
-        (
+        first(
           await s.db
-            .admin`SELECT (SELECT count(*) FROM personal_transactions)::int + (SELECT count(*) FROM contacts)::int AS n`
-        )[0].n,
+            .admin`SELECT (SELECT count(*) FROM personal_transactions)::int + (SELECT count(*) FROM contacts)::int AS n`,
+        ).n,
       ).toBe(before);
     },
   );
@@ -409,9 +410,9 @@ describe('schema details', () => {
       properties: { expenses: { items: { properties: Record<string, { format?: string; description?: string }> } } };
     };
     const props = out.properties.expenses.items.properties;
-    expect(props.id.format).toBe('uuid');
-    expect(props.occurred_at.format).toBe('date-time');
-    expect(props.amount.description).toMatch(/currency/);
+    expect(present(props.id).format).toBe('uuid');
+    expect(present(props.occurred_at).format).toBe('date-time');
+    expect(present(props.amount).description).toMatch(/currency/);
     const input = tools.find((t) => t.name === 'delete_expense')!.inputSchema as unknown as {
       properties: { id: { format: string } };
     };

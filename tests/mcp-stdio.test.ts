@@ -5,6 +5,7 @@ import { packageRoot } from '../gateway/paths.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first, present } from './harness/present.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, token from TALLY_TOKEN.
 
@@ -45,7 +46,7 @@ describe('tally mcp (stdio)', () => {
         arguments: { name: 'Via stdio' },
       })) as CallToolResult;
       expect(created.isError).toBeFalsy();
-      const [row] = await db.admin`SELECT workspace_id FROM public.contacts WHERE name = 'Via stdio'`;
+      const row = first(await db.admin`SELECT workspace_id FROM public.contacts WHERE name = 'Via stdio'`);
       expect(row.workspace_id).toBe(ws.id);
 
       await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
@@ -72,9 +73,10 @@ describe('tally mcp (stdio)', () => {
       await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
       const enumOf = async () => {
         const { tools } = await client.listTools();
-        return (
-          tools.find((t) => t.name === 'list_expenses')!.inputSchema.properties as Record<string, { enum: string[] }>
-        ).category_id.enum;
+        return present(
+          (tools.find((t) => t.name === 'list_expenses')!.inputSchema.properties as Record<string, { enum: string[] }>)
+            .category_id,
+        ).enum;
       };
       for (let i = 0; i < 50 && changed === 0; i++) await new Promise((r) => setTimeout(r, 100));
       expect(changed).toBeGreaterThan(0); // notified after the insert
@@ -156,7 +158,7 @@ describe('tally mcp (stdio)', () => {
       expect(text(bad)).toBe(
         'Invalid arguments for create_expenses: expenses.1.amount must have at most 4 decimal places.',
       );
-      expenses[1].amount = 2;
+      present(expenses[1]).amount = 2;
       const ok = (await write.callTool({ name: 'create_expenses', arguments: { expenses } })) as CallToolResult;
       expect(ok.isError).toBeFalsy();
       const listed = (await write.callTool({
@@ -165,7 +167,7 @@ describe('tally mcp (stdio)', () => {
       })) as CallToolResult;
       const [summary, json] = text(listed).split('\n');
       expect(summary).toBe('expenses 1-1; more follow (next_offset 1). This page sums to 2.00.');
-      expect(JSON.parse(json)).toEqual(listed.structuredContent);
+      expect(JSON.parse(present(json))).toEqual(listed.structuredContent);
       expect(
         await db.admin`SELECT 1 FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name LIKE 'Desk import %'`,
       ).toHaveLength(2);

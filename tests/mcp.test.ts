@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first, present } from './harness/present.js';
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
 
@@ -114,9 +115,9 @@ describe('tools/list', () => {
       (r) => r.id,
     );
     const fundCats = (await db.admin`SELECT id FROM public.categories WHERE for_funds ORDER BY id`).map((r) => r.id);
-    expect(props('create_expense').category_id.enum).toEqual(expenseCats);
-    expect(props('create_fund_transaction').category_id.enum).toEqual(fundCats);
-    expect(props('list_expenses').method_id.enum).toEqual([
+    expect(present(props('create_expense').category_id).enum).toEqual(expenseCats);
+    expect(present(props('create_fund_transaction').category_id).enum).toEqual(fundCats);
+    expect(present(props('list_expenses').method_id).enum).toEqual([
       'bank-transfer',
       'cash',
       'credit-card',
@@ -127,9 +128,14 @@ describe('tools/list', () => {
 
     await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('garden', 'Garden', true)`;
     const again = await (await connect(writeA)).listTools();
-    const cats = (
-      again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<string, { enum: string[] }>
-    ).category_id.enum;
+    const cats = present(
+      (
+        again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<
+          string,
+          { enum: string[] }
+        >
+      ).category_id,
+    ).enum;
     expect(cats).toContain('garden');
   });
 });
@@ -202,8 +208,9 @@ describe('expenses', () => {
       next_offset: number | null;
     };
     expect(p.expenses).toHaveLength(1);
-    const [{ count }] =
-      await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`;
+    const { count } = first(
+      await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`,
+    );
     expect(count).toBeGreaterThan(2);
     expect(p).toMatchObject({ has_more: true, next_offset: 2, total: null }); // no count over the workspace while pages follow
     const last = await call(client, 'list_expenses', { limit: 50, offset: 1 });
@@ -443,9 +450,10 @@ describe('authentication', () => {
 describe('workspace isolation', () => {
   it('a token of B never sees or changes data of A', async () => {
     // A's expenses as they are now (the fixture's own expense was deleted by an earlier test).
-    const [{ id: aExpense }] =
+    const { id: aExpense } = first(
       await db.admin`INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
-      VALUES (${a.id}, 'Mcp A secret', 1, 'other', 'cash') RETURNING id`;
+      VALUES (${a.id}, 'Mcp A secret', 1, 'other', 'cash') RETURNING id`,
+    );
     const ofA = (await db.admin`SELECT id FROM public.personal_transactions WHERE workspace_id = ${a.id}`).map(
       (r) => r.id as string,
     );

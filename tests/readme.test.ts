@@ -6,6 +6,7 @@ import { packageRoot } from '../gateway/paths.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { exited, tallyServer } from './harness/cli.js';
 import { readmeBlocks, showsExpected, type Block } from './harness/readme.js';
+import { first } from './harness/present.js';
 
 // The README's examples, run as written against a freshly started `tally up` (its own home and
 // ports): the shell blocks in one bash session, in order (so FUND, JWT… carry over), each
@@ -126,7 +127,7 @@ describe('README examples', () => {
     ].join('\n');
     const parsed = readmeBlocks(md);
     expect(parsed.map((b) => b.lang)).toEqual(['sh', 'js']);
-    expect(parsed[0].commands).toEqual([
+    expect(first(parsed).commands).toEqual([
       { text: 'X=$(echo \'{"a":\n  1}\')   # a note', expected: ['{"a":…}'] },
       { text: 'cat <<EOF\nx\nEOF', expected: [] },
     ]);

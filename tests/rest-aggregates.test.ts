@@ -5,6 +5,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { blogEnv, setUpBlog, setUpFinance, tearDown } from './harness/suite.js';
+import { first } from './harness/present.js';
 
 // Aggregates (TALLY_DB_AGGREGATES_ENABLED), spread embeds and query plans (TALLY_DB_PLAN_ENABLED)
 // as PostgREST 12/13 serve them, on the blog schema and on the finance schema under RLS.
@@ -190,7 +191,7 @@ describe('aggregates, spreads and plans (blog schema)', () => {
         .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}`, Accept: `${plan}; options=analyze` })
         .send({ uid: 1, new_name: 'Changed' });
       expect(fn.status).toBe(200);
-      expect((await db.admin`SELECT name FROM blog.users WHERE id = 1`)[0].name).toBe('Ada');
+      expect(first(await db.admin`SELECT name FROM blog.users WHERE id = 1`).name).toBe('Ada');
     });
 
     it('explain function calls over GET: an inlinable SQL function is inlined, filters pushed into it', async () => {

@@ -3,6 +3,7 @@ import type { BlogSuite } from './harness/suite.js';
 import { tearDown } from './harness/suite.js';
 import { getter, setUpConformance } from './harness/conformance.js';
 import { TEST_API_KEY } from './harness/rest.js';
+import { first } from './harness/present.js';
 
 // Details where clients notice a difference: estimated counts with HEAD and ranges, bulk insert
 // with missing=default and return=representation, error bodies.
@@ -45,7 +46,7 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
       [10, 'open', '2020-01-01'],
       [11, 'new', '2020-01-01'],
     ]);
-    expect((await s.db.admin`SELECT status FROM conf.things WHERE id = 11`)[0].status).toBe('new');
+    expect(first(await s.db.admin`SELECT status FROM conf.things WHERE id = 11`).status).toBe('new');
     const noColumns = await request(s.t.app)
       .post('/rest/v1/things?select=id,status,created')
       .set({ ...user(), Prefer: 'missing=default,return=representation' })
@@ -93,6 +94,6 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
     expect(await s.db.admin`SELECT id FROM conf.assignments WHERE day = 1`).toHaveLength(2);
     const patch = await request(s.t.app).patch('/rest/v1/assignments?id=eq.3').set(object).send({ who: 'Dee' });
     expect(patch.status).toBe(204);
-    expect((await s.db.admin`SELECT who FROM conf.assignments WHERE id = 3`)[0].who).toBe('Dee');
+    expect(first(await s.db.admin`SELECT who FROM conf.assignments WHERE id = 3`).who).toBe('Dee');
   });
 });

@@ -3,6 +3,7 @@ import type { BlogSuite } from './harness/suite.js';
 import { tearDown } from './harness/suite.js';
 import { getter, setUpConformance } from './harness/conformance.js';
 import { TEST_API_KEY } from './harness/rest.js';
+import { first } from './harness/present.js';
 
 // Functions as PostgREST serves them (GET on VOLATILE ones, counts and HEAD, custom statuses
 // raised with sqlstate PTxxx, table results with embedding, errors of the query itself), and
@@ -104,12 +105,12 @@ describe('PostgREST conformance: functions, data representations and errors', ()
       .send([{ id: 3, name: 'green', color: '#00ff00' }]);
     expect(created.status).toBe(201);
     expect(created.body).toEqual([{ id: 3, name: 'green', color: '#00ff00' }]);
-    expect((await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`)[0].color).toBe(65280);
+    expect(first(await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`).color).toBe(65280);
     const changed = await request(s.t.app)
       .patch('/rest/v1/swatches?id=eq.3')
       .set({ apikey: TEST_API_KEY, ...user() })
       .send({ color: '#000001' });
     expect(changed.status).toBe(204);
-    expect((await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`)[0].color).toBe(1);
+    expect(first(await s.db.admin`SELECT color FROM conf.swatches WHERE id = 3`).color).toBe(1);
   });
 });

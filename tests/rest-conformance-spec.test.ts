@@ -4,6 +4,7 @@ import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { first } from './harness/present.js';
 
 // Where the interface's rules meet PostgREST's grammar on /rest/v1: the database enforces them,
 // so /rest/v1 answers as the other surfaces do. An invalid category_id/method_id is a 400 naming
@@ -36,7 +37,7 @@ describe('interface rules on /rest/v1, enforced in the database', () => {
     ...over,
   });
   const count = async (name: string) =>
-    Number((await db.admin`SELECT count(*)::int AS n FROM personal_transactions WHERE name = ${name}`)[0].n);
+    Number(first(await db.admin`SELECT count(*)::int AS n FROM personal_transactions WHERE name = ${name}`).n);
 
   it('answers an unknown or wrong-list category_id with 400 naming the field and the allowed values', async () => {
     const unknown = await post('personal_transactions', expense({ name: 'BadCat', category_id: 'yachts' }));
@@ -76,15 +77,16 @@ describe('interface rules on /rest/v1, enforced in the database', () => {
     const update = await patch(`personal_transactions?id=eq.${a.expenseId}`, { occurred_at: 'infinity' });
     expect(update.status).toBe(400);
     expect(await count('Forever')).toBe(0);
-    const [row] =
-      await db.admin`SELECT isfinite(occurred_at) AS ok FROM personal_transactions WHERE id = ${a.expenseId}`;
+    const row = first(
+      await db.admin`SELECT isfinite(occurred_at) AS ok FROM personal_transactions WHERE id = ${a.expenseId}`,
+    );
     expect(row.ok).toBe(true);
   });
 
   it("keeps a contact's gender and nationality create-only, while other columns change", async () => {
     const created = await post('contacts', { name: 'Nia', gender: 'female', nationality: 'KE' });
     expect(created.status).toBe(201);
-    const [{ id }] = await db.admin`SELECT id FROM contacts WHERE name = 'Nia'`;
+    const { id } = first(await db.admin`SELECT id FROM contacts WHERE name = 'Nia'`);
     for (const body of [{ gender: 'male' }, { nationality: 'UK' }, { name: 'Nia B', nationality: 'UK' }]) {
       const res = await patch(`contacts?id=eq.${id}`, body);
       expect(res.status).toBe(403);

@@ -8,6 +8,7 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { tearDown, type BlogSuite } from './harness/suite.js';
 import { setUpConformance } from './harness/conformance.js';
+import { first } from './harness/present.js';
 
 // postgrest-js (what supabase-js uses) drives the running gateway unmodified.
 
@@ -112,7 +113,7 @@ describe('postgrest-js against /rest/v1', () => {
       .throwOnError();
     expect(ins.status).toBe(201);
     const id = (ins.data as { id: string }).id;
-    expect((await db.admin`SELECT workspace_id FROM public.contacts WHERE id = ${id}`)[0].workspace_id).toBe(a.id);
+    expect(first(await db.admin`SELECT workspace_id FROM public.contacts WHERE id = ${id}`).workspace_id).toBe(a.id);
 
     const up = await client
       .from('contacts')
@@ -129,13 +130,13 @@ describe('postgrest-js against /rest/v1', () => {
       .throwOnError();
     expect(upd.data).toEqual([{ name: 'Ana B', nickname: 'AB' }]);
     expect(upd.count).toBe(1);
-    expect((await db.admin`SELECT nickname FROM public.contacts WHERE id = ${id}`)[0].nickname).toBe('AB');
+    expect(first(await db.admin`SELECT nickname FROM public.contacts WHERE id = ${id}`).nickname).toBe('AB');
 
     const unfiltered = await client.from('contacts').delete();
     expect([unfiltered.status, unfiltered.error?.code]).toEqual([400, '21000']); // safe by default
     const del = await client.from('contacts').delete().eq('id', id);
     expect(del.status).toBe(204);
-    expect((await db.admin`SELECT count(*)::int AS n FROM public.contacts WHERE id = ${id}`)[0].n).toBe(0);
+    expect(first(await db.admin`SELECT count(*)::int AS n FROM public.contacts WHERE id = ${id}`).n).toBe(0);
 
     const bad = await client
       .from('personal_transactions')

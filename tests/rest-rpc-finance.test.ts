@@ -4,6 +4,7 @@ import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { first } from './harness/present.js';
 
 // fund_summary and friends (sql/040_fund_summary.sql) over /rest/v1/rpc on the finance schema:
 // the figures, their composition with the read grammar, and RLS through SECURITY INVOKER
@@ -21,8 +22,10 @@ describe('/rest/v1/rpc/fund_summary (finance schema)', () => {
         (${a.id}, ${a.fundId}, 'More', 50, 'fund-income', 'cash'),
         (${a.id}, ${a.fundId}, 'Hotel', -30.5, 'hotel', 'credit-card'),
         (${b.id}, ${b.fundId}, 'B only', 5000, 'fund-income', 'cash')`;
-    [{ id: emptyFund }] = await db.admin<{ id: string }[]>`
-      INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'no target') RETURNING id`;
+    ({ id: emptyFund } = first(
+      await db.admin<{ id: string }[]>`
+      INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'no target') RETURNING id`,
+    ));
   });
   afterAll(() => tearDown(db, t));
 

@@ -4,6 +4,7 @@ import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { setUpBlog, tearDown } from './harness/suite.js';
+import { first } from './harness/present.js';
 
 // Functions as endpoints (PostgREST's /rpc) on the generic blog schema: named, single-object and
 // GET arguments, overloads and their errors, table-typed results composed with the read grammar,
@@ -151,11 +152,11 @@ describe('/rest/v1/rpc (blog schema)', () => {
       const rolled = await post('rename_user', { uid: 3, new_name: 'Torvalds' }, { ...auth, Prefer: 'tx=rollback' });
       expect(rolled.status).toBe(204);
       expect(rolled.headers['preference-applied']).toBe('tx=rollback');
-      expect((await db.admin`SELECT name FROM blog.users WHERE id = 3`)[0].name).toBe('Linus');
+      expect(first(await db.admin`SELECT name FROM blog.users WHERE id = 3`).name).toBe('Linus');
       const res = await post('rename_user', { uid: 3, new_name: 'Torvalds' }, auth);
       expect(res.status).toBe(204);
       expect(res.text).toBe('');
-      expect((await db.admin`SELECT name FROM blog.users WHERE id = 3`)[0].name).toBe('Torvalds');
+      expect(first(await db.admin`SELECT name FROM blog.users WHERE id = 3`).name).toBe('Torvalds');
       await db.admin`UPDATE blog.users SET name = 'Linus' WHERE id = 3`;
     });
 
@@ -163,7 +164,7 @@ describe('/rest/v1/rpc (blog schema)', () => {
       const res = await get('rename_user?uid=3&new_name=x', { Authorization: `Bearer ${userJwt}` });
       expect(res.status).toBe(405);
       expect(res.body.code).toBe('25006');
-      expect((await db.admin`SELECT name FROM blog.users WHERE id = 3`)[0].name).toBe('Linus');
+      expect(first(await db.admin`SELECT name FROM blog.users WHERE id = 3`).name).toBe('Linus');
     });
 
     it('runs GET (and POST to a STABLE function) READ ONLY: a write inside fails with 405 / 25006', async () => {

@@ -4,6 +4,7 @@ import { accessToken, type TestApp } from './harness/app.js';
 import { tokenFor, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { first } from './harness/present.js';
 
 // The write path of /rest/v1: inserts (bulk, columns=, missing=default), upserts, PUT, PATCH and
 // DELETE with PostgREST's preferences; each checked against the database afterwards.
@@ -42,7 +43,7 @@ describe('writes through /rest/v1', () => {
     ...over,
   });
   const count = async (table: string, where = 'true') =>
-    Number((await db.admin.unsafe(`SELECT count(*) AS n FROM public.${table} WHERE ${where}`))[0].n);
+    Number(first(await db.admin.unsafe(`SELECT count(*) AS n FROM public.${table} WHERE ${where}`)).n);
   const snapshot = () =>
     db.admin.unsafe(
       `SELECT workspace_id, id, name, amount, note FROM public.personal_transactions ORDER BY workspace_id, id`,
@@ -54,8 +55,9 @@ describe('writes through /rest/v1', () => {
       expect(res.status).toBe(201);
       expect(res.text).toBe('');
       expect(res.headers['content-range']).toBe('*/*');
-      const [row] =
-        await db.admin`SELECT workspace_id, id, amount FROM public.personal_transactions WHERE name = 'Single'`;
+      const row = first(
+        await db.admin`SELECT workspace_id, id, amount FROM public.personal_transactions WHERE name = 'Single'`,
+      );
       expect(row.workspace_id).toBe(a.id);
       expect(Number(row.amount)).toBe(3.5);
       expect(res.headers.location).toBe(`/personal_transactions?workspace_id=eq.${a.id}&id=eq.${row.id}`);
@@ -135,14 +137,14 @@ describe('writes through /rest/v1', () => {
       );
       expect(res.status).toBe(201);
       expect(res.body).toEqual([{ name: 'Merged', email: 'm@example.com' }]);
-      expect((await db.admin`SELECT name FROM public.contacts WHERE id = ${a.contactId}`)[0].name).toBe('Merged');
+      expect(first(await db.admin`SELECT name FROM public.contacts WHERE id = ${a.contactId}`).name).toBe('Merged');
       const ignored = await post(
         'contacts?on_conflict=workspace_id,id',
         { id: a.contactId, name: 'Ignored' },
         { Prefer: 'resolution=ignore-duplicates,return=representation' },
       );
       expect([ignored.status, ignored.body]).toEqual([201, []]);
-      expect((await db.admin`SELECT name FROM public.contacts WHERE id = ${a.contactId}`)[0].name).toBe('Merged');
+      expect(first(await db.admin`SELECT name FROM public.contacts WHERE id = ${a.contactId}`).name).toBe('Merged');
       const dup = await post('contacts', { id: a.contactId, name: 'Dup' });
       expect([dup.status, dup.body.code]).toEqual([409, '23505']);
     });
@@ -154,7 +156,7 @@ describe('writes through /rest/v1', () => {
         .type('form')
         .send('name=Formy&nickname=F');
       expect(form.status).toBe(201);
-      expect((await db.admin`SELECT nickname FROM public.contacts WHERE name = 'Formy'`)[0].nickname).toBe('F');
+      expect(first(await db.admin`SELECT nickname FROM public.contacts WHERE name = 'Formy'`).nickname).toBe('F');
       const csv = await request(t.app)
         .post('/rest/v1/contacts?select=name,phone')
         .set({ ...auth(), 'Content-Type': 'text/csv', Prefer: 'return=representation' })
@@ -240,7 +242,7 @@ describe('writes through /rest/v1', () => {
       const gone = await del(`contacts?id=eq.${b.contactId}`);
       expect(gone.status).toBe(204);
       expect(await count('contacts', `id = '${b.contactId}'`)).toBe(1);
-      expect((await db.admin`SELECT name FROM public.personal_transactions WHERE id = ${b.expenseId}`)[0].name).toBe(
+      expect(first(await db.admin`SELECT name FROM public.personal_transactions WHERE id = ${b.expenseId}`).name).toBe(
         'beta lunch',
       );
     });
@@ -347,7 +349,7 @@ describe('writes through /rest/v1', () => {
         .set(auth())
         .send({ workspace_id: a.id, id, name: 'Put 2' });
       expect(again.status).toBe(204);
-      expect((await db.admin`SELECT name FROM public.contacts WHERE id = ${id}`)[0].name).toBe('Put 2');
+      expect(first(await db.admin`SELECT name FROM public.contacts WHERE id = ${id}`).name).toBe('Put 2');
       const mismatch = await request(t.app)
         .put(`/rest/v1/contacts?workspace_id=eq.${a.id}&id=eq.${id}`)
         .set(auth())
@@ -366,8 +368,9 @@ describe('writes through /rest/v1', () => {
   it('concurrent writers on one fund: every insert and update lands, totals are exact', async () => {
     const tokA2 = await tokenFor(db.admin, a.id, 'write');
     const jwtA2 = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tokA2.id });
-    const [{ id: fundId }] =
-      await db.admin`INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'Shared') RETURNING id`;
+    const { id: fundId } = first(
+      await db.admin`INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'Shared') RETURNING id`,
+    );
     const tx = (i: number) => ({
       fund_id: fundId,
       name: `c${i}`,
@@ -386,8 +389,9 @@ describe('writes through /rest/v1', () => {
       })(),
     );
     await Promise.all(writers);
-    const [row] =
-      await db.admin`SELECT count(*)::int AS n, sum(amount)::numeric AS total FROM public.fund_transactions WHERE fund_id = ${fundId}`;
+    const row = first(
+      await db.admin`SELECT count(*)::int AS n, sum(amount)::numeric AS total FROM public.fund_transactions WHERE fund_id = ${fundId}`,
+    );
     expect(row.n).toBe(60);
     expect(Number(row.total)).toBe(2 * 15 * 7);
     const res = await request(t.app).get(`/rest/v1/funds?select=balance&id=eq.${fundId}`).set(auth());

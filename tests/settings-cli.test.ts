@@ -2,6 +2,7 @@ import { checkPassword } from '../gateway/admin/passwords.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first, present } from './harness/present.js';
 
 // `tally member add`: how an operator gives people access to the settings pages.
 
@@ -23,6 +24,7 @@ describe('tally member add', () => {
       await db.admin<{ id: string; email: string; password_hash: string }[]>`
       SELECT id, email, password_hash FROM public.user_credentials WHERE lower(email) = lower(${email})`
     )[0];
+  const userOf = async (email: string) => present(await credentialsOf(email), `the user ${email}`);
   const roleOf = async (userId: string, workspaceId: string) =>
     (
       await db.admin`SELECT role FROM public.workspace_members WHERE user_id = ${userId} AND workspace_id = ${workspaceId}`
@@ -37,7 +39,7 @@ describe('tally member add', () => {
     expect(r.stdout).toContain('added new member olga@example.com as owner of workspace "Member Test"');
     const password = r.lastLine;
     expect(password).toMatch(/^[A-Za-z0-9_-]{24}$/);
-    const user = await credentialsOf('olga@example.com');
+    const user = await userOf('olga@example.com');
     expect(user.email).toBe('olga@example.com');
     expect(user.password_hash).toMatch(/^\$argon2id\$/);
     expect(user.password_hash).not.toContain(password);
@@ -45,7 +47,7 @@ describe('tally member add', () => {
     expect(await checkPassword(user.password_hash, password + 'x')).toBe(false);
     // One-time: the member must choose their own at the first sign-in.
     expect(
-      (await db.admin`SELECT password_temporary FROM public.user_credentials WHERE id = ${user.id}`)[0]
+      first(await db.admin`SELECT password_temporary FROM public.user_credentials WHERE id = ${user.id}`)
         .password_temporary,
     ).toBe(true);
     expect(await roleOf(user.id, ws.id)).toBe('owner');
@@ -67,16 +69,16 @@ describe('tally member add', () => {
     expect(r.lastLine).toBe(
       'added new member piet@example.com as member of workspace "Member Test"; password set from standard input',
     );
-    const user = await credentialsOf('piet@example.com');
+    const user = await userOf('piet@example.com');
     expect(await checkPassword(user.password_hash, 'a chosen passphrase')).toBe(true);
     expect(
-      (await db.admin`SELECT password_temporary FROM public.user_credentials WHERE id = ${user.id}`)[0]
+      first(await db.admin`SELECT password_temporary FROM public.user_credentials WHERE id = ${user.id}`)
         .password_temporary,
     ).toBe(false);
   });
 
   it('adds a known person to another workspace keeping their password, or changes their role', async () => {
-    const before = await credentialsOf('olga@example.com');
+    const before = await userOf('olga@example.com');
     const r = await tally(
       ['member', 'add', '--workspace', 'Member Test Two', '--email', 'olga@example.com', '--role', 'admin'],
       env,
@@ -85,7 +87,7 @@ describe('tally member add', () => {
     expect(r.lastLine).toBe(
       'added member olga@example.com as admin of workspace "Member Test Two"; they keep their password',
     );
-    expect((await credentialsOf('olga@example.com')).password_hash).toBe(before.password_hash);
+    expect((await userOf('olga@example.com')).password_hash).toBe(before.password_hash);
     expect(await roleOf(before.id, other.id)).toBe('admin');
     await tally(
       ['member', 'add', '--workspace', 'Member Test Two', '--email', 'olga@example.com', '--role', 'member'],
@@ -96,7 +98,7 @@ describe('tally member add', () => {
   });
 
   it("replaces a known person's password from standard input and ends their sessions", async () => {
-    const user = await credentialsOf('piet@example.com');
+    const user = await userOf('piet@example.com');
     await db.admin`INSERT INTO tally.settings_sessions (token_hash, user_id, csrf_token, expires_at)
                    VALUES (${Buffer.alloc(32, 7)}, ${user.id}, ${'c'.repeat(43)}, now() + interval '1 hour')`;
     const r = await tally(
@@ -105,9 +107,7 @@ describe('tally member add', () => {
       'another passphrase',
     );
     expect(r.code).toBe(0);
-    expect(await checkPassword((await credentialsOf('piet@example.com')).password_hash, 'another passphrase')).toBe(
-      true,
-    );
+    expect(await checkPassword((await userOf('piet@example.com')).password_hash, 'another passphrase')).toBe(true);
     expect(await db.admin`SELECT 1 FROM tally.settings_sessions WHERE user_id = ${user.id}`).toHaveLength(0);
   });
 

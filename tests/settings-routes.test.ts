@@ -7,6 +7,7 @@ import { sha256 } from '../gateway/secrets.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { first, present } from './harness/present.js';
 
 // The workspace settings pages: sign-in, sessions, CSRF, roles, and the changes
 // they make, checked in the responses and in the database.
@@ -14,10 +15,11 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 const PASSWORD = 'correct horse battery staple';
 const REFUSED = 'The email or password is not correct.';
 
-const csrfOf = (text: string): string => /name="csrf" value="([^"]+)"/.exec(text)![1];
+const csrfOf = (text: string): string => present(/name="csrf" value="([^"]+)"/.exec(text)?.[1], 'a csrf field');
 const cookieOf = (res: Response, name: string): string | undefined =>
   ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith(`${name}=`));
-const cookieValue = (header: string): string => decodeURIComponent(header.split(';')[0].split('=')[1]);
+const cookieValue = (header: string): string =>
+  decodeURIComponent(present(header.split(';')[0]?.split('=')[1], 'a cookie value'));
 const hashOf = (secret: string): Buffer => createHash('sha256').update(secret).digest();
 
 describe('settings pages', () => {
@@ -126,7 +128,7 @@ describe('settings pages', () => {
     });
 
     it('refuses a wrong password and an unknown email with the same 401 page, and makes no session', async () => {
-      const [{ before }] = await db.admin`SELECT count(*)::int AS before FROM tally.settings_sessions`;
+      const { before } = first(await db.admin`SELECT count(*)::int AS before FROM tally.settings_sessions`);
       const wrong = await signIn(owner, 'not the password');
       const unknown = await signIn('nobody@example.com', 'not the password');
       for (const { res } of [wrong, unknown]) {
@@ -136,7 +138,7 @@ describe('settings pages', () => {
       }
       const strip = (text: string) => text.replace(/value="[^"]*"/g, '');
       expect(strip(wrong.res.text)).toBe(strip(unknown.res.text));
-      const [{ after }] = await db.admin`SELECT count(*)::int AS after FROM tally.settings_sessions`;
+      const { after } = first(await db.admin`SELECT count(*)::int AS after FROM tally.settings_sessions`);
       expect(after).toBe(before);
     });
 
@@ -163,15 +165,17 @@ describe('settings pages', () => {
       await db.admin`UPDATE tally.settings_sessions SET expires_at = now() - interval '1 second' WHERE token_hash = ${hashOf(secret)}`;
       const page = await agent.get('/settings/api').expect(303);
       expect(page.headers.location).toBe('/settings/login');
-      const [{ count }] =
-        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const { count } = first(
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`,
+      );
       const post = await agent
         .post('/settings/api/tokens')
         .type('form')
         .send({ csrf, workspace: ws.id, scope: 'read', label: 'late' });
       expect(post.status).toBe(401);
-      const [{ count: after }] =
-        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const { count: after } = first(
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`,
+      );
       expect(after).toBe(count);
     });
 
@@ -252,8 +256,9 @@ describe('settings pages', () => {
     it("refuses a form without the session CSRF token, or with another session's, and changes nothing", async () => {
       const { agent } = await signedIn(admin);
       const { csrf: ownersCsrf } = await signedIn(owner);
-      const [{ count }] =
-        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const { count } = first(
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`,
+      );
       for (const csrf of [undefined, 'x'.repeat(43), ownersCsrf]) {
         const res = await agent
           .post('/settings/api/tokens')
@@ -267,17 +272,22 @@ describe('settings pages', () => {
         .type('form')
         .send({ workspace: ws.id, state: 'off', confirm: 'yes' });
       expect(off.status).toBe(403);
-      const [{ count: after }] =
-        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`;
+      const { count: after } = first(
+        await db.admin`SELECT count(*)::int AS count FROM public.api_tokens WHERE workspace_id = ${ws.id}`,
+      );
       expect(after).toBe(count);
-      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+      expect(first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`).api_enabled).toBe(
+        true,
+      );
     });
 
     it("refuses a member's forged change with 403, and the database refuses it too", async () => {
       const { agent, csrf, secret } = await signedIn(member);
-      const [victim] = await db.admin<
-        { id: string }[]
-      >`SELECT id FROM public.api_tokens WHERE workspace_id = ${ws.id} AND revoked_at IS NULL LIMIT 1`;
+      const victim = first(
+        await db.admin<
+          { id: string }[]
+        >`SELECT id FROM public.api_tokens WHERE workspace_id = ${ws.id} AND revoked_at IS NULL LIMIT 1`,
+      );
       const create = await agent
         .post('/settings/api/tokens')
         .type('form')
@@ -295,9 +305,11 @@ describe('settings pages', () => {
       expect(off.status).toBe(403);
       expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE label = 'mine'`).toHaveLength(0);
       expect(
-        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at,
+        first(await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`).revoked_at,
       ).toBeNull();
-      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+      expect(first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`).api_enabled).toBe(
+        true,
+      );
       // The server's own database role, with the member's session, is refused by the database.
       await expect(
         t.ctx.db`SELECT tally.settings_set_api_enabled(${hashOf(secret)}, ${ws.id}, false)`,
@@ -315,12 +327,13 @@ describe('settings pages', () => {
       // POST/redirect/GET: the token is on the page the redirect leads to, in no URL.
       expect(posted.status).toBe(303);
       expect(posted.headers.location).toBe(`/settings/api?workspace=${ws.id}`);
-      const res = await agent.get(posted.headers.location);
+      const res = await agent.get(present(posted.headers.location));
       expect(res.status).toBe(200);
       expect(res.headers['cache-control']).toBe('no-store');
-      const token = /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(
-        res.text,
-      )![1];
+      const token = present(
+        /id="new-token" class="mono" type="text" readonly value="(tally_ws_[0-9A-Za-z]{40})"/.exec(res.text)?.[1],
+        'the new token',
+      );
       expect(res.text).toContain('data-copy="new-token"');
       expect(res.text).toContain(`curl -X POST http://127.0.0.1:`);
       expect(res.text).toMatch(
@@ -329,8 +342,9 @@ describe('settings pages', () => {
         ),
       );
       expect(res.text).toContain('laptop &lt;script&gt;');
-      const [row] =
-        await db.admin`SELECT id, scope, label, revoked_at FROM public.api_tokens WHERE token_hash = ${sha256(token)}`;
+      const row = first(
+        await db.admin`SELECT id, scope, label, revoked_at FROM public.api_tokens WHERE token_hash = ${sha256(token)}`,
+      );
       expect(row).toMatchObject({ scope: 'write', label: 'laptop <script>', revoked_at: null });
       const entries = await audit('token.create');
       expect(entries[entries.length - 1]).toEqual({
@@ -338,7 +352,7 @@ describe('settings pages', () => {
         details: { token_id: row.id, scope: 'write', label: 'laptop <script>' },
       });
       // A reload shows the page without the token, and mints nothing.
-      const reload = await agent.get(posted.headers.location);
+      const reload = await agent.get(present(posted.headers.location));
       expect(reload.text).not.toContain(token);
       expect(reload.text).not.toContain('id="new-token"');
       expect(await db.admin`SELECT 1 FROM public.api_tokens WHERE label = 'laptop <script>'`).toHaveLength(1);
@@ -351,7 +365,7 @@ describe('settings pages', () => {
 
     it('refuses a bad scope or an over-long label with 400 and creates nothing', async () => {
       const { agent, csrf } = await signedIn(admin);
-      const [{ count }] = await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`;
+      const { count } = first(await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`);
       const scope = await agent
         .post('/settings/api/tokens')
         .type('form')
@@ -363,7 +377,7 @@ describe('settings pages', () => {
         .type('form')
         .send({ csrf, workspace: ws.id, scope: 'read', label: 'x'.repeat(201) });
       expect(label.status).toBe(400);
-      expect((await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`)[0].count).toBe(count);
+      expect(first(await db.admin`SELECT count(*)::int AS count FROM public.api_tokens`).count).toBe(count);
     });
 
     it('revokes a token after a confirmation step, records it, and the token stops working', async () => {
@@ -380,7 +394,7 @@ describe('settings pages', () => {
         .expect(303);
       expect(unconfirmed.headers.location).toBe(`/settings/api/tokens/${victim.id}/revoke?workspace=${ws.id}`);
       expect(
-        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at,
+        first(await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`).revoked_at,
       ).toBeNull();
 
       const done = await agent
@@ -390,11 +404,11 @@ describe('settings pages', () => {
         .expect(303);
       expect(done.headers.location).toBe(`/settings/api?workspace=${ws.id}&done=revoked`);
       expect(
-        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`)[0].revoked_at,
+        first(await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${victim.id}`).revoked_at,
       ).toBeInstanceOf(Date);
       const entries = await audit('token.revoke');
       expect(entries[entries.length - 1]).toEqual({ actor: owner, details: { token_id: victim.id } });
-      const page = await agent.get(done.headers.location).expect(200);
+      const page = await agent.get(present(done.headers.location)).expect(200);
       expect(page.text).toContain('The token is revoked.');
       await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${victim.token}`).expect(401);
       // Revoking it again, or a token of another workspace, finds nothing.
@@ -410,7 +424,7 @@ describe('settings pages', () => {
         .send({ csrf, workspace: ws.id, confirm: 'yes' });
       expect(cross.status).toBe(404);
       expect(
-        (await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${foreign.id}`)[0].revoked_at,
+        first(await db.admin`SELECT revoked_at FROM public.api_tokens WHERE id = ${foreign.id}`).revoked_at,
       ).toBeNull();
     });
 
@@ -423,8 +437,10 @@ describe('settings pages', () => {
         .send({ csrf, workspace: ws.id, state: 'off' })
         .expect(303);
       expect(unconfirmed.headers.location).toBe(`/settings/api/switch?workspace=${ws.id}`);
-      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
-      const confirm = await agent.get(unconfirmed.headers.location).expect(200);
+      expect(first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`).api_enabled).toBe(
+        true,
+      );
+      const confirm = await agent.get(present(unconfirmed.headers.location)).expect(200);
       expect(confirm.text).toContain('Turn API access off for Acme &lt;Travel&gt;');
 
       await agent
@@ -432,7 +448,7 @@ describe('settings pages', () => {
         .type('form')
         .send({ csrf, workspace: ws.id, state: 'off', confirm: 'yes' })
         .expect(303);
-      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(
+      expect(first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`).api_enabled).toBe(
         false,
       );
       expect((await audit('api.off')).pop()).toEqual({ actor: admin, details: {} });
@@ -442,7 +458,9 @@ describe('settings pages', () => {
       expect(page.text).toContain('name="state" value="on"');
 
       await agent.post('/settings/api/switch').type('form').send({ csrf, workspace: ws.id, state: 'on' }).expect(303);
-      expect((await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`)[0].api_enabled).toBe(true);
+      expect(first(await db.admin`SELECT api_enabled FROM public.workspaces WHERE id = ${ws.id}`).api_enabled).toBe(
+        true,
+      );
       expect((await audit('api.on')).pop()).toEqual({ actor: admin, details: {} });
       await request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${live.token}`).expect(200);
     });
@@ -498,7 +516,7 @@ describe('one-time passwords and password changes', () => {
   it('refuses a wrong current password, a mismatch and a short one, changing nothing', async () => {
     const { agent } = await signIn(oneTime);
     const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
-    const [before] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
+    const before = first(await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`);
     const cases: [Record<string, string>, number, string][] = [
       [{ new: 'a brand new passphrase', repeat: 'a brand new passphrase!' }, 400, 'The two new passwords differ.'],
       [{ new: 'short', repeat: 'short' }, 400, 'A password has at least 12 characters.'],
@@ -517,7 +535,7 @@ describe('one-time passwords and password changes', () => {
       .type('form')
       .send({ current: oneTime, new: 'a brand new passphrase', repeat: 'a brand new passphrase' });
     expect(forged.status).toBe(403);
-    const [after] = await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`;
+    const after = first(await db.admin`SELECT password_hash FROM public.user_credentials WHERE email = ${email}`);
     expect(after.password_hash).toBe(before.password_hash);
   });
 
@@ -533,9 +551,9 @@ describe('one-time passwords and password changes', () => {
       .send({ csrf, new: 'my very own passphrase', repeat: 'my very own passphrase' })
       .expect(303);
     expect(done.headers.location).toBe('/settings/api?done=password');
-    const page = await agent.get(done.headers.location).expect(200);
+    const page = await agent.get(present(done.headers.location)).expect(200);
     expect(page.text).toContain('Your password is changed.');
-    const [row] = await db.admin`SELECT password_temporary FROM public.user_credentials WHERE email = ${email}`;
+    const row = first(await db.admin`SELECT password_temporary FROM public.user_credentials WHERE email = ${email}`);
     expect(row.password_temporary).toBe(false);
     expect(
       await db.admin`SELECT 1 FROM tally.settings_sessions WHERE token_hash = ${hashOf(otherSecret)}`,
@@ -613,8 +631,9 @@ describe('failed sign-in limits', () => {
       expect((await attempt(i % 2 ? a : b, 'target@example.com', 'wrong', from(ATTACKER))).status).toBe(401);
       if (i < 9) await liftDelays();
     }
-    const [pair] =
-      await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = ${`pair:${ATTACKER} target@example.com`}`;
+    const pair = first(
+      await db.admin`SELECT failures FROM tally.sign_in_failures WHERE key = ${`pair:${ATTACKER} target@example.com`}`,
+    );
     expect(pair.failures).toBe(10);
     // The attacker's next try, even with the right password, waits: 2^(10-3) s after the tenth
     // failure (it was 1 s after the third).

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { exited, tallyServer } from './harness/cli.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { waitFor } from './harness/wait.js';
+import { present } from './harness/present.js';
 
 // Shutdown: SIGTERM under a write load stops accepting, drains what is in flight,
 // closes the pool and the embedded Postgres, and exits 0; after a restart every write that was
@@ -32,7 +33,7 @@ describe('tally up on SIGTERM', () => {
     const first = await tallyServer(['up'], env, READY);
     const base = /Tally is up on (\S+)/.exec(first.output)![1];
     const token = READY.exec(first.output)![1];
-    const key = /Publishable key\s+(\S+)/.exec(first.output)![1];
+    const key = present(/Publishable key\s+(\S+)/.exec(first.output)?.[1], 'the publishable key');
     const exchange = await fetch(`${base}/api/v1/token`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}` },

@@ -4,6 +4,7 @@ import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { first, present } from './harness/present.js';
 
 // The routes of the /api/v1 wrapper: each one's defaults give the same
 // result as the same query on /rest/v1; writes answer with the record (201 + Location); ids
@@ -41,8 +42,10 @@ describe('/api/v1 wrapper routes', () => {
       INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id, occurred_at) VALUES
         (${a.id}, ${a.fundId}, 'Hotel', -300, 'hotel', 'credit-card', '2024-05-02T10:00:00Z'),
         (${a.id}, ${a.fundId}, 'Top-up', 50, 'fund-income', 'cash', '2024-05-01T10:00:00Z')`;
-    const [{ id: secondFund }] = await db.admin<{ id: string }[]>`
-      INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'Second fund') RETURNING id`;
+    const { id: secondFund } = first(
+      await db.admin<{ id: string }[]>`
+      INSERT INTO public.funds (workspace_id, name) VALUES (${a.id}, 'Second fund') RETURNING id`,
+    );
     await db.admin`
       INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id)
       VALUES (${a.id}, ${secondFund}, 'Other fund income', 10, 'fund-income', 'cash')`;
@@ -310,7 +313,7 @@ describe('/api/v1 wrapper routes', () => {
         await db.admin`SELECT workspace_id, name, amount::float8 AS amount FROM personal_transactions WHERE id = ${id}`;
       expect(row).toEqual({ workspace_id: a.id, name: 'Coffee', amount: 3.2 });
 
-      const read = await api().get(created.headers.location.replace('/api/v1', ''));
+      const read = await api().get(present(created.headers.location).replace('/api/v1', ''));
       expect(read.status).toBe(200);
       expect(read.body).toEqual(created.body);
 
@@ -339,7 +342,9 @@ describe('/api/v1 wrapper routes', () => {
       expect(created.status).toBe(201);
       expect(created.headers.location).toBe(`/api/v1/fund_transactions/${created.body.id}`);
       expect(created.body).toMatchObject({ fund_id: a.fundId, name: 'Taxi', amount: -20.5, workspace_id: a.id });
-      const [{ balance }] = await db.admin`SELECT balance(f)::float8 AS balance FROM funds f WHERE id = ${a.fundId}`;
+      const { balance } = first(
+        await db.admin`SELECT balance(f)::float8 AS balance FROM funds f WHERE id = ${a.fundId}`,
+      );
       expect(balance).toBe(-170.5);
       const changed = await api().patch(`/fund_transactions/${created.body.id}`, { category_id: 'fine' });
       expect(changed.status).toBe(200);
@@ -373,7 +378,7 @@ describe('/api/v1 wrapper routes', () => {
         expect(res.status).toBe(200);
         expect(res.body.status).toBe(status);
       }
-      const [row] = await db.admin`SELECT status FROM funds WHERE id = ${created.body.id}`;
+      const row = first(await db.admin`SELECT status FROM funds WHERE id = ${created.body.id}`);
       expect(row.status).toBe('In Progress');
       const bad = await api().patch(`/funds/${created.body.id}`, { status: 'Done' });
       expect(bad.status).toBe(400);
@@ -440,10 +445,10 @@ describe('/api/v1 wrapper routes', () => {
         expect(res.body.message).toBe('This token is read-only: it cannot create, change or delete data');
       }
       expect(await db.admin`SELECT count(*)::int AS n FROM personal_transactions`).toEqual(before);
-      expect((await db.admin`SELECT name FROM personal_transactions WHERE id = ${a.expenseId}`)[0].name).toBe(
+      expect(first(await db.admin`SELECT name FROM personal_transactions WHERE id = ${a.expenseId}`).name).toBe(
         'alpha lunch',
       );
-      expect((await db.admin`SELECT status FROM funds WHERE id = ${a.fundId}`)[0].status).toBe('Upcoming');
+      expect(first(await db.admin`SELECT status FROM funds WHERE id = ${a.fundId}`).status).toBe('Upcoming');
       expect(await db.admin`SELECT 1 FROM contacts WHERE id = ${a.contactId}`).toHaveLength(1);
     });
   });
@@ -484,7 +489,7 @@ describe('/api/v1 wrapper routes', () => {
         expect(res.body.code).toBe('TLY100');
       }
       expect(await snapshot()).toEqual(before);
-      expect(before[0].expense).toContain('beta lunch');
+      expect(first(before).expense).toContain('beta lunch');
       // And B itself still sees its records.
       expect((await api(jwtB).get(`/personal_transactions/${b.expenseId}`)).status).toBe(200);
     });

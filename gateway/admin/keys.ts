@@ -1,6 +1,7 @@
 import type { Sql } from 'postgres';
 import { newPublishableKey, sha256 } from '../secrets.js';
 import { AdminError } from './workspaces.js';
+import { oneRow } from '../engine/invariant.js';
 
 // Publishable keys: the public client key (`apikey` header) of the direct table interface.
 
@@ -13,9 +14,10 @@ export interface KeyInfo {
 
 export async function createKey(sql: Sql, label: string, actor: string): Promise<{ id: string; key: string }> {
   const key = newPublishableKey();
-  const [{ id }] = await sql<
-    { id: string }[]
-  >`SELECT tally.create_publishable_key(${label}, ${sha256(key)}, ${actor}) AS id`;
+  const { id } = oneRow(
+    await sql<{ id: string }[]>`SELECT tally.create_publishable_key(${label}, ${sha256(key)}, ${actor}) AS id`,
+    'tally.create_publishable_key',
+  );
   return { id, key };
 }
 
@@ -25,8 +27,9 @@ export async function listKeys(sql: Sql): Promise<KeyInfo[]> {
 
 export async function revokeKey(sql: Sql, keyId: string, actor: string): Promise<void> {
   if (!/^[0-9a-f-]{36}$/i.test(keyId)) throw new AdminError(`"${keyId}" is not a key id`);
-  const [{ revoked }] = await sql<
-    { revoked: boolean }[]
-  >`SELECT tally.revoke_publishable_key(${keyId}, ${actor}) AS revoked`;
+  const { revoked } = oneRow(
+    await sql<{ revoked: boolean }[]>`SELECT tally.revoke_publishable_key(${keyId}, ${actor}) AS revoked`,
+    'tally.revoke_publishable_key',
+  );
   if (!revoked) throw new AdminError(`no active key with id ${keyId}`);
 }

@@ -1,6 +1,7 @@
 import type { Sql } from 'postgres';
 import { hashPassword, newPassword, passwordProblem } from './passwords.js';
 import { AdminError } from './workspaces.js';
+import { oneRow } from '../engine/invariant.js';
 
 // Workspace members: the people who sign in to the settings pages. The CLI adds them (there
 // is no sign-up); tally.add_member writes the credentials, the membership and the audit log.
@@ -45,8 +46,11 @@ export async function addMember(
   const chosen = password ?? generatedPassword;
   const hash = chosen === undefined ? null : await hashPassword(chosen);
   const row = await sql.begin(async (tx) => {
-    const [added] = await tx<{ user_id: string; created: boolean }[]>`
-      SELECT user_id, created FROM tally.add_member(${workspaceId}, ${address}, ${role}, ${hash}, ${actor})`;
+    const added = oneRow(
+      await tx<{ user_id: string; created: boolean }[]>`
+      SELECT user_id, created FROM tally.add_member(${workspaceId}, ${address}, ${role}, ${hash}, ${actor})`,
+      'tally.add_member',
+    );
     // A generated password is known to the operator: the member must replace it at first sign-in.
     if (hash !== null)
       await tx`UPDATE public.user_credentials SET password_temporary = ${generatedPassword !== undefined} WHERE id = ${added.user_id}`;

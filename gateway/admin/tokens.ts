@@ -1,6 +1,7 @@
 import type { Sql } from 'postgres';
 import { newWorkspaceToken, sha256 } from '../secrets.js';
 import { AdminError } from './workspaces.js';
+import { oneRow } from '../engine/invariant.js';
 
 // Workspace tokens: minted for a scope, shown once, stored as SHA-256, revoked at once.
 
@@ -31,8 +32,11 @@ export async function createToken(
 ): Promise<{ id: string; token: string }> {
   if (label.length > 200) throw new AdminError('a token label has at most 200 characters');
   const token = newWorkspaceToken();
-  const [{ id }] = await sql<{ id: string }[]>`
-    SELECT tally.create_token(${workspaceId}, ${scope}, ${label}, ${sha256(token)}, ${actor}) AS id`;
+  const { id } = oneRow(
+    await sql<{ id: string }[]>`
+    SELECT tally.create_token(${workspaceId}, ${scope}, ${label}, ${sha256(token)}, ${actor}) AS id`,
+    'tally.create_token',
+  );
   return { id, token };
 }
 
@@ -47,7 +51,10 @@ export async function listTokens(sql: Sql, workspaceId?: string): Promise<TokenI
 /** Revokes a token; `workspaceId` limits it to one workspace (the settings page). */
 export async function revokeToken(sql: Sql, tokenId: string, workspaceId: string | null, actor: string): Promise<void> {
   if (!/^[0-9a-f-]{36}$/i.test(tokenId)) throw new AdminError(`"${tokenId}" is not a token id`);
-  const [{ revoked }] = await sql<{ revoked: boolean }[]>`
-    SELECT tally.revoke_token(${tokenId}, ${workspaceId}, ${actor}) AS revoked`;
+  const { revoked } = oneRow(
+    await sql<{ revoked: boolean }[]>`
+    SELECT tally.revoke_token(${tokenId}, ${workspaceId}, ${actor}) AS revoked`,
+    'tally.revoke_token',
+  );
   if (!revoked) throw new AdminError(`no active token with id ${tokenId}`);
 }

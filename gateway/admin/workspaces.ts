@@ -1,4 +1,5 @@
 import type { Sql } from 'postgres';
+import { oneRow } from '../engine/invariant.js';
 
 // Operations on workspaces, shared by the CLI and the settings page. They call the tally.*
 // functions of sql/003_admin.sql, which also write the audit log.
@@ -33,9 +34,10 @@ export async function createWorkspace(
   if (name.trim().length === 0 || name.length > 200) throw new AdminError('a workspace name has 1 to 200 characters');
   const [existing] = await sql`SELECT 1 FROM public.workspaces WHERE lower(name) = lower(${name})`;
   if (existing) throw new AdminError(`a workspace named "${name}" exists already`);
-  const [{ id }] = await sql<
-    { id: string }[]
-  >`SELECT tally.create_workspace(${name}, ${currency ?? null}, ${actor}) AS id`;
+  const { id } = oneRow(
+    await sql<{ id: string }[]>`SELECT tally.create_workspace(${name}, ${currency ?? null}, ${actor}) AS id`,
+    'tally.create_workspace',
+  );
   return findWorkspace(sql, id);
 }
 

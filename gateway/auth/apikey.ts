@@ -1,6 +1,7 @@
 import type { Pool } from '../engine/pool.js';
 import { catalogue } from '../engine/errors.js';
 import { sameHash, sha256 } from '../secrets.js';
+import { oneRow } from '../engine/invariant.js';
 
 // The `apikey` header of the direct table interface: a publishable (public client) key, from
 // TALLY_PUBLISHABLE_KEYS or the database. It identifies a client application, not a user, so
@@ -33,7 +34,10 @@ export class ApiKeys {
     const hex = hash.toString('hex');
     const until = this.cache.get(hex);
     if (until !== undefined && until > Date.now()) return;
-    const [{ active }] = await this.db<{ active: boolean }[]>`SELECT tally.publishable_key_active(${hash}) AS active`;
+    const { active } = oneRow(
+      await this.db<{ active: boolean }[]>`SELECT tally.publishable_key_active(${hash}) AS active`,
+      'tally.publishable_key_active',
+    );
     if (!active) {
       this.cache.delete(hex);
       throw catalogue.invalidCredential('Invalid API key', 'Double check your publishable key (tally key list)', {});

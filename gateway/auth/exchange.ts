@@ -5,6 +5,7 @@ import { looksLikeWorkspaceToken } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { failedAuthLimit, rateLimit } from './ratelimit.js';
 import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type WorkspaceToken } from './workspace-token.js';
+import { group } from '../engine/invariant.js';
 
 // The token exchange: a workspace token in, a one-hour access
 // token (JWT) out. Served at POST /api/v1/token and POST /functions/v1/api-token.
@@ -27,7 +28,7 @@ function presentedToken(req: Request): string | undefined {
   const authorization = req.headers.authorization;
   if (authorization !== undefined) {
     const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
-    candidates.push(m ? m[1] : authorization);
+    candidates.push(m ? group(m, 1) : authorization);
   }
   const header = req.headers['x-api-token'];
   if (typeof header === 'string') candidates.push(header.trim());

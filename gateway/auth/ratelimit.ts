@@ -6,6 +6,7 @@ import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
 import { Lru } from '../engine/lru.js';
 import { catalogue, type ApiError } from '../engine/errors.js';
+import { oneRow } from '../engine/invariant.js';
 
 // Rate limits: TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;
@@ -44,8 +45,11 @@ export class PostgresRateLimitStore {
   async increment(key: string): Promise<{ totalHits: number; resetTime: Date }> {
     if (this.limit === undefined || this.limit < LEASE_MIN_LIMIT) {
       // A low limit is counted exactly, hit by hit, across every process.
-      const [row] = await this.db<{ hits: number; reset_at: Date }[]>`
-        SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, 1)`;
+      const row = oneRow(
+        await this.db<{ hits: number; reset_at: Date }[]>`
+        SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, 1)`,
+        'tally.rate_limit_take',
+      );
       return { totalHits: row.hits, resetTime: row.reset_at };
     }
     // A high limit: hits are taken from Postgres in blocks (one round trip per block, not per
@@ -83,7 +87,7 @@ export class PostgresRateLimitStore {
     // Every request of this key waits for this one query: bounded, so that a query the driver
     // loses while Postgres restarts cannot hold them all (it answers 503, errors.ts).
     let timer: NodeJS.Timeout | undefined;
-    const [row] = await Promise.race([
+    const rows = await Promise.race([
       this.db<{ hits: number; reset_at: Date }[]>`
         SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, ${n})`,
       new Promise<never>((_, reject) => {
@@ -96,6 +100,7 @@ export class PostgresRateLimitStore {
         );
       }),
     ]).finally(() => clearTimeout(timer));
+    const row = oneRow(rows, 'tally.rate_limit_take');
     if (this.leases.size > 10_000) this.leases.clear();
     // The block's first hit is this request's; the rest wait here.
     const first = row.hits - n + 1;
@@ -291,8 +296,11 @@ export function failedAuthLimit(_ctx: AppContext, authenticate: RequestHandler):
  */
 export async function takeRequests(ctx: AppContext, key: string, hits: number): Promise<void> {
   if (hits <= 0) return;
-  const [row] = await ctx.db<{ hits: number; reset_at: Date }[]>`
-    SELECT hits, reset_at FROM tally.rate_limit_take(${'req:' + key}, ${WINDOW_MS}, ${hits})`;
+  const row = oneRow(
+    await ctx.db<{ hits: number; reset_at: Date }[]>`
+    SELECT hits, reset_at FROM tally.rate_limit_take(${'req:' + key}, ${WINDOW_MS}, ${hits})`,
+    'tally.rate_limit_take',
+  );
   if (row.hits > ctx.config.rateLimitPerMinute) {
     const retry = Math.max(1, Math.ceil((row.reset_at.getTime() - Date.now()) / 1000));
     throw catalogue.rateLimited(

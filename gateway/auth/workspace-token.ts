@@ -5,6 +5,7 @@ import { catalogue, ApiError } from '../engine/errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE, tooManyFailures, WINDOW_MS } from './ratelimit.js';
+import { oneRow } from '../engine/invariant.js';
 
 // Authentication with a workspace token itself (tally_ws_…): the token exchange, and MCP, which
 // carries the token in its URL. The database stores only SHA-256 hashes; the lookup is by hash
@@ -85,9 +86,12 @@ export async function findWorkspaceToken(
   const hash = shaped ? sha256(presented) : null;
   let row: TokenRow | undefined;
   if (failureKey !== undefined) {
-    const [r] = await ctx.db<(TokenRow & { limited: boolean; reset_at: Date })[]>`
+    const r = oneRow(
+      await ctx.db<(TokenRow & { limited: boolean; reset_at: Date })[]>`
       SELECT limited, reset_at, token_id, workspace_id, scope, token_hash, revoked, api_enabled
-        FROM tally.authenticate_token(${hash}, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`;
+        FROM tally.authenticate_token(${hash}, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
+      'tally.authenticate_token',
+    );
     if (r.limited) throw tooManyFailures(r.reset_at);
     row = r.token_id === null ? undefined : r;
   } else if (hash !== null) {
@@ -102,8 +106,11 @@ export async function findWorkspaceToken(
 
 /** A failure of the request's own making (two tokens sent): counted like a bad token. */
 async function countFailure(ctx: AppContext, failureKey: string): Promise<void> {
-  const [r] = await ctx.db<{ limited: boolean; reset_at: Date }[]>`
-    SELECT limited, reset_at FROM tally.authenticate_token(NULL, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`;
+  const r = oneRow(
+    await ctx.db<{ limited: boolean; reset_at: Date }[]>`
+    SELECT limited, reset_at FROM tally.authenticate_token(NULL, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
+    'tally.authenticate_token',
+  );
   if (r.limited) throw tooManyFailures(r.reset_at);
 }
 

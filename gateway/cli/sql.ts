@@ -43,7 +43,7 @@ const cell = (v: unknown): string =>
 function format(result: Result): string[] {
   if (result.columns?.length) {
     const names = result.columns.map((c) => c.name);
-    const rows = Array.from({ length: result.length }, (_, i) => names.map((n) => cell(result[i][n])).join('\t'));
+    const rows = Array.from(result, (row) => names.map((n) => cell(row[n])).join('\t'));
     return [names.join('\t'), ...rows, `(${result.length} row${result.length === 1 ? '' : 's'})`];
   }
   return [

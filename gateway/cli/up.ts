@@ -22,6 +22,7 @@ import { createToken } from '../admin/tokens.js';
 import { createKey } from '../admin/keys.js';
 import { sha256 } from '../secrets.js';
 import { log } from '../log.js';
+import { oneRow } from '../engine/invariant.js';
 
 /** How long a shutdown waits for in-flight requests before it closes their connections. */
 const DRAIN_MS = 10_000;
@@ -100,7 +101,10 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
     );
     const admin = adminClient(db.url);
     try {
-      const [{ count }] = await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`;
+      const { count } = oneRow(
+        await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`,
+        'the count of workspaces',
+      );
       const seeded = count === 0 ? await step('Seeding the demo workspace', () => seedDemo(admin)) : undefined;
       demo = await demoCredentials(config, admin, seeded);
     } finally {

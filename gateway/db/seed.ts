@@ -1,5 +1,6 @@
 import type { Sql } from 'postgres';
 import { createWorkspace, type Workspace } from '../admin/workspaces.js';
+import { oneRow } from '../engine/invariant.js';
 
 // The demo workspace of a first `tally up`: realistic data to try every surface on. It is
 // written through the API role under the workspace's claims, so RLS checks it like any client.
@@ -44,21 +45,30 @@ export async function seedDemo(sql: Sql, name = 'Demo'): Promise<Workspace> {
     ];
     const contacts: string[] = [];
     for (const p of people) {
-      const [{ id }] = await tx<{ id: string }[]>`
-        INSERT INTO public.contacts (name, nickname, phone, email) VALUES (${p.name}, ${p.nickname}, ${p.phone}, ${p.email}) RETURNING id`;
+      const { id } = oneRow(
+        await tx<{ id: string }[]>`
+        INSERT INTO public.contacts (name, nickname, phone, email) VALUES (${p.name}, ${p.nickname}, ${p.phone}, ${p.email}) RETURNING id`,
+        'the inserted contact',
+      );
       contacts.push(id);
     }
 
-    const [{ id: trip }] = await tx<{ id: string }[]>`
+    const { id: trip } = oneRow(
+      await tx<{ id: string }[]>`
       INSERT INTO public.funds (name, kind, status, start_date, end_date, contribution_amount, contribution_frequency,
                                 contribution_due_day, target_amount, description)
       VALUES ('Lisbon trip', 'Travel', 'In Progress', ${ago(-20).slice(0, 10)}, ${ago(-27).slice(0, 10)}, 150, 'monthly', 1,
-              2400, 'Flights, flat and food for four') RETURNING id`;
-    const [{ id: badminton }] = await tx<{ id: string }[]>`
+              2400, 'Flights, flat and food for four') RETURNING id`,
+      'the inserted fund',
+    );
+    const { id: badminton } = oneRow(
+      await tx<{ id: string }[]>`
       INSERT INTO public.funds (name, kind, status, start_date, end_date, contribution_amount, contribution_frequency,
                                 contribution_due_day, target_amount, description)
       VALUES ('Thursday badminton', 'Badminton', 'Upcoming', ${ago(-10).slice(0, 10)}, ${ago(-100).slice(0, 10)}, 20, 'weekly', 4,
-              600, 'Court hire and shuttlecocks for the season') RETURNING id`;
+              600, 'Court hire and shuttlecocks for the season') RETURNING id`,
+      'the inserted fund',
+    );
 
     for (const c of contacts.slice(0, 4))
       await tx`INSERT INTO public.fund_participants (fund_id, contact_id) VALUES (${trip}, ${c})`;

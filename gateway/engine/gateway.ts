@@ -20,6 +20,7 @@ import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularE
 import { SchemaCacheHolder } from './schema-cache/index.js';
 import type { SchemaCache } from './schema-cache/types.js';
 import { Lru } from './lru.js';
+import { defined } from './invariant.js';
 
 const holders = new WeakMap<EngineContext, SchemaCacheHolder>();
 
@@ -35,7 +36,7 @@ export function requestSchema(ctx: EngineContext, req: GatewayRequest): string {
   const read = req.method === 'GET' || req.method === 'HEAD';
   const asked = req.schema ?? (read ? req.headers['accept-profile'] : req.headers['content-profile']);
   const schemas = ctx.config.schemas;
-  if (asked === undefined || asked === '') return schemas[0];
+  if (asked === undefined || asked === '') return defined(schemas[0], 'the default exposed schema');
   if (!schemas.includes(asked)) {
     throw catalogue.schemaNotExposed(
       schemas,
@@ -200,7 +201,7 @@ async function executeRead(
 /** The response of a read statement (and its EXPLAIN for planned counts), as PostgREST shapes it. */
 function readResult(api: ApiRequest, results: Row[][], extraHeaders: Record<string, string> = {}): GatewayResponse {
   const count = api.preferences.count;
-  const row = results[0][0];
+  const row = firstRow(results);
   let total: number | undefined;
   if (count === 'exact') total = Number(row.total_result_set);
   else if (count === 'planned' || count === 'estimated') {
@@ -264,7 +265,7 @@ async function runRoutine(
     return {
       status: 200,
       headers: { 'Content-Type': CONTENT_TYPES.json, ...applied },
-      body: api.method === 'HEAD' ? undefined : (results[0][0].body as string),
+      body: api.method === 'HEAD' ? undefined : (firstRow(results).body as string),
     };
   }
   return readResult(api, results, applied);
@@ -297,20 +298,30 @@ async function planResponse(
   plan: PlanMedia,
 ): Promise<GatewayResponse> {
   const options = [EXPLAIN_FORMATS[plan.format], ...plan.options.map((o) => EXPLAIN_OPTIONS[o])];
-  const [rows] = await runTransaction(
+  const results = await runTransaction(
     ctx.db,
     tx,
     [prefixed(sql`EXPLAIN (${join(options)}) `, statement)],
     () => 'rollback',
   );
+  const rows = defined(results[0], 'the EXPLAIN rows');
+  const json = plan.format === 'json' ? firstRow(results)['QUERY PLAN'] : undefined;
   const body =
     plan.format === 'json'
-      ? typeof rows[0]['QUERY PLAN'] === 'string'
-        ? (rows[0]['QUERY PLAN'] as string)
-        : JSON.stringify(rows[0]['QUERY PLAN'])
+      ? typeof json === 'string'
+        ? json
+        : JSON.stringify(json)
       : rows.map((r) => r['QUERY PLAN'] as string).join('\n');
   const type = `application/vnd.pgrst.plan+${plan.format}; for="${MEDIA_NAMES[plan.for]}"${plan.options.length ? `; options=${plan.options.join('|')}` : ''}; charset=utf-8`;
   return { status: 200, headers: { 'Content-Type': type }, body };
+}
+
+/**
+ * The first row of the first statement: every engine statement answers exactly one row (its body
+ * is one json_agg), so a missing one is a bug.
+ */
+function firstRow(results: Row[][]): Row {
+  return defined(results[0]?.[0], "the statement's row");
 }
 
 function plannedRows(rows: Row[] | undefined): number | undefined {
@@ -366,7 +377,7 @@ async function runWrite(
     prefs.handling === 'strict' && prefs.maxAffected !== undefined && api.method !== 'POST' && api.method !== 'PUT';
   let affected = 0;
   const results = await runTransaction(ctx.db, tx, [statement], (res) => {
-    const r = res[0][0];
+    const r = firstRow(res);
     affected = Number(r.total_result_set);
     if (strict && affected > prefs.maxAffected!) {
       throw catalogue.maxAffected(affected, prefs.maxAffected!);
@@ -376,7 +387,7 @@ async function runWrite(
     if (api.accept === 'object' && affected !== 1) throw singularError(affected);
     return prefs.tx === 'rollback' ? 'rollback' : 'commit';
   });
-  const r = results[0][0];
+  const r = firstRow(results);
   const headers: Record<string, string> = {};
   const applied = preferenceApplied(prefs, true);
   if (applied) headers['Preference-Applied'] = applied;
@@ -384,8 +395,9 @@ async function runWrite(
   if (api.method === 'POST' || api.method === 'PUT') {
     headers['Content-Range'] = `*/${total ?? '*'}`;
     const keys = r.location ? (JSON.parse(r.location as string) as string[][]) : [];
-    if (api.method === 'POST' && keys.length === 1) {
-      headers.Location = `/${api.relation}?${relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(keys[0][i])}`).join('&')}`;
+    const [key] = keys;
+    if (api.method === 'POST' && keys.length === 1 && key) {
+      headers.Location = `/${api.relation}?${relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(defined(key[i], 'a primary key value of the Location'))}`).join('&')}`;
     }
   } else {
     headers['Content-Range'] =

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
 import { catalogue, type ApiError, isConnectionError, isPgError, poolTimeout } from './errors.js';
+import { defined } from './invariant.js';
 
 // The server's pool of database connections, shared by every workspace. postgres.js's own pool
 // cannot destroy one reserved connection (its reserve() has release() only), so a connection
@@ -90,8 +91,9 @@ export function createPool(url: string, options: PoolOptions): Pool {
     for (const slot of slots) {
       if (slot.busy) continue;
       const i = waiting.findIndex((w) => eligible(w.key));
-      if (i < 0) return;
-      const [w] = waiting.splice(i, 1);
+      const w = waiting[i];
+      if (w === undefined) return;
+      waiting.splice(i, 1);
       slot.busy = true;
       hold(w.key, 1);
       w.grant(slot);
@@ -217,7 +219,7 @@ function slotClient(url: string, clientOptions: PoolOptions['client']): Pick<Slo
   // which Node buffers until the connection is made; refusals and timeouts reach it as usual.
   const socket = (o: { host: string[]; port: number[] }): Socket => {
     if (retired) throw Object.assign(new Error('this pool slot was retired'), { code: 'CONNECTION_DESTROYED' });
-    return connect({ host: o.host[0], port: o.port[0] });
+    return connect({ host: defined(o.host[0], 'the database host'), port: defined(o.port[0], 'the database port') });
   };
   const client = postgres(url, { ...clientOptions, max: 1, socket } as never);
   return { client, retire: () => void (retired = true) };

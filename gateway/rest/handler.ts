@@ -87,7 +87,7 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
     const raw = hasBody ? await readBody(req, res) : undefined;
     const response = await call(gatewayRequest(req, method, target, raw), auth);
     res.statusCode = response.status;
-    for (const name in response.headers) res.setHeader(name, response.headers[name]);
+    for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
     send(res, auth, response.body);
   };
 
@@ -157,7 +157,8 @@ function gatewayRequest(
   for (const h of HEADERS) headers[h] = header(req, h);
   let body: unknown;
   if (raw !== undefined && raw !== '') {
-    const type = (headers['content-type'] ?? 'application/json').split(';')[0].trim().toLowerCase();
+    const [mediaType = ''] = (headers['content-type'] ?? 'application/json').split(';');
+    const type = mediaType.trim().toLowerCase();
     if (type === 'application/json' || type.endsWith('+json')) {
       try {
         body = JSON.parse(raw);

@@ -7,6 +7,7 @@ import { compile, sql, text } from '../engine/sql.js';
 import { runTransaction } from '../engine/execute.js';
 import { schemaCacheOf } from '../engine/gateway.js';
 import type { Column } from '../engine/schema-cache/types.js';
+import { defined } from '../engine/invariant.js';
 
 const JSON_TYPES: Record<string, { type: string; format?: string }> = {
   int2: { type: 'integer', format: 'int16' },
@@ -46,7 +47,7 @@ export async function openApiDocument(
 ): Promise<Record<string, unknown>> {
   const cache = await schemaCacheOf(ctx).get();
   const relations = [...cache.relations.values()].filter((r) => r.schema === schema);
-  const [rows] = await runTransaction(
+  const results = await runTransaction(
     ctx.db,
     {
       readOnly: true,
@@ -60,7 +61,7 @@ export async function openApiDocument(
     [readableColumnsStatement(relations.map((r) => r.oid))],
   );
   const readable = new Map<number, Set<string>>();
-  for (const r of rows) {
+  for (const r of defined(results[0], 'the readable columns')) {
     if (!readable.has(r.oid as number)) readable.set(r.oid as number, new Set());
     readable.get(r.oid as number)!.add(r.column as string);
   }

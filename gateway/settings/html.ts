@@ -1,6 +1,8 @@
 // HTML built with one tagged template: every interpolated value is escaped unless it is itself
 // the result of `html`, so markup can only come from this module's callers' literals.
 
+import { defined } from '../engine/invariant.js';
+
 export class Html {
   constructor(readonly value: string) {}
   toString(): string {
@@ -20,7 +22,7 @@ const ENTITIES: Record<string, string> = {
 };
 
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"'`]/g, (c) => ENTITIES[c]);
+  return text.replace(/[&<>"'`]/g, (c) => defined(ENTITIES[c], `the entity of ${c}`));
 }
 
 function render(value: HtmlValue): string {
@@ -32,7 +34,9 @@ function render(value: HtmlValue): string {
 
 /** html`<p>${text}</p>`: text is escaped; nested html`` fragments and arrays of them are not. */
 export function html(strings: TemplateStringsArray, ...values: HtmlValue[]): Html {
-  let out = strings[0];
-  for (let i = 0; i < values.length; i++) out += render(values[i]) + strings[i + 1];
+  // A template has one string more than it has values: each value is followed by its string.
+  const [first = '', ...rest] = strings;
+  let out = first;
+  for (const [i, s] of rest.entries()) out += render(values[i]) + s;
   return new Html(out);
 }

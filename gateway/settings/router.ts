@@ -170,7 +170,7 @@ function newPasswordProblem(current: string, chosen: string, repeat: string | un
   if (chosen !== repeat) return 'The two new passwords differ.';
   if (chosen === current) return 'The new password must differ from the current one.';
   const problem = passwordProblem(chosen);
-  return problem && `${problem[0].toUpperCase()}${problem.slice(1)}.`;
+  return problem && `${problem.charAt(0).toUpperCase()}${problem.slice(1)}.`;
 }
 
 const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';

@@ -1,6 +1,7 @@
 import type { Pool } from '../engine/pool.js';
 import { newWorkspaceToken, sha256 } from '../secrets.js';
 import type { Scope } from '../admin/tokens.js';
+import { oneRow } from '../engine/invariant.js';
 
 // The settings page's only way into the database: the tally.settings_* functions of
 // sql/020_settings.sql, called on the server's `authenticator` pool. Every call after sign-in
@@ -48,8 +49,11 @@ export async function countSignInAttempt(
   email: string,
   limits: SignInLimits,
 ): Promise<number> {
-  const [{ wait }] = await db<{ wait: number }[]>`
-    SELECT tally.settings_sign_in_attempt(${address}, ${email}, ${limits.perAddress}, ${limits.perAccount}, ${limits.windowSeconds}) AS wait`;
+  const { wait } = oneRow(
+    await db<{ wait: number }[]>`
+    SELECT tally.settings_sign_in_attempt(${address}, ${email}, ${limits.perAddress}, ${limits.perAccount}, ${limits.windowSeconds}) AS wait`,
+    'tally.settings_sign_in_attempt',
+  );
   return wait;
 }
 
@@ -70,8 +74,11 @@ export async function createSession(
   lifetimeSeconds: number,
   address: string,
 ): Promise<Date> {
-  const [{ expires_at }] = await db<{ expires_at: Date }[]>`
-    SELECT tally.settings_session_create(${userId}, ${hash}, ${csrfToken}, ${lifetimeSeconds}, ${address}) AS expires_at`;
+  const { expires_at } = oneRow(
+    await db<{ expires_at: Date }[]>`
+    SELECT tally.settings_session_create(${userId}, ${hash}, ${csrfToken}, ${lifetimeSeconds}, ${address}) AS expires_at`,
+    'tally.settings_session_create',
+  );
   return expires_at;
 }
 
@@ -119,8 +126,11 @@ export async function createTokenAs(
   label: string,
 ): Promise<{ id: string; token: string }> {
   const token = newWorkspaceToken();
-  const [{ id }] = await db<{ id: string }[]>`
-    SELECT tally.settings_create_token(${session.hash}, ${workspaceId}, ${scope}, ${label}, ${sha256(token)}) AS id`;
+  const { id } = oneRow(
+    await db<{ id: string }[]>`
+    SELECT tally.settings_create_token(${session.hash}, ${workspaceId}, ${scope}, ${label}, ${sha256(token)}) AS id`,
+    'tally.settings_create_token',
+  );
   return { id, token };
 }
 
@@ -131,8 +141,11 @@ export async function revokeTokenAs(
   workspaceId: string,
   tokenId: string,
 ): Promise<boolean> {
-  const [{ revoked }] = await db<{ revoked: boolean }[]>`
-    SELECT tally.settings_revoke_token(${session.hash}, ${workspaceId}, ${tokenId}) AS revoked`;
+  const { revoked } = oneRow(
+    await db<{ revoked: boolean }[]>`
+    SELECT tally.settings_revoke_token(${session.hash}, ${workspaceId}, ${tokenId}) AS revoked`,
+    'tally.settings_revoke_token',
+  );
   return revoked;
 }
 

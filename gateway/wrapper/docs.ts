@@ -16,7 +16,8 @@ export function docsHandlers(documentPath: string): RequestHandler[] {
   };
   // Relative asset URLs (./swagger-ui.css) need the trailing slash.
   const slash: RequestHandler = (req, res, next) => {
-    if (req.path === '/' && !req.originalUrl.split('?')[0].endsWith('/')) return res.redirect(301, `${req.baseUrl}/`);
+    const [path = ''] = req.originalUrl.split('?');
+    if (req.path === '/' && !path.endsWith('/')) return res.redirect(301, `${req.baseUrl}/`);
     next();
   };
   const swagger = lazyHandler(async () => {
@@ -29,8 +30,9 @@ export function docsHandlers(documentPath: string): RequestHandler[] {
     return (req, res, next) => {
       const run = (i: number, err?: unknown): void => {
         if (err !== undefined && err !== null) return next(err);
-        if (i === handlers.length) return next();
-        handlers[i](req, res, (e?: unknown) => run(i + 1, e));
+        const handler = handlers[i];
+        if (handler === undefined) return next();
+        handler(req, res, (e?: unknown) => run(i + 1, e));
       };
       run(0);
     };

@@ -18,6 +18,7 @@ import {
   type Resource,
 } from './resources.js';
 import { schemasFor, validateBody } from './validate.js';
+import { oneRow } from '../engine/invariant.js';
 
 // The REST wrapper /api/v1: each route builds one GatewayRequest with the
 // wrapper's defaults and answers with what the gateway answers. No SQL and no filtering of its
@@ -172,7 +173,7 @@ export function wrapperRouter(ctx: AppContext, call: GatewayCall, lookups: Looku
             body,
             headers: { prefer: 'return=representation', 'content-type': 'application/json' },
           });
-          const [row] = rows<{ id: string }>(g);
+          const row = oneRow(rows<{ id: string }>(g), 'the created record');
           res.status(201).location(`${BASE}/${resource.path}/${row.id}`).json(row);
         }),
       );

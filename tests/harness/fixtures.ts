@@ -1,6 +1,7 @@
 import type { Sql } from 'postgres';
 import { createWorkspace } from '../../gateway/admin/workspaces.js';
 import { createToken, type Scope } from '../../gateway/admin/tokens.js';
+import { first } from './present.js';
 
 // Small, explicit data for tests: a workspace with one of everything, written as the owner.
 
@@ -17,16 +18,24 @@ let counter = 0;
 
 export async function workspaceWithData(sql: Sql, name = `ws-${process.pid}-${++counter}`): Promise<WorkspaceFixture> {
   const ws = await createWorkspace(sql, name, 'EUR', 'test');
-  const [{ id: fundId }] = await sql<{ id: string }[]>`
-    INSERT INTO public.funds (workspace_id, name, kind, target_amount) VALUES (${ws.id}, ${name + ' fund'}, 'Travel', 1000) RETURNING id`;
-  const [{ id: contactId }] = await sql<{ id: string }[]>`
-    INSERT INTO public.contacts (workspace_id, name, phone) VALUES (${ws.id}, ${name + ' contact'}, '+1 555 0100') RETURNING id`;
-  const [{ id: expenseId }] = await sql<{ id: string }[]>`
+  const { id: fundId } = first(
+    await sql<{ id: string }[]>`
+    INSERT INTO public.funds (workspace_id, name, kind, target_amount) VALUES (${ws.id}, ${name + ' fund'}, 'Travel', 1000) RETURNING id`,
+  );
+  const { id: contactId } = first(
+    await sql<{ id: string }[]>`
+    INSERT INTO public.contacts (workspace_id, name, phone) VALUES (${ws.id}, ${name + ' contact'}, '+1 555 0100') RETURNING id`,
+  );
+  const { id: expenseId } = first(
+    await sql<{ id: string }[]>`
     INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
-    VALUES (${ws.id}, ${name + ' lunch'}, 12.5, 'food-drinks', 'cash') RETURNING id`;
-  const [{ id: fundTransactionId }] = await sql<{ id: string }[]>`
+    VALUES (${ws.id}, ${name + ' lunch'}, 12.5, 'food-drinks', 'cash') RETURNING id`,
+  );
+  const { id: fundTransactionId } = first(
+    await sql<{ id: string }[]>`
     INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id)
-    VALUES (${ws.id}, ${fundId}, 'Contribution', 100, 'fund-income', 'bank-transfer') RETURNING id`;
+    VALUES (${ws.id}, ${fundId}, 'Contribution', 100, 'fund-income', 'bank-transfer') RETURNING id`,
+  );
   await sql`INSERT INTO public.fund_participants (workspace_id, fund_id, contact_id) VALUES (${ws.id}, ${fundId}, ${contactId})`;
   return { id: ws.id, name, fundId, contactId, expenseId, fundTransactionId };
 }

@@ -4,6 +4,8 @@
 // Prose, tables and other languages (json, sql, plain output) are ignored, so the README can
 // grow without touching the runner.
 
+import { present } from './present.js';
+
 interface Command {
   /** The command as written, continuation lines and here-documents included. */
   text: string;
@@ -20,10 +22,11 @@ export interface Block {
 
 export function readmeBlocks(markdown: string): Block[] {
   const lines = markdown.split('\n');
+  const lineAt = (i: number): string => present(lines[i], `README line ${i + 1}`);
   const blocks: Block[] = [];
   let skip = false;
   for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
+    const line = lineAt(i);
     if (/^\s*<!--\s*not run\b/.test(line)) {
       skip = true;
       continue;
@@ -33,10 +36,10 @@ export function readmeBlocks(markdown: string): Block[] {
       if (line.trim() !== '') skip = false; // the marker holds only for the block right after it
       continue;
     }
-    const indent = fence[1].length;
+    const indent = present(fence[1]).length;
     const start = i;
     const body: string[] = [];
-    for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i]); i++) body.push(lines[i].slice(indent));
+    for (i++; i < lines.length && !/^\s*```\s*$/.test(lineAt(i)); i++) body.push(lineAt(i).slice(indent));
     const lang = fence[2];
     if (!skip && (lang === 'sh' || lang === 'js')) {
       const code = body.join('\n');
@@ -50,8 +53,9 @@ export function readmeBlocks(markdown: string): Block[] {
 function shellCommands(lines: string[]): Command[] {
   const commands: Command[] = [];
   let current: Command | undefined;
+  const lineAt = (i: number): string => present(lines[i], `line ${i + 1} of a shell block`);
   for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
+    const line = lineAt(i);
     if (line.trim() === '') {
       current = undefined; // output comments belong to the command right above them
       continue;
@@ -63,10 +67,10 @@ function shellCommands(lines: string[]): Command[] {
     const text = [line];
     const heredoc = /<<-?\s*'?(\w+)'?/.exec(line)?.[1];
     const unfinished = (): boolean => {
-      const last = text[text.length - 1];
+      const last = present(text.at(-1));
       return heredoc ? last !== heredoc || text.length === 1 : last.endsWith('\\') || openQuote(text.join('\n'));
     };
-    while (i + 1 < lines.length && unfinished()) text.push(lines[++i]);
+    while (i + 1 < lines.length && unfinished()) text.push(lineAt(++i));
     current = { text: text.join('\n'), expected: [] };
     commands.push(current);
   }
@@ -86,7 +90,7 @@ function openQuote(text: string): boolean {
       if (c === '"') quote = undefined;
     } else if (c === "'" || c === '"') {
       quote = c;
-    } else if (c === '#' && (i === 0 || /\s/.test(text[i - 1]))) {
+    } else if (c === '#' && (i === 0 || /\s/.test(text.charAt(i - 1)))) {
       while (i < text.length && text[i] !== '\n') i++; // a comment: its quotes do not count
     }
   }
@@ -117,7 +121,7 @@ export function showsExpected(output: string, expected: string[]): boolean {
           .join('') +
         '$',
     );
-    while (at < lines.length && !pattern.test(lines[at])) at++;
+    while (at < lines.length && !pattern.test(present(lines[at]))) at++;
     if (at === lines.length) return false;
     at++;
   }

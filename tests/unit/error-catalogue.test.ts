@@ -23,7 +23,8 @@ function readmeTable(): Map<string, string> {
   const rows = new Map<string, string>();
   for (const line of section.split('\n')) {
     const m = /^\| `([^`]+)` \| ([^|]+?) \|/.exec(line);
-    if (m) rows.set(m[1], m[2].trim());
+    const [, code, status] = m ?? [];
+    if (code !== undefined && status !== undefined) rows.set(code, status.trim());
   }
   return rows;
 }

@@ -5,6 +5,7 @@ import type { Embed, ReadNode, SelectOut } from '../../gateway/engine/plan/types
 import { blogSchema } from './helpers/schema.js';
 import type { InsertPlan, MutationPlan } from '../../gateway/engine/plan/write.js';
 import { failure, planRead, planRoutine, planWrite } from './helpers/pipeline.js';
+import { present } from '../harness/present.js';
 
 /** The plan of a POST or PUT, which is an insert. */
 function inserted(plan: MutationPlan): InsertPlan {
@@ -13,6 +14,7 @@ function inserted(plan: MutationPlan): InsertPlan {
 }
 
 const embeds = (n: ReadNode): Embed[] => n.embeds;
+const embedAt = (n: ReadNode, i: number): Embed => present(n.embeds[i], `embed ${i}`);
 const keys = (select: SelectOut[]) =>
   select.map((s) =>
     s.kind === 'field' || s.kind === 'count' ? s.key : s.kind === 'embed' ? `embed:${s.embed.key}` : '*',
@@ -43,7 +45,7 @@ describe('read plan', () => {
       query: 'select=id,comments(id)&limit=5&offset=10&comments.limit=2&comments.offset=1',
     });
     expect([root.offset, root.limit]).toEqual([10, 5]);
-    expect([embeds(root)[0].node.offset, embeds(root)[0].node.limit]).toEqual([1, 2]);
+    expect([embedAt(root, 0).node.offset, embedAt(root, 0).node.limit]).toEqual([1, 2]);
     expect(planRead('posts', { headers: { Range: '0-24' } })).toMatchObject({ offset: 0, limit: 25 });
   });
 
@@ -58,27 +60,27 @@ describe('read plan', () => {
       ['comments', 'o2m', false, 'pgrst_3', 'pgrst_4', undefined],
       ['tags', 'm2m', false, 'pgrst_5', 'pgrst_6', 'pgrst_7'],
     ]);
-    expect(embeds(root)[2].relationship.junction?.relation.name).toBe('post_tags');
+    expect(embedAt(root, 2).relationship.junction?.relation.name).toBe('post_tags');
   });
 
   it('chooses between two foreign keys to one table by hint: constraint or column', () => {
     expect(
-      embeds(planRead('posts', { query: 'select=users!posts_editor_fkey(name)' }))[0].relationship.constraint,
+      embedAt(planRead('posts', { query: 'select=users!posts_editor_fkey(name)' }), 0).relationship.constraint,
     ).toBe('posts_editor_fkey');
-    expect(embeds(planRead('posts', { query: 'select=users!author_id(name)' }))[0].relationship.constraint).toBe(
+    expect(embedAt(planRead('posts', { query: 'select=users!author_id(name)' }), 0).relationship.constraint).toBe(
       'posts_author_id_fkey',
     );
     // and by the foreign key's column or constraint name used as the embed's name
-    expect(embeds(planRead('posts', { query: 'select=editor_id(name)' }))[0]).toMatchObject({
+    expect(embedAt(planRead('posts', { query: 'select=editor_id(name)' }), 0)).toMatchObject({
       key: 'editor_id',
       relationship: { constraint: 'posts_editor_fkey', cardinality: 'm2o' },
     });
-    expect(embeds(planRead('users', { query: 'select=posts!posts_editor_fkey(id)' }))[0].relationship).toMatchObject({
+    expect(embedAt(planRead('users', { query: 'select=posts!posts_editor_fkey(id)' }), 0).relationship).toMatchObject({
       cardinality: 'o2m',
       sourceColumns: ['id'],
       targetColumns: ['editor_id'],
     });
-    expect(embeds(planRead('tags', { query: 'select=posts!post_tags(id)' }))[0].relationship.cardinality).toBe('m2m');
+    expect(embedAt(planRead('tags', { query: 'select=posts!post_tags(id)' }), 0).relationship.cardinality).toBe('m2m');
   });
 
   it('keeps !inner and spread, and plans embedded filters, order and is.null on embeds', () => {
@@ -90,13 +92,13 @@ describe('read plan', () => {
       ['comments', true, false],
       ['users', false, true],
     ]);
-    expect(embeds(root)[0].node.conditions).toMatchObject([
+    expect(embedAt(root, 0).node.conditions).toMatchObject([
       { kind: 'filter', expr: { source: { kind: 'column', column: { name: 'id' } } }, filter: { op: 'gt' } },
     ]);
-    expect(embeds(root)[0].node.order).toMatchObject([
+    expect(embedAt(root, 0).node.order).toMatchObject([
       { direction: 'desc', expr: { source: { column: { name: 'id' } } } },
     ]);
-    expect(root.conditions).toEqual([{ kind: 'embedNull', embed: embeds(root)[1], isNull: false }]);
+    expect(root.conditions).toEqual([{ kind: 'embedNull', embed: embedAt(root, 1), isNull: false }]);
   });
 
   it('orders by a column of a to-one embed', () => {
@@ -107,7 +109,7 @@ describe('read plan', () => {
       { via: { key: 'author' }, direction: 'desc', nulls: 'last', expr: { source: { column: { name: 'name' } } } },
       { expr: { source: { column: { name: 'id' } } } },
     ]);
-    expect(root.order[1].via).toBeUndefined();
+    expect(present(root.order[1]).via).toBeUndefined();
   });
 
   it('plans aggregates and count() when aggregates are enabled', () => {
@@ -122,7 +124,7 @@ describe('read plan', () => {
   it('reads a view like a table', () => {
     const root = planRead('published_posts', { query: 'select=id,users(name)' });
     expect(root.relation.kind).toBe('view');
-    expect(embeds(root)[0].relationship).toMatchObject({
+    expect(embedAt(root, 0).relationship).toMatchObject({
       cardinality: 'm2o',
       constraint: 'published_posts_author_id_fkey',
     });
@@ -549,10 +551,12 @@ describe('routine plan', () => {
     });
     const cache = blogSchema().cache;
     const greet = cache.routines.get('blog.greet')!;
+    const twoArgs = present(greet[1], 'the two-argument greet');
+    const [name, second] = twoArgs.params;
     greet.push({
-      ...greet[1],
+      ...twoArgs,
       oid: 9999,
-      params: [greet[1].params[0], { ...greet[1].params[1], name: 'shout', required: false }],
+      params: [present(name), { ...present(second), name: 'shout', required: false }],
     });
     expect(failure(() => planRoutine('greet', { method: 'POST', body: { name: 'Ada' }, cache }))).toMatchObject({
       status: 300,

@@ -34,8 +34,8 @@ function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: s
   let typeSql = t.typeSql;
   let baseType = t.baseType;
   let isArray = t.isArray;
-  if (ref.json.length > 0) {
-    const last = ref.json[ref.json.length - 1];
+  const last = ref.json.at(-1);
+  if (last) {
     if (last.arrow === '->>') {
       typeSql = BUILTIN_TYPES.text;
       baseType = 'text';
@@ -111,7 +111,8 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
     if (hint === undefined) return named || (r.target.kind !== 'view' && (constraint(name) || fkCol(name)));
     return named && (constraint(hint) || fkCol(hint) || refCol(hint) || r.junction?.relation.name === hint);
   });
-  if (candidates.length === 1) return candidates[0];
+  const [only] = candidates;
+  if (only && candidates.length === 1) return only;
   if (candidates.length === 0) {
     throw catalogue.noRelationship(
       source.name,
@@ -153,7 +154,7 @@ export interface ReadPlanInput {
  */
 function outputKey(field: FieldRef): string {
   const keys = field.json.filter((s) => !/^-?\d+$/.test(s.key));
-  return keys.length > 0 ? keys[keys.length - 1].key : field.name;
+  return keys.at(-1)?.key ?? field.name;
 }
 
 function aggregatesDisabled(): ApiError {

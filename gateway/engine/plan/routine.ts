@@ -7,6 +7,7 @@ import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
 import type { Routine, RoutineParam, SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';
+import { defined } from '../invariant.js';
 
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'and', 'or', 'columns', 'on_conflict', 'apikey']);
 
@@ -14,7 +15,10 @@ export function findRoutines(cache: SchemaCache, schema: string, name: string): 
   return cache.routines.get(`${schema}.${name}`) ?? [];
 }
 
-const isJson = (p: RoutineParam) => !p.isArray && (p.baseType === 'json' || p.baseType === 'jsonb');
+const isJson = (p: RoutineParam | undefined) =>
+  p !== undefined && !p.isArray && (p.baseType === 'json' || p.baseType === 'jsonb');
+/** The parameter of a function that has exactly one. */
+const onlyParam = (r: Routine): RoutineParam | undefined => (r.params.length === 1 ? r.params[0] : undefined);
 const signature = (r: Routine) =>
   `${r.schema}.${r.name}(${r.params.map((p) => (p.name ? `${p.name} => ${p.baseType}${p.isArray ? '[]' : ''}` : `${p.baseType}${p.isArray ? '[]' : ''}`)).join(', ')})`;
 
@@ -47,7 +51,8 @@ export function argumentKeys(api: ApiRequest, body: unknown): string[] {
 /** A POST body as a JSON value: JSON already parsed by the surface, or a form body. */
 function bodyValue(body: unknown, contentType: string | undefined): unknown {
   if (body === undefined || body === '') return {};
-  const type = (contentType ?? 'application/json').split(';')[0].trim().toLowerCase();
+  const [mediaType = ''] = (contentType ?? 'application/json').split(';');
+  const type = mediaType.trim().toLowerCase();
   if (typeof body === 'string' && type === 'application/x-www-form-urlencoded') {
     const form = new URLSearchParams(body);
     return Object.fromEntries(
@@ -86,7 +91,7 @@ export function routinePlan(
   let chosen: Routine[];
   let single = false;
   if (post && api.preferences.params === 'single-object') {
-    chosen = overloads.filter((r) => r.params.length === 1 && isJson(r.params[0]));
+    chosen = overloads.filter((r) => isJson(onlyParam(r)));
     single = true;
   } else {
     chosen =
@@ -99,11 +104,12 @@ export function routinePlan(
           )
         : [];
     if (chosen.length === 0 && post) {
-      chosen = overloads.filter((r) => r.params.length === 1 && r.params[0].name === '' && isJson(r.params[0]));
+      chosen = overloads.filter((r) => onlyParam(r)?.name === '' && isJson(onlyParam(r)));
       single = true;
     }
   }
-  if (chosen.length === 0) {
+  const [routine] = chosen;
+  if (routine === undefined) {
     if (post && !isObject) {
       throw catalogue.invalidBody(
         'expected a JSON object of named arguments',
@@ -116,12 +122,19 @@ export function routinePlan(
   if (chosen.length > 1) {
     throw catalogue.ambiguousFunction(chosen.map(signature));
   }
-  const routine = chosen[0];
   // GET runs any function, VOLATILE too, in a READ ONLY transaction (as PostgREST): one that
   // writes fails there with 25006.
   const readOnly = !post || routine.volatility !== 'volatile';
   if (single)
-    return { routine, args: { kind: 'single', param: routine.params[0], json: JSON.stringify(body) }, readOnly };
+    return {
+      routine,
+      args: {
+        kind: 'single',
+        param: defined(onlyParam(routine), 'the single-object parameter'),
+        json: JSON.stringify(body),
+      },
+      readOnly,
+    };
   const values: Record<string, unknown> = {};
   if (post) Object.assign(values, body);
   else {

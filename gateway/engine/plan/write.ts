@@ -5,6 +5,7 @@ import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
 import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';
+import { defined } from '../invariant.js';
 
 /** POST/PUT: rows of one JSON array, each written into `columns`. */
 export interface InsertPlan {
@@ -48,7 +49,8 @@ function invalidBody(message: string, hint: string | null = null): ApiError {
 
 /** The body as an array of objects (JSON value, form text or CSV text). */
 export function bodyRows(body: unknown, contentType: string | undefined): Record<string, unknown>[] {
-  const type = (contentType ?? 'application/json').split(';')[0].trim().toLowerCase();
+  const [mediaType = ''] = (contentType ?? 'application/json').split(';');
+  const type = mediaType.trim().toLowerCase();
   if (type === 'application/x-www-form-urlencoded') {
     if (typeof body !== 'string') throw invalidBody('not a form');
     return [Object.fromEntries(new URLSearchParams(body))];
@@ -136,13 +138,16 @@ function parseCsv(text: string): Record<string, unknown>[] {
     endField();
     records.push(row);
   }
-  const [header, ...lines] = records.filter((r) => !(r.length === 1 && r[0].value === '' && !r[0].quoted));
+  const [header, ...lines] = records.filter((r) => !(r.length === 1 && r[0]?.value === '' && !r[0].quoted));
   if (!header) throw invalidBody('the CSV needs a header line');
   return lines.map((line, n) => {
     if (line.length !== header.length)
       throw invalidBody(`the CSV's line ${n + 2} has ${line.length} fields, the header ${header.length}`);
     return Object.fromEntries(
-      header.map((h, k) => [h.value, line[k].value === '' && !line[k].quoted ? null : line[k].value]),
+      header.map((h, k) => {
+        const f = defined(line[k], 'a CSV field under its header');
+        return [h.value, f.value === '' && !f.quoted ? null : f.value];
+      }),
     );
   });
 }
@@ -164,7 +169,8 @@ export function insertPlan(
   let names: string[];
   if (api.columns) names = api.columns;
   else {
-    names = rows.length > 0 ? Object.keys(rows[0]) : [];
+    const [first] = rows;
+    names = first ? Object.keys(first) : [];
     const key = [...names].sort().join('\u0000');
     for (const r of rows) {
       if (Object.keys(r).sort().join('\u0000') !== key) {
@@ -204,14 +210,15 @@ export function updatePlan(
   root: ReadNode,
   viewer?: string,
 ): UpdatePlan {
-  if (rows.length !== 1)
+  const [row] = rows;
+  if (row === undefined || rows.length !== 1)
     throw invalidBody(
       'a PATCH body must be one JSON object',
       'Filters select the rows; the object holds the new values',
     );
   requireFilter('PATCH', root);
-  const columns = pickColumns(rel, Object.keys(rows[0]), viewer);
-  return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(rows[0]), conditions: root.conditions };
+  const columns = pickColumns(rel, Object.keys(row), viewer);
+  return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(row), conditions: root.conditions };
 }
 
 export function deletePlan(rel: Relation, root: ReadNode): DeletePlan {
@@ -257,9 +264,10 @@ export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, un
       pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`,
     );
   }
-  if (rows.length !== 1) throw invalidBody('a PUT body must be one JSON object');
+  const [row] = rows;
+  if (row === undefined || rows.length !== 1) throw invalidBody('a PUT body must be one JSON object');
   for (const k of pk) {
-    const v = rows[0][k];
+    const v = row[k];
     if (v === undefined || v === null || String(v) !== eqs.get(k)) {
       throw catalogue.putPkMismatch(`The body must carry ${pk.join(', ')} with the values of the filters`);
     }

@@ -16,6 +16,7 @@ import {
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { AggregateFn, MediaType } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './sql.js';
+import { defined } from '../invariant.js';
 
 export interface CompiledNode {
   select: Fragment;
@@ -147,23 +148,28 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
   };
 }
 
+/** The i-th column of a relationship's column list: its lists pair up, column for column. */
+const paired = (columns: string[], i: number): string => defined(columns[i], 'a column of a relationship pair');
+
 /** The join conditions tying an embedded row (alias `child`) to its parent row. */
 function link(e: Embed, child: string, parent: RowRef): { join: Fragment; where: Fragment[] } {
   const r = e.relationship;
   if (!r.junction) {
     return {
       join: sql``,
-      where: r.targetColumns.map((c, i) => sql`${ident(child)}.${ident(c)} = ${parent.col(r.sourceColumns[i])}`),
+      where: r.targetColumns.map(
+        (c, i) => sql`${ident(child)}.${ident(c)} = ${parent.col(paired(r.sourceColumns, i))}`,
+      ),
     };
   }
   const j = e.junctionAlias!;
   const on = r.junction.junctionTargetColumns.map(
-    (c, i) => sql`${ident(j)}.${ident(c)} = ${ident(child)}.${ident(r.targetColumns[i])}`,
+    (c, i) => sql`${ident(j)}.${ident(c)} = ${ident(child)}.${ident(paired(r.targetColumns, i))}`,
   );
   return {
     join: sql` JOIN ${qualified(r.junction.relation.schema, r.junction.relation.name)} AS ${ident(j)} ON ${join(on, sql` AND `)}`,
     where: r.junction.junctionSourceColumns.map(
-      (c, i) => sql`${ident(j)}.${ident(c)} = ${parent.col(r.sourceColumns[i])}`,
+      (c, i) => sql`${ident(j)}.${ident(c)} = ${parent.col(paired(r.sourceColumns, i))}`,
     ),
   };
 }

@@ -6,6 +6,7 @@
 import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../sql.js';
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
 import type { Filter, JsonStep } from '../request/types.js';
+import { defined } from '../invariant.js';
 
 /** How a node's row is reached: a table alias in reads, a returned row in writes. */
 export interface RowRef {
@@ -102,18 +103,21 @@ function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
   let out: Fragment;
   const v = f.value;
   const all = f.quantifier === 'all';
-  if (f.op in COMPARE) {
+  const compare = COMPARE[f.op];
+  const pattern = PATTERN[f.op];
+  const fts = FTS[f.op];
+  if (compare) {
     out =
       v.kind === 'list'
-        ? sql`${e} ${COMPARE[f.op]} ${quantified(all, typed(arrayLiteral(v.items), catalogArrayOf(T)))}`
-        : sql`${e} ${COMPARE[f.op]} ${typedValue(v.kind === 'scalar' ? v.text : '', expr)}`;
-  } else if (f.op in PATTERN) {
+        ? sql`${e} ${compare} ${quantified(all, typed(arrayLiteral(v.items), catalogArrayOf(T)))}`
+        : sql`${e} ${compare} ${typedValue(v.kind === 'scalar' ? v.text : '', expr)}`;
+  } else if (pattern) {
     const like = f.op === 'like' || f.op === 'ilike';
     const pat = (s: string) => (like ? s.replace(/\*/g, '%') : s);
     out =
       v.kind === 'list'
-        ? sql`(${e})::text ${PATTERN[f.op]} ${quantified(all, sql`${text(arrayLiteral(v.items.map(pat)))}::${TEXT_ARRAY}`)}`
-        : sql`(${e})::text ${PATTERN[f.op]} ${text(pat(v.kind === 'scalar' ? v.text : ''))}`;
+        ? sql`(${e})::text ${pattern} ${quantified(all, sql`${text(arrayLiteral(v.items.map(pat)))}::${TEXT_ARRAY}`)}`
+        : sql`(${e})::text ${pattern} ${text(pat(v.kind === 'scalar' ? v.text : ''))}`;
   } else if (f.op === 'in') {
     const items = v.kind === 'list' ? v.items : [];
     out = expr.isArray
@@ -129,13 +133,14 @@ function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
     out = sql`${e} IS ${IS[v.kind === 'is' ? v.value : 'null']}`;
   } else if (f.op === 'isdistinct') {
     out = sql`${e} IS DISTINCT FROM ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
-  } else if (f.op in FTS) {
+  } else if (fts) {
     const lang = v.kind === 'fts' && v.language ? sql`${text(v.language)}::regconfig, ` : sql``;
     const query = v.kind === 'fts' ? v.text : '';
     const vector = expr.baseType === 'tsvector' ? e : sql`pg_catalog.to_tsvector(${lang}(${e})::text)`;
-    out = sql`${vector} @@ pg_catalog.${FTS[f.op]}(${lang}${text(query)})`;
+    out = sql`${vector} @@ pg_catalog.${fts}(${lang}${text(query)})`;
   } else {
-    out = sql`${e} ${RANGE_OPS[f.op]} ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
+    const range = defined(RANGE_OPS[f.op], `the SQL of the operator ${f.op}`);
+    out = sql`${e} ${range} ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
   }
   return f.negate ? sql`NOT (${out})` : out;
 }

@@ -3,6 +3,7 @@
 // hint points at the part that could not be read.
 
 import { catalogue, type ApiError } from '../errors.js';
+import { group } from '../invariant.js';
 import {
   AGGREGATES,
   OPERATORS,
@@ -255,7 +256,7 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
     rest = rest.slice(4);
   }
   const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
-  if (!m || !operatorSet.has(m[1])) {
+  if (!m || !operatorSet.has(group(m, 1))) {
     const offset = raw.length - rest.length;
     throw catalogue.parse(
       `filter (${raw})`,
@@ -263,9 +264,10 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
       `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
     );
   }
-  const op = m[1] as Operator;
+  const op = group(m, 1) as Operator;
   const modifier = m[2];
-  let text = m[3];
+  const tail = group(m, 3);
+  let text = tail;
   if (inLogic) text = unquote(text);
   let value: FilterValue;
   let quantifier: 'any' | 'all' | undefined;
@@ -287,9 +289,9 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
       );
     }
     quantifier = modifier;
-    value = { kind: 'list', items: listItems(m[3], raw, '{', '}') };
+    value = { kind: 'list', items: listItems(tail, raw, '{', '}') };
   } else if (op === 'in') {
-    value = { kind: 'list', items: listItems(m[3], raw, '(', ')') };
+    value = { kind: 'list', items: listItems(tail, raw, '(', ')') };
   } else if (op === 'is') {
     const v = text.toLowerCase();
     if (!['null', 'not_null', 'true', 'false', 'unknown'].includes(v)) {
@@ -353,7 +355,7 @@ function logicChildren(inner: string, whole: string): Condition[] {
         kind: 'logic',
         op: m[2] as 'and' | 'or',
         negate: m[1] !== undefined,
-        children: logicChildren(m[3], whole),
+        children: logicChildren(group(m, 3), whole),
       };
     const dot = p.indexOf('.');
     if (dot <= 0) {

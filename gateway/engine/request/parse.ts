@@ -263,7 +263,7 @@ export function parseAccept(header: string | undefined): { media: MediaType; pla
   if (!header || header.trim() === '') return { media: 'json' };
   const ranked = splitTopLevel(header, 'Accept header')
     .map((part, i) => {
-      const [type, ...params] = part
+      const [type = '', ...params] = part
         .trim()
         .split(';')
         .map((s) => s.trim());

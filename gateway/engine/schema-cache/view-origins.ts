@@ -53,8 +53,7 @@ function parseNodeTree(text: string): NodeValue {
     if (t === '{') {
       const node: NodeObject = { type: tokens[pos++] ?? '', fields: new Map() };
       let field: NodeValue[] | undefined;
-      while (pos < tokens.length && tokens[pos] !== '}') {
-        const next = tokens[pos];
+      for (let next = tokens[pos]; next !== undefined && next !== '}'; next = tokens[pos]) {
         if (next.startsWith(':')) {
           pos++;
           field = [];

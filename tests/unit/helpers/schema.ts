@@ -22,6 +22,7 @@ import {
   type RoutineParam,
   type SchemaCache,
 } from '../../../gateway/engine/schema-cache/types.js';
+import { present } from '../../harness/present.js';
 
 export const SCHEMA = 'blog';
 
@@ -242,7 +243,7 @@ export function blogSchema(): BlogSchema {
 
   const types = new Map(Object.entries(TYPES).map(([k, v]) => [k, catalogText(v)]));
   for (const [alias, name] of Object.entries({ integer: 'int4', int: 'int4', bigint: 'int8', boolean: 'bool' }))
-    types.set(alias, catalogText(TYPES[name]));
+    types.set(alias, catalogText(present(TYPES[name], `the type ${name}`)));
 
   const all = [users, posts, comments, tags, postTags, publishedPosts, logs];
   return {
