@@ -136,7 +136,7 @@ interface Lease {
 const addressKey = (address: string | undefined): string => `ip:${ipKeyGenerator(address ?? 'unknown')}`;
 
 /** What the limit says of one request. */
-export interface LimitInfo {
+interface LimitInfo {
   limit: number;
   remaining: number;
   resetTime: Date;
@@ -148,7 +148,7 @@ export interface LimitInfo {
  * The request limit: config.rateLimitPerMinute per workspace token, per client address without
  * one. One per AppContext, so a request is counted once whichever surface serves it.
  */
-export class RequestLimit {
+class RequestLimit {
   /** Its counters, for what a surface reports beyond one request (requestsLeft). */
   readonly store: PostgresRateLimitStore;
   private readonly partitions = new Lru<string, string>(10_000);
