@@ -18,7 +18,7 @@ import { parseApiRequest, refuseDeepJson, routineName } from './request/parse.js
 import type { ApiRequest, PlanMedia, PlanOption } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
-import type { SchemaCache } from './schema-cache/types.js';
+import type { Relation, SchemaCache } from './schema-cache/types.js';
 import { Lru } from './lru.js';
 import { defined } from './invariant.js';
 
@@ -160,6 +160,19 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
   };
 }
 
+/** The read plan of `relation` for the request's select and embeds (a write's or a call's return too). */
+function planOf(ctx: EngineContext, cache: SchemaCache, relation: Relation, api: ApiRequest, range = api.range) {
+  return readPlan({
+    cache,
+    relation,
+    select: api.select,
+    nodes: api.nodes,
+    range,
+    aliases: new AliasCounter(),
+    aggregatesEnabled: ctx.config.aggregatesEnabled,
+  });
+}
+
 async function runRead(
   ctx: EngineContext,
   cache: SchemaCache,
@@ -168,15 +181,7 @@ async function runRead(
   key: string | undefined,
 ): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
-  const root = readPlan({
-    cache,
-    relation,
-    select: api.select,
-    nodes: api.nodes,
-    range: api.range,
-    aliases: new AliasCounter(),
-    aggregatesEnabled: ctx.config.aggregatesEnabled,
-  });
+  const root = planOf(ctx, cache, relation, api);
   const count = api.preferences.count;
   const statements = readStatement(root, api.accept, count);
   if (api.plan) return planResponse(ctx, tx, statements.main, api.plan);
@@ -237,15 +242,7 @@ async function runRoutine(
   const rtx: TransactionOptions = { ...tx, readOnly: call.readOnly, write: !call.readOnly };
   let statements: ReadStatements;
   if (returns.kind === 'composite') {
-    const root = readPlan({
-      cache,
-      relation: returns.relation!,
-      select: api.select,
-      nodes: api.nodes,
-      range: api.range,
-      aliases: new AliasCounter(),
-      aggregatesEnabled: ctx.config.aggregatesEnabled,
-    });
+    const root = planOf(ctx, cache, returns.relation!, api);
     statements = readStatement(root, api.accept, api.preferences.count, routineSource(call, root.alias));
   } else statements = { main: scalarStatement(call) };
   if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
@@ -339,14 +336,9 @@ async function runWrite(
   tx: TransactionOptions,
 ): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
-  const root = readPlan({
-    cache,
-    relation,
-    select: api.select,
-    nodes: api.nodes,
-    range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
-    aliases: new AliasCounter(),
-    aggregatesEnabled: ctx.config.aggregatesEnabled,
+  const root = planOf(ctx, cache, relation, api, {
+    offset: api.nodes.get('')?.offset ?? 0,
+    limit: api.nodes.get('')?.limit,
   });
   const prefs = api.preferences;
   let plan;

@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { compile, ident as identFragment } from '../../gateway/engine/sql.js';
 import { compileRead, compileRoutine, compileWrite, type Call } from './helpers/pipeline.js';
+import { OPERATORS } from '../../gateway/engine/request/types.js';
 
 const ident = (name: string) => compile(identFragment(name)).text;
 
@@ -50,33 +51,8 @@ const RUNS = { numRuns: 100 };
 /** A value written inside a list or logic tree: double-quoted, with \ escapes. */
 const quoted = (v: string) => `"${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 
-const SCALAR_OPS = [
-  'eq',
-  'neq',
-  'gt',
-  'gte',
-  'lt',
-  'lte',
-  'like',
-  'ilike',
-  'match',
-  'imatch',
-  'isdistinct',
-  'cs',
-  'cd',
-  'ov',
-  'sl',
-  'sr',
-  'nxr',
-  'nxl',
-  'adj',
-  'fts',
-  'plfts',
-  'phfts',
-  'wfts',
-  'fts(english)',
-  'wfts(simple)',
-];
+/** Every operator with one value (not in's list, not is's keyword), and text searches with a language. */
+const SCALAR_OPS = [...OPERATORS.filter((op) => op !== 'in' && op !== 'is'), 'fts(english)', 'wfts(simple)'];
 const COLUMNS = [
   'title',
   'id',
