@@ -22,6 +22,8 @@ const READER: AuthContext = { role: 'api_read', claims: {} };
 
 export class LookupCache {
   private cached: { value: Promise<Lookups>; until: number } | undefined;
+  /** The lists last read, and their JSON: a reload that finds them unchanged hands out this object again. */
+  private last: { lookups: Lookups; json: string } | undefined;
 
   constructor(private readonly call: GatewayCall) {}
 
@@ -64,11 +66,16 @@ export class LookupCache {
       this.read<{ id: string }>('payment_methods', 'id'),
       this.read<{ id: string }>('fund_kinds', 'id'),
     ]);
-    return {
+    const lookups: Lookups = {
       expenseCategories: categories.filter((c) => c.for_expenses).map((c) => c.id),
       fundCategories: categories.filter((c) => c.for_funds).map((c) => c.id),
       paymentMethods: methods.map((m) => m.id),
       fundKinds: kinds.map((k) => k.id),
     };
+    // What is built from the lists (the wrapper's validators, the MCP tool catalog) is cached
+    // per Lookups object: the same object for the same lists, or every TTL would rebuild it.
+    const json = JSON.stringify(lookups);
+    if (this.last?.json !== json) this.last = { lookups, json };
+    return this.last.lookups;
   }
 }
