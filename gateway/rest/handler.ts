@@ -6,7 +6,6 @@
 // extensions, the router's layers, middleware around each step) was about a third of a read's
 // CPU. The server (server.ts) hands it every request under /rest/v1 before Express sees it.
 
-import express from 'express';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { ApiKeys } from '../auth/apikey.js';
 import { clientAddress } from '../auth/address.js';
@@ -17,6 +16,7 @@ import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { requestSchema } from '../engine/gateway.js';
 import { writeError } from '../error-response.js';
+import { bodyReader, header, sendBody } from '../http.js';
 import { logRequest, serverTimingOf } from '../log.js';
 import { openApiDocument } from './openapi.js';
 
@@ -25,12 +25,6 @@ export const REST_PATH = '/rest/v1';
 const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'] as const;
 
-/** A request header as one string (Node joins repeated ones), or undefined. */
-const header = (req: IncomingMessage, name: string): string | undefined => {
-  const value = req.headers[name];
-  return typeof value === 'string' ? value : undefined;
-};
-
 /**
  * Answers every request whose path is /rest/v1 or below it. Paths: `/` (the OpenAPI
  * description), `/{relation}` and `/rpc/{function}`; anything else is PostgREST's 404.
@@ -38,13 +32,7 @@ const header = (req: IncomingMessage, name: string): string | undefined => {
 export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: boolean): RequestListener {
   const apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys);
   // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
-  const readText = express.text({ type: () => true, limit: ctx.config.maxBodyBytes });
-  const readBody = (req: IncomingMessage, res: ServerResponse): Promise<string | undefined> =>
-    new Promise((resolve, reject) =>
-      readText(req as never, res as never, (err?: unknown) =>
-        err ? reject(err) : resolve((req as { body?: unknown }).body as string | undefined),
-      ),
-    );
+  const readBody = bodyReader(ctx.config.maxBodyBytes);
 
   /** apikey, then the JWT; then the shared rate limit: per workspace token, or per client
    *  address when either check failed or there is no token. */
@@ -71,7 +59,7 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
     const doc = JSON.stringify(await openApiDocument(ctx, auth, schema));
     res.statusCode = 200;
     res.setHeader('Content-Type', 'application/openapi+json; charset=utf-8');
-    send(res, auth, doc);
+    sendBody(res, auth, doc);
   };
 
   const serve = async (req: IncomingMessage, res: ServerResponse, path: string, auth: AuthContext) => {
@@ -88,7 +76,7 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
     const response = await call(gatewayRequest(req, method, target, raw), auth);
     res.statusCode = response.status;
     for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
-    send(res, auth, response.body);
+    sendBody(res, auth, response.body);
   };
 
   return (req, res) => {
@@ -114,15 +102,6 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
       writeError(res, err);
     });
   };
-}
-
-/** Ends a response with the body as it is: JSON (or CSV) text as Postgres serialised it. */
-function send(res: ServerResponse, auth: AuthContext, body: string | undefined): void {
-  const timing = serverTimingOf(auth);
-  if (timing) res.setHeader('Server-Timing', timing);
-  if (body === undefined) return void res.end();
-  res.setHeader('Content-Length', Buffer.byteLength(body));
-  res.end(body); // no body goes out for HEAD: node:http leaves it off
 }
 
 /**
