@@ -3,6 +3,7 @@ import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { setUpBlog, tearDown } from './harness/suite.js';
+import { schemaCacheOf } from '../gateway/engine/gateway.js';
 
 // The gateway knows no table by name: pointed at another schema by configuration alone, it
 // serves it with the same grammar. The blog fixture has composite keys, two foreign keys to one
@@ -164,5 +165,32 @@ describe('generic gateway on a second schema (blog)', () => {
     const res = await get('users', { 'Accept-Profile': 'public' });
     expect(res.status).toBe(406);
     expect(res.body.code).toBe('PGRST106');
+  });
+
+  // A write whose end does not depend on its result sends COMMIT with its statement, in one
+  // round trip; a constraint checked only at COMMIT must still refuse it, and leave nothing.
+  it('refuses a write whose deferred constraint fails at COMMIT, and writes nothing', async () => {
+    await db.admin.unsafe(`
+      CREATE TABLE blog.slots (id int PRIMARY KEY, code text NOT NULL,
+        CONSTRAINT slots_code_key UNIQUE (code) DEFERRABLE INITIALLY DEFERRED);
+      GRANT SELECT, INSERT ON blog.slots TO blog_user`);
+    await schemaCacheOf(t.ctx).reload();
+    const res = await request(t.app)
+      .post('/rest/v1/slots')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}` })
+      .send([
+        { id: 1, code: 'a' },
+        { id: 2, code: 'a' },
+      ]);
+    expect(res.status).toBe(409);
+    expect(res.body.code).toBe('23505');
+    expect(await db.admin`SELECT count(*)::int AS n FROM blog.slots`).toEqual([{ n: 0 }]);
+
+    const ok = await request(t.app)
+      .post('/rest/v1/slots')
+      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${userJwt}` })
+      .send([{ id: 3, code: 'b' }]);
+    expect(ok.status).toBe(201);
+    expect(await db.admin`SELECT id, code FROM blog.slots`).toEqual([{ id: 3, code: 'b' }]);
   });
 });

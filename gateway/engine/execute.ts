@@ -56,8 +56,11 @@ function recordTiming(auth: AuthContext, poolMs: number, dbMs: number): void {
   } else transactionTimings.set(auth, { poolMs, dbMs });
 }
 
-/** Decides the end of a write transaction from its results; throwing rolls back and fails. */
-export type Decide = (results: Row[][]) => 'commit' | 'rollback';
+/**
+ * The end of a write transaction: decided from its results (throwing rolls back and fails),
+ * or known beforehand, when it is sent with the statements in the same round trip.
+ */
+export type Decide = ((results: Row[][]) => 'commit' | 'rollback') | 'commit' | 'rollback';
 
 const BEGIN_READ_ONLY = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`);
 const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
@@ -107,19 +110,21 @@ export async function runTransaction(
   try {
     const send = (s: CompiledSql) => run(conn, s);
     const setup = [setupStatement(opts), ...(opts.preRequest ? [preRequestStatement(opts.preRequest)] : [])];
-    const pipelineCommit = opts.readOnly && !decide;
+    // A read commits, and a write whose end does not depend on its results ends, in the same
+    // round trip as its statements.
+    const pipelined = decide === undefined ? 'commit' : typeof decide === 'string' ? decide : undefined;
     open = true;
     pending = [send(opts.readOnly ? BEGIN_READ_ONLY : BEGIN), ...setup.map(send), ...statements.map(send)];
-    if (pipelineCommit) pending.push(send(COMMIT));
+    if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
     const settled = await watched(Promise.allSettled(pending), deadline);
-    if (pipelineCommit) open = false; // COMMIT of a failed transaction rolls it back
+    if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     const results = settled
       .slice(1 + setup.length, 1 + setup.length + statements.length)
       .map((s) => (s as PromiseFulfilledResult<Row[]>).value);
-    if (open) {
-      const end = decide ? decide(results) : 'commit';
+    if (open && typeof decide === 'function') {
+      const end = decide(results);
       await watched(send(end === 'commit' ? COMMIT : ROLLBACK), deadline);
       open = false;
     }

@@ -246,9 +246,7 @@ async function runRoutine(
     statements = readStatement(root, api.accept, api.preferences.count, routineSource(call, root.alias));
   } else statements = { main: scalarStatement(call) };
   if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
-  const decide = call.readOnly
-    ? undefined
-    : () => (api.preferences.tx === 'rollback' ? ('rollback' as const) : ('commit' as const));
+  const decide = call.readOnly ? undefined : api.preferences.tx === 'rollback' ? 'rollback' : 'commit';
   const results = await runTransaction(
     ctx.db,
     rtx,
@@ -367,19 +365,29 @@ async function runWrite(
   if (api.plan) return planResponse(ctx, tx, statement, api.plan);
   const strict =
     prefs.handling === 'strict' && prefs.maxAffected !== undefined && api.method !== 'POST' && api.method !== 'PUT';
-  let affected = 0;
-  const results = await runTransaction(ctx.db, tx, [statement], (res) => {
-    const r = firstRow(res);
-    affected = Number(r.total_result_set);
-    if (strict && affected > prefs.maxAffected!) {
-      throw catalogue.maxAffected(affected, prefs.maxAffected!);
-    }
-    // The object media type asks for exactly one row, returned or not (PostgREST 12): otherwise
-    // 406 and nothing is changed.
-    if (api.accept === 'object' && affected !== 1) throw singularError(affected);
-    return prefs.tx === 'rollback' ? 'rollback' : 'commit';
-  });
+  const end = prefs.tx === 'rollback' ? 'rollback' : 'commit';
+  // Only a strict max-affected and the object media type look at the result before the
+  // transaction ends; any other write ends in the same round trip as its statement.
+  const checked = strict || api.accept === 'object';
+  const results = await runTransaction(
+    ctx.db,
+    tx,
+    [statement],
+    checked
+      ? (res) => {
+          const affected = Number(firstRow(res).total_result_set);
+          if (strict && affected > prefs.maxAffected!) {
+            throw catalogue.maxAffected(affected, prefs.maxAffected!);
+          }
+          // The object media type asks for exactly one row, returned or not (PostgREST 12):
+          // otherwise 406 and nothing is changed.
+          if (api.accept === 'object' && affected !== 1) throw singularError(affected);
+          return end;
+        }
+      : end,
+  );
   const r = firstRow(results);
+  const affected = Number(r.total_result_set);
   const headers: Record<string, string> = {};
   const applied = preferenceApplied(prefs, true);
   if (applied) headers['Preference-Applied'] = applied;
