@@ -1,10 +1,62 @@
-// The pieces of a plain node:http surface (one that answers before Express, server.ts): its
-// request headers, its body, and a body sent as it is.
+// The pieces of a plain node:http surface (one that answers before Express, server.ts): the
+// request itself (the log line, the path check, errors), its headers, its body, and a body
+// sent as it is. /rest/v1 and /api/v1 are both built from them.
 
 import express from 'express';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from './engine/call.js';
-import { serverTimingOf } from './log.js';
+import { catalogue } from './engine/errors.js';
+import { writeError } from './error-response.js';
+import { logRequest, serverTimingOf } from './log.js';
+
+/** What a request has learned of its caller so far: for the log line and Server-Timing. */
+export interface Caller {
+  auth?: AuthContext;
+}
+
+/**
+ * Answers one request with `run`, given its path (without the query string) and its Caller,
+ * whose `auth` `run` sets once authenticated: the request log line when the response ends, a
+ * malformed percent-escape in the path as the 400 every surface gives (before anything else),
+ * and anything thrown in the one error shape, with the Server-Timing of what ran.
+ */
+export function serveRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  run: (path: string, caller: Caller) => Promise<void>,
+): void {
+  const start = process.hrtime.bigint();
+  const path = pathOf(req);
+  const caller: Caller = {};
+  res.once('finish', () => logRequest(req, path, res.statusCode, start, caller.auth));
+  const handle = async (): Promise<void> => {
+    try {
+      decodeURIComponent(path);
+    } catch {
+      throw catalogue.pathEncoding();
+    }
+    await run(path, caller);
+  };
+  handle().catch((err: unknown) => {
+    const timing = serverTimingOf(caller.auth);
+    if (timing && !res.headersSent) res.setHeader('Server-Timing', timing);
+    writeError(res, err);
+  });
+}
+
+/** A request's path, without its query string. */
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return q >= 0 ? url.slice(0, q) : url;
+}
+
+/** A request's query string, every key in order (repeated ones kept), as the gateway's grammar wants it. */
+export function queryOf(req: IncomingMessage): URLSearchParams {
+  const url = req.url ?? '';
+  const q = url.indexOf('?');
+  return new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
+}
 
 /** A request header as one string (Node joins repeated ones), or undefined. */
 export const header = (req: IncomingMessage, name: string): string | undefined => {
@@ -26,6 +78,22 @@ export function bodyReader(limit: number): (req: IncomingMessage, res: ServerRes
     );
 }
 
+/** Whether a Content-Type names JSON: application/json or a +json type; no header counts as JSON. */
+export function isJson(contentType: string | undefined): boolean {
+  const [mediaType = ''] = (contentType ?? 'application/json').split(';');
+  const type = mediaType.trim().toLowerCase();
+  return type === 'application/json' || type.endsWith('+json');
+}
+
+/** A JSON body's value; malformed JSON is the 400 (PGRST102) that every surface gives for it. */
+export function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw catalogue.invalidBody('not valid JSON');
+  }
+}
+
 /** Ends a response with the body as it is (JSON or CSV text as Postgres serialised it), and its Server-Timing. */
 export function sendBody(res: ServerResponse, auth: AuthContext | undefined, body: string | undefined): void {
   const timing = serverTimingOf(auth);
@@ -33,4 +101,11 @@ export function sendBody(res: ServerResponse, auth: AuthContext | undefined, bod
   if (body === undefined) return void res.end();
   res.setHeader('Content-Length', Buffer.byteLength(body));
   res.end(body); // no body goes out for HEAD: node:http leaves it off
+}
+
+/** Ends a response with a value as JSON. */
+export function sendJson(res: ServerResponse, auth: AuthContext | undefined, status: number, value: unknown): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  sendBody(res, auth, JSON.stringify(value));
 }

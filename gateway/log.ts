@@ -6,7 +6,8 @@ import { log } from './engine/log.js';
 
 // The HTTP request log and Server-Timing, built on the engine's process logger, which is
 // re-exported here for the server's own modules. Every surface gets both: the Express ones
-// through the middlewares below, /rest/v1 (a plain node:http handler) by calling them itself.
+// through the middlewares below, /rest/v1 and /api/v1 (plain node:http handlers) through
+// http.ts serveRequest and sendBody.
 
 export { errorFields, log, logToStderr } from './engine/log.js';
 

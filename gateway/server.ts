@@ -10,7 +10,7 @@ import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
 
 // The one HTTP server: every surface (surfaces.ts) is mounted here. A surface with a handler of
-// its own (/rest/v1) answers the requests under its path; Express answers the rest.
+// its own (/rest/v1, /api/v1) answers the requests under its path; Express answers the rest.
 
 /** The server's request listener: what node:http's createServer (and supertest) take. */
 export type App = (req: IncomingMessage, res: ServerResponse) => void;
@@ -55,7 +55,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   for (const surface of surfaces) {
     surface.mount?.(app, services);
     if (surface.handler)
-      own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services) });
+      own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services, app) });
   }
 
   app.use((_req, _res, next) => next(catalogue.invalidPath()));

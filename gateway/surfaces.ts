@@ -9,7 +9,7 @@ import { lazyHandler, lazyUnder } from './lazy.js';
 import type { LookupCache } from './lookups.js';
 import { logToStderr } from './log.js';
 import { REST_PATH, restHandler } from './rest/handler.js';
-import { wrapperRouter } from './wrapper/router.js';
+import { wrapperExpressRoutes, wrapperHandler } from './wrapper/handler.js';
 
 // The surfaces the server offers, each a translation into gateway calls that plugs into the
 // server (server.ts mounts them in this order) and, where it has one, into the command line.
@@ -36,11 +36,12 @@ export interface Surface {
   /** Its routes on the Express application, */
   mount?(app: Express, services: Services): void;
   /**
-   * or a plain node:http handler that answers every request under `path` (compared as Express
-   * compares paths, without regard to case) before Express sees it: for the surface whose
-   * requests are the bulk of the traffic.
+   * and/or a plain node:http handler that answers every request under `path` (compared as
+   * Express compares paths, without regard to case) before Express sees it: for the surfaces
+   * whose requests are the bulk of the traffic. `express` is the Express application, for a
+   * request under `path` that an Express surface answers.
    */
-  handler?: { path: string; make(services: Services): RequestListener };
+  handler?: { path: string; make(services: Services, express: RequestListener): RequestListener };
   /** A command of its own on the command line (`tally NAME`), loaded when it runs. */
   command?: { name: string; usage: string; run(config: Config): Promise<void> };
 }
@@ -53,8 +54,8 @@ export const SURFACES: Surface[] = [
     handler: { path: REST_PATH, make: (s) => restHandler(s.ctx, s.call, s.trustProxy) },
   },
   { name: 'health', app: false, mount: (app, s) => app.use(healthRouter(s.ctx.db)) },
-  // The token exchange comes before the /api/v1 wrapper: its POST /api/v1/token authenticates
-  // with a workspace token, not a JWT.
+  // The token exchange: POST /api/v1/token authenticates with a workspace token, not a JWT; the
+  // wrapper's handler hands that request on to Express (wrapper/handler.ts forExpress).
   { name: 'exchange', app: true, mount: (app, s) => app.use(exchangeRouter(s.ctx)) },
   {
     // MCP for agents: the workspace token in ?token=, the tools are gateway calls. Loaded on the
@@ -72,8 +73,17 @@ export const SURFACES: Surface[] = [
       },
     },
   },
-  // The REST wrapper /api/v1 and its live OpenAPI description, also at /openapi.json.
-  { name: 'wrapper', app: true, mount: (app, s) => app.use(wrapperRouter(s.ctx, s.call, s.lookups)) },
+  // The REST wrapper /api/v1, answered before Express; its live OpenAPI description also at
+  // /openapi.json and its reference page /api/v1/docs are Express routes.
+  {
+    name: 'wrapper',
+    app: true,
+    handler: {
+      path: '/api/v1',
+      make: (s, express) => wrapperHandler(s.ctx, s.call, s.lookups, s.trustProxy, express),
+    },
+    mount: (app, s) => app.use(wrapperExpressRoutes(s.ctx, s.lookups, s.trustProxy)),
+  },
   // The workspace settings pages (HTML, their own errors): members manage API access.
   {
     name: 'settings',

@@ -1,15 +1,17 @@
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
+import { header } from '../http.js';
 import { verifyJwt } from './jwt.js';
+import { limitRequest } from './ratelimit.js';
 
 // Authentication of the JWT surfaces (/rest/v1, /api/v1): a verified `Authorization: Bearer`
 // JWT gives the AuthContext (its `role` claim, all claims); no header gives the anon role.
 // The rate limiter's key comes with it: the workspace token behind the JWT (its `sub`), or
 // the client address without one.
 
-export interface Authenticated {
+interface Authenticated {
   auth: AuthContext;
   /** The request limit's key: `token:<workspace token id>`, or `ip:<address>`. */
   rateKey: string;
@@ -23,7 +25,7 @@ export function bearerToken(authorization: string | undefined): string | undefin
 }
 
 /** The caller of a request with this Authorization header, from this client address. */
-export async function authenticateBearer(
+async function authenticateBearer(
   ctx: AppContext,
   authorization: string | undefined,
   address: string | undefined,
@@ -48,13 +50,28 @@ export async function authenticateBearer(
   };
 }
 
-/** authenticateBearer as Express middleware: sets res.locals.auth and res.locals.rateKey. */
-export function bearerAuth(ctx: AppContext): RequestHandler {
-  return (req, res, next) => {
-    authenticateBearer(ctx, req.headers.authorization, req.ip).then(({ auth, rateKey }) => {
-      res.locals.auth = auth;
-      res.locals.rateKey = rateKey;
-      next();
-    }, next);
-  };
+/**
+ * The first step of every request of a JWT surface (/rest/v1, /api/v1): the surface's own
+ * `check` (its apikey, or that a JWT is there at all), the Bearer JWT, then the request limit,
+ * whose headers go on the response. After a failed check or JWT the request counts against the
+ * client address and the authentication error is thrown, unless the address is over the
+ * limit: then its 429 wins, so a flood of bad JWTs is limited too.
+ */
+export async function authenticateRequest(
+  ctx: AppContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  address: string | undefined,
+  check: () => Promise<void> | void,
+): Promise<AuthContext> {
+  let caller: Authenticated;
+  try {
+    await check();
+    caller = await authenticateBearer(ctx, header(req, 'authorization'), address);
+  } catch (authError) {
+    await limitRequest(ctx, res, undefined, address);
+    throw authError;
+  }
+  await limitRequest(ctx, res, caller.rateKey, address);
+  return caller.auth;
 }

@@ -18,8 +18,8 @@ import { oneRow } from '../engine/invariant.js';
 // the key `token:<workspace token id>` (bearer auth from the JWT's `sub`, the exchange and MCP
 // from the token lookup). The same key on every surface is what makes the limit one limit per
 // token. The answer carries the IETF draft-8 RateLimit and RateLimit-Policy headers, as
-// express-rate-limit writes them; its middleware is not used, because /rest/v1 is a plain
-// node:http handler and the middleware's per-request work was a measurable share of a read.
+// express-rate-limit writes them; its middleware is not used, because /rest/v1 and /api/v1 are
+// plain node:http handlers and the middleware's per-request work was a measurable share of a read.
 
 export const WINDOW_MS = 60_000;
 /** Failed authentications per address and minute before that address is refused outright. */
@@ -238,23 +238,6 @@ export async function limitRequest(
 export function rateLimit(ctx: AppContext): RequestHandler {
   return (req, res, next) => {
     limitRequest(ctx, res, res.locals.rateKey as string | undefined, req.ip).then(() => next(), next);
-  };
-}
-
-/**
- * A surface's authentication step followed by the request limit, in one handler: after a
- * successful authentication the request counts against its token (res.locals.rateKey); after
- * a failed one it counts against the client address and the authentication error is passed
- * on (or a 429 once the address is over the limit), so a flood of bad JWTs is limited too.
- */
-export function limitAfter(ctx: AppContext, authenticate: RequestHandler): RequestHandler {
-  const limit = rateLimit(ctx);
-  return (req, res, next) => {
-    void authenticate(req, res, (authError?: unknown) => {
-      if (authError === undefined || authError === null) return void limit(req, res, next);
-      delete res.locals.rateKey;
-      void limit(req, res, (limitError?: unknown) => next(limitError ?? authError));
-    });
   };
 }
 

@@ -9,15 +9,12 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { ApiKeys } from '../auth/apikey.js';
 import { clientAddress } from '../auth/address.js';
-import { authenticateBearer, type Authenticated } from '../auth/bearer.js';
-import { limitRequest } from '../auth/ratelimit.js';
+import { authenticateRequest } from '../auth/bearer.js';
 import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { requestSchema } from '../engine/gateway.js';
-import { writeError } from '../error-response.js';
-import { bodyReader, header, sendBody } from '../http.js';
-import { logRequest, serverTimingOf } from '../log.js';
+import { bodyReader, header, isJson, parseJson, queryOf, sendBody, serveRequest } from '../http.js';
 import { openApiDocument } from './openapi.js';
 
 export const REST_PATH = '/rest/v1';
@@ -33,21 +30,6 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
   const apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys);
   // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
   const readBody = bodyReader(ctx.config.maxBodyBytes);
-
-  /** apikey, then the JWT; then the shared rate limit: per workspace token, or per client
-   *  address when either check failed or there is no token. */
-  const authenticate = async (req: IncomingMessage, res: ServerResponse, address: string | undefined) => {
-    let caller: Authenticated;
-    try {
-      await apiKeys.check(header(req, 'apikey'));
-      caller = await authenticateBearer(ctx, header(req, 'authorization'), address);
-    } catch (authError) {
-      await limitRequest(ctx, res, undefined, address); // over the limit, its 429 wins
-      throw authError;
-    }
-    await limitRequest(ctx, res, caller.rateKey, address);
-    return caller.auth;
-  };
 
   const describe = async (req: IncomingMessage, res: ServerResponse, auth: AuthContext): Promise<void> => {
     const schema = requestSchema(ctx, {
@@ -79,29 +61,14 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
     sendBody(res, auth, response.body);
   };
 
-  return (req, res) => {
-    const start = process.hrtime.bigint();
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = (q >= 0 ? url.slice(0, q) : url).slice(REST_PATH.length);
-    let auth: AuthContext | undefined;
-    res.once('finish', () => logRequest(req, REST_PATH + path, res.statusCode, start, auth));
-    const handle = async (): Promise<void> => {
-      // A malformed percent-escape is a 400 before anything else, as on every surface.
-      try {
-        decodeURIComponent(path);
-      } catch {
-        throw catalogue.pathEncoding();
-      }
-      auth = await authenticate(req, res, clientAddress(req, trustProxy));
-      await serve(req, res, path, auth);
-    };
-    handle().catch((err: unknown) => {
-      const timing = serverTimingOf(auth);
-      if (timing && !res.headersSent) res.setHeader('Server-Timing', timing);
-      writeError(res, err);
+  // apikey, then the JWT, then the shared rate limit: per workspace token, or per client
+  // address when either check failed or there is no token.
+  return (req, res) =>
+    serveRequest(req, res, async (path, caller) => {
+      const check = () => apiKeys.check(header(req, 'apikey'));
+      caller.auth = await authenticateRequest(ctx, req, res, clientAddress(req, trustProxy), check);
+      await serve(req, res, path.slice(REST_PATH.length), caller.auth);
     });
-  };
 }
 
 /**
@@ -130,31 +97,9 @@ function gatewayRequest(
   relation: string,
   raw: string | undefined,
 ): GatewayRequest {
-  const url = req.url ?? '';
-  const q = url.indexOf('?');
   const headers: Record<string, string | undefined> = {};
   for (const h of HEADERS) headers[h] = header(req, h);
   let body: unknown;
-  if (raw !== undefined && raw !== '') {
-    const [mediaType = ''] = (headers['content-type'] ?? 'application/json').split(';');
-    const type = mediaType.trim().toLowerCase();
-    if (type === 'application/json' || type.endsWith('+json')) {
-      try {
-        body = JSON.parse(raw);
-      } catch (err) {
-        throw catalogue.invalidBody(
-          'empty or invalid JSON',
-          err instanceof Error ? err.message : null,
-          'Send a valid JSON object or array',
-        );
-      }
-    } else body = raw;
-  }
-  return {
-    method,
-    relation,
-    query: new URLSearchParams(q >= 0 ? url.slice(q + 1) : ''),
-    headers,
-    body,
-  };
+  if (raw !== undefined && raw !== '') body = isJson(headers['content-type']) ? parseJson(raw) : raw;
+  return { method, relation, query: queryOf(req), headers, body };
 }

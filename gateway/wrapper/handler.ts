@@ -1,0 +1,332 @@
+import { Router, type RequestHandler } from 'express';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest, GatewayResponse } from '../engine/call.js';
+import type { AppContext } from '../context.js';
+import { catalogue, type ApiError } from '../engine/errors.js';
+import type { LookupCache } from '../lookups.js';
+import { clientAddress } from '../auth/address.js';
+import { authenticateRequest } from '../auth/bearer.js';
+import { limitRequest, rateLimit } from '../auth/ratelimit.js';
+import { bodyReader, header, isJson, parseJson, queryOf, sendBody, sendJson, serveRequest } from '../http.js';
+import { docsHandlers } from './docs.js';
+import { openApiDocument } from './openapi.js';
+import {
+  CATEGORY_DOMAINS,
+  CATEGORY_QUERY,
+  FUND_DETAIL_QUERY,
+  FUND_SUMMARY_RELATION,
+  FUND_SUMMARY_SELECT,
+  PAYMENT_METHOD_QUERY,
+  RESOURCES,
+  type Resource,
+} from './resources.js';
+import { findRoute, route, segmentsOf, type Route } from './routes.js';
+import { schemasFor, validateBody } from './validate.js';
+import { oneRow } from '../engine/invariant.js';
+
+// The REST wrapper /api/v1: each route builds one GatewayRequest with the
+// wrapper's defaults and answers with what the gateway answers. No SQL and no filtering of its
+// own: a client's select/order/limit/offset and PostgREST filters are forwarded as they are,
+// so a list here equals the same query on /rest/v1. Bodies are validated before the gateway
+// (validate.ts), so a 400 writes nothing. Postgres (grants, RLS) decides everything else.
+//
+// A plain node:http handler with a route table of its own (routes.ts), not an Express router:
+// Express's per-request work (its request and response extensions, router layers, the
+// middleware around each step) was a third of a list's CPU. The server (server.ts) hands it
+// every request under /api/v1 before Express sees it; the two paths it does not answer itself
+// it hands on to Express (EXPRESS below). Every other request needs a JWT, even one for a path
+// that does not exist.
+
+const BASE = '/api/v1';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The gateway's headers a wrapper client may read. */
+const PASSED_HEADERS = ['content-type', 'content-range', 'preference-applied'];
+
+/**
+ * The requests under /api/v1 that Express answers: the token exchange (POST /api/v1/token,
+ * auth/exchange.ts, which authenticates with a workspace token, not a JWT) and the reference
+ * page and its assets (/api/v1/docs, Swagger UI's Express handlers), both without a JWT.
+ */
+function forExpress(method: string, segments: string[]): boolean {
+  const [first = '', ...more] = segments;
+  const name = first.toLowerCase();
+  return name === 'docs' || (name === 'token' && more.length === 0 && method === 'POST');
+}
+
+/** What a route's handler gets: the request, its path parameters, and the caller. */
+interface Call {
+  req: IncomingMessage;
+  res: ServerResponse;
+  params: string[];
+  auth: AuthContext;
+}
+type Handler = (c: Call) => Promise<void>;
+
+/** The wrapper needs a JWT: no Authorization header is a 401 here, not the anon role. */
+function requireJwt(req: IncomingMessage): void {
+  if (req.headers.authorization === undefined) {
+    throw catalogue.noCredential(
+      'Authorization required: send "Authorization: Bearer <access token>"',
+      'Exchange a workspace token for an access token at POST /api/v1/token first',
+      { 'WWW-Authenticate': 'Bearer realm="tally"' },
+    );
+  }
+}
+
+function withDefaults(query: URLSearchParams, defaults: Record<string, string>): URLSearchParams {
+  for (const [key, value] of Object.entries(defaults)) if (!query.has(key)) query.set(key, value);
+  return query;
+}
+
+const notFound = (resource: Pick<Resource, 'noun' | 'path'>, id: string): ApiError =>
+  catalogue.recordNotFound(resource.noun, id, `/api/v1/${resource.path}`);
+
+/** The record id of a path; anything that is not a UUID names no record. */
+function recordId(c: Call, resource: Pick<Resource, 'noun' | 'path'>): string {
+  const [id = ''] = c.params;
+  if (!UUID.test(id)) throw notFound(resource, id);
+  return id.toLowerCase();
+}
+
+function rows<T = Record<string, unknown>>(g: GatewayResponse): T[] {
+  const parsed: unknown = g.body ? JSON.parse(g.body) : [];
+  return Array.isArray(parsed) ? (parsed as T[]) : [parsed as T];
+}
+
+/** A gateway answer as it is: status, the headers a client may read, Postgres's JSON text. */
+function passThrough(c: Call, g: GatewayResponse): void {
+  for (const name of PASSED_HEADERS) {
+    const value = g.headers[name] ?? g.headers[name.replace(/(^|-)[a-z]/g, (ch) => ch.toUpperCase())];
+    if (value !== undefined) c.res.setHeader(name, value);
+  }
+  if (!c.res.hasHeader('content-type')) c.res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  c.res.statusCode = g.status;
+  sendBody(c.res, c.auth, g.body ?? '[]');
+}
+
+/** The scheme and host a client reached the server at, as Express's req.protocol and Host give them. */
+function originOf(req: IncomingMessage, trustProxy: boolean): string {
+  let scheme = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+  const forwarded = trustProxy ? header(req, 'x-forwarded-proto') : undefined;
+  if (forwarded) scheme = forwarded.split(',')[0]!.trim();
+  return `${scheme}://${header(req, 'host') ?? 'localhost'}`;
+}
+
+/**
+ * The live OpenAPI document, public (no workspace data): at /api/v1/openapi.json here and at
+ * /openapi.json on Express (wrapperExpressRoutes). The caller counted it against the limit.
+ */
+function describer(ctx: AppContext, lookups: LookupCache, trustProxy: boolean) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const doc = openApiDocument(
+      schemasFor(await lookups.get()).schemas,
+      `${originOf(req, trustProxy)}${BASE}`,
+      ctx.config.rateLimitPerMinute,
+    );
+    res.setHeader('Cache-Control', 'no-cache');
+    sendJson(res, undefined, 200, doc);
+  };
+}
+
+/** The wrapper's routes on Express: /openapi.json (the document outside /api/v1) and the reference page. */
+export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache, trustProxy: boolean): Router {
+  const router = Router();
+  const describe = describer(ctx, lookups, trustProxy);
+  router.get('/openapi.json', rateLimit(ctx), ((req, res, next) => {
+    describe(req, res).catch(next);
+  }) as RequestHandler);
+  router.use(`${BASE}/docs`, ...docsHandlers(`${BASE}/openapi.json`));
+  return router;
+}
+
+/** Answers every request under /api/v1; `express` is the rest of the server, for forExpress's. */
+export function wrapperHandler(
+  ctx: AppContext,
+  call: GatewayCall,
+  lookups: LookupCache,
+  trustProxy: boolean,
+  express: RequestListener,
+): RequestListener {
+  const readBody = bodyReader(ctx.config.maxBodyBytes);
+  const describe = describer(ctx, lookups, trustProxy);
+
+  /** One gateway call under the request's auth. */
+  const gateway = (
+    c: Call,
+    req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
+  ): Promise<GatewayResponse> => call({ headers: {}, ...req }, c.auth);
+
+  /** A JSON body (undefined for none, or one that is not JSON: validation names it missing). */
+  const jsonBody = async (c: Call): Promise<unknown> => {
+    const type = header(c.req, 'content-type');
+    if (type === undefined || !isJson(type)) return undefined;
+    const raw = await readBody(c.req, c.res);
+    return raw === undefined || raw === '' ? undefined : parseJson(raw);
+  };
+
+  const routes: Route<Handler>[] = [];
+
+  for (const resource of RESOURCES) {
+    const collection = `/${resource.path}`;
+    const member = `/${resource.path}/:id`;
+
+    routes.push(
+      route('GET', collection, async (c) => {
+        const query = withDefaults(queryOf(c.req), resource.listDefaults);
+        // fund_id=<uuid> (the documented shorthand of this one filter) is read as fund_id=eq.<uuid>.
+        const fundId = query.get('fund_id');
+        if (resource.path === 'fund_transactions' && fundId !== null && UUID.test(fundId))
+          query.set('fund_id', `eq.${fundId}`);
+        const headers: GatewayRequest['headers'] = { prefer: header(c.req, 'prefer'), range: header(c.req, 'range') };
+        passThrough(c, await gateway(c, { method: 'GET', relation: resource.relation, query, headers }));
+      }),
+    );
+
+    if (resource.path !== 'funds') {
+      routes.push(
+        route('GET', member, async (c) => {
+          const id = recordId(c, resource);
+          const g = await gateway(c, {
+            method: 'GET',
+            relation: resource.relation,
+            query: new URLSearchParams({ select: '*', id: `eq.${id}` }),
+          });
+          const [row] = rows(g);
+          if (!row) throw notFound(resource, id);
+          sendJson(c.res, c.auth, 200, row);
+        }),
+      );
+    }
+
+    const { create, update } = resource;
+    if (create) {
+      routes.push(
+        route('POST', collection, async (c) => {
+          const body = validateBody(schemasFor(await lookups.get()), create, await jsonBody(c));
+          const g = await gateway(c, {
+            method: 'POST',
+            relation: resource.relation,
+            query: new URLSearchParams({ select: '*' }),
+            body,
+            headers: { prefer: 'return=representation', 'content-type': 'application/json' },
+          });
+          const row = oneRow(rows<{ id: string }>(g), 'the created record');
+          c.res.setHeader('Location', `${BASE}/${resource.path}/${encodeURIComponent(row.id)}`);
+          sendJson(c.res, c.auth, 201, row);
+        }),
+      );
+    }
+    if (update) {
+      routes.push(
+        route('PATCH', member, async (c) => {
+          const id = recordId(c, resource);
+          const body = validateBody(schemasFor(await lookups.get()), update, await jsonBody(c));
+          sendJson(c.res, c.auth, 200, await write(c, 'PATCH', resource, id, body));
+        }),
+      );
+    }
+    if (resource.remove) {
+      routes.push(
+        route('DELETE', member, async (c) => {
+          sendJson(c.res, c.auth, 200, await write(c, 'DELETE', resource, recordId(c, resource)));
+        }),
+      );
+    }
+  }
+
+  /** PATCH or DELETE of one record by id: the changed (or deleted) record, or 404. */
+  async function write(
+    c: Call,
+    method: GatewayMethod,
+    resource: Resource,
+    id: string,
+    body?: Record<string, unknown>,
+  ): Promise<unknown> {
+    const g = await gateway(c, {
+      method,
+      relation: resource.relation,
+      query: new URLSearchParams({ select: '*', id: `eq.${id}` }),
+      body,
+      headers: body
+        ? { prefer: 'return=representation', 'content-type': 'application/json' }
+        : { prefer: 'return=representation' },
+    });
+    const [row] = rows(g);
+    if (!row) throw notFound(resource, id);
+    return row;
+  }
+
+  const fund = RESOURCES.find((r) => r.path === 'funds')!;
+  routes.push(
+    route('GET', '/funds/:id', async (c) => {
+      const id = recordId(c, fund);
+      const query = new URLSearchParams({ ...FUND_DETAIL_QUERY, id: `eq.${id}` });
+      // The figures are the function's (GET /rpc/fund_summary), so they equal what MCP and /rest/v1/rpc say.
+      const [g, s] = await Promise.all([
+        gateway(c, { method: 'GET', relation: 'funds', query }),
+        gateway(c, {
+          method: 'GET',
+          relation: FUND_SUMMARY_RELATION,
+          query: new URLSearchParams({ fund_id: id, select: FUND_SUMMARY_SELECT }),
+        }),
+      ]);
+      const [row] = rows<
+        Record<string, unknown> & { fund_participants?: { joined_at: string; contacts: Record<string, unknown> }[] }
+      >(g);
+      if (!row) throw notFound(fund, id);
+      const { fund_participants: joins = [], ...rest } = row;
+      const summary = JSON.parse(s.body ?? 'null') as { balance: number } & Record<string, unknown>;
+      sendJson(c.res, c.auth, 200, {
+        ...rest,
+        balance: summary.balance,
+        summary,
+        participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })),
+      });
+    }),
+  );
+
+  routes.push(
+    route('GET', '/categories', async (c) => {
+      const query = new URLSearchParams(CATEGORY_QUERY);
+      const domain = queryOf(c.req).get('domain');
+      if (domain !== null) {
+        const flag = CATEGORY_DOMAINS[domain];
+        if (!flag) throw catalogue.notOneOf('domain', Object.keys(CATEGORY_DOMAINS));
+        query.set(flag, 'is.true');
+      }
+      sendJson(c.res, c.auth, 200, rows(await gateway(c, { method: 'GET', relation: 'categories', query })));
+    }),
+  );
+
+  routes.push(
+    route('GET', '/payment_methods', async (c) => {
+      const query = new URLSearchParams(PAYMENT_METHOD_QUERY);
+      sendJson(c.res, c.auth, 200, rows(await gateway(c, { method: 'GET', relation: 'payment_methods', query })));
+    }),
+  );
+
+  // The document is public, counted per address like any anonymous call.
+  const publicRoutes = [route('GET', '/openapi.json', describe)];
+
+  return (req, res) => {
+    const method = req.method ?? '';
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const segments = segmentsOf((q >= 0 ? url.slice(0, q) : url).slice(BASE.length));
+    if (forExpress(method, segments)) return express(req, res);
+    serveRequest(req, res, async (_path, caller) => {
+      const address = clientAddress(req, trustProxy);
+      const open = findRoute(publicRoutes, method, segments);
+      if (open) {
+        await limitRequest(ctx, res, undefined, address);
+        return open.handler(req, res);
+      }
+      caller.auth = await authenticateRequest(ctx, req, res, address, () => requireJwt(req));
+      const found = findRoute(routes, method, segments);
+      if (!found) throw catalogue.invalidPath();
+      await found.handler({ req, res, params: found.params, auth: caller.auth });
+    });
+  };
+}
