@@ -1,0 +1,278 @@
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import request from 'supertest';
+import { setApiEnabled } from '../gateway/admin/workspaces.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { startTestApp, type TestApp } from './harness/app.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+
+// The Streamable HTTP transport of /mcp byte by byte, as the MCP SDK's stateless JSON-response
+// mode answers it: what a client sees for a wrong Accept or Content-Type, a body that is not
+// JSON or not JSON-RPC, a notification, the version negotiation, unknown methods, params of the
+// wrong shape, other HTTP methods, and the headers of a normal answer.
+
+const BOTH = 'application/json, text/event-stream';
+const INIT = (protocolVersion: string) =>
+  JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion, capabilities: {}, clientInfo: { name: 'probe', version: '1' } },
+  });
+
+let db: TestDatabase;
+let app: TestApp;
+let ws: WorkspaceFixture;
+let token: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  ws = await workspaceWithData(db.admin, 'Mcp Http');
+  token = (await tokenFor(db.admin, ws.id, 'write')).token;
+  app = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '100000' });
+});
+
+afterAll(async () => {
+  await app.close();
+  await db.drop();
+});
+
+const post = (body: string, headers: Record<string, string> = {}, path = `/mcp?token=${token}`) =>
+  request(app.app)
+    .post(path)
+    .set({ Accept: BOTH, 'Content-Type': 'application/json', ...headers })
+    .send(body);
+
+const rpc = (method: string, params?: unknown, id: string | number = 1) =>
+  post(JSON.stringify({ jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) }));
+
+const transportError = (code: number, message: string | RegExp) => ({
+  jsonrpc: '2.0',
+  id: null,
+  error: { code, message: typeof message === 'string' ? message : expect.stringMatching(message) },
+});
+
+describe('what the transport refuses', () => {
+  it('an Accept without both application/json and text/event-stream is 406', async () => {
+    for (const accept of ['application/json', 'text/event-stream', '*/*']) {
+      const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { Accept: accept }).expect(406);
+      expect(res.body).toEqual(
+        transportError(-32000, 'Not Acceptable: Client must accept both application/json and text/event-stream'),
+      );
+    }
+    const none = await request(app.app)
+      .post(`/mcp?token=${token}`)
+      .set('Content-Type', 'application/json')
+      .send('{"jsonrpc":"2.0","id":1,"method":"ping"}')
+      .expect(406);
+    expect(none.body.error.code).toBe(-32000);
+  });
+
+  it('a Content-Type other than application/json is 415; a charset parameter is fine', async () => {
+    const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { 'Content-Type': 'text/plain' }).expect(415);
+    expect(res.body).toEqual(transportError(-32000, 'Unsupported Media Type: Content-Type must be application/json'));
+    await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {
+      'Content-Type': 'application/json; charset=utf-8',
+    }).expect(200);
+  });
+
+  it('a body that is not a JSON object or array is 400 in the error shape, before the token is looked at', async () => {
+    for (const body of ['{nope', '"a string"', 'null']) {
+      for (const path of [`/mcp?token=${token}`, '/mcp']) {
+        const res = await post(body, {}, path).expect(400);
+        expect(res.body).toEqual({
+          code: 'PGRST102',
+          message: 'Invalid request body: not valid JSON',
+          details: null,
+          hint: null,
+        });
+      }
+    }
+  });
+
+  it('JSON that is not one JSON-RPC message is 400, -32700', async () => {
+    for (const body of [
+      '',
+      '{"hello":1}',
+      '{"jsonrpc":"1.0","id":1,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":null,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1.5,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":{},"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1,"method":5}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping","extra":true}',
+    ]) {
+      const res = await post(body).expect(400);
+      expect(res.body).toEqual(transportError(-32700, 'Parse error: Invalid JSON-RPC message'));
+    }
+  });
+
+  it('a batch, even an empty one, is 400, -32600', async () => {
+    for (const body of ['[]', '[{"jsonrpc":"2.0","id":1,"method":"ping"}]']) {
+      const res = await post(body).expect(400);
+      expect(res.body).toEqual(transportError(-32600, /^JSON-RPC batches are not supported/));
+    }
+  });
+
+  it('an unsupported mcp-protocol-version header is 400; initialize does not look at it', async () => {
+    const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { 'mcp-protocol-version': '1999-01-01' }).expect(
+      400,
+    );
+    expect(res.body).toEqual(
+      transportError(
+        -32000,
+        /^Bad Request: Unsupported protocol version: 1999-01-01 \(supported versions: .*2025-06-18/,
+      ),
+    );
+    const init = await post(INIT('2025-06-18'), { 'mcp-protocol-version': '1999-01-01' }).expect(200);
+    expect(init.body.result.protocolVersion).toBe('2025-06-18');
+    await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { 'mcp-protocol-version': '2025-06-18' }).expect(200);
+  });
+
+  it('GET, DELETE and other methods are 405 with Allow: POST, token or not', async () => {
+    for (const method of ['get', 'delete', 'put', 'patch'] as const) {
+      for (const path of ['/mcp', `/mcp?token=${token}`]) {
+        const res = await request(app.app)[method](path).expect(405);
+        expect(res.headers.allow).toBe('POST');
+        expect(res.body).toEqual(transportError(-32000, 'Method not allowed: send JSON-RPC messages with POST'));
+      }
+    }
+  });
+
+  it('a body over the limit is 413 in the error shape', async () => {
+    const big = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { x: 'a'.repeat(2_000_000) } });
+    const res = await post(big).expect(413);
+    expect(res.body).toMatchObject({ code: 'TLY001' });
+  });
+
+  it('answers /mcp and /mcp/ only', async () => {
+    await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp/?token=${token}`).expect(200);
+    for (const path of [`/mcp/x?token=${token}`, `/MCP?token=${token}`]) {
+      const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, path).expect(404);
+      expect(res.body).toMatchObject({ code: 'PGRST125' });
+    }
+  });
+});
+
+describe('the protocol', () => {
+  it('a notification or a response alone is 202 with an empty body', async () => {
+    for (const body of [
+      '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+      '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}',
+      '{"jsonrpc":"2.0","method":"notifications/anything"}',
+      '{"jsonrpc":"2.0","id":5,"result":{}}',
+      '{"jsonrpc":"2.0","id":5,"error":{"code":-1,"message":"no"}}',
+    ]) {
+      const res = await post(body).expect(202);
+      expect(res.text).toBe('');
+    }
+  });
+
+  it('initialize answers the version asked for when supported, else the latest it supports', async () => {
+    const ok = await post(INIT('2025-03-26')).expect(200);
+    expect(ok.headers['content-type']).toMatch(/^application\/json/);
+    expect(ok.body).toEqual({
+      jsonrpc: '2.0',
+      id: 1,
+      result: {
+        protocolVersion: '2025-03-26',
+        capabilities: { tools: {}, resources: {} },
+        serverInfo: { name: 'tally', version: '1.0.0' },
+        instructions: expect.stringMatching(/^Tally keeps the finances of one workspace/),
+      },
+    });
+    const other = await post(INIT('1999-01-01')).expect(200);
+    expect(other.body.result.protocolVersion).toBe(LATEST_PROTOCOL_VERSION);
+  });
+
+  it('ping answers an empty result with the id', async () => {
+    expect((await rpc('ping', undefined, 'p-1').expect(200)).body).toEqual({ jsonrpc: '2.0', id: 'p-1', result: {} });
+    expect((await rpc('ping', {}, 7).expect(200)).body).toEqual({ jsonrpc: '2.0', id: 7, result: {} });
+  });
+
+  it('an unknown method is -32601 with the id', async () => {
+    for (const method of ['foo/bar', 'prompts/list', 'logging/setLevel', 'completion/complete']) {
+      const res = await rpc(method, {}, 'x').expect(200);
+      expect(res.body).toEqual({ jsonrpc: '2.0', id: 'x', error: { code: -32601, message: 'Method not found' } });
+    }
+  });
+
+  it('an unknown tool or resource is -32602', async () => {
+    const tool = await rpc('tools/call', { name: 'nope', arguments: {} }, 3).expect(200);
+    expect(tool.body).toEqual({
+      jsonrpc: '2.0',
+      id: 3,
+      error: {
+        code: -32602,
+        message: expect.stringContaining('Unknown tool "nope": tools/list shows the tools of this token'),
+      },
+    });
+    const resource = await rpc('resources/read', { uri: 'x://y' }, 4).expect(200);
+    expect(resource.body).toEqual({
+      jsonrpc: '2.0',
+      id: 4,
+      error: {
+        code: -32602,
+        message: expect.stringContaining('Unknown resource x://y: resources/list shows tally://workspace'),
+      },
+    });
+  });
+
+  it('params of the wrong shape are a JSON-RPC error with the id, never an HTTP error', async () => {
+    const cases: [string, unknown][] = [
+      ['initialize', undefined],
+      ['initialize', { protocolVersion: 5 }],
+      ['tools/call', undefined],
+      ['tools/call', {}],
+      ['tools/call', { name: 5 }],
+      ['tools/call', { name: 'list_expenses', arguments: [1] }],
+      ['tools/call', { name: 'list_expenses', arguments: 'x' }],
+      ['resources/read', {}],
+      ['resources/read', { uri: 1 }],
+    ];
+    for (const [method, params] of cases) {
+      const res = await rpc(method, params, 'bad').expect(200);
+      expect(res.body).toMatchObject({ jsonrpc: '2.0', id: 'bad', error: { code: expect.any(Number) } });
+      expect(res.body.error.code).toBeLessThan(-32600);
+      expect(res.body.result).toBeUndefined();
+    }
+  });
+
+  it('resources/list and resources/read name the workspace', async () => {
+    const list = await rpc('resources/list').expect(200);
+    expect(list.body.result.resources).toEqual([expect.objectContaining({ uri: 'tally://workspace' })]);
+    const read = await rpc('resources/read', { uri: 'tally://workspace' }).expect(200);
+    const [content] = read.body.result.contents;
+    expect(content).toMatchObject({ uri: 'tally://workspace', mimeType: 'application/json' });
+    expect(JSON.parse(content.text)).toMatchObject({ name: 'Mcp Http', scope: 'write' });
+  });
+});
+
+describe('a normal answer', () => {
+  it('is JSON with the rate limit and Server-Timing headers', async () => {
+    const res = await rpc('tools/call', { name: 'list_expenses', arguments: { limit: 20 } }, 42).expect(200);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(res.headers.ratelimit).toMatch(/^"100000-in-1min"; r=\d+; t=\d+$/);
+    expect(res.headers['ratelimit-policy']).toMatch(/^"100000-in-1min"; q=100000; w=60; pk=:[A-Za-z0-9+/=]+:$/);
+    expect(res.headers['server-timing']).toMatch(/^pool;dur=[\d.]+, db;dur=[\d.]+$/);
+    expect(res.headers['mcp-session-id']).toBeUndefined();
+    expect(res.body).toMatchObject({
+      jsonrpc: '2.0',
+      id: 42,
+      result: { structuredContent: { expenses: expect.any(Array) } },
+    });
+    expect(res.body.result.isError).toBeUndefined();
+  });
+
+  it('the transport refusals after the token carry the rate limit headers too', async () => {
+    const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { Accept: 'application/json' }).expect(406);
+    expect(res.headers.ratelimit).toBeDefined();
+  });
+
+  it('a workspace with its API switched off is 403 before any message is looked at', async () => {
+    const other = await workspaceWithData(db.admin, 'Mcp Http Off');
+    const t = (await tokenFor(db.admin, other.id, 'write')).token;
+    await setApiEnabled(db.admin, other.id, false, 'test');
+    const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`).expect(403);
+    expect(res.body).toMatchObject({ code: expect.any(String), message: expect.any(String) });
+  });
+});
