@@ -2,6 +2,7 @@ import request from 'supertest';
 import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
 // /api/v1 is a plain node:http handler with a route table of its own, called before Express
@@ -16,10 +17,9 @@ describe('the /api/v1 handler, beside the Express surfaces', () => {
   let db: TestDatabase, t: TestApp, a: WorkspaceFixture, jwtA: string, readA: string, tokenA: string;
 
   beforeAll(async () => {
-    ({ db, t, a, jwtA, readA, tokenA } = await setUpFinance({
-      TALLY_MAX_BODY_BYTES: '2048',
-      TALLY_RATE_LIMIT_PER_MINUTE: String(LIMIT),
-    }));
+    ({ db, t, a, jwtA, readA, tokenA } = await setUpFinance(
+      restEnv({ TALLY_MAX_BODY_BYTES: '2048', TALLY_RATE_LIMIT_PER_MINUTE: String(LIMIT) }),
+    ));
   });
   afterAll(() => tearDown(db, t));
 
@@ -131,6 +131,23 @@ describe('the /api/v1 handler, beside the Express surfaces', () => {
       .send(JSON.stringify({ name: 'x'.repeat(4096), amount: 1, category_id: 'other', method_id: 'cash' }));
     expect(res.status).toBe(413);
     inErrorShape(res.body);
+    expect(await expenses()).toBe(before);
+  });
+
+  it('answers malformed JSON with the same 400 as /rest/v1, and writes nothing', async () => {
+    const before = await expenses();
+    const send = (path: string, headers: Record<string, string>) =>
+      request(t.app)
+        .post(path)
+        .set({ ...headers, 'Content-Type': 'application/json' })
+        .send('{"name": "Tea", amount: 3}');
+    const wrapper = await send('/api/v1/personal_transactions', user());
+    const rest = await send('/rest/v1/personal_transactions', { ...user(), apikey: TEST_API_KEY });
+    expect([wrapper.status, wrapper.body]).toEqual([
+      400,
+      { code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null },
+    ]);
+    expect([rest.status, rest.body]).toEqual([wrapper.status, wrapper.body]);
     expect(await expenses()).toBe(before);
   });
 
