@@ -1,4 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { RequestListener } from 'node:http';
+import { writeError } from './error-response.js';
 
 // A surface that most processes never serve (the settings pages, Swagger UI, MCP) is loaded on
 // its first request, not at start: its modules and their dependencies stay out of memory until
@@ -17,9 +19,19 @@ export function lazyHandler(load: () => Promise<RequestHandler>): RequestHandler
   };
 }
 
-/** lazyHandler for a router that matches full paths itself: loaded only for `prefix` and below. */
-export function lazyUnder(prefix: string, load: () => Promise<RequestHandler>): RequestHandler {
-  const handler = lazyHandler(load);
-  return (req, res, next) =>
-    req.path === prefix || req.path.startsWith(prefix + '/') ? handler(req, res, next) : next();
+/** lazyHandler for a plain node:http listener (server.ts): a failed load is answered in the error shape. */
+export function lazyListener(load: () => Promise<RequestListener>): RequestListener {
+  let loading: Promise<RequestListener> | undefined;
+  return (req, res) => {
+    if (!loading) {
+      loading = load();
+      loading.catch(() => {
+        loading = undefined;
+      });
+    }
+    loading.then(
+      (listener) => listener(req, res),
+      (err: unknown) => writeError(res, err),
+    );
+  };
 }

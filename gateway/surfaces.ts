@@ -5,7 +5,7 @@ import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import { exchangeRouter } from './auth/exchange.js';
 import { healthRouter } from './health.js';
-import { lazyHandler, lazyUnder } from './lazy.js';
+import { lazyHandler, lazyListener } from './lazy.js';
 import type { LookupCache } from './lookups.js';
 import { logToStderr } from './log.js';
 import { REST_PATH, restHandler } from './rest/handler.js';
@@ -58,12 +58,17 @@ export const SURFACES: Surface[] = [
   // wrapper's handler hands that request on to Express (wrapper/handler.ts forExpress).
   { name: 'exchange', app: true, mount: (app, s) => app.use(exchangeRouter(s.ctx)) },
   {
-    // MCP for agents: the workspace token in ?token=, the tools are gateway calls. Loaded on the
-    // first /mcp request: the MCP SDK is most of a process's memory otherwise.
+    // MCP for agents: the workspace token in ?token=, the tools are gateway calls. A node:http
+    // handler of its own, like /rest/v1 (an agent's every step is a request); loaded on the
+    // first /mcp request, since most processes never serve one: its tool catalog and schemas
+    // stay out of memory until then.
     name: 'mcp',
     app: true,
-    mount: (app, s) =>
-      app.use(lazyUnder('/mcp', async () => (await import('../mcp/http.js')).mcpRouter(s.ctx, s.call, s.lookups))),
+    handler: {
+      path: '/mcp',
+      make: (s) =>
+        lazyListener(async () => (await import('../mcp/http.js')).mcpHandler(s.ctx, s.call, s.lookups, s.trustProxy)),
+    },
     command: {
       name: 'mcp',
       usage: 'the MCP server on stdio (workspace token in TALLY_TOKEN)',

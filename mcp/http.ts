@@ -1,38 +1,36 @@
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import express, { Router, type ErrorRequestHandler, type Request } from 'express';
-import type { GatewayCall } from '../gateway/engine/call.js';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
-import { ApiError } from '../gateway/engine/errors.js';
+import type { AuthContext, GatewayCall } from '../gateway/engine/call.js';
+import { ApiError, catalogue } from '../gateway/engine/errors.js';
+import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
-import { failedAuthLimit, rateLimit, requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
-import { authenticateWorkspaceToken, requireApiEnabled, type WorkspaceToken } from '../gateway/auth/workspace-token.js';
+import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
+import { authenticateWorkspaceRequest } from '../gateway/auth/workspace-token.js';
+import { writeError } from '../gateway/error-response.js';
+import { bodyReader, header, sendBody } from '../gateway/http.js';
+import { logRequest, serverTimingOf } from '../gateway/log.js';
 import type { LookupCache } from '../gateway/lookups.js';
-import { createMcpServer } from './server.js';
+import { answer, parseMessage, rpcError, SUPPORTED_PROTOCOL_VERSIONS, type RpcAnswer } from './jsonrpc.js';
+import { toolErrorText } from './server.js';
 import type { McpCaller } from './tools.js';
 
 // The MCP URL is /mcp?token=<workspace token>, or Authorization: Bearer <workspace
 // token>. No OAuth: a client registers it with Client ID and Secret left empty. The transport
-// is the SDK's Streamable HTTP, stateless (one server per request, JSON responses), so any
-// number of Tally processes can serve one client; the server is a few closures over a tool
-// catalog built once per version of the lookup lists (server.ts). The token is looked up,
-// counted against its rate limit and checked against the API switch before any tool runs.
-// One request is one JSON-RPC message: a batch would run up to 100 tool calls for the price of
-// one request, so it is refused (the 2025-06-18 protocol dropped batches; create_expenses is
-// the way to write many records at once, and counts each against the limit).
+// is MCP's Streamable HTTP in its stateless JSON-response mode: one POST carries one JSON-RPC
+// message and gets its answer as JSON, so any number of Tally processes can serve one client.
+//
+// A plain node:http handler (the server hands it every request under /mcp before Express),
+// answering the messages itself (jsonrpc.ts) rather than with the SDK's Server and transport:
+// those cost a Server, a transport and a web Request and Response per request, and with
+// Express around them an MCP request cost four times the CPU of a /rest/v1 read. What a client
+// sees is what the SDK answered (tests/mcp-http.test.ts pins it; the SDK's Client is the
+// conformance check). The token is looked up, counted against its rate limit and checked
+// against the API switch before any message is looked at. One request is one JSON-RPC message:
+// a batch would run up to 100 tool calls for the price of one request, so it is refused (the
+// 2025-06-18 protocol dropped batches; create_expenses is the way to write many records at
+// once, and counts each against the limit).
 
-function presentedToken(req: Request): string | undefined {
-  const fromQuery = typeof req.query.token === 'string' ? req.query.token : undefined;
-  return fromQuery ?? bearerToken(req.headers.authorization);
-}
-
-/** The JSON-RPC id of a tools/call in the body, when the body is one. */
-function toolCallId(body: unknown): string | number | null | undefined {
-  if (body && typeof body === 'object' && !Array.isArray(body)) {
-    const msg = body as { method?: unknown; id?: unknown };
-    if (msg.method === 'tools/call' && (typeof msg.id === 'string' || typeof msg.id === 'number')) return msg.id;
-  }
-  return undefined;
-}
+export const MCP_PATH = '/mcp';
 
 const BATCH_REFUSED =
   'JSON-RPC batches are not supported: send one message per request (create_expenses records up to 100 expenses in one call)';
@@ -41,70 +39,157 @@ const BATCH_REFUSED =
 const MCP_TOKEN_HINT =
   'Put the workspace token in the MCP server URL: /mcp?token=tally_ws_… (or send Authorization: Bearer tally_ws_…)';
 
-export function mcpRouter(ctx: AppContext, call: GatewayCall, lookups: LookupCache): Router {
-  const router = Router();
-  const json = express.json({ limit: ctx.config.maxBodyBytes, type: () => true });
-  const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
+/** A transport refusal: an HTTP status with a JSON-RPC error that answers no message. */
+class Refusal {
+  constructor(
+    readonly status: number,
+    readonly body: RpcAnswer,
+    readonly headers: Record<string, string> = {},
+  ) {}
+}
 
-  router.post(
-    '/mcp',
-    json,
-    failedAuthLimit(ctx, authenticate),
-    rateLimit(ctx),
-    requireApiEnabled,
-    async (req, res, next) => {
-      if (Array.isArray(req.body)) {
-        res.status(400).json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: BATCH_REFUSED } });
-        return;
-      }
-      try {
-        const key = res.locals.rateKey as string;
-        const caller: McpCaller = {
-          auth: res.locals.auth,
-          scope: (res.locals.workspaceToken as WorkspaceToken).scope,
-          charge: (hits) => takeRequests(ctx, key, hits),
-          rateLimit: () => requestsLeft(ctx, key),
-        };
-        const { server } = createMcpServer(call, caller, await lookups.get(), { listChanged: false });
-        const transport = new StreamableHTTPServerTransport({
-          sessionIdGenerator: undefined,
-          enableJsonResponse: true,
-        });
-        res.on('close', () => {
-          void transport.close();
-          void server.close();
-        });
-        await server.connect(transport);
-        await transport.handleRequest(req, res, req.body);
-      } catch (err) {
-        next(err);
-      }
-    },
-  );
+const refuse = (status: number, code: number, message: string, headers?: Record<string, string>): Refusal =>
+  new Refusal(status, rpcError(null, code, message), headers);
 
-  // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
-  router.all('/mcp', (_req, res) => {
-    res
-      .status(405)
-      .set('Allow', 'POST')
-      .json({
-        jsonrpc: '2.0',
-        error: { code: -32000, message: 'Method not allowed: send JSON-RPC messages with POST' },
-        id: null,
-      });
-  });
+function presentedToken(req: IncomingMessage, query: string): string | undefined {
+  const fromQuery = new URLSearchParams(query).getAll('token');
+  return fromQuery.length === 1 ? fromQuery[0] : bearerToken(header(req, 'authorization'));
+}
 
-  // A rate-limited tools/call is still a tool result an agent can act on (the body is parsed
-  // first for this); anything else, a refused token included, keeps its HTTP status and the
-  // one error shape, before any tool runs.
-  const errors: ErrorRequestHandler = (err, req, res, next) => {
-    if (!(err instanceof ApiError) || res.headersSent) return next(err);
-    if (err.status === 401 && err.code === 'PGRST302') return next(err.withHint(MCP_TOKEN_HINT));
-    const id = err.status === 429 ? toolCallId(req.body) : undefined;
-    if (id === undefined) return next(err);
-    const text = `${err.message}. Retry after ${res.getHeader('Retry-After') ?? 60} seconds.`;
-    res.status(200).json({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], isError: true } });
+/**
+ * The body as JSON, as Express's JSON parser read it before: no body is `{}` (not a message),
+ * and anything but an object or array is the 400 of the error shape.
+ */
+function parseBody(raw: string | undefined): unknown {
+  if (raw === undefined || raw === '') return {};
+  const first = /^[ \t\n\r]*(.)/.exec(raw)?.[1];
+  if (first === '{' || first === '[') {
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch {
+      // below
+    }
+  }
+  throw catalogue.invalidBody('not valid JSON');
+}
+
+/** The JSON-RPC id of a tools/call in the body, when the body is one. */
+function toolCallId(body: unknown): string | number | undefined {
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const msg = body as { method?: unknown; id?: unknown };
+    if (msg.method === 'tools/call' && (typeof msg.id === 'string' || typeof msg.id === 'number')) return msg.id;
+  }
+  return undefined;
+}
+
+/** Whether the Content-Type's media type is application/json (parameters aside). */
+function isJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  return contentType.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
+}
+
+function sendJson(res: ServerResponse, auth: AuthContext | undefined, status: number, body: unknown): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json');
+  sendBody(res, auth, JSON.stringify(body));
+}
+
+export function mcpHandler(
+  ctx: AppContext,
+  call: GatewayCall,
+  lookups: LookupCache,
+  trustProxy: boolean,
+): RequestListener {
+  const readBody = bodyReader(ctx.config.maxBodyBytes);
+
+  /** The answer to one authenticated POST whose body is `body`: a refusal is thrown. */
+  const serve = async (req: IncomingMessage, res: ServerResponse, body: unknown, caller: McpCaller) => {
+    if (Array.isArray(body)) throw refuse(400, -32600, BATCH_REFUSED);
+    const accept = header(req, 'accept');
+    if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
+      throw refuse(406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+    if (!isJson(header(req, 'content-type')))
+      throw refuse(415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+    const message = parseMessage(body);
+    if (!message) throw refuse(400, -32700, 'Parse error: Invalid JSON-RPC message');
+    const version = header(req, 'mcp-protocol-version');
+    if (message.id === undefined || message.method !== 'initialize') {
+      if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version))
+        throw refuse(
+          400,
+          -32000,
+          `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+        );
+    }
+    // A notification or a response alone: accepted, nothing to answer.
+    if (message.id === undefined) {
+      res.statusCode = 202;
+      return sendBody(res, caller.auth, undefined);
+    }
+    sendJson(res, caller.auth, 200, await answer(message, call, caller, () => lookups.get()));
   };
-  router.use('/mcp', errors);
-  return router;
+
+  return (req, res) => {
+    const start = process.hrtime.bigint();
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q >= 0 ? url.slice(0, q) : url;
+    let auth: AuthContext | undefined;
+    let body: unknown;
+    res.once('finish', () => logRequest(req, path, res.statusCode, start, auth));
+
+    const handle = async (): Promise<void> => {
+      try {
+        decodeURIComponent(path);
+      } catch {
+        throw catalogue.pathEncoding();
+      }
+      if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
+      // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
+      if (req.method !== 'POST')
+        throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
+      body = parseBody(await readBody(req, res));
+      const {
+        token,
+        auth: tokenAuth,
+        rateKey,
+      } = await authenticateWorkspaceRequest(ctx, res, clientAddress(req, trustProxy), () =>
+        presentedToken(req, q >= 0 ? url.slice(q + 1) : ''),
+      );
+      auth = tokenAuth;
+      await serve(req, res, body, {
+        auth,
+        scope: token.scope,
+        charge: (hits) => takeRequests(ctx, rateKey, hits),
+        rateLimit: () => requestsLeft(ctx, rateKey),
+      });
+    };
+
+    handle().catch((err: unknown) => {
+      if (res.headersSent) return writeError(res, err);
+      if (err instanceof Refusal) {
+        for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+        return sendJson(res, auth, err.status, err.body);
+      }
+      // A rate-limited tools/call is still a tool result an agent can act on (the body is parsed
+      // first for this); anything else, a refused token included, keeps its HTTP status and the
+      // one error shape, before any tool runs.
+      if (err instanceof ApiError && err.status === 429) {
+        const id = toolCallId(body);
+        if (id !== undefined) {
+          for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+          const text = toolErrorText(err);
+          return sendJson(res, auth, 200, {
+            jsonrpc: '2.0',
+            id,
+            result: { content: [{ type: 'text', text }], isError: true },
+          });
+        }
+      }
+      if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302') err = err.withHint(MCP_TOKEN_HINT);
+      const timing = serverTimingOf(auth);
+      if (timing) res.setHeader('Server-Timing', timing);
+      writeError(res, err);
+    });
+  };
 }

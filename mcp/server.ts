@@ -1,15 +1,4 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListResourcesRequestSchema,
-  ListToolsRequestSchema,
-  McpError,
-  ReadResourceRequestSchema,
-  type CallToolResult,
-  type Tool as ToolDefinition,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool as ToolDefinition } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { GatewayCall } from '../gateway/engine/call.js';
 import { ApiError } from '../gateway/engine/errors.js';
@@ -22,15 +11,18 @@ import { errorFields, log } from '../gateway/log.js';
 import { TableClient, ToolError } from './gateway-client.js';
 import { isReadTool, tools, workspaceInfo, type McpCaller, type Tool, type ToolContext } from './tools.js';
 
-// One MCP server for one caller, on the SDK's low-level Server: tools/list answers a list built
-// once per version of the lookup lists (and per scope: a read-only token is offered the read
-// tools only), and tools/call validates arguments with ajv against the same JSON Schemas, built
-// from the field rules of gateway/fields.ts. So a server per HTTP request costs a few closures,
-// not a schema conversion; a long-lived stdio server calls refresh() when the lists change.
+// What Tally's MCP server answers, whatever carries the messages: the server's description, and
+// the methods tools/list, tools/call, resources/list and resources/read for one caller. HTTP
+// (http.ts, one JSON-RPC message per request) and stdio (stdio.ts, the SDK's Server) both call
+// these. tools/list answers a list built once per version of the lookup lists (and per scope: a
+// read-only token is offered the read tools only), and tools/call validates arguments with ajv
+// against the same JSON Schemas, built from the field rules of gateway/fields.ts; so answering
+// one request costs a few closures, not a schema conversion. Only type imports from the SDK:
+// the HTTP path never loads it.
 
-const SERVER_INFO = { name: 'tally', version: '1.0.0' };
+export const SERVER_INFO = { name: 'tally', version: '1.0.0' };
 
-const INSTRUCTIONS =
+export const INSTRUCTIONS =
   'Tally keeps the finances of one workspace: personal expenses, group funds with their transactions, and a contact roster. ' +
   'Amounts are in the workspace currency (get_workspace says which); fund transactions are positive for income and negative for expenses. ' +
   'Category and payment method ids must be one of the values listed in each tool schema. Lists come in pages: pass next_offset as offset ' +
@@ -38,13 +30,36 @@ const INSTRUCTIONS =
 
 const WORKSPACE_URI = 'tally://workspace';
 
-// The SDK's Server makes a new Ajv (with its formats) for every instance unless it is given
-// one: that alone was most of the cost of a server per HTTP request. Tally's tools never use
-// it (they validate with their own compiled schemas), so every server shares this one.
-const SHARED_VALIDATOR = new AjvJsonSchemaValidator();
+/** The JSON-RPC error codes the methods answer with. */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+} as const;
+
+/**
+ * A JSON-RPC error answer: its code and message. The SDK's Server (stdio) answers any error
+ * with a numeric code this way too.
+ */
+export class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What the server offers. listChanged only where the transport can deliver the notification (stdio). */
+export const capabilities = (listChanged: boolean) => ({
+  tools: listChanged ? { listChanged: true } : {},
+  resources: {},
+});
 
 /** One sentence an agent can act on, from whatever a tool call failed with. */
-function toolErrorText(err: unknown): string {
+export function toolErrorText(err: unknown): string {
   if (err instanceof ToolError) return err.message;
   if (err instanceof ApiError) {
     if (err.status === 429) return `${err.message}. Retry after ${err.headers['Retry-After'] ?? 60} seconds.`;
@@ -137,85 +152,61 @@ function argumentErrors(name: string, errors: ErrorObject[], schema: JsonSchema)
   return `Invalid arguments for ${name}: ${[...new Set(problems)].join('; ')}.`;
 }
 
-export interface TallyMcpServer {
-  server: Server;
-  /** New lookup lists: new schemas, announced to the client (stdio). */
-  refresh(lookups: Lookups): void;
+/** The MCP methods Tally serves, for one caller; params as the protocol shapes them (the transport checks them). */
+export interface McpMethods {
+  listTools(): { tools: ToolDefinition[] };
+  callTool(params: { name: string; arguments?: Record<string, unknown> }): Promise<CallToolResult>;
+  listResources(): { resources: Record<string, string>[] };
+  readResource(params: { uri: string }): Promise<{ contents: { uri: string; mimeType: string; text: string }[] }>;
 }
 
-/**
- * A server for `caller`. listChanged is advertised only where the transport can deliver the
- * notification (stdio); stateless HTTP builds the list afresh on every request anyway.
- */
-export function createMcpServer(
-  call: GatewayCall,
-  caller: McpCaller,
-  lookups: Lookups,
-  options: { listChanged: boolean },
-): TallyMcpServer {
-  let current = lookups;
-  const server = new Server(SERVER_INFO, {
-    capabilities: { tools: options.listChanged ? { listChanged: true } : {}, resources: {} },
-    instructions: INSTRUCTIONS,
-    jsonSchemaValidator: SHARED_VALIDATOR,
-  });
-  const context = (): ToolContext => ({ db: new TableClient(call, caller.auth), caller, lookups: current });
-
-  server.setRequestHandler(ListToolsRequestSchema, () => catalogFor(current).list[caller.scope]);
-
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
-    const name = request.params.name;
-    const compiled = catalogFor(current).byName.get(name);
-    if (!compiled)
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${name}": tools/list shows the tools of this token`);
-    const fail = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });
-    if (caller.scope === 'read' && !isReadTool(compiled.tool)) return fail(toolErrorText(readOnlyError()));
-    const args = request.params.arguments ?? {};
-    if (!compiled.validate(args)) return fail(argumentErrors(name, compiled.validate.errors ?? [], compiled.schema));
-    try {
-      const { structured, summary } = await compiled.tool.run(args, context());
-      // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
-      return {
-        content: [{ type: 'text', text: `${summary}\n${JSON.stringify(structured)}` }],
-        structuredContent: structured,
-      };
-    } catch (err) {
-      return fail(toolErrorText(err));
-    }
-  });
-
-  server.setRequestHandler(ListResourcesRequestSchema, () => ({
-    resources: [
-      {
-        uri: WORKSPACE_URI,
-        name: 'workspace',
-        title: 'This workspace',
-        mimeType: 'application/json',
-        description:
-          "The workspace's name and currency, the token's scope, the rate limit left and the live category, method and fund kind lists",
-      },
-    ],
-  }));
-
-  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-    if (request.params.uri !== WORKSPACE_URI)
-      throw new McpError(
-        ErrorCode.InvalidParams,
-        `Unknown resource ${request.params.uri}: resources/list shows ${WORKSPACE_URI}`,
-      );
-    try {
-      const info = await workspaceInfo(context());
-      return { contents: [{ uri: WORKSPACE_URI, mimeType: 'application/json', text: JSON.stringify(info) }] };
-    } catch (err) {
-      throw new McpError(ErrorCode.InternalError, toolErrorText(err));
-    }
-  });
-
+/** The methods for `caller`, with the lookup lists `lookups` gives at the time of each call. */
+export function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => Lookups): McpMethods {
+  const context = (): ToolContext => ({ db: new TableClient(call, caller.auth), caller, lookups: lookups() });
   return {
-    server,
-    refresh(next) {
-      current = next;
-      if (server.transport) void server.sendToolListChanged();
+    listTools: () => catalogFor(lookups()).list[caller.scope],
+
+    async callTool({ name, arguments: args = {} }) {
+      const compiled = catalogFor(lookups()).byName.get(name);
+      if (!compiled)
+        throw new RpcError(ErrorCode.InvalidParams, `Unknown tool "${name}": tools/list shows the tools of this token`);
+      const fail = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });
+      if (caller.scope === 'read' && !isReadTool(compiled.tool)) return fail(toolErrorText(readOnlyError()));
+      if (!compiled.validate(args)) return fail(argumentErrors(name, compiled.validate.errors ?? [], compiled.schema));
+      try {
+        const { structured, summary } = await compiled.tool.run(args, context());
+        // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
+        return {
+          content: [{ type: 'text', text: `${summary}\n${JSON.stringify(structured)}` }],
+          structuredContent: structured,
+        };
+      } catch (err) {
+        return fail(toolErrorText(err));
+      }
+    },
+
+    listResources: () => ({
+      resources: [
+        {
+          uri: WORKSPACE_URI,
+          name: 'workspace',
+          title: 'This workspace',
+          mimeType: 'application/json',
+          description:
+            "The workspace's name and currency, the token's scope, the rate limit left and the live category, method and fund kind lists",
+        },
+      ],
+    }),
+
+    async readResource({ uri }) {
+      if (uri !== WORKSPACE_URI)
+        throw new RpcError(ErrorCode.InvalidParams, `Unknown resource ${uri}: resources/list shows ${WORKSPACE_URI}`);
+      try {
+        const info = await workspaceInfo(context());
+        return { contents: [{ uri: WORKSPACE_URI, mimeType: 'application/json', text: JSON.stringify(info) }] };
+      } catch (err) {
+        throw new RpcError(ErrorCode.InternalError, toolErrorText(err));
+      }
     },
   };
 }

@@ -1,4 +1,12 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import {
+  CallToolRequestSchema,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  ReadResourceRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Config } from '../gateway/config.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
@@ -7,11 +15,41 @@ import { createGateway } from '../gateway/engine/gateway.js';
 import { constraintMessage } from '../gateway/fields.js';
 import { catalogue } from '../gateway/engine/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
-import { createMcpServer } from './server.js';
+import type { GatewayCall } from '../gateway/engine/call.js';
+import type { Lookups } from '../gateway/lookups.js';
+import { capabilities, INSTRUCTIONS, mcpMethods, SERVER_INFO } from './server.js';
+import type { McpCaller } from './tools.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, with the workspace token from
 // TALLY_TOKEN. Every tool call runs the pre-request check, so a revoked token or an API switch
-// turned off stops the very next call, as over HTTP. Nothing but JSON-RPC goes to stdout.
+// turned off stops the very next call, as over HTTP. Nothing but JSON-RPC goes to stdout. The
+// session is the SDK's Server on its stdio transport, answering with the methods of server.ts.
+
+/**
+ * The SDK's Server for `caller`, for a long-lived session: refresh() gives it new lookup lists
+ * (new schemas) and tells the client its tool list changed.
+ */
+function sdkServer(call: GatewayCall, caller: McpCaller, lookups: Lookups) {
+  let current = lookups;
+  const server = new Server(SERVER_INFO, {
+    capabilities: capabilities(true),
+    instructions: INSTRUCTIONS,
+    // Tally's tools validate with their own compiled schemas; the SDK would make an Ajv of its own.
+    jsonSchemaValidator: new AjvJsonSchemaValidator(),
+  });
+  const methods = mcpMethods(call, caller, () => current);
+  server.setRequestHandler(ListToolsRequestSchema, () => methods.listTools());
+  server.setRequestHandler(CallToolRequestSchema, (request) => methods.callTool(request.params));
+  server.setRequestHandler(ListResourcesRequestSchema, () => methods.listResources());
+  server.setRequestHandler(ReadResourceRequestSchema, (request) => methods.readResource(request.params));
+  return {
+    server,
+    refresh(next: Lookups) {
+      current = next;
+      if (server.transport) void server.sendToolListChanged();
+    },
+  };
+}
 
 export async function serveStdio(config: Config): Promise<void> {
   const presented = process.env.TALLY_TOKEN;
@@ -29,9 +67,7 @@ export async function serveStdio(config: Config): Promise<void> {
   const call = createGateway(ctx, { describeConstraint: constraintMessage });
   const lookups = new LookupCache(call);
   // No rate limit over stdio: one desktop client on its own process and token.
-  const mcp = createMcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), {
-    listChanged: true,
-  });
+  const mcp = sdkServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get());
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
   await lookups.listen(pool.control, () => {
     lookups.get().then(

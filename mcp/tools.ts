@@ -104,7 +104,10 @@ const DELETE: ToolAnnotations = {
   openWorldHint: false,
 };
 
-const money = (n: number): string => n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+// One formatter for every summary: toLocaleString with options builds a new one per call, which
+// was a tenth of a list call's CPU.
+const MONEY = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 });
+const money = (n: number): string => MONEY.format(n);
 const round = (n: number): number => Math.round(n * 10_000) / 10_000;
 
 /** Only the fields the caller gave: update_* changes nothing else. */

@@ -217,7 +217,7 @@ describe('the protocol', () => {
     });
   });
 
-  it('params of the wrong shape are a JSON-RPC error with the id, never an HTTP error', async () => {
+  it('params of the wrong shape are -32602 with the id, never an HTTP error', async () => {
     const cases: [string, unknown][] = [
       ['initialize', undefined],
       ['initialize', { protocolVersion: 5 }],
@@ -231,9 +231,11 @@ describe('the protocol', () => {
     ];
     for (const [method, params] of cases) {
       const res = await rpc(method, params, 'bad').expect(200);
-      expect(res.body).toMatchObject({ jsonrpc: '2.0', id: 'bad', error: { code: expect.any(Number) } });
-      expect(res.body.error.code).toBeLessThan(-32600);
-      expect(res.body.result).toBeUndefined();
+      expect(res.body).toEqual({
+        jsonrpc: '2.0',
+        id: 'bad',
+        error: { code: -32602, message: expect.stringMatching(new RegExp(`^Invalid params for ${method}: `)) },
+      });
     }
   });
 
@@ -274,5 +276,46 @@ describe('a normal answer', () => {
     await setApiEnabled(db.admin, other.id, false, 'test');
     const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`).expect(403);
     expect(res.body).toMatchObject({ code: expect.any(String), message: expect.any(String) });
+  });
+
+  it('over the request limit, a tools/call is a tool result that says when to retry; anything else is the 429', async () => {
+    const limited = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '1' });
+    try {
+      const t = (await tokenFor(db.admin, ws.id, 'write')).token;
+      const send = (body: object) =>
+        request(limited.app)
+          .post(`/mcp?token=${t}`)
+          .set({ Accept: BOTH, 'Content-Type': 'application/json' })
+          .send(JSON.stringify(body));
+      await send({ jsonrpc: '2.0', id: 1, method: 'ping' }).expect(200);
+      const tool = await send({
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'tools/call',
+        params: { name: 'create_contact', arguments: { name: 'Over the limit' } },
+      }).expect(200);
+      expect(tool.body).toEqual({
+        jsonrpc: '2.0',
+        id: 2,
+        result: {
+          content: [
+            {
+              type: 'text',
+              text: expect.stringMatching(
+                /^Rate limit exceeded: at most 1 requests per minute\. Retry after \d+ seconds\.$/,
+              ),
+            },
+          ],
+          isError: true,
+        },
+      });
+      expect(tool.headers['retry-after']).toMatch(/^\d+$/);
+      expect(tool.headers.ratelimit).toMatch(/; r=0; /);
+      expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Over the limit'`).toHaveLength(0);
+      const ping = await send({ jsonrpc: '2.0', id: 3, method: 'ping' }).expect(429);
+      expect(ping.body).toMatchObject({ code: 'PT429' });
+    } finally {
+      await limited.close();
+    }
   });
 });

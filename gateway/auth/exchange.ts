@@ -3,16 +3,15 @@ import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { looksLikeWorkspaceToken } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
-import { failedAuthLimit, rateLimit } from './ratelimit.js';
-import { authenticateWorkspaceToken, requireApiEnabled, roleForScope, type WorkspaceToken } from './workspace-token.js';
+import { authenticateWorkspaceRequest, roleForScope } from './workspace-token.js';
 import { group } from '../engine/invariant.js';
 
 // The token exchange: a workspace token in, a one-hour access
 // token (JWT) out. Served at POST /api/v1/token and POST /functions/v1/api-token.
 //
-// Order of the steps: the failed-authentication limit per address first (a blocked address is
-// refused before its token is looked at), then the lookup (401 unknown/revoked), then the
-// request limit keyed by the token, then the API switch (403), then the JWT.
+// The checks are MCP's (authenticateWorkspaceRequest): the failed-authentication limit per
+// address, the lookup (401 unknown/revoked), the request limit keyed by the token, the API
+// switch (403); then the JWT.
 
 const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
 
@@ -61,33 +60,26 @@ export function exchangeRouter(ctx: AppContext): Router {
   // The body is optional: only a JSON content type is parsed; malformed JSON is a 400 in the
   // error shape (server.ts errorHandler).
   const json = express.json({ limit: Math.min(ctx.config.maxBodyBytes, 64 * 1024), strict: false });
-  const authenticate = authenticateWorkspaceToken(ctx, presentedToken);
 
-  router.post(
-    EXCHANGE_PATHS,
-    json,
-    failedAuthLimit(ctx, authenticate),
-    rateLimit(ctx),
-    requireApiEnabled,
-    async (_req, res, next) => {
-      try {
-        const token = res.locals.workspaceToken as WorkspaceToken;
-        const accessToken = await signAccessToken(ctx.jwt, {
-          role: roleForScope(token.scope),
-          workspace_id: token.workspaceId,
-          scope: token.scope,
-          sub: token.id,
-        });
-        res.set('Cache-Control', 'no-store').json({
-          access_token: accessToken,
-          token_type: 'Bearer',
-          expires_in: ACCESS_TOKEN_TTL_SECONDS,
-          scope: token.scope,
-        });
-      } catch (err) {
-        next(err);
-      }
-    },
-  );
+  router.post(EXCHANGE_PATHS, json, async (req, res, next) => {
+    try {
+      const { token, auth } = await authenticateWorkspaceRequest(ctx, res, req.ip, () => presentedToken(req));
+      res.locals.auth = auth; // for the request log
+      const accessToken = await signAccessToken(ctx.jwt, {
+        role: roleForScope(token.scope),
+        workspace_id: token.workspaceId,
+        scope: token.scope,
+        sub: token.id,
+      });
+      res.set('Cache-Control', 'no-store').json({
+        access_token: accessToken,
+        token_type: 'Bearer',
+        expires_in: ACCESS_TOKEN_TTL_SECONDS,
+        scope: token.scope,
+      });
+    } catch (err) {
+      next(err);
+    }
+  });
   return router;
 }

@@ -257,23 +257,18 @@ export function tooManyFailures(resetAt: Date): ApiError {
 }
 
 /**
- * The failed-authentication limit around a surface's workspace-token authentication (the
- * exchange, MCP): FAILED_AUTH_LIMIT_PER_MINUTE answers of 401 per client address and minute;
- * after that the address gets 429 before its token is even looked at, so guessing costs a
- * minute per few tries. The check, the lookup and the count are one database call per request
- * (tally.authenticate_token, through authenticateWorkspaceToken), so the limit is exact even
- * for guesses sent all at once; only failures count, so an agent's many concurrent calls are
- * never taken for guesses.
+ * The key of the failed-authentication limit of a client address, for the surfaces that take a
+ * workspace token itself (the exchange, MCP: authenticateWorkspaceRequest):
+ * FAILED_AUTH_LIMIT_PER_MINUTE answers of 401 per address and minute; after that the address
+ * gets 429 before its token is even looked at, so guessing costs a minute per few tries. The
+ * check, the lookup and the count are one database call per request (tally.authenticate_token),
+ * so the limit is exact even for guesses sent all at once; only failures count, so an agent's
+ * many concurrent calls are never taken for guesses.
  */
-export function failedAuthLimit(_ctx: AppContext, authenticate: RequestHandler): RequestHandler {
-  return (req, res, next) => {
-    res.locals.failedAuthKey = 'authfail:' + addressKey(req.ip);
-    return authenticate(req, res, next);
-  };
-}
+export const failedAuthKey = (address: string | undefined): string => 'authfail:' + addressKey(address);
 
 /**
- * Counts `hits` more requests of `key` (res.locals.rateKey) at once: a call that does the work
+ * Counts `hits` more requests of `key` (a token's rate key) at once: a call that does the work
  * of many (an MCP batch import) costs what that many requests cost. Throws the 429 when they
  * do not fit in what is left of the window; the request itself was counted already.
  */

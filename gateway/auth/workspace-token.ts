@@ -1,10 +1,10 @@
-import type { RequestHandler } from 'express';
+import type { ServerResponse } from 'node:http';
 import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue, ApiError } from '../engine/errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
-import { FAILED_AUTH_LIMIT_PER_MINUTE, tooManyFailures, WINDOW_MS } from './ratelimit.js';
+import { failedAuthKey, FAILED_AUTH_LIMIT_PER_MINUTE, limitRequest, tooManyFailures, WINDOW_MS } from './ratelimit.js';
 import { oneRow } from '../engine/invariant.js';
 
 // Authentication with a workspace token itself (tally_ws_…): the token exchange, and MCP, which
@@ -69,8 +69,8 @@ type TokenRow = {
 
 /**
  * Looks a presented workspace token up. Throws 401 for a missing, malformed, unknown or revoked
- * one; the API switch is left to the caller (requireApiEnabled), after the rate limit has
- * counted the request against the token. Marks the token used (at most once a minute, in SQL).
+ * one; the API switch is left to the caller (authenticateWorkspaceRequest), after the rate limit
+ * has counted the request against the token. Marks the token used (at most once a minute, in SQL).
  *
  * With `failureKey` (the client address), the failed-authentication limit applies: the check,
  * the lookup and the count of a failure are one database call that decides the guesses of one
@@ -114,41 +114,39 @@ async function countFailure(ctx: AppContext, failureKey: string): Promise<void> 
   if (r.limited) throw tooManyFailures(r.reset_at);
 }
 
-/**
- * Middleware: authenticates the workspace token `extract` finds in the request, and sets
- * res.locals.workspaceToken, res.locals.auth and res.locals.rateKey (`token:<id>`, the same key
- * bearerAuth derives from a JWT's `sub`, so one token has one rate limit on every surface).
- * Under failedAuthLimit (res.locals.failedAuthKey set) its failures are limited per address.
- */
-export function authenticateWorkspaceToken(
-  ctx: AppContext,
-  extract: (req: Parameters<RequestHandler>[0]) => string | undefined,
-): RequestHandler {
-  return async (req, res, next) => {
-    const failureKey = res.locals.failedAuthKey as string | undefined;
-    try {
-      let presented: string | undefined;
-      try {
-        presented = extract(req);
-      } catch (err) {
-        if (failureKey !== undefined && err instanceof ApiError && err.status === 401)
-          await countFailure(ctx, failureKey);
-        throw err;
-      }
-      const token = await findWorkspaceToken(ctx, presented, failureKey);
-      res.locals.workspaceToken = token;
-      res.locals.auth = workspaceTokenAuth(token);
-      res.locals.rateKey = `token:${token.id}`;
-      next();
-    } catch (err) {
-      next(err);
-    }
-  };
+export interface TokenCaller {
+  token: WorkspaceToken;
+  /** What its gateway calls run as. */
+  auth: AuthContext;
+  /** `token:<id>`, the key bearer auth derives from a JWT's `sub`: one token, one rate limit on every surface. */
+  rateKey: string;
 }
 
-/** Middleware after the rate limit: a workspace whose API switch is off answers 403. */
-export const requireApiEnabled: RequestHandler = (_req, res, next) => {
-  const token = res.locals.workspaceToken as WorkspaceToken | undefined;
-  if (!token) return next(missingToken());
-  next(token.apiEnabled ? undefined : apiSwitchedOff());
-};
+/**
+ * The checks of a request that presents a workspace token itself (the exchange, MCP), in this
+ * order: the failed-authentication limit of the client address (a blocked address is refused
+ * before its token is looked at), the lookup (401 for a missing, unknown or revoked token, a
+ * failure counted against the address), the request limit keyed by the token (its headers set
+ * on `res`), then the API switch (403). `extract` finds the token in the request; a 401 it
+ * throws (two tokens sent) counts as a failure too.
+ */
+export async function authenticateWorkspaceRequest(
+  ctx: AppContext,
+  res: ServerResponse,
+  address: string | undefined,
+  extract: () => string | undefined,
+): Promise<TokenCaller> {
+  const failureKey = failedAuthKey(address);
+  let presented: string | undefined;
+  try {
+    presented = extract();
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) await countFailure(ctx, failureKey);
+    throw err;
+  }
+  const token = await findWorkspaceToken(ctx, presented, failureKey);
+  const rateKey = `token:${token.id}`;
+  await limitRequest(ctx, res, rateKey, address);
+  if (!token.apiEnabled) throw apiSwitchedOff();
+  return { token, auth: workspaceTokenAuth(token), rateKey };
+}
