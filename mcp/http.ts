@@ -6,9 +6,7 @@ import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { authenticateWorkspaceRequest } from '../gateway/auth/workspace-token.js';
-import { writeError } from '../gateway/error-response.js';
-import { bodyReader, header, sendBody } from '../gateway/http.js';
-import { logRequest, serverTimingOf } from '../gateway/log.js';
+import { bodyReader, header, queryOf, sendBody, serveRequest } from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
 import { answer, parseMessage, rpcError, SUPPORTED_PROTOCOL_VERSIONS, type RpcAnswer } from './jsonrpc.js';
 import { toolErrorText } from './server.js';
@@ -51,8 +49,8 @@ class Refusal {
 const refuse = (status: number, code: number, message: string, headers?: Record<string, string>): Refusal =>
   new Refusal(status, rpcError(null, code, message), headers);
 
-function presentedToken(req: IncomingMessage, query: string): string | undefined {
-  const fromQuery = new URLSearchParams(query).getAll('token');
+function presentedToken(req: IncomingMessage, query: URLSearchParams): string | undefined {
+  const fromQuery = query.getAll('token');
   return fromQuery.length === 1 ? fromQuery[0] : bearerToken(header(req, 'authorization'));
 }
 
@@ -129,67 +127,52 @@ export function mcpHandler(
     sendJson(res, caller.auth, 200, await answer(message, call, caller, () => lookups.get()));
   };
 
-  return (req, res) => {
-    const start = process.hrtime.bigint();
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q >= 0 ? url.slice(0, q) : url;
-    let auth: AuthContext | undefined;
-    let body: unknown;
-    res.once('finish', () => logRequest(req, path, res.statusCode, start, auth));
-
-    const handle = async (): Promise<void> => {
+  return (req, res) =>
+    serveRequest(req, res, async (path, caller) => {
+      let body: unknown;
       try {
-        decodeURIComponent(path);
-      } catch {
-        throw catalogue.pathEncoding();
-      }
-      if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
-      // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
-      if (req.method !== 'POST')
-        throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
-      body = parseBody(await readBody(req, res));
-      const {
-        token,
-        auth: tokenAuth,
-        rateKey,
-      } = await authenticateWorkspaceRequest(ctx, res, clientAddress(req, trustProxy), () =>
-        presentedToken(req, q >= 0 ? url.slice(q + 1) : ''),
-      );
-      auth = tokenAuth;
-      await serve(req, res, body, {
-        auth,
-        scope: token.scope,
-        charge: (hits) => takeRequests(ctx, rateKey, hits),
-        rateLimit: () => requestsLeft(ctx, rateKey),
-      });
-    };
-
-    handle().catch((err: unknown) => {
-      if (res.headersSent) return writeError(res, err);
-      if (err instanceof Refusal) {
-        for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
-        return sendJson(res, auth, err.status, err.body);
-      }
-      // A rate-limited tools/call is still a tool result an agent can act on (the body is parsed
-      // first for this); anything else, a refused token included, keeps its HTTP status and the
-      // one error shape, before any tool runs.
-      if (err instanceof ApiError && err.status === 429) {
-        const id = toolCallId(body);
-        if (id !== undefined) {
+        if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
+        // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
+        if (req.method !== 'POST')
+          throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
+        body = parseBody(await readBody(req, res));
+        const { token, auth, rateKey } = await authenticateWorkspaceRequest(
+          ctx,
+          res,
+          clientAddress(req, trustProxy),
+          () => presentedToken(req, queryOf(req)),
+        );
+        caller.auth = auth;
+        await serve(req, res, body, {
+          auth,
+          scope: token.scope,
+          charge: (hits) => takeRequests(ctx, rateKey, hits),
+          rateLimit: () => requestsLeft(ctx, rateKey),
+        });
+      } catch (err) {
+        if (res.headersSent) throw err;
+        if (err instanceof Refusal) {
           for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
-          const text = toolErrorText(err);
-          return sendJson(res, auth, 200, {
-            jsonrpc: '2.0',
-            id,
-            result: { content: [{ type: 'text', text }], isError: true },
-          });
+          return sendJson(res, caller.auth, err.status, err.body);
         }
+        // A rate-limited tools/call is still a tool result an agent can act on (the body is
+        // parsed first for this); anything else, a refused token included, keeps its HTTP
+        // status and the one error shape (serveRequest), before any tool runs.
+        if (err instanceof ApiError && err.status === 429) {
+          const id = toolCallId(body);
+          if (id !== undefined) {
+            for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+            const text = toolErrorText(err);
+            return sendJson(res, caller.auth, 200, {
+              jsonrpc: '2.0',
+              id,
+              result: { content: [{ type: 'text', text }], isError: true },
+            });
+          }
+        }
+        if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302')
+          throw err.withHint(MCP_TOKEN_HINT);
+        throw err;
       }
-      if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302') err = err.withHint(MCP_TOKEN_HINT);
-      const timing = serverTimingOf(auth);
-      if (timing) res.setHeader('Server-Timing', timing);
-      writeError(res, err);
     });
-  };
 }
