@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import request from 'supertest';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
@@ -25,6 +26,77 @@ describe('a malformed percent-escape in the path', () => {
       shape(res.body);
     },
   );
+});
+
+describe('a body that cannot be read as sent', () => {
+  // Every surface that reads a body, with what it needs to get as far as reading it.
+  const surfaces = (): [string, string, Record<string, string>][] => [
+    ['/rest/v1/contacts', '{"name":"x","phone":"1"}', { apikey: TEST_API_KEY, authorization: `Bearer ${s.jwtA}` }],
+    ['/api/v1/contacts', '{"name":"x","phone":"1"}', { authorization: `Bearer ${s.jwtA}` }],
+    ['/api/v1/token', '{}', { authorization: `Bearer ${s.tokenA}` }],
+    [
+      `/mcp?token=${s.tokenA}`,
+      '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+      { accept: 'application/json, text/event-stream' },
+    ],
+  ];
+  const contacts = async () => Number((await s.db.admin`SELECT count(*)::int AS n FROM public.contacts`)[0]!.n);
+
+  it('a Content-Encoding the server does not decode is a 415 naming the ones it does, and nothing is written', async () => {
+    const before = await contacts();
+    for (const [path, body, headers] of surfaces()) {
+      const res = await request(s.t.app)
+        .post(path)
+        .set(headers)
+        .set('content-type', 'application/json')
+        .set('content-encoding', 'zstd-of-my-own')
+        .send(body);
+      expect(`${path} ${res.status}`).toBe(`${path} 415`);
+      expect(res.body.code).toBe('TLY002');
+      expect(res.headers['accept-encoding']).toBe('gzip, deflate, br, identity');
+      shape(res.body);
+    }
+    expect(await contacts()).toBe(before);
+  });
+
+  it('a gzip body that is not gzip is a 400 (PGRST102), and nothing is written', async () => {
+    const before = await contacts();
+    for (const [path, body, headers] of surfaces()) {
+      const res = await request(s.t.app)
+        .post(path)
+        .set(headers)
+        .set('content-type', 'application/json')
+        .set('content-encoding', 'gzip')
+        .send(body);
+      expect(`${path} ${res.status}`).toBe(`${path} 400`);
+      expect(res.body.code).toBe('PGRST102');
+      shape(res.body);
+    }
+    expect(await contacts()).toBe(before);
+  });
+
+  it('a body in a charset the server does not read is a 415', async () => {
+    const res = await request(s.t.app)
+      .post('/api/v1/token')
+      .set('authorization', `Bearer ${s.tokenA}`)
+      .set('content-type', 'application/json; charset=klingon')
+      .send('{}');
+    expect(res.status).toBe(415);
+    expect(res.body.code).toBe('TLY002');
+    shape(res.body);
+  });
+
+  it('a gzip body that is gzip is read', async () => {
+    const res = await request(s.t.app)
+      .post('/rest/v1/contacts')
+      .set({ apikey: TEST_API_KEY, authorization: `Bearer ${s.jwtA}`, prefer: 'return=representation' })
+      .set('content-type', 'application/json')
+      .set('content-encoding', 'gzip')
+      .serialize((zipped: Buffer) => zipped as unknown as string) // the bytes as they are, not as JSON
+      .send(gzipSync('{"name":"zipped","phone":"+44 20 7946 0958"}'));
+    expect(res.status).toBe(201);
+    expect(res.body).toEqual([expect.objectContaining({ name: 'zipped' })]);
+  });
 });
 
 describe('a request beyond what Postgres can take', () => {

@@ -156,13 +156,24 @@ function connectionError(err: unknown): ApiError {
 /** PostgREST's PGRST003: no pooled connection became free in time (504, retry later). */
 export const poolTimeout = (ms: number): ApiError => catalogue.poolTimeout(ms);
 
-/** What express's body parsers throw: a body over the limit, or one that does not parse. */
+/**
+ * What express's body parsers throw: a body over the limit, one that does not parse, one in a
+ * Content-Encoding or charset they do not decode, and one that cannot be read as sent (a gzip
+ * body that is not gzip, fewer bytes than its Content-Length): all the client's doing. Their
+ * errors are http-errors with a 4xx `status`.
+ */
 function bodyParserError(err: unknown): ApiError | undefined {
-  const type = typeof err === 'object' && err !== null ? (err as { type?: unknown }).type : undefined;
+  if (typeof err !== 'object' || err === null) return undefined;
+  const { type, status, expose } = err as { type?: unknown; status?: unknown; expose?: unknown };
   if (type === 'entity.too.large' || type === 'parameters.too.many') return catalogue.bodyTooLarge();
   if (type === 'entity.parse.failed') return catalogue.invalidBody('not valid JSON');
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported') return catalogue.unsupportedBodyCoding();
+  if (status === 400 && expose === true) return catalogue.invalidBody('it could not be read as sent', null, UNREADABLE);
   return undefined;
 }
+
+const UNREADABLE =
+  'Check that a Content-Encoding names how the body is really encoded and that Content-Length is its size';
 
 /**
  * The one way anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a

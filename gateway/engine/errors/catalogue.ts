@@ -194,7 +194,7 @@ export const catalogue = {
   invalidBody: entry(
     'PGRST102',
     400,
-    'the request body is missing, is not valid JSON, CSV or form data, or has the wrong shape or values',
+    'the request body is missing, is not valid JSON, CSV or form data, has the wrong shape or values, or cannot be read as sent (a gzip body that is not gzip)',
     (problem: string, details: Text = null, hint: Text = null) => ({
       message: `Invalid request body: ${problem}`,
       details,
@@ -499,6 +499,17 @@ export const catalogue = {
     () => ({
       message: 'Internal server error',
       hint: 'This is a bug in Tally; the server log has the details',
+    }),
+  ),
+  unsupportedBodyCoding: entry(
+    'TLY002',
+    415,
+    'a request body in a Content-Encoding or charset the server does not decode',
+    () => ({
+      message: 'The request body is in a Content-Encoding or charset the server does not decode',
+      hint: 'Send the body as UTF-8, compressed with gzip, deflate or br or not at all',
+      // RFC 9110 §15.5.16: a 415 for a content coding names the codings that are accepted.
+      headers: { 'Accept-Encoding': 'gzip, deflate, br, identity' },
     }),
   ),
   bodyTooLarge: entry('TLY001', 413, 'the request body is larger than TALLY_MAX_BODY_BYTES', (limit?: number) => ({
