@@ -15,7 +15,7 @@ import {
   type PgErrorContext,
 } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
-import { compile, ident, join, run, sql, text, type CompiledSql } from './sql.js';
+import { compile, compiledOnce, ident, join, run, sql, type CompiledSql, type Fragment } from './sql.js';
 import { errorFields, log } from './log.js';
 
 export interface TransactionOptions {
@@ -67,20 +67,32 @@ const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
 const COMMIT = compile(sql`COMMIT`);
 const ROLLBACK = compile(sql`ROLLBACK`);
 
-/** Role, claims, statement timeout (and work_mem) of the transaction, as SET LOCAL does. */
+/** Role, claims and statement timeout of the transaction, as SET LOCAL sets them. */
+const settings = (role: Fragment, claims: Fragment, timeout: Fragment) =>
+  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('request.jwt.claims', ${claims}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true)`;
+const SETUP = compiledOnce(3, (role, claims, timeout) => sql`SELECT ${settings(role, claims, timeout)}`);
+const SETUP_WITH_WORK_MEM = compiledOnce(
+  4,
+  (role, claims, timeout, workMem) =>
+    sql`SELECT ${settings(role, claims, timeout)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
+);
+
+/** The transaction's settings in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const settings = [
-    sql`pg_catalog.set_config('role', ${text(opts.auth.role)}, true)`,
-    sql`pg_catalog.set_config('request.jwt.claims', ${text(JSON.stringify(opts.auth.claims))}, true)`,
-    sql`pg_catalog.set_config('statement_timeout', ${text(String(opts.statementTimeoutMs))}, true)`,
-    ...(opts.workMem ? [sql`pg_catalog.set_config('work_mem', ${text(opts.workMem)}, true)`] : []),
-  ];
-  return compile(sql`SELECT ${join(settings)}`);
+  const values = [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs)] as const;
+  return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
 
 /** The pre-request function (a configured, possibly schema-qualified name), called without arguments. */
-const preRequestStatement = (name: string): CompiledSql =>
-  compile(sql`SELECT ${join(name.split('.').map(ident), sql`.`)}()`);
+const preRequestStatements = new Map<string, CompiledSql>();
+function preRequestStatement(name: string): CompiledSql {
+  let statement = preRequestStatements.get(name);
+  if (!statement) {
+    statement = compile(sql`SELECT ${join(name.split('.').map(ident), sql`.`)}()`);
+    preRequestStatements.set(name, statement);
+  }
+  return statement;
+}
 
 /** Runs `statements` (compiled by the query stage) in one transaction; see the top of this file. */
 export async function runTransaction(

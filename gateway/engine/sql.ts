@@ -141,6 +141,22 @@ export function compile(fragment: Fragment): CompiledSql {
 }
 
 /**
+ * A statement whose text never depends on its values, compiled once: `build` gets stand-in
+ * parameters, and each call only puts its values where the stand-ins went (in the order
+ * compile() numbered them). For the statements every request sends.
+ */
+export function compiledOnce(
+  arity: number,
+  build: (...values: Fragment[]) => Fragment,
+): (...values: SqlValue[]) => CompiledSql {
+  const standIns = Array.from({ length: arity }, (_, i) => `\0stand-in ${i}`);
+  const { text, params } = compile(build(...standIns.map(param)));
+  const order = params.map((p) => standIns.indexOf(p as string));
+  if (order.includes(-1) || new Set(order).size !== arity) throw new TypeError('compiledOnce: use every value once');
+  return (...values) => ({ text, params: order.map((i) => values[i] ?? null) });
+}
+
+/**
  * A compiled statement with a head that has no parameters (`EXPLAIN (…) `) before it: the
  * statement's numbering stays valid.
  */

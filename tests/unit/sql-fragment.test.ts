@@ -2,6 +2,7 @@ import {
   catalog,
   catalogText,
   compile,
+  compiledOnce,
   empty,
   ident,
   InvalidIdentifier,
@@ -73,5 +74,17 @@ describe('SQL fragments', () => {
     const statement = compile(sql`SELECT ${param('a')}`);
     expect(prefixed(sql`EXPLAIN `, statement)).toEqual({ text: 'EXPLAIN SELECT $1', params: ['a'] });
     expect(() => prefixed(sql`EXPLAIN ${param('b')} `, statement)).toThrow(TypeError);
+  });
+
+  it('compiles a statement once and puts the values of each call where they appear, whatever they are', () => {
+    // b is used before a: $1 is the second value.
+    const statement = compiledOnce(2, (a, b) => sql`SELECT ${b}::int, ${a}::text, ${ident('x')}`);
+    expect(statement('hello', '1')).toEqual({ text: 'SELECT $1::int, $2::text, "x"', params: ['1', 'hello'] });
+    expect(statement(`'; --`, null)).toEqual({ text: 'SELECT $1::int, $2::text, "x"', params: [null, `'; --`] });
+  });
+
+  it('refuses a compiled-once statement that leaves a value out or adds one of its own', () => {
+    expect(() => compiledOnce(2, (a) => sql`SELECT ${a}`)).toThrow(TypeError);
+    expect(() => compiledOnce(1, (a) => sql`SELECT ${a}, ${param('fixed')}`)).toThrow(TypeError);
   });
 });
