@@ -100,6 +100,16 @@ export function createPool(url: string, options: PoolOptions): Pool {
     }
   }
 
+  /** A free slot at once, when nobody waits before the caller and its key is under its share. */
+  function takeFree(key: string | undefined): Slot | undefined {
+    if (waiting.length > 0 || !eligible(key)) return undefined;
+    const slot = slots.find((s) => !s.busy);
+    if (slot === undefined) return undefined;
+    slot.busy = true;
+    hold(key, 1);
+    return slot;
+  }
+
   function free(slot: Slot, key: string | undefined, destroy: boolean): void {
     if (destroy) {
       const old = slot.client;
@@ -116,18 +126,20 @@ export function createPool(url: string, options: PoolOptions): Pool {
     if (ended) throw Object.assign(new Error('the pool has ended'), { code: 'CONNECTION_ENDED' });
     const started = Date.now();
     let timer: NodeJS.Timeout | undefined;
-    const slot = await new Promise<Slot>((resolve, reject) => {
-      const waiter: Waiter = { key, grant: resolve };
-      waiting.push(waiter);
-      timer = setTimeout(() => {
-        const i = waiting.indexOf(waiter);
-        if (i < 0) return;
-        waiting.splice(i, 1);
-        // Waiting on its own share is the caller's doing: 429; waiting on the pool is a 504.
-        reject(eligible(key) ? poolTimeout(options.acquireTimeoutMs) : tooManyConcurrent(options.perKey));
-      }, options.acquireTimeoutMs);
-      dispatch();
-    }).finally(() => clearTimeout(timer));
+    const slot =
+      takeFree(key) ??
+      (await new Promise<Slot>((resolve, reject) => {
+        const waiter: Waiter = { key, grant: resolve };
+        waiting.push(waiter);
+        timer = setTimeout(() => {
+          const i = waiting.indexOf(waiter);
+          if (i < 0) return;
+          waiting.splice(i, 1);
+          // Waiting on its own share is the caller's doing: 429; waiting on the pool is a 504.
+          reject(eligible(key) ? poolTimeout(options.acquireTimeoutMs) : tooManyConcurrent(options.perKey));
+        }, options.acquireTimeoutMs);
+        dispatch();
+      }).finally(() => clearTimeout(timer)));
 
     // The slot's connection may still have to be made (or remade): bounded by the same deadline.
     const left = Math.max(1, options.acquireTimeoutMs - (Date.now() - started));
