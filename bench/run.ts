@@ -4,8 +4,8 @@
 // port, generates the data set (bench/data.ts), runs `tally serve`, the floor and PostGraphile
 // as child processes (so their peak RSS is their own), and, when Debian's pgbouncer is
 // installed, a second Tally behind PgBouncer in transaction mode with prepared statements off.
-// On a shared machine the load drifts between runs: every case is measured right after the
-// floor at the same connections, and compared with that floor figure. Prints every target
+// On a shared machine the load drifts between runs: every case is measured interleaved with the
+// floor at the same connections (floor, case, case, floor), and compared with that floor figure. Prints every target
 // with its measured value, and writes bench/results/latest.json.
 //
 // Knobs (environment): BENCH_SECONDS (per case, default 6), BENCH_CONNECTIONS (default
@@ -146,15 +146,14 @@ const toolErrors = new Map<string, string>();
 async function drive(base: string, c: Case, connections: number, seconds: number): Promise<Result> {
   return autocannon({
     // An MCP tool error is a 200: count it as a mismatch, not a success.
-    verifyBody:
-      c.id === 'e'
-        ? (raw) => {
-            const body = String(raw ?? '');
-            const ok = !body.includes('"isError":true');
-            if (!ok && !toolErrors.has(c.id)) toolErrors.set(c.id, body.slice(0, 400));
-            return ok;
-          }
-        : undefined,
+    verifyBody: c.path.startsWith('/mcp')
+      ? (raw) => {
+          const body = String(raw ?? '');
+          const ok = !body.includes('"isError":true');
+          if (!ok && !toolErrors.has(c.id)) toolErrors.set(c.id, body.slice(0, 400));
+          return ok;
+        }
+      : undefined,
     url: base + c.path,
     method: c.method,
     headers: c.headers,
@@ -533,29 +532,59 @@ async function main(): Promise<void> {
     }
 
     const results: Measurement[] = [];
-    const measure = async (c: Case, connections: number, against?: Measurement): Promise<Measurement> => {
+    /** One stretch of load on a case: what autocannon and the process's CPU counter saw. */
+    interface Window {
+      requests: number;
+      seconds: number;
+      p50Ms: number;
+      p99Ms: number;
+      non2xx: number;
+      errors: number;
+      cpuMs: number;
+    }
+    const window = async (c: Case, connections: number, seconds: number): Promise<Window> => {
       const cpuBefore = cpuMsOf(pids[c.target]);
-      const r = await drive(bases[c.target], c, connections, SECONDS);
-      const cpuMs = cpuMsOf(pids[c.target]) - cpuBefore;
-      const rps = r.requests.average;
+      const r = await drive(bases[c.target], c, connections, seconds);
+      return {
+        requests: r.requests.total,
+        seconds,
+        p50Ms: r.latency.p50,
+        p99Ms: r.latency.p99,
+        non2xx: r.non2xx,
+        errors: r.errors + r.timeouts + (r.mismatches ?? 0),
+        cpuMs: cpuMsOf(pids[c.target]) - cpuBefore,
+      };
+    };
+    /**
+     * A case's figures over its windows (throughput and CPU from the totals, the percentiles as
+     * the mean of the windows'), compared with `against` when given.
+     */
+    const record = (c: Case, connections: number, windows: Window[], against?: Measurement): Measurement => {
+      const sum = (f: (w: Window) => number) => windows.reduce((t, w) => t + f(w), 0);
+      const requests = sum((w) => w.requests);
+      const seconds = sum((w) => w.seconds);
+      const rps = requests / seconds;
+      const p50 = sum((w) => w.p50Ms) / windows.length;
+      const p99 = sum((w) => w.p99Ms) / windows.length;
+      const cpuMs = sum((w) => w.cpuMs);
       const m: Measurement = {
         case: c.id,
         title: c.title,
         target: c.target,
         connections,
-        seconds: SECONDS,
-        requests: r.requests.total,
+        seconds,
+        requests,
         reqPerSec: Math.round(rps),
-        p50Ms: r.latency.p50,
-        p99Ms: r.latency.p99,
-        non2xx: r.non2xx,
-        errors: r.errors + r.timeouts + (r.mismatches ?? 0),
+        p50Ms: p50,
+        p99Ms: p99,
+        non2xx: sum((w) => w.non2xx),
+        errors: sum((w) => w.errors),
         ratioToBaseline:
           against && c.comparable && against.reqPerSec > 0 ? Math.round((rps / against.reqPerSec) * 100) / 100 : null,
         p99RatioToBaseline:
-          against && c.comparable && against.p99Ms > 0 ? Math.round((r.latency.p99 / against.p99Ms) * 100) / 100 : null,
+          against && c.comparable && against.p99Ms > 0 ? Math.round((p99 / against.p99Ms) * 100) / 100 : null,
         serverCpuMsPerRequest:
-          Number.isFinite(cpuMs) && r.requests.total > 0 ? Math.round((cpuMs / r.requests.total) * 1000) / 1000 : null,
+          Number.isFinite(cpuMs) && requests > 0 ? Math.round((cpuMs / requests) * 1000) / 1000 : null,
         tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
       };
       results.push(m);
@@ -567,9 +596,27 @@ async function main(): Promise<void> {
       );
       return m;
     };
-    /** A case right after the floor at the same connections: the pair shares the machine's load. */
+    /**
+     * Two measurements that are compared, taken in the order first, second, second, first, each
+     * window half of BENCH_SECONDS: a drift of the machine's load during the pair (another
+     * process, Postgres's checkpoints and autovacuum after the writes) weighs on both alike.
+     * Measured one after the other, the same build's (b) ranged over 0.68-0.87x the floor.
+     */
+    const interleaved = async (
+      [first, firstConnections]: [Case, number],
+      [second, secondConnections]: [Case, number],
+    ): Promise<[Measurement, Measurement]> => {
+      const half = Math.max(1, Math.round(SECONDS / 2));
+      const a1 = await window(first, firstConnections, half);
+      const b1 = await window(second, secondConnections, half);
+      const b2 = await window(second, secondConnections, half);
+      const a2 = await window(first, firstConnections, half);
+      const a = record(first, firstConnections, [a1, a2]);
+      return [a, record(second, secondConnections, [b1, b2], a)];
+    };
+    /** A case and the floor at the same connections, interleaved: compared with that floor figure. */
     const paired = async (c: Case, connections: number): Promise<Measurement> =>
-      measure(c, connections, await measure(floor, connections));
+      (await interleaved([floor, connections], [c, connections]))[1];
 
     await drive(baselineBase, floor, 4, 1); // warm-up: JIT, prepared statements, pool connections
     for (const c of all.slice(1)) {
@@ -583,8 +630,9 @@ async function main(): Promise<void> {
     const mcpSessions = num('BENCH_MCP_SESSIONS', 100);
     let mcpHold: number | null = null;
     if (mcp && mcpSessions > 0) {
-      const at16 = results.find((m) => m.case === 'e' && m.connections === 16) ?? (await measure(mcp, 16));
-      const many = await measure(mcp, mcpSessions);
+      // Its own pair of rows (e@hold): 16 sessions and many, interleaved, neither against the floor.
+      const hold: Case = { ...mcp, id: 'e@hold', comparable: false };
+      const [at16, many] = await interleaved([hold, 16], [hold, mcpSessions]);
       mcpHold = at16.reqPerSec > 0 ? Math.round((many.reqPerSec / at16.reqPerSec) * 100) / 100 : null;
       log(`  MCP: ${mcpSessions} concurrent sessions ${many.reqPerSec} req/s vs ${at16.reqPerSec} at 16 (${mcpHold}×)`);
     }
