@@ -11,6 +11,7 @@ import { tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { waitFor } from './harness/wait.js';
+import { stallProxy } from './harness/stall-proxy.js';
 import { log } from '../gateway/log.js';
 
 // Faults: Postgres stopped and started again under a bounded load. This file runs its
@@ -311,6 +312,44 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
     }
     await expectFullPool();
   }, 60_000);
+});
+
+describe('a control connection that stops answering before the schema cache is loaded', () => {
+  it('gives requests a 503 at the load deadline, not a wait without end, and serves once it answers again', async () => {
+    // The connections of the schema cache's catalog reads (and its LISTEN) hang; the pool's answer.
+    const proxy = await stallProxy(url, 'tally-control');
+    // A server of its own, through the proxy, whose schema cache is not loaded yet.
+    const fresh = startTestApp(proxy.url, restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '100000' }));
+    const freshServer = await listen(fresh.app, 0, '127.0.0.1');
+    const address = freshServer.address();
+    const freshBase = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    const read = () =>
+      fetch(`${freshBase}/rest/v1/personal_transactions?select=id&limit=1`, {
+        headers,
+        signal: AbortSignal.timeout(60_000),
+      });
+    try {
+      // As on start-up (tally serve reads the database's state on it first), the control
+      // connection is made; then it hangs.
+      await fresh.ctx.db.control`SELECT 1`;
+      proxy.stall();
+      const res = await read();
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as { code: string }).code).toBe('PGRST001');
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      proxy.resume();
+      await until('the server to serve again', async () => {
+        const again = await read();
+        await again.arrayBuffer();
+        return again.status === 200;
+      });
+    } finally {
+      proxy.resume();
+      await new Promise<void>((resolve) => freshServer.close(() => resolve()));
+      await fresh.close();
+      await proxy.close();
+    }
+  }, 90_000);
 });
 
 describe('a name with NUL', () => {

@@ -5,12 +5,17 @@ import type { Sql } from 'postgres';
 import { loadSchemaCache } from './load.js';
 import type { SchemaCache } from './types.js';
 import { errorFields, log } from '../log.js';
+import { watched } from '../pool.js';
+
+/** How long a request waits for the first load: as long as the server lets a connection attempt take. */
+const LOAD_WAIT_MS = 5000;
 
 export * from './types.js';
 
 export class SchemaCacheHolder {
   private current: Promise<SchemaCache> | undefined;
   private listening: Promise<unknown> | undefined;
+  private loaded = false;
 
   constructor(
     private readonly db: Sql,
@@ -28,12 +33,20 @@ export class SchemaCacheHolder {
         });
     }
     if (!this.current) {
-      this.current = loadSchemaCache(this.db, this.schemas);
-      this.current.catch(() => {
-        this.current = undefined;
-      }); // a failed load is retried on the next request
+      const loading = loadSchemaCache(this.db, this.schemas);
+      this.current = loading;
+      this.loaded = false;
+      loading.then(
+        () => (this.loaded = true),
+        () => {
+          if (this.current === loading) this.current = undefined; // retried on the next request
+        },
+      );
     }
-    return this.current;
+    // A request waits for a load in progress only so long: on a control connection that hangs
+    // (a stopped backend, a network that drops packets) it would wait without end. The load
+    // itself goes on, and the requests after it ends are served.
+    return this.loaded ? this.current : watched(this.current, LOAD_WAIT_MS);
   }
 
   /** Loads afresh; requests keep the old cache until the new one is complete. */
@@ -41,6 +54,7 @@ export class SchemaCacheHolder {
     const next = loadSchemaCache(this.db, this.schemas);
     const cache = await next;
     this.current = Promise.resolve(cache);
+    this.loaded = true;
     return cache;
   }
 }
