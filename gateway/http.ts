@@ -44,6 +44,33 @@ export function serveRequest(
   });
 }
 
+/**
+ * Cross-origin access to a JWT surface, as PostgREST grants it: any origin, no credentials
+ * (the surfaces take bearer tokens, never cookies), for a request that names its Origin. A
+ * preflight (OPTIONS with Access-Control-Request-Method) is answered here, 200 without a body and
+ * before any apikey or JWT, which browsers do not send with it; returns true then. Every other
+ * request with an Origin gets the headers a browser needs to read its answer, errors included.
+ */
+export function answerCors(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.headers.origin === undefined) return false;
+  res.setHeader('Access-Control-Allow-Origin', '*');
+  if (req.method === 'OPTIONS' && req.headers['access-control-request-method'] !== undefined) {
+    const asked = header(req, 'access-control-request-headers');
+    res.statusCode = 200;
+    res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, PUT, DELETE, OPTIONS, HEAD');
+    res.setHeader('Access-Control-Allow-Headers', asked ? `Authorization, ${asked}` : 'Authorization');
+    res.setHeader('Access-Control-Max-Age', '86400');
+    res.end();
+    return true;
+  }
+  res.setHeader('Access-Control-Expose-Headers', CORS_EXPOSED);
+  return false;
+}
+
+/** The response headers a cross-origin script may read (PostgREST's list). */
+const CORS_EXPOSED =
+  'Content-Encoding, Content-Location, Content-Range, Content-Type, Date, Location, Server, Transfer-Encoding, Range-Unit';
+
 /** A request's path, without its query string. */
 function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '/';

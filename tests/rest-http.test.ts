@@ -85,4 +85,54 @@ describe('the /rest/v1 handler, beside the Express surfaces', () => {
     const health = await request(t.app).get('/healthz');
     expect(health.status).toBe(200);
   });
+
+  describe('cross-origin access from a browser, as PostgREST grants it', () => {
+    const origin = 'https://app.example.com';
+
+    it.each(['/rest/v1/personal_transactions', '/api/v1/personal_transactions'])(
+      'answers the preflight of %s without credentials: any origin, the methods, the asked headers',
+      async (path) => {
+        const res = await request(t.app)
+          .options(path)
+          .set('Origin', origin)
+          .set('Access-Control-Request-Method', 'POST')
+          .set('Access-Control-Request-Headers', 'apikey, content-type, prefer, x-client-info');
+        expect(res.status).toBe(200);
+        expect(res.text).toBe('');
+        expect(res.headers['access-control-allow-origin']).toBe('*');
+        expect(res.headers['access-control-allow-credentials']).toBeUndefined();
+        expect(res.headers['access-control-allow-methods']).toBe('GET, POST, PATCH, PUT, DELETE, OPTIONS, HEAD');
+        expect(res.headers['access-control-allow-headers']).toBe(
+          'Authorization, apikey, content-type, prefer, x-client-info',
+        );
+        expect(res.headers['access-control-max-age']).toBe('86400');
+        expect(res.headers['ratelimit']).toBeUndefined(); // not counted: it is not a request for data
+      },
+    );
+
+    it('lets a script read an answer and its Content-Range, errors included, and nothing without an Origin', async () => {
+      const read = await request(t.app)
+        .get('/rest/v1/personal_transactions?select=id&limit=1')
+        .set({ ...user(), Origin: origin, Prefer: 'count=exact' });
+      expect(read.status).toBe(200);
+      expect(read.headers['access-control-allow-origin']).toBe('*');
+      expect(read.headers['access-control-expose-headers']).toContain('Content-Range');
+      expect(read.headers['content-range']).toMatch(/^0-0\/\d+$/);
+
+      const refused = await request(t.app).get('/rest/v1/personal_transactions').set('Origin', origin);
+      expect(refused.status).toBe(401);
+      expect(refused.headers['access-control-allow-origin']).toBe('*');
+      inErrorShape(refused.body);
+
+      const sameOrigin = await request(t.app).get('/rest/v1/personal_transactions?select=id&limit=1').set(user());
+      expect(sameOrigin.status).toBe(200);
+      expect(sameOrigin.headers['access-control-allow-origin']).toBeUndefined();
+    });
+
+    it('an OPTIONS without a preflight header is no preflight: it needs credentials like any request', async () => {
+      const res = await request(t.app).options('/rest/v1/personal_transactions').set('Origin', origin);
+      expect(res.status).toBe(401);
+      expect(res.headers['access-control-allow-methods']).toBeUndefined();
+    });
+  });
 });

@@ -14,7 +14,7 @@ import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '..
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { requestSchema } from '../engine/gateway.js';
-import { bodyReader, header, isJson, parseJson, queryOf, sendBody, serveRequest } from '../http.js';
+import { answerCors, bodyReader, header, isJson, parseJson, queryOf, sendBody, serveRequest } from '../http.js';
 import { openApiDocument } from './openapi.js';
 
 export const REST_PATH = '/rest/v1';
@@ -61,14 +61,17 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
     sendBody(res, auth, response.body);
   };
 
-  // apikey, then the JWT, then the shared rate limit: per workspace token, or per client
-  // address when either check failed or there is no token.
-  return (req, res) =>
+  // A CORS preflight is answered first (it carries no credentials); then the apikey, the JWT,
+  // and the shared rate limit: per workspace token, or per client address when either check
+  // failed or there is no token.
+  return (req, res) => {
+    if (answerCors(req, res)) return;
     serveRequest(req, res, async (path, caller) => {
       const check = () => apiKeys.check(header(req, 'apikey'));
       caller.auth = await authenticateRequest(ctx, req, res, clientAddress(req, trustProxy), check);
       await serve(req, res, path.slice(REST_PATH.length), caller.auth);
     });
+  };
 }
 
 /**

@@ -7,7 +7,17 @@ import type { LookupCache } from '../lookups.js';
 import { clientAddress } from '../auth/address.js';
 import { authenticateRequest } from '../auth/bearer.js';
 import { limitRequest, rateLimit } from '../auth/ratelimit.js';
-import { bodyReader, header, isJson, parseJson, queryOf, sendBody, sendJson, serveRequest } from '../http.js';
+import {
+  answerCors,
+  bodyReader,
+  header,
+  isJson,
+  parseJson,
+  queryOf,
+  sendBody,
+  sendJson,
+  serveRequest,
+} from '../http.js';
 import { docsHandlers } from './docs.js';
 import { openApiDocument } from './openapi.js';
 import {
@@ -315,6 +325,7 @@ export function wrapperHandler(
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const segments = segmentsOf((q >= 0 ? url.slice(0, q) : url).slice(BASE.length));
+    if (answerCors(req, res)) return;
     if (forExpress(method, segments)) return express(req, res);
     serveRequest(req, res, async (_path, caller) => {
       const address = clientAddress(req, trustProxy);
