@@ -72,7 +72,7 @@ const CORS_EXPOSED =
   'Content-Encoding, Content-Location, Content-Range, Content-Type, Date, Location, Server, Transfer-Encoding, Range-Unit';
 
 /** A request's path, without its query string. */
-function pathOf(req: IncomingMessage): string {
+export function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   return q >= 0 ? url.slice(0, q) : url;
@@ -130,9 +130,15 @@ export function sendBody(res: ServerResponse, auth: AuthContext | undefined, bod
   res.end(body); // no body goes out for HEAD: node:http leaves it off
 }
 
-/** Ends a response with a value as JSON. */
-export function sendJson(res: ServerResponse, auth: AuthContext | undefined, status: number, value: unknown): void {
+/** Ends a response with a value as JSON (`type`: the Content-Type, for a protocol that fixes it). */
+export function sendJson(
+  res: ServerResponse,
+  auth: AuthContext | undefined,
+  status: number,
+  value: unknown,
+  type = 'application/json; charset=utf-8',
+): void {
   res.statusCode = status;
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Type', type);
   sendBody(res, auth, JSON.stringify(value));
 }

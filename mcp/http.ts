@@ -6,7 +6,15 @@ import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { authenticateWorkspaceRequest } from '../gateway/auth/workspace-token.js';
-import { bodyReader, header, queryOf, sendBody, serveRequest } from '../gateway/http.js';
+import {
+  bodyReader,
+  header,
+  parseJson,
+  queryOf,
+  sendBody,
+  sendJson as sendJsonAs,
+  serveRequest,
+} from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
 import { answer, parseMessage, rpcError, SUPPORTED_PROTOCOL_VERSIONS, type RpcAnswer } from './jsonrpc.js';
 import { toolErrorText } from './server.js';
@@ -60,15 +68,8 @@ function presentedToken(req: IncomingMessage, query: URLSearchParams): string | 
  */
 function parseBody(raw: string | undefined): unknown {
   if (raw === undefined || raw === '') return {};
-  const first = /^[ \t\n\r]*(.)/.exec(raw)?.[1];
-  if (first === '{' || first === '[') {
-    try {
-      return JSON.parse(raw) as unknown;
-    } catch {
-      // below
-    }
-  }
-  throw catalogue.invalidBody('not valid JSON');
+  if (!/^[ \t\n\r]*[{[]/.test(raw)) throw catalogue.invalidBody('not valid JSON');
+  return parseJson(raw);
 }
 
 /** The JSON-RPC id of a tools/call in the body, when the body is one. */
@@ -86,11 +87,9 @@ function isJson(contentType: string | undefined): boolean {
   return contentType.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
 }
 
-function sendJson(res: ServerResponse, auth: AuthContext | undefined, status: number, body: unknown): void {
-  res.statusCode = status;
-  res.setHeader('Content-Type', 'application/json');
-  sendBody(res, auth, JSON.stringify(body));
-}
+/** A JSON answer with the Content-Type the SDK's transport sent (no charset). */
+const sendJson = (res: ServerResponse, auth: AuthContext | undefined, status: number, body: unknown): void =>
+  sendJsonAs(res, auth, status, body, 'application/json');
 
 export function mcpHandler(
   ctx: AppContext,

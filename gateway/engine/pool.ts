@@ -94,9 +94,7 @@ export function createPool(url: string, options: PoolOptions): Pool {
       const w = waiting[i];
       if (w === undefined) return;
       waiting.splice(i, 1);
-      slot.busy = true;
-      hold(w.key, 1);
-      w.grant(slot);
+      w.grant(occupy(slot, w.key));
     }
   }
 
@@ -104,7 +102,10 @@ export function createPool(url: string, options: PoolOptions): Pool {
   function takeFree(key: string | undefined): Slot | undefined {
     if (waiting.length > 0 || !eligible(key)) return undefined;
     const slot = slots.find((s) => !s.busy);
-    if (slot === undefined) return undefined;
+    return slot && occupy(slot, key);
+  }
+
+  function occupy(slot: Slot, key: string | undefined): Slot {
     slot.busy = true;
     hold(key, 1);
     return slot;

@@ -13,6 +13,7 @@ import {
   header,
   isJson,
   parseJson,
+  pathOf,
   queryOf,
   sendBody,
   sendJson,
@@ -322,9 +323,7 @@ export function wrapperHandler(
 
   return (req, res) => {
     const method = req.method ?? '';
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const segments = segmentsOf((q >= 0 ? url.slice(0, q) : url).slice(BASE.length));
+    const segments = segmentsOf(pathOf(req).slice(BASE.length));
     if (answerCors(req, res)) return;
     if (forExpress(method, segments)) return express(req, res);
     serveRequest(req, res, async (_path, caller) => {
