@@ -63,6 +63,9 @@ function list(raw: string | undefined): string[] {
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
+/** The default pre-request function: it refuses a revoked token and a switched-off API in every request's transaction. */
+export const TOKEN_CHECK = 'tally.check_request';
+
 export function loadConfig(env: Env = process.env): Config {
   const schemas = list(env.TALLY_DB_SCHEMAS ?? 'public');
   if (schemas.length === 0) throw new ConfigError('TALLY_DB_SCHEMAS must name at least one schema');
@@ -82,7 +85,7 @@ export function loadConfig(env: Env = process.env): Config {
   for (const r of readOnlyRoles)
     if (!apiRoles.includes(r))
       throw new ConfigError(`TALLY_DB_READ_ONLY_ROLES: "${r}" is not one of TALLY_DB_API_ROLES`);
-  const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? 'tally.check_request').trim();
+  const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? TOKEN_CHECK).trim();
   if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
     throw new ConfigError(`TALLY_DB_PRE_REQUEST: "${preRequestRaw}" is not a function name`);
   }

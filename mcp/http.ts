@@ -5,7 +5,9 @@ import { ApiError, catalogue } from '../gateway/engine/errors.js';
 import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
-import { authenticateWorkspaceRequest } from '../gateway/auth/workspace-token.js';
+import { authenticateWorkspaceRequest, RecentTokens } from '../gateway/auth/workspace-token.js';
+import { TOKEN_CHECK } from '../gateway/config.js';
+import { preRequestPassed } from '../gateway/engine/execute.js';
 import {
   bodyReader,
   header,
@@ -31,7 +33,9 @@ import type { McpCaller } from './tools.js';
 // Express around them an MCP request cost four times the CPU of a /rest/v1 read. What a client
 // sees is what the SDK answered (tests/mcp-http.test.ts pins it; the SDK's Client is the
 // conformance check). The token is looked up, counted against its rate limit and checked
-// against the API switch before any message is looked at. One request is one JSON-RPC message:
+// against the API switch before any message is looked at; a token this process found valid in
+// the last minute is instead confirmed by the pre-request check of the tool's own transaction,
+// or looked up before the answer goes out (RecentTokens), which saves a tool call a round trip. One request is one JSON-RPC message:
 // a batch would run up to 100 tool calls for the price of one request, so it is refused (the
 // 2025-06-18 protocol dropped batches; create_expenses is the way to write many records at
 // once, and counts each against the limit).
@@ -98,9 +102,11 @@ export function mcpHandler(
   trustProxy: boolean,
 ): RequestListener {
   const readBody = bodyReader(ctx.config.maxBodyBytes);
+  // Tokens are taken on trust only where every gateway call checks them again in its transaction.
+  const recent = ctx.config.preRequest === TOKEN_CHECK ? new RecentTokens() : undefined;
 
-  /** The answer to one authenticated POST whose body is `body`: a refusal is thrown. */
-  const serve = async (req: IncomingMessage, res: ServerResponse, body: unknown, caller: McpCaller) => {
+  /** The answer to one authenticated POST whose body is `body`, undefined for none; a refusal is thrown. */
+  const serve = async (req: IncomingMessage, body: unknown, caller: McpCaller): Promise<RpcAnswer | undefined> => {
     if (Array.isArray(body)) throw refuse(400, -32600, BATCH_REFUSED);
     const accept = header(req, 'accept');
     if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
@@ -119,11 +125,8 @@ export function mcpHandler(
         );
     }
     // A notification or a response alone: accepted, nothing to answer.
-    if (message.id === undefined) {
-      res.statusCode = 202;
-      return sendBody(res, caller.auth, undefined);
-    }
-    sendJson(res, caller.auth, 200, await answer(message, call, caller, () => lookups.get()));
+    if (message.id === undefined) return undefined;
+    return answer(message, call, caller, () => lookups.get());
   };
 
   return (req, res) =>
@@ -135,19 +138,30 @@ export function mcpHandler(
         if (req.method !== 'POST')
           throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
         body = parseBody(await readBody(req, res));
-        const { token, auth, rateKey } = await authenticateWorkspaceRequest(
+        const { token, auth, rateKey, confirm } = await authenticateWorkspaceRequest(
           ctx,
           res,
           clientAddress(req, trustProxy),
           () => presentedToken(req, queryOf(req)),
+          recent,
         );
         caller.auth = auth;
-        await serve(req, res, body, {
-          auth,
-          scope: token.scope,
-          charge: (hits) => takeRequests(ctx, rateKey, hits),
-          rateLimit: () => requestsLeft(ctx, rateKey),
-        });
+        let reply: RpcAnswer | undefined;
+        try {
+          reply = await serve(req, body, {
+            auth,
+            scope: token.scope,
+            charge: (hits) => takeRequests(ctx, rateKey, hits),
+            rateLimit: () => requestsLeft(ctx, rateKey),
+          });
+        } finally {
+          // A token taken on trust: nothing is answered that the database has not confirmed it
+          // for, and the lookup's refusal wins over whatever the request came to.
+          if (confirm && !preRequestPassed.has(auth)) await confirm();
+        }
+        if (reply) return sendJson(res, auth, 200, reply);
+        res.statusCode = 202;
+        sendBody(res, auth, undefined);
       } catch (err) {
         if (res.headersSent) throw err;
         if (err instanceof Refusal) {

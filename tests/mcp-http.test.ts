@@ -319,3 +319,90 @@ describe('a normal answer', () => {
     }
   });
 });
+
+describe('a token this process found valid in the last minute', () => {
+  const call = (t: string, name: string, args: object = {}) =>
+    post(
+      JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: args } }),
+      {},
+      `/mcp?token=${t}`,
+    );
+  const lastUsed = async (id: string) =>
+    (await db.admin<{ last_used_at: Date }[]>`SELECT last_used_at FROM public.api_tokens WHERE id = ${id}`)[0]!
+      .last_used_at;
+  const LONG_AGO = new Date('2001-01-01T00:00:00Z');
+  const revoked = { code: 'PGRST301', message: 'The workspace token has been revoked' };
+
+  it('is not looked up again for a tool call: the check in the tool transaction confirms it', async () => {
+    const { id, token: t } = await tokenFor(db.admin, ws.id, 'read');
+    await call(t, 'list_expenses').expect(200);
+    await db.admin`UPDATE public.api_tokens SET last_used_at = ${LONG_AGO} WHERE id = ${id}`;
+    const listed = await call(t, 'list_expenses').expect(200);
+    expect(listed.body.result.structuredContent.expenses).toHaveLength(1);
+    expect(await lastUsed(id)).toEqual(LONG_AGO); // no lookup, which would have marked it used
+    // A message no transaction confirms (ping) is looked up before it is answered.
+    await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`).expect(200);
+    expect((await lastUsed(id)).getTime()).toBeGreaterThan(LONG_AGO.getTime());
+  });
+
+  it('once revoked, the next request is the lookup’s 401 whatever it asks, and writes nothing', async () => {
+    let current = '';
+    const attempts: [string, () => request.Test][] = [
+      ['a read tool', () => call(current, 'list_expenses')],
+      ['a write tool', () => call(current, 'create_contact', { name: 'After revocation' })],
+      ['a tool call with wrong arguments', () => call(current, 'list_expenses', { nope: 1 })],
+      ['ping', () => post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${current}`)],
+      [
+        'a notification',
+        () => post('{"jsonrpc":"2.0","method":"notifications/initialized"}', {}, `/mcp?token=${current}`),
+      ],
+      [
+        'a transport refusal',
+        () => post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { Accept: 'application/json' }, `/mcp?token=${current}`),
+      ],
+    ];
+    for (const [what, attempt] of attempts) {
+      const { id, token: t } = await tokenFor(db.admin, ws.id, 'write');
+      current = t;
+      await call(t, 'list_expenses').expect(200);
+      await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
+      const res = await attempt();
+      expect([what, res.status, res.body]).toEqual([what, 401, expect.objectContaining(revoked)]);
+    }
+    expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'After revocation'`).toHaveLength(0);
+  });
+
+  it('once the API is switched off, the next request is the 403, and writes nothing', async () => {
+    const off = await workspaceWithData(db.admin, 'Mcp Http Trusted Off');
+    const { token: t } = await tokenFor(db.admin, off.id, 'write');
+    await call(t, 'list_expenses').expect(200);
+    await setApiEnabled(db.admin, off.id, false, 'test');
+    for (const attempt of [
+      () => call(t, 'list_expenses'),
+      () => call(t, 'create_contact', { name: 'After the switch' }),
+      () => post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`),
+    ]) {
+      const res = await attempt();
+      expect([res.status, res.body.code]).toEqual([403, 'PT403']);
+    }
+    expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'After the switch'`).toHaveLength(0);
+  });
+
+  it('is not trusted where the pre-request function is not the token check', async () => {
+    const other = startTestApp(db.url, { TALLY_DB_PRE_REQUEST: 'tally.current_workspace_id' });
+    try {
+      const { id, token: t } = await tokenFor(db.admin, ws.id, 'read');
+      const send = () =>
+        request(other.app)
+          .post(`/mcp?token=${t}`)
+          .set({ Accept: BOTH, 'Content-Type': 'application/json' })
+          .send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_expenses' } }));
+      await send().expect(200);
+      await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
+      const res = await send().expect(401);
+      expect(res.body).toMatchObject(revoked);
+    } finally {
+      await other.close();
+    }
+  });
+});

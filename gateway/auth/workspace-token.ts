@@ -6,6 +6,7 @@ import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
 import { failedAuthKey, FAILED_AUTH_LIMIT_PER_MINUTE, limitRequest, tooManyFailures, WINDOW_MS } from './ratelimit.js';
 import { oneRow } from '../engine/invariant.js';
+import { Lru } from '../engine/lru.js';
 
 // Authentication with a workspace token itself (tally_ws_…): the token exchange, and MCP, which
 // carries the token in its URL. The database stores only SHA-256 hashes; the lookup is by hash
@@ -120,6 +121,44 @@ export interface TokenCaller {
   auth: AuthContext;
   /** `token:<id>`, the key bearer auth derives from a JWT's `sub`: one token, one rate limit on every surface. */
   rateKey: string;
+  /**
+   * Present when the token was taken on trust (RecentTokens): looks it up, and throws what the
+   * lookup or the API switch refuses. The caller runs it before answering, unless a gateway
+   * call's pre-request check accepted `auth` (preRequestPassed).
+   */
+  confirm?: () => Promise<void>;
+}
+
+/** How long a token found valid is taken on trust: exchange_token marks a token used once a minute too. */
+const RECENT_TOKEN_MS = 60_000;
+const RECENT_TOKENS = 10_000;
+
+/**
+ * Workspace tokens this process found valid in the last minute, by hash: MCP's tool calls skip
+ * the lookup (a round trip and a lock per client address) for them, because the transaction of
+ * the tool's gateway call runs tally.check_request(), which refuses a revoked token, a foreign
+ * workspace and a switched-off API with the same status. An answer no such check accepted is
+ * confirmed by the lookup before it is sent, so revocation and the switch still act on the next
+ * request. Only a hash that was a valid token is held, so a guess never skips the
+ * failed-authentication limit; a valid one from a blocked address is answered.
+ */
+export class RecentTokens {
+  private readonly tokens = new Lru<string, { token: WorkspaceToken; until: number }>(RECENT_TOKENS);
+
+  recall(presented: string): WorkspaceToken | undefined {
+    const key = sha256(presented).toString('base64');
+    const held = this.tokens.get(key);
+    if (held && held.until > Date.now()) return held.token;
+    return undefined;
+  }
+
+  remember(presented: string, token: WorkspaceToken): void {
+    this.tokens.set(sha256(presented).toString('base64'), { token, until: Date.now() + RECENT_TOKEN_MS });
+  }
+
+  forget(presented: string): void {
+    this.tokens.delete(sha256(presented).toString('base64'));
+  }
 }
 
 /**
@@ -128,13 +167,15 @@ export interface TokenCaller {
  * before its token is looked at), the lookup (401 for a missing, unknown or revoked token, a
  * failure counted against the address), the request limit keyed by the token (its headers set
  * on `res`), then the API switch (403). `extract` finds the token in the request; a 401 it
- * throws (two tokens sent) counts as a failure too.
+ * throws (two tokens sent) counts as a failure too. With `recent`, a token it holds skips the
+ * lookup and the address's limit and comes back with `confirm`, which the caller must honour.
  */
 export async function authenticateWorkspaceRequest(
   ctx: AppContext,
   res: ServerResponse,
   address: string | undefined,
   extract: () => string | undefined,
+  recent?: RecentTokens,
 ): Promise<TokenCaller> {
   const failureKey = failedAuthKey(address);
   let presented: string | undefined;
@@ -144,7 +185,29 @@ export async function authenticateWorkspaceRequest(
     if (err instanceof ApiError && err.status === 401) await countFailure(ctx, failureKey);
     throw err;
   }
-  const token = await findWorkspaceToken(ctx, presented, failureKey);
+  /** The token's state now; a usable one is remembered. */
+  const lookUp = async (): Promise<WorkspaceToken> => {
+    const token = await findWorkspaceToken(ctx, presented, failureKey);
+    if (token.apiEnabled && presented !== undefined) recent?.remember(presented, token);
+    return token;
+  };
+  const trusted = presented !== undefined ? recent?.recall(presented) : undefined;
+  if (trusted && recent && presented !== undefined) {
+    const known = presented;
+    const rateKey = `token:${trusted.id}`;
+    const confirm = async () => {
+      recent.forget(known);
+      if (!(await lookUp()).apiEnabled) throw apiSwitchedOff();
+    };
+    try {
+      await limitRequest(ctx, res, rateKey, address);
+    } catch (err) {
+      await confirm(); // a revoked token is a 401 before it is a 429, as on the lookup's path
+      throw err;
+    }
+    return { token: trusted, auth: workspaceTokenAuth(trusted), rateKey, confirm };
+  }
+  const token = await lookUp();
   const rateKey = `token:${token.id}`;
   await limitRequest(ctx, res, rateKey, address);
   if (!token.apiEnabled) throw apiSwitchedOff();

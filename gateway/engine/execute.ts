@@ -48,6 +48,13 @@ export interface TransactionTiming {
  */
 export const transactionTimings = new WeakMap<AuthContext, TransactionTiming>();
 
+/**
+ * The AuthContexts of requests whose pre-request function accepted them in a transaction (it
+ * ran and raised nothing, whatever the statements after it did). A surface that took a caller
+ * on trust asks this before it answers (RecentTokens, auth/workspace-token.ts).
+ */
+export const preRequestPassed = new WeakSet<AuthContext>();
+
 function recordTiming(auth: AuthContext, poolMs: number, dbMs: number): void {
   const t = transactionTimings.get(auth);
   if (t) {
@@ -130,6 +137,8 @@ export async function runTransaction(
     if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
     const settled = await watched(Promise.allSettled(pending), deadline);
     if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
+    if (opts.preRequest && settled.slice(0, 1 + setup.length).every((s) => s.status === 'fulfilled'))
+      preRequestPassed.add(opts.auth);
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     const results = settled

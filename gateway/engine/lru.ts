@@ -22,6 +22,10 @@ export class Lru<K, V> {
     if (this.map.size > this.limit) this.map.delete(this.map.keys().next().value as K);
   }
 
+  delete(key: K): void {
+    this.map.delete(key);
+  }
+
   get size(): number {
     return this.map.size;
   }
