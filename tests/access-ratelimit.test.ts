@@ -8,6 +8,7 @@ import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.j
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { first, present } from './harness/present.js';
+import { waitFor } from './harness/wait.js';
 
 // Rate limits: per workspace token across surfaces and instances, per
 // address without a token, stricter per address for failed authentications; counters in
@@ -257,6 +258,62 @@ describe('rate limits', () => {
       } finally {
         await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
       }
+    });
+
+    describe('under a high limit, hits come from Postgres in blocks', () => {
+      // A million a minute: blocks of 1,000 (1% of what is left, at most 1,000), taken ahead
+      // when a quarter is left.
+      const LIMIT = 1_000_000;
+      const counted = async () =>
+        (await db.admin<{ hits: number }[]>`SELECT hits FROM tally.rate_limits WHERE key = 'test:blocks'`)[0]?.hits ??
+        0;
+      const hit = (store: PostgresRateLimitStore, times: number) =>
+        Array.from({ length: times }).reduce<Promise<number[]>>(
+          async (done, _) => [...(await done), (await store.increment('blocks')).totalHits],
+          Promise.resolve([]),
+        );
+
+      it('numbers every hit once, and takes the next block while a quarter of the current one is left', async () => {
+        const pool = serverPool(serverUrl(db.url), { max: 2 });
+        try {
+          const store = new PostgresRateLimitStore(pool, 'test:', LIMIT);
+          expect(await hit(store, 749)).toEqual(Array.from({ length: 749 }, (_, i) => i + 1));
+          expect(await counted()).toBe(1000);
+          // The 750th hit leaves 250: the next block is taken then, not when a request finds none.
+          expect(await hit(store, 1)).toEqual([750]);
+          await waitFor(async () => (await counted()) === 2000, 'the block taken ahead');
+          expect(await hit(store, 1250)).toEqual(Array.from({ length: 1250 }, (_, i) => i + 751));
+          await waitFor(async () => (await counted()) === 3000, 'the third block');
+        } finally {
+          await pool.end({ timeout: 5 });
+        }
+      });
+
+      it('counts what another process took in between, and refuses past the limit', async () => {
+        const pools = [serverPool(serverUrl(db.url), { max: 2 }), serverPool(serverUrl(db.url), { max: 2 })];
+        try {
+          const [a, b] = pools.map((p) => new PostgresRateLimitStore(p, 'test:', LIMIT)) as [
+            PostgresRateLimitStore,
+            PostgresRateLimitStore,
+          ];
+          await hit(a, 750); // a holds 250 and takes a block ahead: 1,250 held
+          await waitFor(async () => (await counted()) === 2000, 'the block taken ahead');
+          expect(await hit(b, 1)).toEqual([2001]); // b's own block: 2001-3000
+          expect(await hit(a, 1000)).toEqual(Array.from({ length: 1000 }, (_, i) => i + 751));
+          await waitFor(async () => (await counted()) === 4000, "a's next block");
+          // a's numbers go on from the database's count, b's block included: 4000 less the 1,250 a holds.
+          expect(await hit(a, 1)).toEqual([2751]);
+          // Another process went to the limit: a's next block is numbered past it, and refused as such.
+          await db.admin`UPDATE tally.rate_limits SET hits = ${LIMIT} WHERE key = 'test:blocks'`;
+          await hit(a, 999); // 250 left: a block is taken ahead
+          await waitFor(async () => (await counted()) > LIMIT, 'the block past the limit');
+          const next = await hit(a, 251);
+          expect(next[0]).toBe(LIMIT - 249); // the 250 a held, then the limit's end
+          expect(next.at(-1)).toBe(LIMIT + 1);
+        } finally {
+          await Promise.all(pools.map((p) => p.end({ timeout: 5 })));
+        }
+      });
     });
 
     it('is reachable by the authenticator role only through its functions, and not by API roles', async () => {

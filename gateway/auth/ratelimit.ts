@@ -55,12 +55,16 @@ export class PostgresRateLimitStore {
     // A high limit: hits are taken from Postgres in blocks (one round trip per block, not per
     // request) and handed out here. The database counts a block when it is taken, so the
     // limit is never exceeded; another process's unused block can refuse a client slightly
-    // early, by at most 1% of what was left of its budget when the block was taken.
+    // early, by at most 1% of what was left of its budget when the block was taken. The next
+    // block is taken while a quarter of the current one is left, so that no request waits for
+    // that round trip (and with it every request of the key behind it): only the first of a
+    // window does.
     for (;;) {
       const lease = this.leases.get(key);
       if (lease && lease.left > 0 && lease.resetTime.getTime() > Date.now()) {
         lease.left--;
         lease.hits++;
+        if (lease.left <= lease.size / 4 && !this.taking.has(key)) this.takeAhead(key, lease);
         return { totalHits: lease.hits, resetTime: lease.resetTime };
       }
       const pending = this.taking.get(key);
@@ -75,10 +79,22 @@ export class PostgresRateLimitStore {
     }
   }
 
-  /** A new block for `key`: returns the hit of this request when the window is over the limit. */
+  /** The next block for `key` before `lease` runs out; a failure is left to the request that needs it. */
+  private takeAhead(key: string, lease: Lease): void {
+    const take = this.take(key, lease, true)
+      .catch(() => undefined)
+      .finally(() => this.taking.delete(key));
+    this.taking.set(key, take);
+  }
+
+  /**
+   * A new block for `key`, added to what is left of the current one in the same window. Returns
+   * the hit of this request when it needed the block and the window is over the limit.
+   */
   private async take(
     key: string,
     previous: Lease | undefined,
+    ahead = false,
   ): Promise<{ totalHits: number; resetTime: Date } | undefined> {
     const limit = this.limit!;
     const fresh = !previous || previous.resetTime.getTime() <= Date.now();
@@ -102,13 +118,21 @@ export class PostgresRateLimitStore {
     ]).finally(() => clearTimeout(timer));
     const row = oneRow(rows, 'tally.rate_limit_take');
     if (this.leases.size > 10_000) this.leases.clear();
+    if (ahead) {
+      // Hits handed out so far, as far as anyone knows: the database's, less what this
+      // process holds. Hits past the limit are numbered past it, and refused as such.
+      const current = this.leases.get(key);
+      const left = current && current.resetTime.getTime() === row.reset_at.getTime() ? current.left + n : n;
+      this.leases.set(key, { left, hits: row.hits - left, size: n, resetTime: row.reset_at });
+      return undefined;
+    }
     // The block's first hit is this request's; the rest wait here.
     const first = row.hits - n + 1;
     if (first > limit) {
-      this.leases.set(key, { left: 0, hits: row.hits, resetTime: row.reset_at });
+      this.leases.set(key, { left: 0, hits: row.hits, size: n, resetTime: row.reset_at });
       return { totalHits: first, resetTime: row.reset_at };
     }
-    this.leases.set(key, { left: n - 1, hits: first, resetTime: row.reset_at });
+    this.leases.set(key, { left: n - 1, hits: first, size: n, resetTime: row.reset_at });
     return { totalHits: first, resetTime: row.reset_at };
   }
 
@@ -127,6 +151,8 @@ const TAKE_TIMEOUT_MS = 3000;
 interface Lease {
   /** Hits of the block not yet handed out. */
   left: number;
+  /** How many hits the last block brought. */
+  size: number;
   /** The window's hits as this process counts them: the database's, less what is left. */
   hits: number;
   resetTime: Date;
