@@ -143,9 +143,8 @@ export function mcpHandler(
           res,
           clientAddress(req, trustProxy),
           () => presentedToken(req, queryOf(req)),
-          recent,
+          { recent, identified: (known) => (caller.auth = known) },
         );
-        caller.auth = auth;
         let reply: RpcAnswer | undefined;
         try {
           reply = await serve(req, body, {

@@ -1,9 +1,13 @@
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
+import { jest } from '@jest/globals';
 import request from 'supertest';
 import { setApiEnabled } from '../gateway/admin/workspaces.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { requestLines } from './harness/log.js';
+import { waitFor } from './harness/wait.js';
+import { log } from '../gateway/engine/log.js';
 
 // The Streamable HTTP transport of /mcp byte by byte, as the MCP SDK's stateless JSON-response
 // mode answers it: what a client sees for a wrong Accept or Content-Type, a body that is not
@@ -276,6 +280,23 @@ describe('a normal answer', () => {
     await setApiEnabled(db.admin, other.id, false, 'test');
     const res = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`).expect(403);
     expect(res.body).toMatchObject({ code: expect.any(String), message: expect.any(String) });
+  });
+
+  it('the request log names the workspace of a request the API switch refuses', async () => {
+    const other = await workspaceWithData(db.admin, 'Mcp Http Logged Off');
+    const t = (await tokenFor(db.admin, other.id, 'read')).token;
+    await setApiEnabled(db.admin, other.id, false, 'test');
+    const info = jest.spyOn(log, 'info');
+    try {
+      await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`).expect(403);
+      await waitFor(() => requestLines(info).some((l) => l.status === 403), 'the request log line');
+      expect(requestLines(info).find((l) => l.status === 403)).toMatchObject({
+        route: '/mcp',
+        workspace_id: other.id,
+      });
+    } finally {
+      info.mockRestore();
+    }
   });
 
   it('over the request limit, a tools/call is a tool result that says when to retry; anything else is the 429', async () => {

@@ -63,8 +63,9 @@ export function exchangeRouter(ctx: AppContext): Router {
 
   router.post(EXCHANGE_PATHS, json, async (req, res, next) => {
     try {
-      const { token, auth } = await authenticateWorkspaceRequest(ctx, res, req.ip, () => presentedToken(req));
-      res.locals.auth = auth; // for the request log
+      const { token } = await authenticateWorkspaceRequest(ctx, res, req.ip, () => presentedToken(req), {
+        identified: (auth) => (res.locals.auth = auth), // for the request log, refusals included
+      });
       const accessToken = await signAccessToken(ctx.jwt, {
         role: roleForScope(token.scope),
         workspace_id: token.workspaceId,

@@ -169,13 +169,15 @@ export class RecentTokens {
  * on `res`), then the API switch (403). `extract` finds the token in the request; a 401 it
  * throws (two tokens sent) counts as a failure too. With `recent`, a token it holds skips the
  * lookup and the address's limit and comes back with `confirm`, which the caller must honour.
+ * `identified` learns the caller as soon as its token is found, so that the request log names
+ * the workspace of a request the limit or the API switch refuses.
  */
 export async function authenticateWorkspaceRequest(
   ctx: AppContext,
   res: ServerResponse,
   address: string | undefined,
   extract: () => string | undefined,
-  recent?: RecentTokens,
+  { recent, identified }: { recent?: RecentTokens; identified?: (auth: AuthContext) => void } = {},
 ): Promise<TokenCaller> {
   const failureKey = failedAuthKey(address);
   let presented: string | undefined;
@@ -195,6 +197,8 @@ export async function authenticateWorkspaceRequest(
   if (trusted && recent && presented !== undefined) {
     const known = presented;
     const rateKey = `token:${trusted.id}`;
+    const auth = workspaceTokenAuth(trusted);
+    identified?.(auth);
     const confirm = async () => {
       recent.forget(known);
       if (!(await lookUp()).apiEnabled) throw apiSwitchedOff();
@@ -205,11 +209,13 @@ export async function authenticateWorkspaceRequest(
       await confirm(); // a revoked token is a 401 before it is a 429, as on the lookup's path
       throw err;
     }
-    return { token: trusted, auth: workspaceTokenAuth(trusted), rateKey, confirm };
+    return { token: trusted, auth, rateKey, confirm };
   }
   const token = await lookUp();
   const rateKey = `token:${token.id}`;
+  const auth = workspaceTokenAuth(token);
+  identified?.(auth);
   await limitRequest(ctx, res, rateKey, address);
   if (!token.apiEnabled) throw apiSwitchedOff();
-  return { token, auth: workspaceTokenAuth(token), rateKey };
+  return { token, auth, rateKey };
 }
