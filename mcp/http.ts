@@ -7,7 +7,7 @@ import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { authenticateWorkspaceRequest, RecentTokens } from '../gateway/auth/workspace-token.js';
 import { TOKEN_CHECK } from '../gateway/config.js';
-import { preRequestPassed } from '../gateway/engine/execute.js';
+import { transactionTimings } from '../gateway/engine/execute.js';
 import {
   bodyReader,
   header,
@@ -35,10 +35,10 @@ import type { McpCaller } from './tools.js';
 // conformance check). The token is looked up, counted against its rate limit and checked
 // against the API switch before any message is looked at; a token this process found valid in
 // the last minute is instead confirmed by the pre-request check of the tool's own transaction,
-// or looked up before the answer goes out (RecentTokens), which saves a tool call a round trip. One request is one JSON-RPC message:
-// a batch would run up to 100 tool calls for the price of one request, so it is refused (the
-// 2025-06-18 protocol dropped batches; create_expenses is the way to write many records at
-// once, and counts each against the limit).
+// or looked up before the answer goes out (RecentTokens), which saves a tool call a round trip.
+// One request is one JSON-RPC message: a batch would run up to 100 tool calls for the price of
+// one request, so it is refused (the 2025-06-18 protocol dropped batches; create_expenses is
+// the way to write many records at once, and counts each against the limit).
 
 export const MCP_PATH = '/mcp';
 
@@ -156,7 +156,7 @@ export function mcpHandler(
         } finally {
           // A token taken on trust: nothing is answered that the database has not confirmed it
           // for, and the lookup's refusal wins over whatever the request came to.
-          if (confirm && !preRequestPassed.has(auth)) await confirm();
+          if (confirm && !transactionTimings.get(auth)?.preRequestPassed) await confirm();
         }
         if (reply) return sendJson(res, auth, 200, reply);
         res.statusCode = 202;

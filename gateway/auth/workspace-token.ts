@@ -124,7 +124,7 @@ export interface TokenCaller {
   /**
    * Present when the token was taken on trust (RecentTokens): looks it up, and throws what the
    * lookup or the API switch refuses. The caller runs it before answering, unless a gateway
-   * call's pre-request check accepted `auth` (preRequestPassed).
+   * call's pre-request check accepted `auth` (transactionTimings, engine/execute.ts).
    */
   confirm?: () => Promise<void>;
 }

@@ -34,33 +34,34 @@ export interface TransactionOptions {
   describeConstraint?: DescribeConstraint;
 }
 
-/** Time a request spent waiting for a pooled connection and in its transactions. */
+/** Time a request spent waiting for a pooled connection and in its transactions, and their outcome. */
 export interface TransactionTiming {
   poolMs: number;
   dbMs: number;
+  /**
+   * The pre-request function accepted the caller in one of them (it ran and raised nothing,
+   * whatever the statements after it did). A surface that took a caller on trust asks this
+   * before it answers (RecentTokens, auth/workspace-token.ts).
+   */
+  preRequestPassed: boolean;
 }
 
 /**
- * Database time per request, for the Server-Timing header (server.ts). Keyed by the request's
- * AuthContext, which its authentication step makes afresh for every request and every surface
- * passes down unchanged, so no request-scoped storage is needed; several transactions of one
- * request (an MCP tool) add up.
+ * Database time per request, for the Server-Timing header (server.ts), and whether the
+ * pre-request function accepted its caller. Keyed by the request's AuthContext, which its
+ * authentication step makes afresh for every request and every surface passes down unchanged,
+ * so no request-scoped storage is needed; several transactions of one request (an MCP tool)
+ * add up.
  */
 export const transactionTimings = new WeakMap<AuthContext, TransactionTiming>();
 
-/**
- * The AuthContexts of requests whose pre-request function accepted them in a transaction (it
- * ran and raised nothing, whatever the statements after it did). A surface that took a caller
- * on trust asks this before it answers (RecentTokens, auth/workspace-token.ts).
- */
-export const preRequestPassed = new WeakSet<AuthContext>();
-
-function recordTiming(auth: AuthContext, poolMs: number, dbMs: number): void {
+function recordTiming(auth: AuthContext, poolMs: number, dbMs: number, preRequestPassed: boolean): void {
   const t = transactionTimings.get(auth);
   if (t) {
     t.poolMs += poolMs;
     t.dbMs += dbMs;
-  } else transactionTimings.set(auth, { poolMs, dbMs });
+    t.preRequestPassed ||= preRequestPassed;
+  } else transactionTimings.set(auth, { poolMs, dbMs, preRequestPassed });
 }
 
 /**
@@ -125,6 +126,7 @@ export async function runTransaction(
   const deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
   const conn = lease.sql;
   let open = false;
+  let accepted = false;
   let pending: Promise<unknown>[] = [];
   try {
     const send = (s: CompiledSql) => run(conn, s);
@@ -137,8 +139,8 @@ export async function runTransaction(
     if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
     const settled = await watched(Promise.allSettled(pending), deadline);
     if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
-    if (opts.preRequest && settled.slice(0, 1 + setup.length).every((s) => s.status === 'fulfilled'))
-      preRequestPassed.add(opts.auth);
+    accepted =
+      opts.preRequest !== undefined && settled.slice(0, 1 + setup.length).every((s) => s.status === 'fulfilled');
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     const results = settled
@@ -168,7 +170,7 @@ export async function runTransaction(
     } else lease.destroy(pending);
     throw databaseError(err, errorContext);
   } finally {
-    recordTiming(opts.auth, reserved - asked, performance.now() - reserved);
+    recordTiming(opts.auth, reserved - asked, performance.now() - reserved, accepted);
   }
 }
 
