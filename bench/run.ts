@@ -644,6 +644,20 @@ async function main(): Promise<void> {
     }
     for (const [id, body] of toolErrors) log(`  note: case ${id} answered tool errors, e.g. ${body}`);
 
+    // Tally against PostGraphile on the list read: a pair of its own, interleaved (a, g, g, a).
+    // Their req/s from their floor pairs, taken minutes apart, differed by the machine's drift.
+    const peer = all.find((c) => c.id === 'g');
+    let tallyVsPostgraphile: number | null = null;
+    if (peer) {
+      const [tallyRead, peerRead] = await interleaved(
+        [{ ...caseA, id: 'a@vs-g', comparable: false }, 16],
+        [{ ...peer, id: 'g@vs-a', comparable: false }, 16],
+      );
+      tallyVsPostgraphile =
+        peerRead.reqPerSec > 0 ? Math.round((tallyRead.reqPerSec / peerRead.reqPerSec) * 100) / 100 : null;
+      log(`  Tally ${tallyRead.reqPerSec} req/s vs PostGraphile ${peerRead.reqPerSec} (${tallyVsPostgraphile}×)`);
+    }
+
     // Many MCP clients at once (the endpoint is stateless: a client's session is its connection).
     const mcp = all.find((c) => c.id === 'e');
     const mcpSessions = num('BENCH_MCP_SESSIONS', 100);
@@ -747,8 +761,6 @@ async function main(): Promise<void> {
             `${fmt(m.ratioToBaseline ?? NaN, 2)}× its own (${c.floor!.title})`,
         );
     }
-    const tallyVsPostgraphile =
-      at('a') && at('g') ? Math.round((at('a')!.reqPerSec / at('g')!.reqPerSec) * 100) / 100 : null;
     const targets: Record<string, { target: string; measured: number | null; met: boolean }> = {
       restReadVsFloorAt16: target('>= 0.85× floor', at('a')?.ratioToBaseline, (v) => v >= 0.85),
       restReadP99VsFloorAt16: target("<= 1.2× floor's p99", at('a')?.p99RatioToBaseline, (v) => v <= 1.2),
