@@ -8,6 +8,8 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 import { requestLines } from './harness/log.js';
 import { waitFor } from './harness/wait.js';
 import { log } from '../gateway/engine/log.js';
+import { FAILED_AUTH_LIMIT_PER_MINUTE } from '../gateway/auth/ratelimit.js';
+import { newWorkspaceToken } from '../gateway/secrets.js';
 
 // The Streamable HTTP transport of /mcp byte by byte, as the MCP SDK's stateless JSON-response
 // mode answers it: what a client sees for a wrong Accept or Content-Type, a body that is not
@@ -407,6 +409,25 @@ describe('a token this process found valid in the last minute', () => {
       expect([res.status, res.body.code]).toEqual([403, 'PT403']);
     }
     expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'After the switch'`).toHaveLength(0);
+  });
+
+  it('from an address blocked for failed authentications, is answered on every method; a new one is not', async () => {
+    const { token: held } = await tokenFor(db.admin, ws.id, 'read');
+    const { token: unused } = await tokenFor(db.admin, ws.id, 'read');
+    const ping = (t: string) => post('{"jsonrpc":"2.0","id":1,"method":"ping"}', {}, `/mcp?token=${t}`);
+    try {
+      await call(held, 'list_expenses').expect(200);
+      for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) await ping(newWorkspaceToken()).expect(401);
+      await ping(newWorkspaceToken()).expect(429);
+      for (let round = 0; round < 2; round++) {
+        expect((await call(held, 'list_expenses').expect(200)).body.result.isError).toBeUndefined();
+        await ping(held).expect(200);
+        await post('{"jsonrpc":"2.0","id":1,"method":"tools/list"}', {}, `/mcp?token=${held}`).expect(200);
+      }
+      await ping(unused).expect(429);
+    } finally {
+      await db.admin`DELETE FROM tally.rate_limits WHERE key LIKE 'authfail:%'`;
+    }
   });
 
   it('is not trusted where the pre-request function is not the token check', async () => {

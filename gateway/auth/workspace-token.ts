@@ -140,7 +140,7 @@ const RECENT_TOKENS = 10_000;
  * workspace and a switched-off API with the same status. An answer no such check accepted is
  * confirmed by the lookup before it is sent, so revocation and the switch still act on the next
  * request. Only a hash that was a valid token is held, so a guess never skips the
- * failed-authentication limit; a valid one from a blocked address is answered.
+ * failed-authentication limit; a held token from an address blocked for failures is answered.
  */
 export class RecentTokens {
   private readonly tokens = new Lru<string, { token: WorkspaceToken; until: number }>(RECENT_TOKENS);
@@ -187,9 +187,12 @@ export async function authenticateWorkspaceRequest(
     if (err instanceof ApiError && err.status === 401) await countFailure(ctx, failureKey);
     throw err;
   }
-  /** The token's state now; a usable one is remembered. */
-  const lookUp = async (): Promise<WorkspaceToken> => {
-    const token = await findWorkspaceToken(ctx, presented, failureKey);
+  /**
+   * The token's state now; a usable one is remembered. A held token was valid a moment ago, so
+   * its check is no guess: it skips the address's failed-authentication limit, on every method.
+   */
+  const lookUp = async (held: boolean): Promise<WorkspaceToken> => {
+    const token = await findWorkspaceToken(ctx, presented, held ? undefined : failureKey);
     if (token.apiEnabled && presented !== undefined) recent?.remember(presented, token);
     return token;
   };
@@ -201,7 +204,7 @@ export async function authenticateWorkspaceRequest(
     identified?.(auth);
     const confirm = async () => {
       recent.forget(known);
-      if (!(await lookUp()).apiEnabled) throw apiSwitchedOff();
+      if (!(await lookUp(true)).apiEnabled) throw apiSwitchedOff();
     };
     try {
       await limitRequest(ctx, res, rateKey, address);
@@ -211,7 +214,7 @@ export async function authenticateWorkspaceRequest(
     }
     return { token: trusted, auth, rateKey, confirm };
   }
-  const token = await lookUp();
+  const token = await lookUp(false);
   const rateKey = `token:${token.id}`;
   const auth = workspaceTokenAuth(token);
   identified?.(auth);
