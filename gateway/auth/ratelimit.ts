@@ -7,6 +7,7 @@ import type { AppContext } from '../context.js';
 import { Lru } from '../engine/lru.js';
 import { catalogue, type ApiError } from '../engine/errors.js';
 import { oneRow } from '../engine/invariant.js';
+import { errorFields, log } from '../log.js';
 
 // Rate limits: TALLY_RATE_LIMIT_PER_MINUTE requests per minute per workspace
 // token, counted across every surface together, or per client address where no token is known;
@@ -82,7 +83,10 @@ export class PostgresRateLimitStore {
   /** The next block for `key` before `lease` runs out; a failure is left to the request that needs it. */
   private takeAhead(key: string, lease: Lease): void {
     const take = this.take(key, lease, true)
-      .catch(() => undefined)
+      .catch((err: unknown) => {
+        // The block may still be counted once the query ends: up to a block's hits lost.
+        log.warn({ ...errorFields(err), key: this.prefix + key }, 'rate-limit block taken ahead failed');
+      })
       .finally(() => this.taking.delete(key));
     this.taking.set(key, take);
   }
@@ -120,9 +124,12 @@ export class PostgresRateLimitStore {
     if (this.leases.size > 10_000) this.leases.clear();
     if (ahead) {
       // Hits handed out so far, as far as anyone knows: the database's, less what this
-      // process holds. Hits past the limit are numbered past it, and refused as such.
+      // process holds. Hits past the limit are numbered past it, and refused as such; a block
+      // wholly past it adds nothing, and leaves the hits held (counted under it) as they are.
       const current = this.leases.get(key);
-      const left = current && current.resetTime.getTime() === row.reset_at.getTime() ? current.left + n : n;
+      const sameWindow = current !== undefined && current.resetTime.getTime() === row.reset_at.getTime();
+      if (sameWindow && row.hits - n >= limit) return undefined;
+      const left = sameWindow ? current.left + n : n;
       this.leases.set(key, { left, hits: row.hits - left, size: n, resetTime: row.reset_at });
       return undefined;
     }
