@@ -28,30 +28,32 @@ interface Route {
   answer: (row: Record<string, unknown>) => { status: number; headers: Record<string, string>; body: string };
 }
 
-const json = { 'Content-Type': 'application/json; charset=utf-8' };
+/** A read: `rows` (the CTE pgrst_rows, with its one parameter `value`) answered as Tally's JSON body. */
+const read = (rows: string, value: string): Route => ({
+  statement: `WITH pgrst_rows AS (${rows}) ${ANSWER}`,
+  param: () => value,
+  readOnly: true,
+  answer: (row) => ({
+    status: 200,
+    headers: { 'Content-Type': 'application/json; charset=utf-8' },
+    body: row.body as string,
+  }),
+});
 
 const ROUTES: Record<string, Route> = {
   // GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20
-  'GET /': {
-    statement:
-      'WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "public"."personal_transactions" AS "pgrst_0" ORDER BY "pgrst_0"."occurred_at" DESC LIMIT $1::text::int8) ' +
-      ANSWER,
-    param: () => '20',
-    readOnly: true,
-    answer: (row) => ({ status: 200, headers: json, body: row.body as string }),
-  },
+  'GET /': read(
+    'SELECT "pgrst_0".* FROM "public"."personal_transactions" AS "pgrst_0" ORDER BY "pgrst_0"."occurred_at" DESC LIMIT $1::text::int8',
+    '20',
+  ),
   // GET /rest/v1/funds?select=*,fund_transactions(*)&status=eq.In%20Progress
-  'GET /funds': {
-    statement:
-      'WITH pgrst_rows AS (SELECT "pgrst_0".*, coalesce("pgrst_2"."fund_transactions", \'[]\'::json) AS "fund_transactions" ' +
+  'GET /funds': read(
+    'SELECT "pgrst_0".*, coalesce("pgrst_2"."fund_transactions", \'[]\'::json) AS "fund_transactions" ' +
       'FROM "public"."funds" AS "pgrst_0" LEFT JOIN LATERAL (SELECT pg_catalog.json_agg("pgrst_t") AS "fund_transactions" ' +
       'FROM (SELECT "pgrst_1".* FROM "public"."fund_transactions" AS "pgrst_1" WHERE "pgrst_1"."workspace_id" = "pgrst_0"."workspace_id" ' +
-      'AND "pgrst_1"."fund_id" = "pgrst_0"."id") AS "pgrst_t") AS "pgrst_2" ON TRUE WHERE "pgrst_0"."status" = $1::text::pg_catalog.text) ' +
-      ANSWER,
-    param: () => 'In Progress',
-    readOnly: true,
-    answer: (row) => ({ status: 200, headers: json, body: row.body as string }),
-  },
+      'AND "pgrst_1"."fund_id" = "pgrst_0"."id") AS "pgrst_t") AS "pgrst_2" ON TRUE WHERE "pgrst_0"."status" = $1::text::pg_catalog.text',
+    'In Progress',
+  ),
   // POST /rest/v1/personal_transactions, one JSON object, Prefer: return=minimal
   'POST /write': {
     statement:

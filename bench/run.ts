@@ -5,9 +5,9 @@
 // port, generates the data set (bench/data.ts), runs `tally serve`, the floor and PostGraphile
 // as child processes (so their peak RSS is their own), and, when Debian's pgbouncer is
 // installed, a second Tally behind PgBouncer in transaction mode with prepared statements off.
-// On a shared machine the load drifts between runs: every case is measured interleaved with the
-// floor at the same connections (floor, case, case, floor), and compared with that floor figure. Prints every target
-// with its measured value, and writes bench/results/latest.json.
+// On a shared machine the load drifts between runs: every case is measured interleaved with its
+// floor at the same connections (floor, case, case, floor), and compared with that floor figure.
+// Prints every target with its measured value, and writes bench/results/latest.json.
 //
 // Knobs (environment): BENCH_SECONDS (per case, default 6), BENCH_CONNECTIONS (default
 // 16), BENCH_MAIN_ROWS (100000), BENCH_OTHER_WORKSPACES (100), BENCH_OTHER_ROWS (10000),

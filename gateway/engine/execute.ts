@@ -139,8 +139,8 @@ export async function runTransaction(
     if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
     const settled = await watched(Promise.allSettled(pending), deadline);
     if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
-    accepted =
-      opts.preRequest !== undefined && settled.slice(0, 1 + setup.length).every((s) => s.status === 'fulfilled');
+    // The pre-request call is the last setup statement: did it run and raise nothing?
+    accepted = opts.preRequest !== undefined && settled[setup.length]?.status === 'fulfilled';
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     const results = settled
