@@ -1,7 +1,9 @@
 import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
+import { keepDriverClassesFast } from './driver-classes.js';
 import { catalogue, type ApiError, isConnectionError, isPgError, poolTimeout } from './errors.js';
 import { defined } from './invariant.js';
+import { errorFields, log } from './log.js';
 
 // The server's pool of database connections, shared by every workspace. postgres.js's own pool
 // cannot destroy one reserved connection (its reserve() has release() only), so a connection
@@ -204,6 +206,11 @@ export function createPool(url: string, options: PoolOptions): Pool {
     ...options.client,
     max: 1,
     connection: { ...named, application_name: 'tally-control' } as never,
+  });
+  // A server cannot start without its control connection, so this statement's failure is rare;
+  // the server then runs as it is, only slower (see driver-classes.ts).
+  keepDriverClassesFast(control).catch((err: unknown) => {
+    if (!ended) log.warn(errorFields(err), 'could not put the database driver classes in fast mode');
   });
   return Object.assign(simple, {
     reserve,
