@@ -1,5 +1,5 @@
 import { errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { ApiError, catalogue } from '../engine/errors.js';
 
 // Access tokens: HS256 JWTs. The current secret signs; the current and the previous one both
@@ -57,7 +57,7 @@ const jwtError = (kind: 'invalidCredential' | 'invalidClaims', message: string, 
  */
 export async function verifyJwt(keys: JwtKeys, token: string): Promise<JWTPayload> {
   const cache = verifiedOf(keys);
-  const key = createHash('sha256').update(token).digest('base64');
+  const key = hash('sha256', token, 'base64');
   const hit = cache.get(key);
   if (hit !== undefined) {
     if (hit.until > Date.now()) {
