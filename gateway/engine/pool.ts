@@ -24,6 +24,10 @@ export interface PoolOptions {
   client: Options<Record<string, never>>;
 }
 
+/** What a race with a promise that is not settled yet gives (reserve() below). */
+const NOT_YET_VALUE = Symbol('not yet');
+const NOT_YET = Promise.resolve(NOT_YET_VALUE);
+
 /** A reserved connection: release it when its work ended cleanly, destroy it otherwise. */
 export interface Lease {
   sql: ReservedSql;
@@ -145,16 +149,22 @@ export function createPool(url: string, options: PoolOptions): Pool {
       }).finally(() => clearTimeout(timer)));
 
     // The slot's connection may still have to be made (or remade): bounded by the same deadline.
-    const left = Math.max(1, options.acquireTimeoutMs - (Date.now() - started));
+    // An open one is reserved at once (postgres.js's reserve() then resolves without waiting),
+    // which the race with an already resolved promise tells without arming a timer.
     const reserving = slot.client.reserve();
     let conn: ReservedSql;
     try {
-      conn = await Promise.race([
-        reserving,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(poolTimeout(options.acquireTimeoutMs)), left);
-        }),
-      ]);
+      const now = await Promise.race([reserving, NOT_YET]);
+      if (now !== NOT_YET_VALUE) conn = now;
+      else {
+        const left = Math.max(1, options.acquireTimeoutMs - (Date.now() - started));
+        conn = await Promise.race([
+          reserving,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(poolTimeout(options.acquireTimeoutMs)), left);
+          }),
+        ]);
+      }
     } catch (err) {
       reserving.catch(() => {});
       free(slot, key, true);
@@ -248,16 +258,23 @@ function slotClient(url: string, clientOptions: PoolOptions['client']): Pick<Slo
 /** A promise that rejects as a lost connection when `work` takes longer than `ms` (0: never). */
 export function watched<T>(work: Promise<T>, ms: number): Promise<T> {
   if (ms <= 0) return work;
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    work,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(Object.assign(new Error('no answer from the database connection'), { code: 'CONNECTION_CLOSED' })),
-        ms,
-      );
-    }),
-  ]).finally(() => clearTimeout(timer));
+  // One promise, not a race and a finally: every transaction of every request goes through here.
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(Object.assign(new Error('no answer from the database connection'), { code: 'CONNECTION_CLOSED' })),
+      ms,
+    );
+    work.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
 }
 
 function tooManyConcurrent(n: number): ApiError {
