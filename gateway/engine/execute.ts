@@ -87,7 +87,7 @@ const SETUP_WITH_WORK_MEM = compiledOnce(
 
 /** The transaction's settings in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const values = [opts.auth.role, JSON.stringify(opts.auth.claims), String(opts.statementTimeoutMs)] as const;
+  const values = [opts.auth.role, perClaims(opts.auth.claims).json, String(opts.statementTimeoutMs)] as const;
   return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
 
@@ -179,10 +179,29 @@ export async function runTransaction(
  * workspace, else its role (every anonymous request shares one).
  */
 function shareKey(auth: AuthContext): string {
-  const c = auth.claims as Record<string, unknown>;
-  if (typeof c.sub === 'string' && c.sub !== '') return `token:${c.sub}`;
-  if (typeof c.workspace_id === 'string' && c.workspace_id !== '') return `workspace:${c.workspace_id}`;
-  return `role:${auth.role}`;
+  return perClaims(auth.claims).shareKey ?? `role:${auth.role}`;
+}
+
+/**
+ * What a transaction derives from its claims, once per claims object: a caller that gives its
+ * requests one claims object (a JWT verified before) has them made once, not per request.
+ * Claims are never changed once made.
+ */
+const derived = new WeakMap<object, { json: string; shareKey: string | undefined }>();
+function perClaims(claims: Record<string, unknown>): { json: string; shareKey: string | undefined } {
+  let d = derived.get(claims);
+  if (d === undefined) {
+    const { sub, workspace_id: workspace } = claims;
+    const shareKey =
+      typeof sub === 'string' && sub !== ''
+        ? `token:${sub}`
+        : typeof workspace === 'string' && workspace !== ''
+          ? `workspace:${workspace}`
+          : undefined;
+    d = { json: JSON.stringify(claims), shareKey };
+    derived.set(claims, d);
+  }
+  return d;
 }
 
 function databaseError(err: unknown, ctx: PgErrorContext): ApiError {
