@@ -52,8 +52,10 @@ const BASE = '/api/v1';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** The gateway's headers a wrapper client may read. */
-const PASSED_HEADERS = ['content-type', 'content-range', 'preference-applied'];
+/** The gateway's headers a wrapper client may read: as sent, and as the gateway may spell them. */
+const PASSED_HEADERS = ['content-type', 'content-range', 'preference-applied'].map(
+  (name) => [name, name.replace(/(^|-)[a-z]/g, (ch) => ch.toUpperCase())] as const,
+);
 
 /**
  * The requests under /api/v1 that Express answers: the token exchange (POST /api/v1/token,
@@ -108,8 +110,8 @@ function rows<T = Record<string, unknown>>(g: GatewayResponse): T[] {
 
 /** A gateway answer as it is: status, the headers a client may read, Postgres's JSON text. */
 function passThrough(c: Call, g: GatewayResponse): void {
-  for (const name of PASSED_HEADERS) {
-    const value = g.headers[name] ?? g.headers[name.replace(/(^|-)[a-z]/g, (ch) => ch.toUpperCase())];
+  for (const [name, canonical] of PASSED_HEADERS) {
+    const value = g.headers[name] ?? g.headers[canonical];
     if (value !== undefined) c.res.setHeader(name, value);
   }
   if (!c.res.hasHeader('content-type')) c.res.setHeader('Content-Type', 'application/json; charset=utf-8');
