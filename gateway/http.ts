@@ -93,17 +93,68 @@ export const header = (req: IncomingMessage, name: string): string | undefined =
 
 /**
  * Reads a request body as text, whatever its type, up to `limit` bytes: body-parser's reader,
- * so a larger body is the same 413 (PGRST413, errors.ts) as on every surface.
+ * so a larger body is the same 413 (PGRST413, errors.ts) as on every surface, and a body in a
+ * Content-Encoding or charset the same 415 or 400. The common body, plain UTF-8 of a declared
+ * length within the limit, is read by plainBody below with the same outcome: body-parser's
+ * content-type parsing, charset decoder and stream handling were about 7% of the CPU of a
+ * one-row POST.
  */
 export function bodyReader(limit: number): (req: IncomingMessage, res: ServerResponse) => Promise<string | undefined> {
   const readText = express.text({ type: () => true, limit });
   return (req, res) =>
+    plainBody(req, limit) ??
     new Promise((resolve, reject) =>
       readText(req as never, res as never, (err?: unknown) =>
         err ? reject(err) : resolve((req as { body?: unknown }).body as string | undefined),
       ),
     );
 }
+
+/** A charset parameter body-parser would decode as UTF-8, or none (UTF-8 is its default). */
+const UTF8_OR_NO_CHARSET = /^[^;]*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
+
+/**
+ * The body of a request that declares its length (within `limit`), no Content-Encoding and no
+ * charset but UTF-8, read as body-parser reads it: UTF-8, a leading byte-order mark dropped, and
+ * a client that stops before its Content-Length the same 400. Undefined for any other request.
+ */
+function plainBody(req: IncomingMessage, limit: number): Promise<string> | undefined {
+  const { 'content-length': declared, 'content-encoding': coding, 'transfer-encoding': chunked } = req.headers;
+  if (declared === undefined || chunked !== undefined || !/^\d{1,15}$/.test(declared)) return undefined;
+  const length = Number(declared);
+  if (length > limit || (coding !== undefined && coding.toLowerCase() !== 'identity')) return undefined;
+  if (!UTF8_OR_NO_CHARSET.test(req.headers['content-type'] ?? '')) return undefined;
+  // A client gone before the body was asked for (during authentication): no event will come.
+  if (req.destroyed) return Promise.reject(unreadable('request aborted', 'aborted'));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const done = () => {
+      req.off('data', onData).off('end', onEnd).off('error', onGone).off('close', onGone);
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      if (received !== length) return reject(unreadable('request size did not match content length', 'size.invalid'));
+      const text = Buffer.concat(chunks, received).toString('utf8');
+      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    };
+    // A client that goes before the end of its body: Node destroys the request with an error
+    // (ECONNRESET), then closes it. It is the client's doing, a 400, not a lost database.
+    const onGone = () => {
+      done();
+      reject(unreadable('request aborted', 'aborted'));
+    };
+    req.on('data', onData).once('end', onEnd).once('error', onGone).once('close', onGone);
+  });
+}
+
+/** A body that could not be read as sent, as raw-body (body-parser's reader) reports it: a 400. */
+const unreadable = (message: string, type: string) =>
+  Object.assign(new Error(message), { status: 400, statusCode: 400, expose: true, type: `request.${type}` });
 
 /** Whether a Content-Type names JSON: application/json or a +json type; no header counts as JSON. */
 export function isJson(contentType: string | undefined): boolean {
