@@ -146,19 +146,23 @@ export class RecentTokens {
   private readonly tokens = new Lru<string, { token: WorkspaceToken; until: number }>(RECENT_TOKENS);
 
   recall(presented: string): WorkspaceToken | undefined {
-    const key = sha256(presented).toString('base64');
-    const held = this.tokens.get(key);
+    const held = this.tokens.get(keyOf(presented));
     if (held && held.until > Date.now()) return held.token;
     return undefined;
   }
 
   remember(presented: string, token: WorkspaceToken): void {
-    this.tokens.set(sha256(presented).toString('base64'), { token, until: Date.now() + RECENT_TOKEN_MS });
+    this.tokens.set(keyOf(presented), { token, until: Date.now() + RECENT_TOKEN_MS });
   }
 
   forget(presented: string): void {
-    this.tokens.delete(sha256(presented).toString('base64'));
+    this.tokens.delete(keyOf(presented));
   }
+}
+
+/** RecentTokens' key of a presented token: its hash, so the process holds no token itself. */
+function keyOf(presented: string): string {
+  return sha256(presented).toString('base64');
 }
 
 /**

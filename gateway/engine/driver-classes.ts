@@ -15,12 +15,8 @@ import { compile, run, sql } from './sql.js';
 // fast mode, which ends it. Nothing else about the classes changes: the subclasses made here
 // are never used.
 
-const fixed = new WeakSet<object>();
-
-/** Declares a subclass of `constructor` once, for its side effect in V8 (see above). */
+/** Declares a subclass of `constructor`, for its side effect in V8 (see above); again is harmless. */
 function fastMode(constructor: unknown): void {
-  if (typeof constructor !== 'function' || fixed.has(constructor)) return;
-  fixed.add(constructor);
   void class extends (constructor as new (...args: never[]) => object) {};
 }
 
