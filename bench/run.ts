@@ -640,10 +640,14 @@ async function main(): Promise<void> {
     // connections left Tally's first case (a) 0.72-0.74x the floor in three runs where the same
     // read measured 0.79-0.84x later on: the floor's few functions are optimised sooner.
     const WARM_UP_SECONDS = 3;
-    await drive(baselineBase, floor, 16, WARM_UP_SECONDS);
-    for (const c of all.slice(1)) {
-      if (c.floor) await drive(baselineBase, c.floor, 16, WARM_UP_SECONDS);
+    // A process that sat idle meanwhile (the floor during the MCP and growth cases, both while
+    // the database grows) is cold again: a pair is measured right after its own warm-up.
+    const warmUp = async (c: Case): Promise<void> => {
+      await drive(baselineBase, c.floor ?? floor, 16, WARM_UP_SECONDS);
       await drive(bases[c.target], c, 16, WARM_UP_SECONDS);
+    };
+    for (const c of all.slice(1)) {
+      await warmUp(c);
       for (const connections of CONNECTIONS) await paired(c, connections);
     }
     for (const [id, body] of toolErrors) log(`  note: case ${id} answered tool errors, e.g. ${body}`);
@@ -718,7 +722,9 @@ async function main(): Promise<void> {
     const manyWorkspaces = num('BENCH_MANY_WORKSPACES', 1000);
     let manyRatio: number | null = null;
     if (manyWorkspaces > dataset.others + 2) {
-      const readBefore = await paired({ ...caseA, id: 'a@before-many' }, 16);
+      const before: Case = { ...caseA, id: 'a@before-many' };
+      await warmUp(before);
+      const readBefore = await paired(before, 16);
       const owner = adminClient(pg.url);
       try {
         const add = manyWorkspaces - dataset.others - 2;
@@ -736,7 +742,9 @@ async function main(): Promise<void> {
       } finally {
         await owner.end();
       }
-      const after = await paired({ ...caseA, id: 'a@many' }, 16);
+      const many: Case = { ...caseA, id: 'a@many' };
+      await warmUp(many);
+      const after = await paired(many, 16);
       manyRatio =
         readBefore.ratioToBaseline && after.ratioToBaseline
           ? Math.round((after.ratioToBaseline / readBefore.ratioToBaseline) * 100) / 100
