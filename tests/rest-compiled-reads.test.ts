@@ -40,6 +40,22 @@ describe('compiled reads', () => {
       expect(after.status).toBe(400);
       expect(after.body.code).toBe('PGRST200');
     });
+
+    it('schema reloads asked for while one runs are one load after it, shared by all of them', async () => {
+      const holder = schemaCacheOf(t.ctx);
+      // A burst of NOTIFYs, as a DBA's event trigger sends over a migration: twenty at once.
+      const caches = await Promise.all(Array.from({ length: 20 }, () => holder.reload()));
+      const [first, ...meanwhile] = caches;
+      expect(new Set(meanwhile).size).toBe(1); // one load, not nineteen
+      expect(meanwhile[0]).not.toBe(first); // begun after the first ended: it sees what changed meanwhile
+      expect(await holder.get()).toBe(meanwhile[0]);
+
+      // One asked for once everything settled starts a load of its own.
+      await db.admin.unsafe('CREATE TABLE blog.after_the_burst (id int PRIMARY KEY)');
+      const later = await holder.reload();
+      expect(later).not.toBe(meanwhile[0]);
+      expect(later.relations.has('blog.after_the_burst')).toBe(true);
+    });
   });
 
   describe('on the finance schema', () => {

@@ -16,6 +16,9 @@ export class SchemaCacheHolder {
   private current: Promise<SchemaCache> | undefined;
   private listening: Promise<unknown> | undefined;
   private loaded = false;
+  /** The reload that runs, and the one that follows it for the calls made meanwhile (reload()). */
+  private reloading: Promise<SchemaCache> | undefined;
+  private nextReload: Promise<SchemaCache> | undefined;
 
   constructor(
     private readonly db: Sql,
@@ -49,10 +52,31 @@ export class SchemaCacheHolder {
     return this.loaded ? this.current : watched(this.current, LOAD_WAIT_MS);
   }
 
-  /** Loads afresh; requests keep the old cache until the new one is complete. */
-  async reload(): Promise<SchemaCache> {
-    const next = loadSchemaCache(this.db, this.schemas);
-    const cache = await next;
+  /**
+   * Loads afresh; requests keep the old cache until the new one is complete. A reload asked for
+   * while one runs gets the next load, which begins when that one ends and which every call
+   * made meanwhile shares: it sees what changed before it was asked, and a burst of NOTIFYs
+   * (a DBA's event trigger over a migration) costs two loads, not one per notification queued
+   * behind each other on the control connection, nor an endless queue behind a load that hangs.
+   */
+  reload(): Promise<SchemaCache> {
+    if (!this.reloading) {
+      const running = this.load().finally(() => {
+        if (this.reloading === running) this.reloading = undefined;
+      });
+      return (this.reloading = running);
+    }
+    this.nextReload ??= this.reloading
+      .catch(() => {})
+      .then(() => {
+        this.nextReload = undefined;
+        return this.reload();
+      });
+    return this.nextReload;
+  }
+
+  private async load(): Promise<SchemaCache> {
+    const cache = await loadSchemaCache(this.db, this.schemas);
     this.current = Promise.resolve(cache);
     this.loaded = true;
     return cache;
