@@ -61,10 +61,7 @@ export class SchemaCacheHolder {
    */
   reload(): Promise<SchemaCache> {
     if (!this.reloading) {
-      const running = this.load().finally(() => {
-        if (this.reloading === running) this.reloading = undefined;
-      });
-      return (this.reloading = running);
+      return (this.reloading = this.load().finally(() => (this.reloading = undefined)));
     }
     this.nextReload ??= this.reloading
       .catch(() => {})
