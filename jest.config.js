@@ -20,7 +20,7 @@ export default {
       displayName: 'db',
       roots: ['<rootDir>/tests'],
       testMatch: ['**/*.test.ts'],
-      testPathIgnorePatterns: ['/tests/unit/'],
+      testPathIgnorePatterns: ['/tests/unit/', '/tests/scale/'],
       globalSetup: '<rootDir>/tests/harness/global-setup.mjs',
       globalTeardown: '<rootDir>/tests/harness/global-teardown.mjs',
     },
