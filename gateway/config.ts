@@ -19,10 +19,14 @@ export interface Config extends EngineConfig {
   jwtPreviousSecret: string | undefined;
   publishableKeys: string[];
   rateLimitPerMinute: number;
-  /** Connections to Postgres, how long a request waits for one, how many one token may hold. */
+  /**
+   * Connections to Postgres, how long a request waits for one, how many one tenant may hold, and
+   * how many only the server's own statements (token exchange, counters, settings, health) take.
+   */
   poolSize: number;
   poolAcquireTimeoutMs: number;
-  poolPerToken: number;
+  poolPerTenant: number;
+  poolReserved: number;
   logLevel: string;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
@@ -108,6 +112,20 @@ export function loadConfig(env: Env = process.env): Config {
   if (!/^\d{1,7}(kB|MB|GB)$/.test(workMem))
     throw new ConfigError(`TALLY_DB_WORK_MEM must be a size such as 4MB or 512kB, got "${workMem}"`);
   const poolSize = integer(env, 'TALLY_DB_POOL', 10, 1, 1000);
+  if (env.TALLY_DB_POOL_PER_TOKEN !== undefined)
+    throw new ConfigError(
+      'TALLY_DB_POOL_PER_TOKEN is now TALLY_DB_POOL_PER_TENANT (connections one workspace may hold)',
+    );
+  // A fifth of the pool for the server's own statements, and half of the rest per tenant.
+  const poolReserved = integer(
+    env,
+    'TALLY_DB_POOL_RESERVED',
+    poolSize > 1 ? Math.max(1, Math.floor(poolSize / 5)) : 0,
+    0,
+    poolSize - 1,
+  );
+  const tenantClaim = (env.TALLY_DB_TENANT_CLAIM ?? 'workspace_id').trim();
+  if (tenantClaim === '') throw new ConfigError('TALLY_DB_TENANT_CLAIM must name a JWT claim');
   return {
     databaseUrl,
     dbUri,
@@ -128,7 +146,15 @@ export function loadConfig(env: Env = process.env): Config {
     statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
     poolSize,
     poolAcquireTimeoutMs: integer(env, 'TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS', 3000, 100, 600_000),
-    poolPerToken: integer(env, 'TALLY_DB_POOL_PER_TOKEN', Math.max(1, Math.floor(poolSize / 2)), 1, poolSize),
+    poolReserved,
+    poolPerTenant: integer(
+      env,
+      'TALLY_DB_POOL_PER_TENANT',
+      Math.max(1, Math.floor((poolSize - poolReserved) / 2)),
+      1,
+      poolSize - poolReserved,
+    ),
+    tenantClaim,
     maxEmbedDepth: integer(env, 'TALLY_DB_MAX_EMBED_DEPTH', 3, 0, 100),
     maxSelectWidth: integer(env, 'TALLY_DB_MAX_SELECT_WIDTH', 200, 1, 1600),
     workMem,

@@ -76,12 +76,13 @@ export async function provisionServerLogin(config: Config, db: Database): Promis
  */
 export function serverPool(
   url: string,
-  options: { max?: number; acquireTimeoutMs?: number; perToken?: number; prepare?: boolean } = {},
+  options: { max?: number; acquireTimeoutMs?: number; perTenant?: number; reserved?: number; prepare?: boolean } = {},
 ): Pool {
   return createPool(url, {
     size: options.max ?? 10,
     acquireTimeoutMs: options.acquireTimeoutMs ?? 3000,
-    perKey: options.perToken ?? Math.max(1, Math.floor((options.max ?? 10) / 2)),
+    perKey: options.perTenant ?? Math.max(1, Math.floor((options.max ?? 10) / 2)),
+    reserved: options.reserved,
     client: {
       prepare: options.prepare ?? true,
       idle_timeout: 60,
@@ -102,7 +103,8 @@ export function configuredPool(url: string, config: Config): Pool {
   return serverPool(url, {
     max: config.poolSize,
     acquireTimeoutMs: config.poolAcquireTimeoutMs,
-    perToken: config.poolPerToken,
+    perTenant: config.poolPerTenant,
+    reserved: config.poolReserved,
     prepare: config.preparedStatements,
   });
 }

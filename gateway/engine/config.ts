@@ -16,6 +16,11 @@ export interface EngineConfig {
   /** Qualified name of the function run in every request transaction, or undefined. */
   preRequest: string | undefined;
   statementTimeoutMs: number;
+  /**
+   * The JWT claim that names a caller's tenant: every request of one tenant counts against one
+   * share of the pool (pool.ts), whatever token or user made it.
+   */
+  tenantClaim: string;
   /** work_mem of a request's transaction (a Postgres size). */
   workMem: string;
   maxBodyBytes: number;

@@ -26,6 +26,8 @@ export interface TransactionOptions {
   readOnlyRoles: string[];
   preRequest: string | undefined;
   statementTimeoutMs: number;
+  /** The JWT claim naming the caller's tenant, whose share of the pool a transaction counts against. */
+  tenantClaim: string;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
   workMem?: string;
   /** For error messages: the request is a write. */
@@ -87,7 +89,7 @@ const SETUP_WITH_WORK_MEM = compiledOnce(
 
 /** The transaction's settings in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const values = [opts.auth.role, perClaims(opts.auth.claims).json, String(opts.statementTimeoutMs)] as const;
+  const values = [opts.auth.role, jsonOf(opts.auth.claims), String(opts.statementTimeoutMs)] as const;
   return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
 
@@ -118,7 +120,7 @@ export async function runTransaction(
   const asked = performance.now();
   let lease: Lease;
   try {
-    lease = await db.reserve(shareKey(opts.auth));
+    lease = await db.reserve(shareKey(opts.auth, opts.tenantClaim));
   } catch (err) {
     throw databaseError(err, errorContext); // the database is away: a 503 (errors.ts)
   }
@@ -175,33 +177,26 @@ export async function runTransaction(
 }
 
 /**
- * Whose share of the pool a transaction counts against: its workspace token, else its
- * workspace, else its role (every anonymous request shares one).
+ * Whose share of the pool a transaction counts against: its tenant (the configured claim), else
+ * its role (every request without one shares one share).
  */
-function shareKey(auth: AuthContext): string {
-  return perClaims(auth.claims).shareKey ?? `role:${auth.role}`;
+function shareKey(auth: AuthContext, tenantClaim: string): string {
+  const tenant = auth.claims[tenantClaim];
+  return (typeof tenant === 'string' && tenant !== '') || typeof tenant === 'number'
+    ? `tenant:${tenant}`
+    : `role:${auth.role}`;
 }
 
 /**
- * What a transaction derives from its claims, once per claims object: a caller that gives its
- * requests one claims object (a JWT verified before) has them made once, not per request.
- * Claims are never changed once made.
+ * The claims as JSON, made once per claims object: a caller that gives its requests one claims
+ * object (a JWT verified before) has it made once, not per request. Claims are never changed
+ * once made.
  */
-const derived = new WeakMap<object, { json: string; shareKey: string | undefined }>();
-function perClaims(claims: Record<string, unknown>): { json: string; shareKey: string | undefined } {
-  let d = derived.get(claims);
-  if (d === undefined) {
-    const { sub, workspace_id: workspace } = claims;
-    const shareKey =
-      typeof sub === 'string' && sub !== ''
-        ? `token:${sub}`
-        : typeof workspace === 'string' && workspace !== ''
-          ? `workspace:${workspace}`
-          : undefined;
-    d = { json: JSON.stringify(claims), shareKey };
-    derived.set(claims, d);
-  }
-  return d;
+const claimsJson = new WeakMap<object, string>();
+function jsonOf(claims: Record<string, unknown>): string {
+  let json = claimsJson.get(claims);
+  if (json === undefined) claimsJson.set(claims, (json = JSON.stringify(claims)));
+  return json;
 }
 
 function databaseError(err: unknown, ctx: PgErrorContext): ApiError {

@@ -93,6 +93,7 @@ function readOptions(ctx: EngineContext, auth: AuthContext, options: GatewayOpti
     readOnlyRoles: ctx.config.readOnlyRoles,
     preRequest: ctx.config.preRequest,
     statementTimeoutMs: ctx.config.statementTimeoutMs,
+    tenantClaim: ctx.config.tenantClaim,
     workMem: ctx.config.workMem,
     write: false,
   };
@@ -152,6 +153,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
       readOnlyRoles: ctx.config.readOnlyRoles,
       preRequest: ctx.config.preRequest,
       statementTimeoutMs: ctx.config.statementTimeoutMs,
+      tenantClaim: ctx.config.tenantClaim,
       workMem: ctx.config.workMem,
       write,
     };

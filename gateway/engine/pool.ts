@@ -10,9 +10,13 @@ import { errorFields, log } from './log.js';
 // that stalled or broke stayed reserved for good and each such event cost the pool a slot.
 // Here each slot is a one-connection postgres.js client: destroying a slot ends that client
 // (its queued queries fail, its socket is closed) and a fresh one takes its place at once, so
-// the pool is always at full size. Every acquisition has a deadline, and one key (a workspace
-// token) holds at most `perKey` slots at a time: a tenant's heavy requests queue behind each
-// other, not in front of everyone else's.
+// the pool is always at full size. Every acquisition has a deadline, and one key (a tenant, as
+// execute.ts names it from the claims) holds at most `perKey` slots at a time: a tenant's heavy
+// requests queue behind each other, not in front of everyone else's. `reserved` slots serve only
+// the server's own short statements (reserve() without a key: token lookups, counters, the
+// settings pages, health), so the controls an owner needs to stop a tenant answer whatever the
+// tenants run. A freed slot goes to a keyless waiter first, then to the waiting key that holds
+// the fewest slots: several tenants at their share leave room for one that holds none.
 
 export interface PoolOptions {
   size: number;
@@ -20,6 +24,8 @@ export interface PoolOptions {
   acquireTimeoutMs: number;
   /** Slots one key may hold at once; the key's further requests wait (429 when that lasts). */
   perKey: number;
+  /** Slots no keyed reservation takes, kept for keyless ones (0 by default). */
+  reserved?: number;
   /** postgres.js options of each slot's connection. */
   client: Options<Record<string, never>>;
 }
@@ -82,21 +88,39 @@ export function createPool(url: string, options: PoolOptions): Pool {
   }));
   const waiting: Waiter[] = [];
   const held = new Map<string, number>();
+  /** Slots held by keyed reservations, at most size - reserved. */
+  let keyed = 0;
+  const shared = options.size - (options.reserved ?? 0);
   let ended = false;
 
   const hold = (key: string | undefined, delta: number) => {
     if (key === undefined) return;
+    keyed += delta;
     const n = (held.get(key) ?? 0) + delta;
     if (n > 0) held.set(key, n);
     else held.delete(key);
   };
-  const eligible = (key: string | undefined) => key === undefined || (held.get(key) ?? 0) < options.perKey;
+  const underShare = (key: string) => (held.get(key) ?? 0) < options.perKey;
+  const eligible = (key: string | undefined) => key === undefined || (keyed < shared && underShare(key));
 
-  /** Gives free slots to the first waiters whose key is under its share. */
+  /** The waiter a free slot goes to: the first keyless one, else the eligible key holding fewest. */
+  function next(): number {
+    let best = -1;
+    let fewest = Infinity;
+    for (const [i, { key }] of waiting.entries()) {
+      if (key === undefined) return i;
+      if (!eligible(key)) continue;
+      const n = held.get(key) ?? 0;
+      if (n < fewest) [best, fewest] = [i, n];
+    }
+    return best;
+  }
+
+  /** Gives free slots to waiters (next()) while any may take one. */
   function dispatch(): void {
     for (const slot of slots) {
       if (slot.busy) continue;
-      const i = waiting.findIndex((w) => eligible(w.key));
+      const i = next();
       const w = waiting[i];
       if (w === undefined) return;
       waiting.splice(i, 1);
@@ -104,9 +128,9 @@ export function createPool(url: string, options: PoolOptions): Pool {
     }
   }
 
-  /** A free slot at once, when nobody waits before the caller and its key is under its share. */
+  /** A free slot at once, when nobody waits before the caller and it may take one. */
   function takeFree(key: string | undefined): Slot | undefined {
-    if (waiting.length > 0 || !eligible(key)) return undefined;
+    if ((waiting.length > 0 && key !== undefined) || !eligible(key)) return undefined;
     const slot = slots.find((s) => !s.busy);
     return slot && occupy(slot, key);
   }
@@ -143,7 +167,11 @@ export function createPool(url: string, options: PoolOptions): Pool {
           if (i < 0) return;
           waiting.splice(i, 1);
           // Waiting on its own share is the caller's doing: 429; waiting on the pool is a 504.
-          reject(eligible(key) ? poolTimeout(options.acquireTimeoutMs) : tooManyConcurrent(options.perKey));
+          reject(
+            key === undefined || underShare(key)
+              ? poolTimeout(options.acquireTimeoutMs)
+              : tooManyConcurrent(options.perKey),
+          );
         }, options.acquireTimeoutMs);
         dispatch();
       }).finally(() => clearTimeout(timer)));
@@ -279,7 +307,7 @@ export function watched<T>(work: Promise<T>, ms: number): Promise<T> {
 
 function tooManyConcurrent(n: number): ApiError {
   return catalogue.rateLimited(
-    `Too many concurrent requests for this token: at most ${n} run at a time`,
+    `Too many concurrent requests of one tenant: at most ${n} run at a time`,
     null,
     'Wait for your running requests to finish, or send fewer at once',
     { 'Retry-After': '1' },

@@ -56,6 +56,7 @@ export async function openApiDocument(
       readOnlyRoles: ctx.config.readOnlyRoles,
       preRequest: ctx.config.preRequest,
       statementTimeoutMs: ctx.config.statementTimeoutMs,
+      tenantClaim: ctx.config.tenantClaim,
       write: false,
     },
     [readableColumnsStatement(relations.map((r) => r.oid))],
