@@ -1,10 +1,11 @@
 // Configuration from the environment (the README's configuration table lists it). Parsed once at start; a bad
 // value stops the start with a one-line message instead of surfacing later as a 500.
 
+import type { HttpLimits } from './connections.js';
 import type { EngineConfig } from './engine/config.js';
 
 /** The service's configuration: the engine's (EngineConfig) and what the server and the app add. */
-export interface Config extends EngineConfig {
+export interface Config extends EngineConfig, HttpLimits {
   /** An external Postgres, the owner's login (migrations, CLI). Unset: embedded Postgres in `home`. */
   databaseUrl: string | undefined;
   /** The server's own login (authenticator); required with databaseUrl, derived in embedded mode. */
@@ -124,6 +125,10 @@ export function loadConfig(env: Env = process.env): Config {
     0,
     poolSize - 1,
   );
+  const httpHeadersTimeoutMs = integer(env, 'TALLY_HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
+  const httpRequestTimeoutMs = integer(env, 'TALLY_HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  if (httpRequestTimeoutMs < httpHeadersTimeoutMs)
+    throw new ConfigError('TALLY_HTTP_REQUEST_TIMEOUT_MS must be at least TALLY_HTTP_HEADERS_TIMEOUT_MS');
   const tenantClaim = (env.TALLY_DB_TENANT_CLAIM ?? 'workspace_id').trim();
   if (tenantClaim === '') throw new ConfigError('TALLY_DB_TENANT_CLAIM must name a JWT claim');
   return {
@@ -155,6 +160,16 @@ export function loadConfig(env: Env = process.env): Config {
       poolSize - poolReserved,
     ),
     tenantClaim,
+    httpHeadersTimeoutMs,
+    httpRequestTimeoutMs,
+    // Behind a reverse proxy every connection comes from the proxy: no limit by default there.
+    httpConnectionsPerAddress: integer(
+      env,
+      'TALLY_HTTP_CONNECTIONS_PER_ADDRESS',
+      env.TALLY_TRUST_PROXY === '1' ? 0 : 256,
+      0,
+      1_000_000,
+    ),
     maxEmbedDepth: integer(env, 'TALLY_DB_MAX_EMBED_DEPTH', 3, 0, 100),
     maxSelectWidth: integer(env, 'TALLY_DB_MAX_SELECT_WIDTH', 200, 1, 1600),
     workMem,

@@ -1,5 +1,6 @@
 import express, { type ErrorRequestHandler } from 'express';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { limitConnectionsPerAddress, serverOptions, type HttpLimits } from './connections.js';
 import type { AppContext } from './context.js';
 import { catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
@@ -77,9 +78,11 @@ function isUnder(url: string, prefix: string): boolean {
 /** Answers anything thrown in the one error shape (error-response.ts). */
 const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => writeError(res, err);
 
-export function listen(app: App, port: number, host: string): Promise<Server> {
+/** Serves `app` on `port` and `host`, within the limits of a connection (connections.ts). */
+export function listen(app: App, port: number, host: string, limits: HttpLimits): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = createServer(app);
+    const server = createServer(serverOptions(limits), app);
+    limitConnectionsPerAddress(server, limits.httpConnectionsPerAddress);
     server.once('error', reject);
     server.listen(port, host, () => resolve(server));
   });

@@ -69,7 +69,7 @@ beforeAll(async () => {
     prefer: 'return=minimal',
   };
   t = startTestApp(url, restEnv({ TALLY_DB_STATEMENT_TIMEOUT_MS: '250', TALLY_RATE_LIMIT_PER_MINUTE: '100000' }));
-  server = await listen(t.app, 0, '127.0.0.1');
+  server = await listen(t.app, 0, '127.0.0.1', t.ctx.config);
   const address = server.address();
   base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
 }, 120_000);
@@ -320,7 +320,7 @@ describe('a control connection that stops answering before the schema cache is l
     const proxy = await stallProxy(url, 'tally-control');
     // A server of its own, through the proxy, whose schema cache is not loaded yet.
     const fresh = startTestApp(proxy.url, restEnv({ TALLY_RATE_LIMIT_PER_MINUTE: '100000' }));
-    const freshServer = await listen(fresh.app, 0, '127.0.0.1');
+    const freshServer = await listen(fresh.app, 0, '127.0.0.1', fresh.ctx.config);
     const address = freshServer.address();
     const freshBase = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
     const read = () =>

@@ -26,7 +26,7 @@ describe('postgrest-js against /rest/v1', () => {
     const tok = await tokenFor(db.admin, a.id, 'write');
     const jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: tok.id });
     t = startTestApp(db.url, restEnv());
-    server = await listen(t.app, 0, '127.0.0.1');
+    server = await listen(t.app, 0, '127.0.0.1', t.ctx.config);
     const { port } = server.address() as AddressInfo;
     client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, {
       headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}` },
@@ -153,7 +153,7 @@ describe('postgrest-js against a generic schema', () => {
   let client: PostgrestClient;
   beforeAll(async () => {
     s = await setUpConformance();
-    server = await listen(s.t.app, 0, '127.0.0.1');
+    server = await listen(s.t.app, 0, '127.0.0.1', s.t.ctx.config);
     const { port } = server.address() as AddressInfo;
     client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, {
       headers: { apikey: TEST_API_KEY, Authorization: `Bearer ${s.userJwt}` },

@@ -39,7 +39,7 @@ describe('settings page in a real browser', () => {
     await addMember(db.admin, ws.id, EMAIL, 'owner', PASSWORD, 'test');
     publishableKey = (await createKey(db.admin, 'e2e', 'test')).key;
     t = startTestApp(db.url);
-    server = await listen(t.app, 0, '127.0.0.1');
+    server = await listen(t.app, 0, '127.0.0.1', t.ctx.config);
     const address = server.address() as { port: number };
     origin = `http://127.0.0.1:${address.port}`;
     profile = await mkdtemp(join(tmpdir(), 'tally-chromium-'));

@@ -143,6 +143,7 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces),
     config.port,
     config.host,
+    config,
   );
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
