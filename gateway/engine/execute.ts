@@ -1,6 +1,6 @@
 // One transaction per request. Everything a read needs is pipelined on one reserved connection:
-// BEGIN READ ONLY; role, claims and statement timeout (set_config … true = SET LOCAL); the
-// pre-request function; the statement(s); COMMIT — one round trip to Postgres. A write waits
+// BEGIN READ ONLY; role and statement timeout (set_config … true = SET LOCAL); the claims (SET
+// LOCAL); the pre-request function; the statement(s); COMMIT — one round trip to Postgres. A write waits
 // for its statement's result before it decides COMMIT or ROLLBACK (max-affected, tx=rollback,
 // singular responses), so a refused write leaves the database as it was.
 
@@ -15,7 +15,18 @@ import {
   type PgErrorContext,
 } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
-import { compile, compiledOnce, ident, join, run, sql, type CompiledSql, type Fragment } from './sql.js';
+import {
+  compile,
+  compiledOnce,
+  ident,
+  join,
+  literal,
+  run,
+  sql,
+  withClaims,
+  type CompiledSql,
+  type Fragment,
+} from './sql.js';
 import { errorFields, log } from './log.js';
 
 export interface TransactionOptions {
@@ -77,21 +88,30 @@ const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
 const COMMIT = compile(sql`COMMIT`);
 const ROLLBACK = compile(sql`ROLLBACK`);
 
-/** Role, claims and statement timeout of the transaction, as SET LOCAL sets them. */
-const settings = (role: Fragment, claims: Fragment, timeout: Fragment) =>
-  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('request.jwt.claims', ${claims}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true)`;
-const SETUP = compiledOnce(3, (role, claims, timeout) => sql`SELECT ${settings(role, claims, timeout)}`);
+/** Role and statement timeout of the transaction, as SET LOCAL sets them. */
+const settings = (role: Fragment, timeout: Fragment) =>
+  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true)`;
+const SETUP = compiledOnce(2, (role, timeout) => sql`SELECT ${settings(role, timeout)}`);
 const SETUP_WITH_WORK_MEM = compiledOnce(
-  4,
-  (role, claims, timeout, workMem) =>
-    sql`SELECT ${settings(role, claims, timeout)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
+  3,
+  (role, timeout, workMem) =>
+    sql`SELECT ${settings(role, timeout)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
 );
 
-/** The transaction's settings in one statement; only its values are made per request. */
+/** The transaction's role and limits in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const values = [opts.auth.role, jsonOf(opts.auth.claims), String(opts.statementTimeoutMs)] as const;
+  const values = [opts.auth.role, String(opts.statementTimeoutMs)] as const;
   return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
+
+/**
+ * The claims, with SET LOCAL rather than set_config(): a distributed database copies a SET
+ * LOCAL to every server its transaction reaches (Citus, with citus.propagate_set_commands =
+ * 'local'), where row-level security reads the claims too. SET takes no parameter, so the
+ * claims' JSON is a quoted literal (literal(), sql.ts), and the statement is not prepared:
+ * its text is the claims'.
+ */
+const claimsStatement = (json: string): CompiledSql => compile(sql`SET LOCAL request.jwt.claims = ${literal(json)}`);
 
 /** The pre-request function (a configured, possibly schema-qualified name), called without arguments. */
 const preRequestStatements = new Map<string, CompiledSql>();
@@ -131,13 +151,18 @@ export async function runTransaction(
   let accepted = false;
   let pending: Promise<unknown>[] = [];
   try {
-    const send = (s: CompiledSql) => run(conn, s);
-    const setup = [setupStatement(opts), ...(opts.preRequest ? [preRequestStatement(opts.preRequest)] : [])];
+    const claims = claimsOf(opts.auth.claims);
+    const send = (s: CompiledSql) => run(conn, s, s !== claims);
+    const setup = [setupStatement(opts), claims, ...(opts.preRequest ? [preRequestStatement(opts.preRequest)] : [])];
     // A read commits, and a write whose end does not depend on its results ends, in the same
     // round trip as its statements.
     const pipelined = decide === undefined ? 'commit' : typeof decide === 'string' ? decide : undefined;
     open = true;
-    pending = [send(opts.readOnly ? BEGIN_READ_ONLY : BEGIN), ...setup.map(send), ...statements.map(send)];
+    pending = [
+      send(opts.readOnly ? BEGIN_READ_ONLY : BEGIN),
+      ...setup.map(send),
+      ...statements.map((s) => send(withClaims(s, opts.auth.claims))),
+    ];
     if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
     const settled = await watched(Promise.allSettled(pending), deadline);
     if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
@@ -188,15 +213,15 @@ function shareKey(auth: AuthContext, tenantClaim: string): string {
 }
 
 /**
- * The claims as JSON, made once per claims object: a caller that gives its requests one claims
- * object (a JWT verified before) has it made once, not per request. Claims are never changed
- * once made.
+ * The claims' SET LOCAL statement, made once per claims object: a caller that gives its requests
+ * one claims object (a JWT verified before) has it made once, not per request. Claims are never
+ * changed once made.
  */
-const claimsJson = new WeakMap<object, string>();
-function jsonOf(claims: Record<string, unknown>): string {
-  let json = claimsJson.get(claims);
-  if (json === undefined) claimsJson.set(claims, (json = JSON.stringify(claims)));
-  return json;
+const claimsStatements = new WeakMap<object, CompiledSql>();
+function claimsOf(claims: Record<string, unknown>): CompiledSql {
+  let statement = claimsStatements.get(claims);
+  if (statement === undefined) claimsStatements.set(claims, (statement = claimsStatement(JSON.stringify(claims))));
+  return statement;
 }
 
 function databaseError(err: unknown, ctx: PgErrorContext): ApiError {

@@ -8,6 +8,8 @@
 //   ident(name)          an identifier, quoted; refuses NUL, which Postgres cannot store
 //   catalog(text)        text the schema cache read from pg_catalog (a type, a default); only
 //                        the schema cache loader makes CatalogText, so no client string can
+//   literal(value)       a value quoted as a string literal, for the one statement that takes
+//                        no parameter and must carry a value: SET LOCAL (see literal())
 //
 // compile() numbers the parameters once, at the end; run() (the one place a statement is sent
 // to Postgres through postgres.js's unsafe()) accepts only what it returns.
@@ -32,7 +34,7 @@ export function catalogArrayOf(t: CatalogText): CatalogText {
 /** A parameter value: Postgres receives it as text and the SQL casts it where needed. */
 export type SqlValue = string | null;
 
-type Part = { readonly text: string } | { readonly value: SqlValue };
+type Part = { readonly text: string } | { readonly value: SqlValue } | { readonly claim: string };
 
 export class Fragment {
   /** @internal Use sql``, param(), ident(), catalog(), join(). */
@@ -48,6 +50,8 @@ export class Fragment {
 export interface CompiledSql {
   readonly text: string;
   readonly params: readonly SqlValue[];
+  /** Parameters whose values are the request's JWT claims (claim()), filled by withClaims(). */
+  readonly claims?: readonly { readonly index: number; readonly name: string }[];
 }
 
 const EMPTY = new Fragment([]);
@@ -78,6 +82,20 @@ export function param(value: SqlValue): Fragment {
   return new Fragment([{ value }]);
 }
 
+/**
+ * A parameter whose value is the JWT claim `name` of the request that runs the statement (text;
+ * NULL when the claim is absent or not a scalar). Its value is not known when the statement is
+ * compiled, so a compiled statement can be kept and run for another caller: withClaims() fills
+ * it, just before the statement is sent.
+ */
+export function claim(name: string): Fragment {
+  // One part per name: compile() numbers a part once, so a claim used twice is one parameter.
+  let fragment = claims.get(name);
+  if (!fragment) claims.set(name, (fragment = new Fragment([{ claim: name }])));
+  return fragment;
+}
+const claims = new Map<string, Fragment>();
+
 /** A value as a text parameter, cast to text so its type is never left to inference. */
 export function text(value: SqlValue): Fragment {
   return sql`${param(value)}::text`;
@@ -90,6 +108,21 @@ export class InvalidIdentifier extends Error {}
 export function ident(name: string): Fragment {
   if (name.includes('\0')) throw new InvalidIdentifier('an identifier cannot contain the NUL character');
   return new Fragment([{ text: '"' + name.replace(/"/g, '""') + '"' }]);
+}
+
+/** Thrown for a value a string literal could not hold (NUL, which Postgres cannot store either). */
+export class InvalidLiteral extends Error {}
+
+/**
+ * A value as a string literal, for where Postgres takes no parameter: SET LOCAL, whose value a
+ * distributed database (Citus) copies to the other servers of the transaction, which
+ * set_config() with a parameter does not. The only place a value becomes SQL text. An escape
+ * string (E'…') with every backslash and quote doubled reads back as the very value whatever
+ * standard_conforming_strings says; NUL is refused. Everything else is a parameter.
+ */
+export function literal(value: string): Fragment {
+  if (value.includes('\0')) throw new InvalidLiteral('a string literal cannot contain the NUL character');
+  return new Fragment([{ text: "E'" + value.replace(/\\/g, '\\\\').replace(/'/g, "''") + "'" }]);
 }
 
 /** schema.name, each part quoted. */
@@ -125,19 +158,32 @@ export function empty(): Fragment {
 export function compile(fragment: Fragment): CompiledSql {
   let out = '';
   const params: SqlValue[] = [];
+  const claims: { index: number; name: string }[] = [];
   const numbers = new Map<Part, number>();
   for (const part of fragment.parts) {
     if ('text' in part) out += part.text;
     else {
       let n = numbers.get(part);
       if (n === undefined) {
-        n = params.push(part.value);
+        n = params.push('value' in part ? part.value : null);
+        if ('claim' in part) claims.push({ index: n - 1, name: part.claim });
         numbers.set(part, n);
       }
       out += '$' + n;
     }
   }
-  return { text: out, params };
+  return claims.length > 0 ? { text: out, params, claims } : { text: out, params };
+}
+
+/** The statement with its claim() parameters given the values of `claims` (itself when it has none). */
+export function withClaims(statement: CompiledSql, claims: Readonly<Record<string, unknown>>): CompiledSql {
+  if (!statement.claims) return statement;
+  const params = statement.params.slice();
+  for (const { index, name } of statement.claims) {
+    const v = claims[name];
+    params[index] = typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : null;
+  }
+  return { text: statement.text, params };
 }
 
 /**
@@ -163,7 +209,7 @@ export function compiledOnce(
 export function prefixed(head: Fragment, statement: CompiledSql): CompiledSql {
   const h = compile(head);
   if (h.params.length > 0) throw new TypeError('prefixed() takes a head without parameters');
-  return { text: h.text + statement.text, params: statement.params };
+  return { ...statement, text: h.text + statement.text };
 }
 
 /**

@@ -1,6 +1,7 @@
 import {
   catalog,
   catalogText,
+  claim,
   compile,
   compiledOnce,
   empty,
@@ -12,6 +13,7 @@ import {
   qualified,
   sql,
   text,
+  withClaims,
   type Fragment,
 } from '../../gateway/engine/sql.js';
 
@@ -86,5 +88,26 @@ describe('SQL fragments', () => {
   it('refuses a compiled-once statement that leaves a value out or adds one of its own', () => {
     expect(() => compiledOnce(2, (a) => sql`SELECT ${a}`)).toThrow(TypeError);
     expect(() => compiledOnce(1, (a) => sql`SELECT ${a}, ${param('fixed')}`)).toThrow(TypeError);
+  });
+
+  it('takes claim parameters from the caller when the statement runs, one parameter per claim', () => {
+    const statement = compile(
+      sql`SELECT ${claim('ws')}, ${param('x')}, ${claim('ws')}, ${claim('n')}, ${claim('gone')}`,
+    );
+    expect(statement).toEqual({
+      text: 'SELECT $1, $2, $1, $3, $4',
+      params: [null, 'x', null, null],
+      claims: [
+        { index: 0, name: 'ws' },
+        { index: 2, name: 'n' },
+        { index: 3, name: 'gone' },
+      ],
+    });
+    expect(withClaims(statement, { ws: 'w-1', n: 7, gone: { nested: true } })).toEqual({
+      text: 'SELECT $1, $2, $1, $3, $4',
+      params: ['w-1', 'x', '7', null],
+    });
+    const plain = compile(sql`SELECT ${param('x')}`);
+    expect(withClaims(plain, { ws: 'w-1' })).toBe(plain);
   });
 });
