@@ -131,6 +131,10 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('TALLY_HTTP_REQUEST_TIMEOUT_MS must be at least TALLY_HTTP_HEADERS_TIMEOUT_MS');
   const tenantClaim = (env.TALLY_DB_TENANT_CLAIM ?? 'workspace_id').trim();
   if (tenantClaim === '') throw new ConfigError('TALLY_DB_TENANT_CLAIM must name a JWT claim');
+  // The column a tenant table's rows name their tenant in (compared with TALLY_DB_TENANT_CLAIM).
+  const tenantColumn = (env.TALLY_DB_TENANT_COLUMN ?? 'workspace_id').trim();
+  if (tenantColumn !== '' && !identifier.test(tenantColumn))
+    throw new ConfigError(`TALLY_DB_TENANT_COLUMN must be a column name (or empty for none), got "${tenantColumn}"`);
   return {
     databaseUrl,
     dbUri,
@@ -179,6 +183,7 @@ export function loadConfig(env: Env = process.env): Config {
     signInFailuresPerAddress: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ADDRESS', 20, 1, 100_000),
     aggregatesEnabled: flag(env, 'TALLY_DB_AGGREGATES_ENABLED'),
     planEnabled: flag(env, 'TALLY_DB_PLAN_ENABLED'),
+    tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
     preparedStatements: flag(env, 'TALLY_DB_PREPARED_STATEMENTS', true),
   };
 }

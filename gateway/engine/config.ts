@@ -28,6 +28,13 @@ export interface EngineConfig {
   maxSelectWidth: number;
   aggregatesEnabled: boolean;
   planEnabled: boolean;
+  /**
+   * The column that says which tenant a row belongs to, compared with the caller's tenantClaim
+   * in every statement on a relation that has it (for a caller that has the claim): a sharded
+   * database (Citus) then sends the statement to that tenant's shard alone instead of to every
+   * shard. Row-level security stays what decides which rows a caller sees. Undefined: none.
+   */
+  tenantColumn: string | undefined;
 }
 
 /** What a gateway call runs against: its configuration and the pool of the server's login. */

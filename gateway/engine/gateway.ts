@@ -68,7 +68,7 @@ function compiledReadsOf(cache: SchemaCache): Lru<string, CompiledRead> {
  * parser reads (schema profile, Accept, Prefer, Range). Reads of a function are not cached (their
  * arguments are query keys); nor is anything else but GET and HEAD.
  */
-function readKey(req: GatewayRequest, auth: AuthContext): string | undefined {
+function readKey(ctx: EngineContext, req: GatewayRequest, auth: AuthContext): string | undefined {
   if ((req.method !== 'GET' && req.method !== 'HEAD') || routineName(req.relation) !== undefined) return undefined;
   const h = req.headers;
   return [
@@ -81,6 +81,7 @@ function readKey(req: GatewayRequest, auth: AuthContext): string | undefined {
     h.accept ?? '',
     h.prefer ?? '',
     h.range ?? '',
+    tenantOf(ctx, auth) ? 't' : '',
   ].join('\0');
 }
 
@@ -99,6 +100,16 @@ function readOptions(ctx: EngineContext, auth: AuthContext, options: GatewayOpti
   };
 }
 
+/**
+ * The tenant filter of a caller (EngineConfig.tenantColumn compared with its tenantClaim): only
+ * for one whose claims name a tenant.
+ */
+function tenantOf(ctx: EngineContext, auth: AuthContext): { column: string; claim: string } | undefined {
+  const { tenantColumn: column, tenantClaim: claim } = ctx.config;
+  const value = auth.claims[claim];
+  return column !== undefined && value !== undefined && value !== null ? { column, claim } : undefined;
+}
+
 /** What a deployment adds to the engine's behaviour. */
 export interface GatewayOptions {
   /** One sentence for a constraint or data error (naming the field), the same on every surface. */
@@ -111,7 +122,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     refuseDeepJson(req.body);
     const cache: SchemaCache = { ...(await holder.get()), viewer: auth.role };
     // The same read again (a client polling its list): parse, plan and SQL are done already.
-    const key = readKey(req, auth);
+    const key = readKey(ctx, req, auth);
     const compiled = key === undefined ? undefined : compiledReadsOf(cache).get(key);
     if (compiled) return executeRead(ctx, compiled, readOptions(ctx, auth, options));
     const schema = requestSchema(ctx, req);
@@ -163,7 +174,14 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
 }
 
 /** The read plan of `relation` for the request's select and embeds (a write's or a call's return too). */
-function planOf(ctx: EngineContext, cache: SchemaCache, relation: Relation, api: ApiRequest, range = api.range) {
+function planOf(
+  ctx: EngineContext,
+  cache: SchemaCache,
+  relation: Relation,
+  api: ApiRequest,
+  auth: AuthContext,
+  range = api.range,
+) {
   return readPlan({
     cache,
     relation,
@@ -172,6 +190,7 @@ function planOf(ctx: EngineContext, cache: SchemaCache, relation: Relation, api:
     range,
     aliases: new AliasCounter(),
     aggregatesEnabled: ctx.config.aggregatesEnabled,
+    tenant: tenantOf(ctx, auth),
   });
 }
 
@@ -183,7 +202,7 @@ async function runRead(
   key: string | undefined,
 ): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
-  const root = planOf(ctx, cache, relation, api);
+  const root = planOf(ctx, cache, relation, api, tx.auth);
   const count = api.preferences.count;
   const statements = readStatement(root, api.accept, count);
   if (api.plan) return planResponse(ctx, tx, statements.main, api.plan);
@@ -244,7 +263,7 @@ async function runRoutine(
   const rtx: TransactionOptions = { ...tx, readOnly: call.readOnly, write: !call.readOnly };
   let statements: ReadStatements;
   if (returns.kind === 'composite') {
-    const root = planOf(ctx, cache, returns.relation!, api);
+    const root = planOf(ctx, cache, returns.relation!, api, tx.auth);
     statements = readStatement(root, api.accept, api.preferences.count, routineSource(call, root.alias));
   } else statements = { main: scalarStatement(call) };
   if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
@@ -336,7 +355,7 @@ async function runWrite(
   tx: TransactionOptions,
 ): Promise<GatewayResponse> {
   const relation = findRelation(cache, api.schema, api.relation);
-  const root = planOf(ctx, cache, relation, api, {
+  const root = planOf(ctx, cache, relation, api, tx.auth, {
     offset: api.nodes.get('')?.offset ?? 0,
     limit: api.nodes.get('')?.limit,
   });

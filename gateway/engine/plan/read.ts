@@ -146,6 +146,8 @@ export interface ReadPlanInput {
   aliases: AliasCounter;
   /** TALLY_DB_AGGREGATES_ENABLED: without it an aggregate in select is PGRST123. */
   aggregatesEnabled?: boolean;
+  /** The tenant column and claim (EngineConfig.tenant), given when the caller has the claim. */
+  tenant?: { column: string; claim: string };
 }
 
 /**
@@ -192,6 +194,8 @@ function buildNode(
     order: [],
     embeds: [],
   };
+  const tenantColumn = input.tenant && rel.kind !== 'composite' ? rel.columns.get(input.tenant.column) : undefined;
+  if (tenantColumn && input.tenant) node.tenant = { column: tenantColumn, claim: input.tenant.claim };
   used.add(path);
   for (const item of items) {
     if (item.kind === 'star') node.select.push({ kind: 'star' });

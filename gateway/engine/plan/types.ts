@@ -49,6 +49,12 @@ export interface ReadNode {
   relation: Relation;
   /** SQL alias of this node's row (pgrst_N), unique in the statement. */
   alias: string;
+  /**
+   * The relation's tenant column and the claim it is compared with (EngineConfig.tenant), when
+   * it has that column and the caller that claim: the statement says which tenant it reads, so
+   * that a sharded database (Citus) sends it to that tenant's shard only. RLS still decides.
+   */
+  tenant?: { column: Column; claim: string };
   select: SelectOut[];
   conditions: PlanCondition[];
   order: PlanOrder[];

@@ -3,6 +3,7 @@
 
 import {
   catalog,
+  claim,
   compile,
   ident,
   join,
@@ -63,6 +64,12 @@ const AGGREGATES: Record<AggregateFn, Fragment> = {
 function aggregateSql(fn: AggregateFn, arg: Fragment | undefined, cast: CatalogText | undefined): Fragment {
   const out = arg === undefined ? sql`pg_catalog.count(*)` : sql`${AGGREGATES[fn]}(${arg})`;
   return cast ? sql`CAST(${out} AS ${catalog(cast)})` : out;
+}
+
+/** `row.tenant_column = <the caller's tenant claim>`, for a node that has a tenant (ReadNode.tenant). */
+export function tenantSql(node: ReadNode, row: RowRef): Fragment[] {
+  const t = node.tenant;
+  return t ? [sql`${row.col(t.column.name)} = ${claim(t.claim)}::${catalog(t.column.typeSql)}`] : [];
 }
 
 /** A node that selects no column, at any depth: PostgREST leaves such an embed out of the output. */
@@ -126,7 +133,11 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
   const select = shown.map((o) => (o.key === undefined ? o.sql : sql`${sqlOf(o)} AS ${ident(o.key)}`));
   const groups = aggregated ? outputs.filter((o) => o.plain).map(sqlOf) : [];
   for (const e of node.embeds) joins.push(embedJoin(e, row));
-  const where = [...(options.extraWhere ?? []), ...node.conditions.map((c) => conditionSql(c, row))];
+  const where = [
+    ...tenantSql(node, row),
+    ...(options.extraWhere ?? []),
+    ...node.conditions.map((c) => conditionSql(c, row)),
+  ];
   const order = node.order.map((o) => {
     const expr = o.via ? viaSql(o.via, o.expr, row) : fieldSql(o.expr, row);
     const direction = o.direction === 'asc' ? sql` ASC` : o.direction === 'desc' ? sql` DESC` : sql``;
@@ -188,7 +199,10 @@ function embedJoin(e: Embed, parent: RowRef): Fragment {
   const child = e.node;
   const l = link(e, child.alias, parent);
   const from = sql`FROM ${embedSource(e, parent)} AS ${ident(child.alias)}${l.join}`;
-  const compiled = compileNode(child, aliasRow(child.alias), from, { extraWhere: l.where, lift: e.spread && e.toOne });
+  const compiled = compileNode(child, aliasRow(child.alias, child.relation), from, {
+    extraWhere: l.where,
+    lift: e.spread && e.toOne,
+  });
   const sub = sql`SELECT ${compiled.select} ${compiled.fromWhere}${compiled.groupBy}${compiled.orderLimit}`;
   let lateral: Fragment;
   let present: Fragment; // a value that is NULL when nothing was embedded
@@ -214,8 +228,9 @@ function embedJoin(e: Embed, parent: RowRef): Fragment {
 function viaSql(e: Embed, expr: Parameters<typeof fieldSql>[0], parent: RowRef): Fragment {
   const alias = `${e.node.alias}_o`;
   const l = link(e, alias, parent);
-  const where = l.where.length > 0 ? sql` WHERE ${join(l.where, sql` AND `)}` : sql``;
-  return sql`(SELECT ${fieldSql(expr, aliasRow(alias))} FROM ${embedSource(e, parent)} AS ${ident(alias)}${l.join}${where} LIMIT 1)`;
+  const conditions = [...tenantSql(e.node, aliasRow(alias, e.node.relation)), ...l.where];
+  const where = conditions.length > 0 ? sql` WHERE ${join(conditions, sql` AND `)}` : sql``;
+  return sql`(SELECT ${fieldSql(expr, aliasRow(alias, e.node.relation))} FROM ${embedSource(e, parent)} AS ${ident(alias)}${l.join}${where} LIMIT 1)`;
 }
 
 /** The body expression over the rows of `_postgrest_t`, as Postgres's own text. */
@@ -263,7 +278,8 @@ export function readStatement(
 ): ReadStatements {
   const rel = root.relation;
   const from = source ? source.from : sql`FROM ${qualified(rel.schema, rel.name)} AS ${ident(root.alias)}`;
-  const c = compileNode(root, aliasRow(root.alias), from);
+  // A function's rows are not read from a table: the function says where they come from.
+  const c = compileNode(source ? { ...root, tenant: undefined } : root, aliasRow(root.alias, rel), from);
   // With GROUP BY, the count is of groups, as the body has them.
   const counted = c.groupBy.empty ? c.fromWhere : sql`FROM (SELECT 1 ${c.fromWhere}${c.groupBy}) AS "pgrst_g"`;
   const countSql =

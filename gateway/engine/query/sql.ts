@@ -6,6 +6,7 @@
 import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../sql.js';
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
 import type { Filter, JsonStep } from '../request/types.js';
+import type { Relation } from '../schema-cache/types.js';
 import { defined } from '../invariant.js';
 
 /** How a node's row is reached: a table alias in reads, a returned row in writes. */
@@ -15,11 +16,19 @@ export interface RowRef {
   star(): Fragment;
 }
 
-export const aliasRow = (alias: string): RowRef => ({
-  col: (name) => sql`${ident(alias)}.${ident(name)}`,
-  row: () => ident(alias),
-  star: () => sql`${ident(alias)}.*`,
-});
+/**
+ * A relation's row as a value of its type, made of its columns: `ROW(a, b, …)::schema.table`.
+ * Not the alias itself (a whole-row reference): a sharded database (Citus) runs the statement on
+ * a shard, a table of its own whose row type is not the relation's, and a function of the
+ * relation's row (a computed field) would then be called with a row of another type.
+ */
+export const rowOf = (relation: Relation, col: (name: string) => Fragment): Fragment =>
+  sql`ROW(${join(relation.columnList.map((c) => col(c.name)))})::${qualified(relation.schema, relation.name)}`;
+
+export const aliasRow = (alias: string, relation: Relation): RowRef => {
+  const col = (name: string) => sql`${ident(alias)}.${ident(name)}`;
+  return { col, row: () => rowOf(relation, col), star: () => sql`${ident(alias)}.*` };
+};
 
 /** A text parameter cast to a type the schema cache named: `$n::text::type`. */
 export const typed = (value: string | null, type: CatalogText): Fragment => sql`${text(value)}::${catalog(type)}`;

@@ -6,15 +6,16 @@ import { catalog, compile, ident, join, qualified, sql, text, type Fragment } fr
 import type { InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
 import type { ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
-import type { Column } from '../schema-cache/types.js';
-import { bodySql, compileNode, type Statement } from './read.js';
-import { aliasRow, callOf, conditionSql, type RowRef } from './sql.js';
+import type { Column, Relation } from '../schema-cache/types.js';
+import { bodySql, compileNode, tenantSql, type Statement } from './read.js';
+import { aliasRow, callOf, conditionSql, rowOf, type RowRef } from './sql.js';
 
-const SRC_ROW = sql`"pgrst_src"."pgrst_row"`;
-const returned: RowRef = {
-  col: (name) => sql`(${SRC_ROW}).${ident(name)}`,
-  row: () => SRC_ROW,
-  star: () => sql`(${SRC_ROW}).*`,
+// The written rows come back as their columns (RETURNING alias.*), never as a whole-row value:
+// on a sharded database (Citus) that value would be of the shard's row type, not the table's.
+const SRC = sql`"pgrst_src"`;
+const returnedRow = (relation: Relation): RowRef => {
+  const col = (name: string) => sql`${SRC}.${ident(name)}`;
+  return { col, row: () => rowOf(relation, col), star: () => sql`${SRC}.*` };
 };
 
 export type ReturnShape = 'representation' | 'headers-only' | 'minimal';
@@ -65,7 +66,7 @@ function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment): Fragment
         : sql`DO UPDATE SET ${join(plan.columns.map((c) => sql`${ident(c.name)} = EXCLUDED.${ident(c.name)}`))}`;
     conflict = sql` ON CONFLICT (${join(plan.onConflict.columns.map(ident))}) ${action}`;
   }
-  return sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))}) SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${jsonb(plan.bodyJson)}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${alias} AS "pgrst_row"`;
+  return sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))}) SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${jsonb(plan.bodyJson)}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${alias}.*`;
 }
 
 function mutationSql(plan: MutationPlan, root: ReadNode): Fragment {
@@ -73,31 +74,37 @@ function mutationSql(plan: MutationPlan, root: ReadNode): Fragment {
   const table = qualified(rel.schema, rel.name);
   const alias = ident(root.alias);
   if (plan.kind === 'insert') return insertSql(plan, table, alias);
-  const where = join(
-    plan.conditions.map((c) => conditionSql(c, aliasRow(root.alias))),
-    sql` AND `,
-  );
+  const row = aliasRow(root.alias, rel);
+  const where = join([...tenantSql(root, row), ...plan.conditions.map((c) => conditionSql(c, row))], sql` AND `);
   if (plan.kind === 'update') {
     if (plan.columns.length === 0) {
       // An empty PATCH changes nothing, but still runs (and is authorised) as a statement.
-      return sql`SELECT ${alias} AS "pgrst_row" FROM ${table} AS ${alias} WHERE false`;
+      return sql`SELECT ${alias}.* FROM ${table} AS ${alias} WHERE false`;
     }
     const rec = bodyRecord(plan, jsonb(plan.bodyJson));
     const set = join(plan.columns.map((c) => sql`${ident(c.name)} = ${rec.value(c)}`));
-    return sql`UPDATE ${table} AS ${alias} SET ${set} FROM ${rec.record} WHERE ${where} RETURNING ${alias} AS "pgrst_row"`;
+    return sql`UPDATE ${table} AS ${alias} SET ${set} FROM ${rec.record} WHERE ${where} RETURNING ${alias}.*`;
   }
-  return sql`DELETE FROM ${table} AS ${alias} WHERE ${where} RETURNING ${alias} AS "pgrst_row"`;
+  return sql`DELETE FROM ${table} AS ${alias} WHERE ${where} RETURNING ${alias}.*`;
 }
 
 export function writeStatement(plan: MutationPlan, root: ReadNode, shape: ReturnShape, media: MediaType): Statement {
   const mutation = mutationSql(plan, root);
+  const returned = returnedRow(plan.relation);
   const pk = plan.relation.primaryKey;
   const location =
     pk.length > 0
       ? sql`(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(${join(pk.map((k) => sql`(${returned.col(k)})::text`))}))::text FROM pgrst_source AS "pgrst_src")`
       : sql`NULL`;
   if (shape === 'representation') {
-    const representation: ReadNode = { ...root, conditions: [], order: [], limit: undefined, offset: undefined };
+    const representation: ReadNode = {
+      ...root,
+      tenant: undefined, // the written rows, tenant and all
+      conditions: [],
+      order: [],
+      limit: undefined,
+      offset: undefined,
+    };
     const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`);
     return compile(
       sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location FROM pgrst_rows AS "_postgrest_t"`,

@@ -39,6 +39,8 @@ export interface Call {
   body?: unknown;
   cache?: SchemaCache;
   aggregates?: boolean;
+  /** EngineConfig.tenant, for a caller that has the claim. */
+  tenant?: { column: string; claim: string };
 }
 
 function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
@@ -81,6 +83,7 @@ export function planRead(relation: string, call: Call = {}): ReadNode {
     range: api.range,
     aliases: new AliasCounter(),
     aggregatesEnabled: call.aggregates ?? false,
+    tenant: call.tenant,
   });
 }
 
@@ -107,6 +110,7 @@ export function planWrite(
     range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
     aliases: new AliasCounter(),
     aggregatesEnabled: call.aggregates ?? false,
+    tenant: call.tenant,
   });
   if (api.method === 'DELETE') return { api, root, plan: deletePlan(rel, root) };
   const rows = bodyRows(req.body, req.headers['content-type']);
@@ -143,6 +147,7 @@ export function compileRoutine(fn: string, call: Call = {}): ReadStatements {
     range: api.range,
     aliases: new AliasCounter(),
     aggregatesEnabled: call.aggregates ?? false,
+    tenant: call.tenant,
   });
   return readStatement(root, api.accept, api.preferences.count, routineSource(routine, root.alias));
 }
