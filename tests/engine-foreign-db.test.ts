@@ -76,7 +76,7 @@ describe('Tally in front of your own database', () => {
   it('after migrate --gateway-only, serves the table over /rest/v1 under its own RLS, and nothing of the finance app', async () => {
     const m = await tally(['migrate', '--gateway-only'], env);
     expect(m.stderr).toBe('');
-    expect(m.stdout).toBe('up: gateway/001_gateway_state\n');
+    expect(m.stdout).toBe('up: gateway/001_gateway_state\nup: gateway/105_search_path_pg_temp_last\n');
     // The gateway added its state and left the DBA's table alone; no finance table appeared.
     const tables = await db.admin<{ t: string }[]>`
       SELECT table_schema || '.' || table_name AS t FROM information_schema.tables

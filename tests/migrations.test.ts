@@ -1,6 +1,8 @@
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 
+const GATEWAY_SET = ['gateway/001_gateway_state', 'gateway/105_search_path_pg_temp_last'];
+
 describe('migrations', () => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -20,7 +22,7 @@ describe('migrations', () => {
     const ran = await migrate(db.url);
     // The gateway's own set first, then the app's, each in file order.
     const gatewaySet = ran.filter((n) => n.startsWith('gateway/'));
-    expect(gatewaySet).toEqual(['gateway/001_gateway_state']);
+    expect(gatewaySet).toEqual(GATEWAY_SET);
     expect(ran.slice(0, gatewaySet.length)).toEqual(gatewaySet);
     expect(ran.slice(gatewaySet.length)).toEqual([...ran.slice(gatewaySet.length)].sort());
     expect(ran).toEqual(
@@ -76,7 +78,7 @@ describe('migrations', () => {
     await db.admin`SELECT * FROM tally.rate_limit_take('kept', 60000, 3)`;
     await db.admin`DELETE FROM tally_migrations.gateway_migrations`;
 
-    expect(await migrate(db.url)).toEqual(['gateway/001_gateway_state']);
+    expect(await migrate(db.url)).toEqual(GATEWAY_SET);
     expect(await migrate(db.url)).toEqual([]);
     expect(await db.admin`SELECT label FROM public.publishable_keys WHERE label = 'kept'`).toEqual([{ label: 'kept' }]);
     expect(await db.admin`SELECT hits FROM tally.rate_limit_get('kept')`).toEqual([{ hits: 3 }]);
@@ -88,12 +90,17 @@ describe('migrations', () => {
   it("installs only the gateway's state with the gateway set, and takes it away again", async () => {
     const other = await createTestDatabase({ empty: true });
     try {
-      expect(await migrate(other.url, 'up', Infinity, ['gateway'])).toEqual(['gateway/001_gateway_state']);
+      expect(await migrate(other.url, 'up', Infinity, ['gateway'])).toEqual(GATEWAY_SET);
       const objects = await other.admin<{ t: string }[]>`
         SELECT table_schema || '.' || table_name AS t FROM information_schema.tables
          WHERE table_schema IN ('public', 'tally') ORDER BY 1`;
       expect(objects.map((r) => r.t)).toEqual(['public.publishable_keys', 'tally.rate_limits']);
-      expect(await migrate(other.url, 'down', Infinity, ['gateway'])).toEqual(['gateway/001_gateway_state']);
+      // Its SECURITY DEFINER functions search temporary tables last without the app's set too.
+      const paths = await other.admin<{ path: string }[]>`
+        SELECT array_to_string(proconfig, ';') AS path FROM pg_proc WHERE prosecdef`;
+      expect(paths.length).toBeGreaterThan(0);
+      for (const { path } of paths) expect(path).toMatch(/^search_path=.*, pg_temp$/);
+      expect(await migrate(other.url, 'down', Infinity, ['gateway'])).toEqual([...GATEWAY_SET].reverse());
       expect(await other.admin`SELECT nspname FROM pg_namespace WHERE nspname = 'tally'`).toEqual([]);
     } finally {
       await other.drop();
