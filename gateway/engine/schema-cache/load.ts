@@ -202,7 +202,8 @@ const QUERIES: {
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
-       WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f'`,
+       WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f'
+       ORDER BY p.oid`,
   routineArgs: (p) => sql`
       SELECT p.oid::int AS oid, a.i::int AS i, ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array, t.typtype = 'p' AS pseudo
