@@ -1,10 +1,10 @@
-import type { Sql } from 'postgres';
 import type { AuthContext, GatewayCall } from './engine/call.js';
+import type { ChangeWatch } from './engine/changes.js';
 
 // The live lookup lists (categories, payment methods, fund kinds): rows of their tables, read through the
-// gateway like any client read, cached briefly for every schema that publishes them (wrapper
-// validation, OpenAPI, MCP tool schemas). A change to a list notifies channel tally_lookups
-// (sql/030), which drops the cache at once; the TTL is the fallback if a notice is missed.
+// gateway like any client read, cached for every schema that publishes them (wrapper
+// validation, OpenAPI, MCP tool schemas) until the database's change version moves: the tables
+// are watched relations (sql/095), whose contents the version fingerprints.
 
 export interface Lookups {
   expenseCategories: string[];
@@ -13,31 +13,26 @@ export interface Lookups {
   fundKinds: string[];
 }
 
-const TTL_MS = 5_000;
-
 // The lists are not workspace data: any API role reads them. api_read is the least privilege;
 // no claims at all (no workspace, so no tenant row), which the pre-request check knows as the
 // server's own read rather than a JWT's.
 const READER: AuthContext = { role: 'api_read', claims: {} };
 
 export class LookupCache {
-  private cached: { value: Promise<Lookups>; until: number } | undefined;
+  private cached: Promise<Lookups> | undefined;
   /** The lists last read, and their JSON: a reload that finds them unchanged hands out this object again. */
   private last: { lookups: Lookups; json: string } | undefined;
 
-  constructor(private readonly call: GatewayCall) {}
-
-  /**
-   * Listens for changes on `db` (one dedicated connection), dropping the cache and calling
-   * `onChange`; returns a function that stops.
-   */
-  async listen(db: Sql, onChange?: () => void): Promise<() => Promise<void>> {
-    const changed = (): void => {
+  /** `onChange` is called after the lists may have changed (the cache is dropped by then). */
+  constructor(
+    private readonly call: GatewayCall,
+    private readonly changes: ChangeWatch,
+    onChange?: () => void,
+  ) {
+    changes.onChange(() => {
       this.invalidate();
       onChange?.();
-    };
-    const { unlisten } = await db.listen('tally_lookups', changed, changed);
-    return unlisten;
+    });
   }
 
   invalidate(): void {
@@ -45,10 +40,12 @@ export class LookupCache {
   }
 
   get(): Promise<Lookups> {
-    if (this.cached && this.cached.until > Date.now()) return this.cached.value;
-    const value = this.load();
-    this.cached = { value, until: Date.now() + TTL_MS };
-    value.catch(() => this.invalidate()); // never cache a failure
+    if (this.cached) return this.cached;
+    const value = this.changes.ready().then(() => this.load());
+    this.cached = value;
+    value.catch(() => {
+      if (this.cached === value) this.invalidate(); // never cache a failure
+    });
     return value;
   }
 
@@ -73,7 +70,7 @@ export class LookupCache {
       fundKinds: kinds.map((k) => k.id),
     };
     // What is built from the lists (the wrapper's validators, the MCP tool catalog) is cached
-    // per Lookups object: the same object for the same lists, or every TTL would rebuild it.
+    // per Lookups object: the same object for the same lists, or every reload would rebuild it.
     const json = JSON.stringify(lookups);
     if (this.last?.json !== json) this.last = { lookups, json };
     return this.last.lookups;

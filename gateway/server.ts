@@ -5,8 +5,8 @@ import type { AppContext } from './context.js';
 import { catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
 import { constraintMessage } from './fields.js';
-import { errorFields, log, requestLog, serverTiming } from './log.js';
-import { createGateway } from './engine/gateway.js';
+import { requestLog, serverTiming } from './log.js';
+import { changesOf, createGateway } from './engine/gateway.js';
 import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
 
@@ -45,12 +45,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   const call = createGateway(ctx, { describeConstraint: constraintMessage });
 
   // The live lookup lists the app's surfaces publish.
-  const lookups = new LookupCache(call);
-  if (surfaces.some((s) => s.app)) {
-    lookups
-      .listen(ctx.db.control)
-      .catch((err) => log.warn(errorFields(err), 'cannot LISTEN for lookup changes; relying on the cache TTL'));
-  }
+  const lookups = new LookupCache(call, changesOf(ctx));
   const services = { ctx, call, lookups, trustProxy };
   const own: { prefix: string; handle: RequestListener }[] = [];
   for (const surface of surfaces) {

@@ -11,7 +11,7 @@ import type { Config } from '../gateway/config.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
 import { jwtSecretFor, openDatabase, serverLoginUrl, serverPool } from '../gateway/db/connect.js';
-import { createGateway } from '../gateway/engine/gateway.js';
+import { changesOf, createGateway } from '../gateway/engine/gateway.js';
 import { constraintMessage } from '../gateway/fields.js';
 import { catalogue } from '../gateway/engine/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
@@ -65,16 +65,15 @@ export async function serveStdio(config: Config): Promise<void> {
   const token = await findWorkspaceToken(ctx, presented);
   if (!token.apiEnabled) throw apiSwitchedOff();
   const call = createGateway(ctx, { describeConstraint: constraintMessage });
-  const lookups = new LookupCache(call);
-  // No rate limit over stdio: one desktop client on its own process and token.
-  const mcp = sdkServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get());
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
-  await lookups.listen(pool.control, () => {
+  const lookups = new LookupCache(call, changesOf(ctx), () => {
     lookups.get().then(
       (l) => mcp.refresh(l),
       () => {},
     );
   });
+  // No rate limit over stdio: one desktop client on its own process and token.
+  const mcp = sdkServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get());
   const transport = new StdioServerTransport();
   transport.onclose = () => {
     void pool.end({ timeout: 2 }).then(() => db.stop());

@@ -1,10 +1,10 @@
 import { constraintMessage } from '../gateway/fields.js';
-import { createGateway } from '../gateway/engine/gateway.js';
+import { changesOf, createGateway } from '../gateway/engine/gateway.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 
-// The lookup lists are reloaded when told of a change or after a short TTL. What is built from
+// The lookup lists are reloaded when the database's change version moves. What is built from
 // them (the wrapper's validators, the MCP tool catalog) is cached per Lookups object, so a
 // reload that finds the same lists must hand out the same object, and a change a new one.
 
@@ -16,7 +16,7 @@ describe('the lookup cache', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     t = startTestApp(db.url);
-    cache = new LookupCache(createGateway(t.ctx, { describeConstraint: constraintMessage }));
+    cache = new LookupCache(createGateway(t.ctx, { describeConstraint: constraintMessage }), changesOf(t.ctx));
   });
   afterAll(async () => {
     await t.close();

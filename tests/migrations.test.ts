@@ -1,7 +1,7 @@
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 
-const GATEWAY_SET = ['gateway/001_gateway_state', 'gateway/105_search_path_pg_temp_last'];
+const GATEWAY_SET = ['gateway/001_gateway_state', 'gateway/095_change_version', 'gateway/105_search_path_pg_temp_last'];
 
 describe('migrations', () => {
   let db: TestDatabase;
@@ -94,7 +94,11 @@ describe('migrations', () => {
       const objects = await other.admin<{ t: string }[]>`
         SELECT table_schema || '.' || table_name AS t FROM information_schema.tables
          WHERE table_schema IN ('public', 'tally') ORDER BY 1`;
-      expect(objects.map((r) => r.t)).toEqual(['public.publishable_keys', 'tally.rate_limits']);
+      expect(objects.map((r) => r.t)).toEqual([
+        'public.publishable_keys',
+        'tally.rate_limits',
+        'tally.watched_relations',
+      ]);
       // Its SECURITY DEFINER functions search temporary tables last without the app's set too.
       const paths = await other.admin<{ path: string }[]>`
         SELECT array_to_string(proconfig, ';') AS path FROM pg_proc WHERE prosecdef`;

@@ -3,6 +3,7 @@ import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Config } from '../config.js';
 import { adminClient, openDatabase } from '../db/connect.js';
+import { schemaChanged } from '../db/migrate.js';
 import { embeddedUrl } from '../db/embedded.js';
 
 // A DBA's way into the database, embedded or external: `tally sql` runs SQL as the owner,
@@ -69,7 +70,7 @@ export async function runSql(config: Config, script: string): Promise<string[]> 
         : Array.isArray(raw) && raw.length > 0 && typeof (raw[0] as Result).command === 'string'
           ? (raw as Result[])
           : [raw as Result];
-    await sql`SELECT pg_notify('pgrst', 'reload schema')`;
+    await schemaChanged(sql);
     return results.flatMap(format);
   } finally {
     await sql.end();

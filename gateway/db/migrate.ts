@@ -7,7 +7,7 @@ import { gatewayMigrationsDir, migrationsDir, policiesDir } from '../paths.js';
 // gateway's own state (sql/gateway/: roles, schema tally, the functions the server calls), which
 // any database Tally stands in front of needs, and the finance app's (sql/: its tables,
 // workspaces, tokens, settings), which builds on it. RLS policies are idempotent files in
-// policies/ applied after them (what a DBA edits). Both end with a schema-cache reload notice.
+// policies/ applied after them (what a DBA edits). Both end by telling the servers to reload.
 
 export type MigrationSet = 'gateway' | 'app';
 
@@ -60,8 +60,8 @@ export async function applyPolicies(databaseUrl: string): Promise<string[]> {
   try {
     await sql.begin(async (tx) => {
       for (const file of files) await tx.unsafe(await readFile(join(policiesDir, file), 'utf8'));
-      await tx`NOTIFY pgrst, 'reload schema'`;
     });
+    await schemaChanged(sql);
   } finally {
     await sql.end();
   }
@@ -71,8 +71,18 @@ export async function applyPolicies(databaseUrl: string): Promise<string[]> {
 async function notifyReload(databaseUrl: string): Promise<void> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
-    await sql`NOTIFY pgrst, 'reload schema'`;
+    await schemaChanged(sql);
   } finally {
     await sql.end();
   }
+}
+
+/**
+ * Tells every server that the schema changed: the change version they poll (which the event
+ * trigger of sql/gateway/095 moves by itself when the migrating role could create it), and
+ * NOTIFY pgrst for the servers that listen.
+ */
+export async function schemaChanged(sql: postgres.Sql): Promise<void> {
+  await sql`SELECT nextval(to_regclass('tally.schema_version'))`; // null before sql/gateway/095
+  await sql`NOTIFY pgrst, 'reload schema'`;
 }

@@ -17,17 +17,26 @@ import { checkSelectLimits } from './request/limits.js';
 import { parseApiRequest, refuseDeepJson, routineName } from './request/parse.js';
 import type { ApiRequest, PlanMedia, PlanOption } from './request/types.js';
 import { CONTENT_TYPES, contentRange, preferenceApplied, readResponse, singularError } from './response/index.js';
+import { ChangeWatch } from './changes.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
 import type { Relation, SchemaCache } from './schema-cache/types.js';
 import { Lru } from './lru.js';
 import { defined } from './invariant.js';
 
 const holders = new WeakMap<EngineContext, SchemaCacheHolder>();
+const watches = new WeakMap<EngineContext, ChangeWatch>();
+
+/** The database changes a server context watches: one watch per context, for every cache of it. */
+export function changesOf(ctx: EngineContext): ChangeWatch {
+  let w = watches.get(ctx);
+  if (!w) watches.set(ctx, (w = new ChangeWatch(ctx.db.control)));
+  return w;
+}
 
 /** The schema cache of a server context: one per context, shared by every surface. */
 export function schemaCacheOf(ctx: EngineContext): SchemaCacheHolder {
   let h = holders.get(ctx);
-  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas)));
+  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas, changesOf(ctx))));
   return h;
 }
 

@@ -1,10 +1,11 @@
-// The live schema cache: loaded on first use, reloaded on `NOTIFY pgrst, 'reload schema'`
-// (PostgREST's channel and payload), so a DBA's new table or column is served without a restart.
+// The live schema cache: loaded on first use, reloaded when the database's change version moves
+// (changes.ts: every DDL command, GRANT and REVOKE included, and `NOTIFY pgrst, 'reload schema'`
+// where LISTEN works), so a DBA's new table or column is served without a restart.
 
 import type { Sql } from 'postgres';
+import type { ChangeWatch } from '../changes.js';
 import { loadSchemaCache } from './load.js';
 import type { SchemaCache } from './types.js';
-import { errorFields, log } from '../log.js';
 import { watched } from '../pool.js';
 
 /** How long a request waits for the first load: as long as the server lets a connection attempt take. */
@@ -14,7 +15,6 @@ export * from './types.js';
 
 export class SchemaCacheHolder {
   private current: Promise<SchemaCache> | undefined;
-  private listening: Promise<unknown> | undefined;
   private loaded = false;
   /** The reload that runs, and the one that follows it for the calls made meanwhile (reload()). */
   private reloading: Promise<SchemaCache> | undefined;
@@ -23,20 +23,16 @@ export class SchemaCacheHolder {
   constructor(
     private readonly db: Sql,
     private readonly schemas: string[],
-  ) {}
+    private readonly changes: ChangeWatch,
+  ) {
+    changes.onChange(() => {
+      if (this.current) void this.reload().catch(() => {});
+    });
+  }
 
   get(): Promise<SchemaCache> {
-    if (!this.listening) {
-      this.listening = this.db
-        .listen('pgrst', (payload) => {
-          if (payload === '' || payload === 'reload schema') void this.reload().catch(() => {});
-        })
-        .catch((err) => {
-          log.warn(errorFields(err), 'cannot LISTEN for schema reloads; a restart picks up schema changes');
-        });
-    }
     if (!this.current) {
-      const loading = loadSchemaCache(this.db, this.schemas);
+      const loading = this.changes.ready().then(() => loadSchemaCache(this.db, this.schemas));
       this.current = loading;
       this.loaded = false;
       loading.then(
@@ -55,9 +51,9 @@ export class SchemaCacheHolder {
   /**
    * Loads afresh; requests keep the old cache until the new one is complete. A reload asked for
    * while one runs gets the next load, which begins when that one ends and which every call
-   * made meanwhile shares: it sees what changed before it was asked, and a burst of NOTIFYs
-   * (a DBA's event trigger over a migration) costs two loads, not one per notification queued
-   * behind each other on the control connection, nor an endless queue behind a load that hangs.
+   * made meanwhile shares: it sees what changed before it was asked, and a burst of changes
+   * costs two loads, not one per change queued behind each other on the control connection,
+   * nor an endless queue behind a load that hangs.
    */
   reload(): Promise<SchemaCache> {
     if (!this.reloading) {

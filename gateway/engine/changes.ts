@@ -1,0 +1,97 @@
+// How a server learns that what it caches from the database is stale: the schema (tables,
+// columns, functions, grants) and the contents of a few small tables the database lists (an
+// app's lookup lists). Every server polls one cheap statement, tally.change_version() of the
+// gateway's own migrations, and tells its caches when the answer differs from the last one. A
+// poll works wherever a statement does: through a transaction pooler, which loses LISTEN's
+// notices, and on a Citus coordinator, where NOTIFY cannot run inside a distributed transaction.
+// LISTEN pgrst stays as a faster path where it works (PostgREST's channel: `tally migrate` and
+// a DBA's NOTIFY).
+
+import type { Sql } from 'postgres';
+import { errorFields, log } from './log.js';
+import { watched } from './pool.js';
+import { compile, run, sql } from './sql.js';
+
+/**
+ * How often each server asks (a statement of well under a millisecond). A change is seen by
+ * every server within CHANGE_BOUND_MS: one interval, plus the poll and the reload it starts,
+ * with room for a busy machine.
+ */
+const CHANGE_POLL_MS = 500;
+export const CHANGE_BOUND_MS = 3000;
+
+const VERSION = compile(sql`SELECT tally.change_version() AS version`);
+
+/** A poll that does not answer within this long is given up; the next one asks again. */
+const POLL_DEADLINE_MS = 5000;
+
+export class ChangeWatch {
+  private readonly listeners = new Set<() => void>();
+  private version: string | undefined;
+  private started: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private failing = false;
+
+  constructor(
+    private readonly db: Sql,
+    private readonly intervalMs = CHANGE_POLL_MS,
+  ) {}
+
+  /** Calls `listener` after each change seen; returns a function that stops that. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Resolves once the version that the caches load against is known (or could not be read),
+   * and starts watching: a cache reads the database only after it, so a change made while it
+   * loads is seen by the next poll rather than taken for the state it loaded.
+   */
+  ready(): Promise<void> {
+    return (this.started ??= this.start());
+  }
+
+  private async start(): Promise<void> {
+    this.db
+      .listen('pgrst', (payload) => {
+        if (payload === '' || payload === 'reload schema') this.changed();
+      })
+      .catch((err: unknown) => log.debug(errorFields(err), 'no LISTEN for schema reloads; polling alone'));
+    await this.poll();
+    this.timer = setInterval(() => void this.poll(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    try {
+      const [row] = await watched(run<{ version: string }[]>(this.db, VERSION), POLL_DEADLINE_MS);
+      const version = row?.version;
+      if (this.failing) log.info('reading the database change version again');
+      this.failing = false;
+      if (this.version !== undefined && version !== this.version) this.changed();
+      this.version = version;
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'CONNECTION_ENDED') return this.stop();
+      // Said once while it lasts; the version last read stays, and the first answer after
+      // tells whether anything changed meanwhile.
+      if (!this.failing) {
+        log.warn(errorFields(err), 'cannot read the database change version; caches stay as they are');
+        this.failing = true;
+      }
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+
+  private stop(): void {
+    clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,87 @@
+import type { Sql } from 'postgres';
+import { CHANGE_BOUND_MS } from '../../gateway/engine/changes.js';
+import { waitFor } from './wait.js';
+
+// What every Tally process on one database must see, and how soon (the README states the bound):
+// a new category and payment method (the lookup lists the wrapper validates with and OpenAPI
+// publishes), a new column and a new table (the schema cache). Shared by the suites of several
+// processes on one Postgres, behind PgBouncer and on Citus.
+
+export interface LiveChangeTimes {
+  lookups: number[];
+  column: number[];
+  table: number[];
+}
+
+/** How long after `change` committed each base URL answered `seen` true, in ms. */
+async function timesUntilSeen(
+  bases: string[],
+  change: () => Promise<unknown>,
+  seen: (base: string) => Promise<boolean>,
+  what: string,
+): Promise<number[]> {
+  for (const base of bases) expect(await seen(base)).toBe(false);
+  await change();
+  const start = Date.now();
+  return Promise.all(
+    bases.map(async (base) => {
+      await waitFor(() => seen(base), `${what} at ${base}`, 30_000);
+      return Date.now() - start;
+    }),
+  );
+}
+
+/**
+ * Makes each change as the owner and measures when each process serves it. `headers` authorise
+ * /rest/v1 reads (apikey and a JWT of an API role); `prefix` makes the names unique per run.
+ */
+export async function liveChangeTimes(
+  admin: Sql,
+  bases: string[],
+  headers: Record<string, string>,
+  prefix: string,
+): Promise<LiveChangeTimes> {
+  const category = `${prefix}-garden`;
+  const method = `${prefix}-voucher`;
+  const column = `${prefix.replace(/-/g, '_')}_receipt`;
+  const table = `${prefix.replace(/-/g, '_')}_notes`;
+  const published = async (base: string) => {
+    const doc = await (await fetch(`${base}/openapi.json`)).text();
+    return doc.includes(`"${category}"`) && doc.includes(`"${method}"`);
+  };
+  const status = async (url: string) => (await fetch(url, { headers })).status;
+  return {
+    lookups: await timesUntilSeen(
+      bases,
+      () =>
+        admin.begin(async (tx) => {
+          await tx`INSERT INTO public.categories (id, name, for_expenses) VALUES (${category}, 'Garden', true)`;
+          await tx`INSERT INTO public.payment_methods (id, name) VALUES (${method}, 'Voucher')`;
+        }),
+      published,
+      'the new category and payment method',
+    ),
+    column: await timesUntilSeen(
+      bases,
+      () => admin.unsafe(`ALTER TABLE public.personal_transactions ADD COLUMN ${column} text`),
+      async (base) => (await status(`${base}/rest/v1/personal_transactions?select=${column}&limit=1`)) === 200,
+      'the new column',
+    ),
+    table: await timesUntilSeen(
+      bases,
+      () =>
+        admin.begin(async (tx) => {
+          await tx.unsafe(`CREATE TABLE public.${table} (id int PRIMARY KEY, body text)`);
+          await tx.unsafe(`GRANT SELECT ON public.${table} TO api_read`);
+        }),
+      async (base) => (await status(`${base}/rest/v1/${table}?select=id`)) === 200,
+      'the new table',
+    ),
+  };
+}
+
+/** Every time within the bound the README states. */
+export function expectWithinBound(times: LiveChangeTimes): void {
+  const all = [...times.lookups, ...times.column, ...times.table];
+  expect(Math.max(...all)).toBeLessThanOrEqual(CHANGE_BOUND_MS);
+}

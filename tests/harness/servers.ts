@@ -1,0 +1,63 @@
+import type { ChildProcess } from 'node:child_process';
+import { exited, tallyServer } from './cli.js';
+import { TEST_JWT_SECRET } from './app.js';
+import { serverUrl } from './db.js';
+
+// Several `tally serve` processes on one database, as a deployment behind a load balancer runs
+// them: each its own process, pool and caches, all logged in as the server's login.
+
+export interface Servers {
+  /** Each process's base URL, e.g. http://127.0.0.1:PORT. */
+  bases: string[];
+  children: ChildProcess[];
+  /** Every line each process wrote so far. */
+  output: string[];
+  /** SIGTERM to every process still running, and waits for each to exit. */
+  close(): Promise<void>;
+}
+
+export async function startServers(
+  n: number,
+  ownerUrl: string,
+  env: Record<string, string | undefined> = {},
+  /** The server's login URL; the owner URL's database as `authenticator` by default. */
+  loginUrl = serverUrl(ownerUrl),
+): Promise<Servers> {
+  const started = await Promise.all(
+    Array.from({ length: n }, () =>
+      tallyServer(
+        ['serve'],
+        {
+          DATABASE_URL: ownerUrl,
+          TALLY_DB_URI: loginUrl,
+          TALLY_JWT_SECRET: TEST_JWT_SECRET,
+          PORT: '0',
+          HOST: '127.0.0.1',
+          ...env,
+        },
+        /Tally is up on (\S+)/,
+      ),
+    ),
+  );
+  const output = started.map((s) => s.output);
+  started.forEach((s, i) => {
+    const add = (d: Buffer) => (output[i] += d);
+    s.child.stdout?.on('data', add);
+    s.child.stderr?.on('data', add);
+  });
+  const children = started.map((s) => s.child);
+  return {
+    bases: started.map((s) => /Tally is up on (\S+)/.exec(s.output)![1]!),
+    children,
+    output,
+    async close() {
+      await Promise.all(
+        children.map((c) => {
+          if (c.exitCode !== null || c.signalCode !== null) return undefined;
+          c.kill('SIGTERM');
+          return exited(c);
+        }),
+      );
+    },
+  };
+}
