@@ -41,7 +41,7 @@ export async function startServers(
   );
   const output = started.map((s) => s.output);
   started.forEach((s, i) => {
-    const add = (d: Buffer) => (output[i] += d);
+    const add = (d: Buffer) => (output[i] = `${output[i] ?? ''}${String(d)}`);
     s.child.stdout?.on('data', add);
     s.child.stderr?.on('data', add);
   });
