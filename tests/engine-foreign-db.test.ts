@@ -76,12 +76,19 @@ describe('Tally in front of your own database', () => {
   it('after migrate --gateway-only, serves the table over /rest/v1 under its own RLS, and nothing of the finance app', async () => {
     const m = await tally(['migrate', '--gateway-only'], env);
     expect(m.stderr).toBe('');
-    expect(m.stdout).toBe('up: gateway/001_gateway_state\nup: gateway/105_search_path_pg_temp_last\n');
+    expect(m.stdout).toBe(
+      'up: gateway/001_gateway_state\nup: gateway/095_change_version\nup: gateway/105_search_path_pg_temp_last\n',
+    );
     // The gateway added its state and left the DBA's table alone; no finance table appeared.
     const tables = await db.admin<{ t: string }[]>`
       SELECT table_schema || '.' || table_name AS t FROM information_schema.tables
        WHERE table_schema IN ('public', 'tally') ORDER BY 1`;
-    expect(tables.map((r) => r.t)).toEqual(['public.categories', 'public.publishable_keys', 'tally.rate_limits']);
+    expect(tables.map((r) => r.t)).toEqual([
+      'public.categories',
+      'public.publishable_keys',
+      'tally.rate_limits',
+      'tally.watched_relations',
+    ]);
     await db.admin.unsafe(`
       ALTER TABLE public.categories ENABLE ROW LEVEL SECURITY;
       ALTER TABLE public.categories FORCE ROW LEVEL SECURITY;

@@ -6,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
+import { waitFor } from './harness/wait.js';
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
 
@@ -126,17 +127,21 @@ describe('tools/list', () => {
     ]);
     expect(props('list_expenses').limit).toMatchObject({ minimum: 1, maximum: 1000 });
 
+    // A new row reaches the catalog once the server has seen the change (polled: a few seconds).
     await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('garden', 'Garden', true)`;
-    const again = await (await connect(writeA)).listTools();
-    const cats = present(
-      (
-        again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<
-          string,
-          { enum: string[] }
-        >
-      ).category_id,
-    ).enum;
-    expect(cats).toContain('garden');
+    const agent = await connect(writeA);
+    const categories = async () => {
+      const again = await agent.listTools();
+      return present(
+        (
+          again.tools.find((t) => t.name === 'create_expense')!.inputSchema.properties as Record<
+            string,
+            { enum: string[] }
+          >
+        ).category_id,
+      ).enum;
+    };
+    await waitFor(async () => (await categories()).includes('garden'), 'the new category in tools/list');
   });
 });
 

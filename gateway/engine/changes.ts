@@ -18,7 +18,7 @@ import { compile, run, sql } from './sql.js';
  * with room for a busy machine.
  */
 const CHANGE_POLL_MS = 500;
-export const CHANGE_BOUND_MS = 3000;
+export const CHANGE_BOUND_MS = 5000;
 
 const VERSION = compile(sql`SELECT tally.change_version() AS version`);
 
