@@ -31,6 +31,10 @@ export async function startServers(
           DATABASE_URL: ownerUrl,
           TALLY_DB_URI: loginUrl,
           TALLY_JWT_SECRET: TEST_JWT_SECRET,
+          // The harness's cluster is shared by every test file, and the blog fixture makes the
+          // server's login a member of its roles (tests/fixtures/blog.sql): they count as API
+          // roles here, or the start-up check would refuse the login.
+          TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user',
           PORT: '0',
           HOST: '127.0.0.1',
           ...env,
