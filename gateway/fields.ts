@@ -234,6 +234,8 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   funds_contribution_frequency_check: `contribution_frequency must be one of: ${CONTRIBUTION_FREQUENCIES.join(', ')}`,
   funds_contribution_due_day_check: 'contribution_due_day must be 1 to 31',
   funds_target_amount_not_negative: 'target_amount must be 0 or more',
+  funds_target_amount_bounds: `target_amount must be less than ${AMOUNT_LIMIT.toExponential()}`,
+  funds_contribution_amount_bounds: `contribution_amount must be less than ${AMOUNT_LIMIT.toExponential()}`,
   funds_currency_iso4217: 'currency must be an ISO 4217 code of three capital letters, such as EUR',
   funds_description_length: 'description must be at most 2000 characters',
   funds_end_not_before_start: 'end_date must not be before start_date',

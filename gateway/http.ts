@@ -3,9 +3,12 @@
 // sent as it is. /rest/v1 and /api/v1 are both built from them.
 
 import express from 'express';
+import { isUtf8 } from 'node:buffer';
+import { TextDecoder } from 'node:util';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from './engine/call.js';
 import { catalogue } from './engine/errors.js';
+import { parseJsonText } from './engine/request/json.js';
 import { writeError } from './error-response.js';
 import { logRequest, serverTimingOf } from './log.js';
 
@@ -94,21 +97,57 @@ export const header = (req: IncomingMessage, name: string): string | undefined =
 /**
  * Reads a request body as text, whatever its type, up to `limit` bytes: body-parser's reader,
  * so a larger body is the same 413 (PGRST413, errors.ts) as on every surface, and a body in a
- * Content-Encoding or charset the same 415 or 400. The common body, plain UTF-8 of a declared
- * length within the limit, is read by plainBody below with the same outcome: body-parser's
- * content-type parsing, charset decoder and stream handling were about 7% of the CPU of a
- * one-row POST.
+ * Content-Encoding or charset it does not read the same 415. Text that is not valid in its
+ * charset is a 400: decoding it would put U+FFFD where the client's bytes were, and store that.
+ * The common body, plain UTF-8 of a declared length within the limit, is read by plainBody
+ * below with the same outcome: body-parser's content-type parsing, charset decoder and stream
+ * handling were about 7% of the CPU of a one-row POST.
  */
 export function bodyReader(limit: number): (req: IncomingMessage, res: ServerResponse) => Promise<string | undefined> {
-  const readText = express.text({ type: () => true, limit });
+  const readBytes = express.raw({ type: () => true, limit });
   return (req, res) =>
     plainBody(req, limit) ??
     new Promise((resolve, reject) =>
-      readText(req as never, res as never, (err?: unknown) =>
-        err ? reject(err) : resolve((req as { body?: unknown }).body as string | undefined),
-      ),
+      readBytes(req as never, res as never, (err?: unknown) => {
+        if (err) return reject(err);
+        const body = (req as { body?: unknown }).body;
+        try {
+          resolve(Buffer.isBuffer(body) ? decodeText(body, charsetOf(req.headers['content-type'])) : undefined);
+        } catch (decodeErr) {
+          reject(decodeErr);
+        }
+      }),
     );
 }
+
+/** The charset parameter of a Content-Type, lower case; UTF-8 when there is none. */
+function charsetOf(contentType: string | undefined): string {
+  const m = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '');
+  return (m?.[1] ?? 'utf-8').toLowerCase();
+}
+
+/** Bytes as text in a charset: an unknown charset is a 415, bytes not valid in it a 400. */
+function decodeText(bytes: Buffer, charset: string): string {
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(charset, { fatal: true });
+  } catch {
+    throw Object.assign(new Error(`unsupported charset "${charset.toUpperCase()}"`), {
+      status: 415,
+      statusCode: 415,
+      expose: true,
+      type: 'charset.unsupported',
+    });
+  }
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    throw notText(charset);
+  }
+}
+
+/** A body whose bytes are not text in its charset. */
+const notText = (charset: string) => catalogue.invalidBody(`the body is not valid ${charset.toUpperCase()} text`);
 
 /** A charset parameter body-parser would decode as UTF-8, or none (UTF-8 is its default). */
 const UTF8_OR_NO_CHARSET = /^[^;]*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
@@ -139,7 +178,9 @@ function plainBody(req: IncomingMessage, limit: number): Promise<string> | undef
     const onEnd = () => {
       done();
       if (received !== length) return reject(unreadable('request size did not match content length', 'size.invalid'));
-      const text = Buffer.concat(chunks, received).toString('utf8');
+      const bytes = Buffer.concat(chunks, received);
+      if (!isUtf8(bytes)) return reject(notText('utf-8'));
+      const text = bytes.toString('utf8');
       resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
     };
     // A client that goes before the end of its body: Node destroys the request with an error
@@ -163,14 +204,12 @@ export function isJson(contentType: string | undefined): boolean {
   return type === 'application/json' || type.endsWith('+json');
 }
 
-/** A JSON body's value; malformed JSON is the 400 (PGRST102) that every surface gives for it. */
-export function parseJson(raw: string): unknown {
-  try {
-    return JSON.parse(raw);
-  } catch {
-    throw catalogue.invalidBody('not valid JSON');
-  }
-}
+/**
+ * A JSON body's value, read as the engine reads one (engine/request/json.ts): malformed JSON, an
+ * object with a key twice and (with exactNumbers) a number a double cannot hold are the 400
+ * (PGRST102) that every surface gives for them.
+ */
+export const parseJson = parseJsonText;
 
 /** Ends a response with the body as it is (JSON or CSV text as Postgres serialised it), and its Server-Timing. */
 export function sendBody(res: ServerResponse, auth: AuthContext | undefined, body: string | undefined): void {

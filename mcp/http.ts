@@ -68,12 +68,14 @@ function presentedToken(req: IncomingMessage, query: URLSearchParams): string | 
 
 /**
  * The body as JSON, as Express's JSON parser read it before: no body is `{}` (not a message),
- * and anything but an object or array is the 400 of the error shape.
+ * and anything but an object or array is the 400 of the error shape. The tools work on the
+ * arguments' values, so a number a double cannot hold exactly is refused here, naming where it
+ * is, rather than changed on its way to the database.
  */
 function parseBody(raw: string | undefined): unknown {
   if (raw === undefined || raw === '') return {};
   if (!/^[ \t\n\r]*[{[]/.test(raw)) throw catalogue.invalidBody('not valid JSON');
-  return parseJson(raw);
+  return parseJson(raw, { exactNumbers: true });
 }
 
 /** The JSON-RPC id of a tools/call in the body, when the body is one. */

@@ -20,7 +20,11 @@ export interface GatewayRequest {
   /** Request headers that shape the call, lower-case names: prefer, accept, range, content-type,
    *  accept-profile, content-profile. */
   headers: Record<string, string | undefined>;
-  /** The parsed body of a write (JSON value), or raw text for text/csv and form bodies. */
+  /**
+   * The body of a write as text (JSON, CSV or form, by its content-type), or a JSON value a
+   * surface built. JSON text is parsed by the engine (no key twice) and reaches SQL as the
+   * client wrote it, numbers exact; a value reaches it through JSON.stringify.
+   */
   body?: unknown;
 }
 

@@ -151,7 +151,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
           schema,
           fn,
           req.method === 'POST'
-            ? argumentKeys({ method: 'POST' } as ApiRequest, req.body)
+            ? argumentKeys({ method: 'POST' } as ApiRequest, req.body, req.headers['content-type'])
             : [...new Set(req.query.keys())].filter(
                 (k) => !['select', 'order', 'limit', 'offset', 'and', 'or', 'apikey'].includes(k),
               ),
@@ -383,11 +383,11 @@ async function runWrite(
     if (size > ctx.config.maxBodyBytes) {
       throw catalogue.bodyTooLarge(ctx.config.maxBodyBytes);
     }
-    const rows = bodyRows(req.body, req.headers['content-type']);
-    if (api.method === 'PATCH') plan = updatePlan(relation, rows, root, cache.viewer);
+    const body = bodyRows(req.body, req.headers['content-type']);
+    if (api.method === 'PATCH') plan = updatePlan(relation, body, root, cache.viewer);
     else {
-      if (api.method === 'PUT') checkPut(api, relation, rows, root);
-      plan = insertPlan(api, relation, rows, cache.viewer);
+      if (api.method === 'PUT') checkPut(api, relation, body.rows, root);
+      plan = insertPlan(api, relation, body, cache.viewer);
     }
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';

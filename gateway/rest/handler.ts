@@ -14,7 +14,7 @@ import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '..
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { requestSchema } from '../engine/gateway.js';
-import { answerCors, bodyReader, header, isJson, parseJson, queryOf, sendBody, serveRequest } from '../http.js';
+import { answerCors, bodyReader, header, queryOf, sendBody, serveRequest } from '../http.js';
 import { openApiDocument } from './openapi.js';
 
 export const REST_PATH = '/rest/v1';
@@ -102,7 +102,7 @@ function gatewayRequest(
 ): GatewayRequest {
   const headers: Record<string, string | undefined> = {};
   for (const h of HEADERS) headers[h] = header(req, h);
-  let body: unknown;
-  if (raw !== undefined && raw !== '') body = isJson(headers['content-type']) ? parseJson(raw) : raw;
+  // The body as sent: the engine parses JSON itself, and writes the client's own text to SQL.
+  const body = raw === '' ? undefined : raw;
   return { method, relation, query: queryOf(req), headers, body };
 }

@@ -33,6 +33,7 @@ import {
 } from './resources.js';
 import { findRoute, route, segmentsOf, type Route } from './routes.js';
 import { schemasFor, validateBody } from './validate.js';
+import type { RequestSchemaName } from './schemas.js';
 import { oneRow } from '../engine/invariant.js';
 
 // The REST wrapper /api/v1: each route builds one GatewayRequest with the
@@ -171,12 +172,17 @@ export function wrapperHandler(
     req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
   ): Promise<GatewayResponse> => call({ headers: {}, ...req }, c.auth);
 
-  /** A JSON body (undefined for none, or one that is not JSON: validation names it missing). */
-  const jsonBody = async (c: Call): Promise<unknown> => {
+  /**
+   * A JSON body checked against a request schema, and its text as sent: the gateway writes that
+   * text, so a number reaches Postgres exactly as the client wrote it (validation sees its
+   * double). None, or one that is not JSON, is the 400 that names the body missing.
+   */
+  const jsonBody = async (c: Call, schema: RequestSchemaName): Promise<string> => {
     const type = header(c.req, 'content-type');
-    if (type === undefined || !isJson(type)) return undefined;
-    const raw = await readBody(c.req, c.res);
-    return raw === undefined || raw === '' ? undefined : parseJson(raw);
+    const raw = type !== undefined && isJson(type) ? await readBody(c.req, c.res) : undefined;
+    const value = raw === undefined || raw === '' ? undefined : parseJson(raw);
+    validateBody(schemasFor(await lookups.get()), schema, value);
+    return raw!;
   };
 
   const routes: Route<Handler>[] = [];
@@ -217,7 +223,7 @@ export function wrapperHandler(
     if (create) {
       routes.push(
         route('POST', collection, async (c) => {
-          const body = validateBody(schemasFor(await lookups.get()), create, await jsonBody(c));
+          const body = await jsonBody(c, create);
           const g = await gateway(c, {
             method: 'POST',
             relation: resource.relation,
@@ -235,7 +241,7 @@ export function wrapperHandler(
       routes.push(
         route('PATCH', member, async (c) => {
           const id = recordId(c, resource);
-          const body = validateBody(schemasFor(await lookups.get()), update, await jsonBody(c));
+          const body = await jsonBody(c, update);
           sendJson(c.res, c.auth, 200, await write(c, 'PATCH', resource, id, body));
         }),
       );
@@ -255,7 +261,7 @@ export function wrapperHandler(
     method: GatewayMethod,
     resource: Resource,
     id: string,
-    body?: Record<string, unknown>,
+    body?: string,
   ): Promise<unknown> {
     const g = await gateway(c, {
       method,

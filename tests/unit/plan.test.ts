@@ -365,7 +365,7 @@ describe('write plan', () => {
     expect(failure(() => planWrite('tags', { method: 'POST', body: '{oops' }))).toMatchObject({
       status: 400,
       code: 'PGRST102',
-      message: 'Invalid request body: empty or invalid JSON',
+      message: 'Invalid request body: not valid JSON',
     });
     expect(failure(() => planWrite('tags', { method: 'POST', body: [1, 2] }))).toMatchObject({
       code: 'PGRST102',

@@ -8,6 +8,7 @@ import type { ApiRequest } from '../request/types.js';
 import type { Routine, RoutineParam, SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';
 import { defined } from '../invariant.js';
+import { parseJsonText } from '../request/json.js';
 
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'and', 'or', 'columns', 'on_conflict', 'apikey']);
 
@@ -42,18 +43,21 @@ export function routineNotFound(cache: SchemaCache, schema: string, name: string
 }
 
 /** The argument keys a request gives: the body's keys (POST) or the query's argument keys (GET). */
-export function argumentKeys(api: ApiRequest, body: unknown): string[] {
-  if (api.method === 'POST')
+export function argumentKeys(api: ApiRequest, rawBody: unknown, contentType?: string): string[] {
+  if (api.method === 'POST') {
+    const body = bodyValue(rawBody, contentType);
     return body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
+  }
   return [...api.routineArgs.keys()].filter((k) => !RESERVED.has(k));
 }
+
+const isForm = (contentType: string | undefined): boolean =>
+  (contentType ?? '').split(';')[0]!.trim().toLowerCase() === 'application/x-www-form-urlencoded';
 
 /** A POST body as a JSON value: JSON already parsed by the surface, or a form body. */
 function bodyValue(body: unknown, contentType: string | undefined): unknown {
   if (body === undefined || body === '') return {};
-  const [mediaType = ''] = (contentType ?? 'application/json').split(';');
-  const type = mediaType.trim().toLowerCase();
-  if (typeof body === 'string' && type === 'application/x-www-form-urlencoded') {
+  if (typeof body === 'string' && isForm(contentType)) {
     const form = new URLSearchParams(body);
     return Object.fromEntries(
       [...new Set(form.keys())].map((k) => {
@@ -62,17 +66,7 @@ function bodyValue(body: unknown, contentType: string | undefined): unknown {
       }),
     );
   }
-  if (typeof body === 'string') {
-    try {
-      return JSON.parse(body);
-    } catch (err) {
-      throw catalogue.invalidBody(
-        'empty or invalid JSON',
-        err instanceof Error ? err.message : null,
-        'Send the arguments as a JSON object',
-      );
-    }
-  }
+  if (typeof body === 'string') return parseJsonText(body);
   return body;
 }
 
@@ -85,6 +79,8 @@ export function routinePlan(
   const overloads = findRoutines(cache, api.schema, api.relation);
   const post = api.method === 'POST';
   const body = post ? bodyValue(rawBody, contentType) : undefined;
+  // JSON text reaches SQL as the client wrote it (numbers exact); a value or a form, as JSON.
+  const bodyJson = typeof rawBody === 'string' && rawBody !== '' && !isForm(contentType) ? rawBody : undefined;
   const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
   const keys = post ? (isObject ? Object.keys(body as object) : []) : argumentKeys(api, undefined);
 
@@ -131,7 +127,7 @@ export function routinePlan(
       args: {
         kind: 'single',
         param: defined(onlyParam(routine), 'the single-object parameter'),
-        json: JSON.stringify(body),
+        json: bodyJson ?? JSON.stringify(body),
       },
       readOnly,
     };
@@ -142,5 +138,5 @@ export function routinePlan(
     for (const [k, v] of api.routineArgs) values[k] = v.length > 1 ? v : v[0];
   }
   const params = routine.params.filter((p) => keys.includes(p.name));
-  return { routine, args: { kind: 'named', params, json: JSON.stringify(values) }, readOnly };
+  return { routine, args: { kind: 'named', params, json: (post && bodyJson) || JSON.stringify(values) }, readOnly };
 }

@@ -6,6 +6,7 @@ import type { ApiRequest } from '../request/types.js';
 import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';
 import { defined } from '../invariant.js';
+import { parseJsonText } from '../request/json.js';
 
 /** POST/PUT: rows of one JSON array, each written into `columns`. */
 export interface InsertPlan {
@@ -47,28 +48,34 @@ function invalidBody(message: string, hint: string | null = null): ApiError {
   return catalogue.invalidBody(message, null, hint);
 }
 
-/** The body as an array of objects (JSON value, form text or CSV text). */
-export function bodyRows(body: unknown, contentType: string | undefined): Record<string, unknown>[] {
+/** A body's rows, and its JSON text as the client sent it when it was JSON text. */
+export interface BodyRows {
+  rows: Record<string, unknown>[];
+  /** The JSON text of the body (an object or an array of objects), or undefined for a value or CSV/form. */
+  json?: string;
+}
+
+/** The body as an array of objects (JSON text or value, form text or CSV text). */
+export function bodyRows(body: unknown, contentType: string | undefined): BodyRows {
   const [mediaType = ''] = (contentType ?? 'application/json').split(';');
   const type = mediaType.trim().toLowerCase();
   if (type === 'application/x-www-form-urlencoded') {
     if (typeof body !== 'string') throw invalidBody('not a form');
-    return [Object.fromEntries(new URLSearchParams(body))];
+    return { rows: [Object.fromEntries(new URLSearchParams(body))] };
   }
   if (type === 'text/csv') {
     if (typeof body !== 'string') throw invalidBody('not CSV text');
-    return parseCsv(body);
+    return { rows: parseCsv(body) };
   }
   if (type !== 'application/json' && type !== '' && !type.endsWith('+json')) {
     throw catalogue.unsupportedContentType(type);
   }
   let value = body;
+  let json: string | undefined;
   if (typeof value === 'string' || Buffer.isBuffer(value)) {
-    try {
-      value = JSON.parse(value.toString());
-    } catch (err) {
-      throw invalidBody('empty or invalid JSON', err instanceof Error ? err.message : null);
-    }
+    json = value.toString();
+    if (json.trim() === '') throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
+    value = parseJsonText(json);
   }
   if (value === undefined || value === null)
     throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
@@ -78,7 +85,7 @@ export function bodyRows(body: unknown, contentType: string | undefined): Record
       throw invalidBody('expected a JSON object or an array of JSON objects');
     }
   }
-  return rows as Record<string, unknown>[];
+  return { rows: rows as Record<string, unknown>[], json };
 }
 
 /** RFC 4180 CSV with a header line; an empty unquoted field is NULL. */
@@ -160,12 +167,8 @@ function pickColumns(rel: Relation, names: string[], viewer: string | undefined)
   });
 }
 
-export function insertPlan(
-  api: ApiRequest,
-  rel: Relation,
-  rows: Record<string, unknown>[],
-  viewer?: string,
-): InsertPlan {
+export function insertPlan(api: ApiRequest, rel: Relation, body: BodyRows, viewer?: string): InsertPlan {
+  const { rows, json } = body;
   let names: string[];
   if (api.columns) names = api.columns;
   else {
@@ -197,19 +200,16 @@ export function insertPlan(
     kind: 'insert',
     relation: rel,
     columns,
-    bodyJson: JSON.stringify(rows),
+    // The client's text when it sent JSON text: its numbers reach Postgres exactly.
+    bodyJson: json === undefined ? JSON.stringify(rows) : json.trimStart().startsWith('[') ? json : `[${json}]`,
     rowCount: rows.length,
     missingDefault: api.preferences.missing === 'default',
     onConflict,
   };
 }
 
-export function updatePlan(
-  rel: Relation,
-  rows: Record<string, unknown>[],
-  root: ReadNode,
-  viewer?: string,
-): UpdatePlan {
+export function updatePlan(rel: Relation, body: BodyRows, root: ReadNode, viewer?: string): UpdatePlan {
+  const { rows, json } = body;
   const [row] = rows;
   if (row === undefined || rows.length !== 1)
     throw invalidBody(
@@ -218,7 +218,13 @@ export function updatePlan(
     );
   requireFilter('PATCH', root);
   const columns = pickColumns(rel, Object.keys(row), viewer);
-  return { kind: 'update', relation: rel, columns, bodyJson: JSON.stringify(row), conditions: root.conditions };
+  return {
+    kind: 'update',
+    relation: rel,
+    columns,
+    bodyJson: json !== undefined && !json.trimStart().startsWith('[') ? json : JSON.stringify(row),
+    conditions: root.conditions,
+  };
 }
 
 export function deletePlan(rel: Relation, root: ReadNode): DeletePlan {

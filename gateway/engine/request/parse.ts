@@ -22,25 +22,20 @@ import {
   type Preferences,
   type RangeRequest,
 } from './types.js';
+import { MAX_JSON_DEPTH, tooDeep } from './json.js';
 
 const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
 
-/** Nesting a JSON body may have: deeper bodies are refused before anything walks them. */
-const MAX_JSON_DEPTH = 100;
-
-/** A 400 for a body nested deeper than MAX_JSON_DEPTH; iterative, so any depth is safe to check. */
+/**
+ * A 400 for a body value nested deeper than MAX_JSON_DEPTH (a surface's value; JSON text is
+ * checked as it is parsed); iterative, so any depth is safe to check.
+ */
 export function refuseDeepJson(body: unknown): void {
   const stack: [unknown, number][] = [[body, 0]];
   while (stack.length > 0) {
     const [value, depth] = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
-    if (depth >= MAX_JSON_DEPTH) {
-      throw catalogue.invalidBody(
-        'the JSON nests too deeply',
-        `at most ${MAX_JSON_DEPTH} levels of arrays and objects`,
-        'Send flatter JSON',
-      );
-    }
+    if (depth >= MAX_JSON_DEPTH) throw tooDeep();
     for (const child of Object.values(value)) stack.push([child, depth + 1]);
   }
 }

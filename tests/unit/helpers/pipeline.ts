@@ -113,10 +113,10 @@ export function planWrite(
     tenant: call.tenant,
   });
   if (api.method === 'DELETE') return { api, root, plan: deletePlan(rel, root) };
-  const rows = bodyRows(req.body, req.headers['content-type']);
-  if (api.method === 'PATCH') return { api, root, plan: updatePlan(rel, rows, root) };
-  if (api.method === 'PUT') checkPut(api, rel, rows, root);
-  return { api, root, plan: insertPlan(api, rel, rows) };
+  const body = bodyRows(req.body, req.headers['content-type']);
+  if (api.method === 'PATCH') return { api, root, plan: updatePlan(rel, body, root) };
+  if (api.method === 'PUT') checkPut(api, rel, body.rows, root);
+  return { api, root, plan: insertPlan(api, rel, body) };
 }
 
 /** The one statement a POST/PUT/PATCH/DELETE runs. */
