@@ -81,11 +81,23 @@ export function pathOf(req: IncomingMessage): string {
   return q >= 0 ? url.slice(0, q) : url;
 }
 
-/** A request's query string, every key in order (repeated ones kept), as the gateway's grammar wants it. */
+/**
+ * A request's query string, every key in order (repeated ones kept), as the gateway's grammar
+ * wants it. A malformed escape (`%zz`, or bytes that are not UTF-8) is a 400: URLSearchParams
+ * would keep it as literal text or put U+FFFD in its place, and a filter would use that.
+ */
 export function queryOf(req: IncomingMessage): URLSearchParams {
   const url = req.url ?? '';
   const q = url.indexOf('?');
-  return new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
+  const query = q >= 0 ? url.slice(q + 1) : '';
+  if (query.includes('%')) {
+    try {
+      decodeURIComponent(query);
+    } catch {
+      throw catalogue.queryEncoding();
+    }
+  }
+  return new URLSearchParams(query);
 }
 
 /** A request header as one string (Node joins repeated ones), or undefined. */

@@ -1,3 +1,4 @@
+import { clientAddress } from './auth/address.js';
 import express, { type ErrorRequestHandler } from 'express';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { limitConnectionsPerAddress, serverOptions, type HttpLimits } from './connections.js';
@@ -23,6 +24,14 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   app.disable('x-powered-by');
   app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar
   app.set('trust proxy', trustProxy ? 1 : false);
+  // req.ip is the one client address every surface uses (auth/address.ts).
+  Object.defineProperty(app.request, 'ip', {
+    configurable: true,
+    enumerable: true,
+    get(this: IncomingMessage) {
+      return clientAddress(this, trustProxy);
+    },
+  });
   app.use(requestLog());
   app.use(serverTiming());
   // Routers decode the path for their parameters and static files; a malformed percent-escape

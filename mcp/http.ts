@@ -5,7 +5,7 @@ import { ApiError, catalogue } from '../gateway/engine/errors.js';
 import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
-import { authenticateWorkspaceRequest, RecentTokens } from '../gateway/auth/workspace-token.js';
+import { authenticateWorkspaceRequest, oneWorkspaceToken, RecentTokens } from '../gateway/auth/workspace-token.js';
 import { TOKEN_CHECK } from '../gateway/config.js';
 import { transactionTimings } from '../gateway/engine/execute.js';
 import {
@@ -61,9 +61,10 @@ class Refusal {
 const refuse = (status: number, code: number, message: string, headers?: Record<string, string>): Refusal =>
   new Refusal(status, rpcError(null, code, message), headers);
 
+/** The workspace token of ?token= or the bearer header; two different ones are refused, as the exchange refuses them. */
 function presentedToken(req: IncomingMessage, query: URLSearchParams): string | undefined {
-  const fromQuery = query.getAll('token');
-  return fromQuery.length === 1 ? fromQuery[0] : bearerToken(header(req, 'authorization'));
+  const bearer = bearerToken(header(req, 'authorization'));
+  return oneWorkspaceToken(bearer === undefined ? query.getAll('token') : [...query.getAll('token'), bearer]);
 }
 
 /**

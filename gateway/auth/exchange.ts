@@ -1,9 +1,8 @@
 import express, { Router, type Request } from 'express';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
-import { looksLikeWorkspaceToken } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
-import { authenticateWorkspaceRequest, roleForScope } from './workspace-token.js';
+import { authenticateWorkspaceRequest, oneWorkspaceToken, roleForScope } from './workspace-token.js';
 import { group } from '../engine/invariant.js';
 
 // The token exchange: a workspace token in, a one-hour access
@@ -42,17 +41,7 @@ function presentedToken(req: Request): string | undefined {
       candidates.push(token.trim());
     }
   }
-  const shaped = [...new Set(candidates.filter(looksLikeWorkspaceToken))];
-  if (shaped.length > 1) {
-    throw catalogue.invalidCredential(
-      'Two different workspace tokens were sent',
-      'Send the workspace token in one place only',
-      { 'WWW-Authenticate': 'Bearer realm="tally"' },
-    );
-  }
-  // Nothing shaped like a workspace token: the first value presented fails the lookup as
-  // malformed (401), and no value at all is a missing token (401).
-  return shaped[0] ?? candidates.find((c) => c !== '');
+  return oneWorkspaceToken(candidates);
 }
 
 export function exchangeRouter(ctx: AppContext): Router {

@@ -105,6 +105,24 @@ export async function findWorkspaceToken(
   return { id: row.token_id!, workspaceId: row.workspace_id, scope: row.scope, apiEnabled: row.api_enabled };
 }
 
+/**
+ * The one workspace token of the values a request presented (header, query, body): two
+ * different ones are refused (401), since which was meant cannot be known. With none shaped
+ * like a workspace token, the first value presented fails the lookup as malformed (401), and no
+ * value at all is a missing token (401).
+ */
+export function oneWorkspaceToken(candidates: string[]): string | undefined {
+  const shaped = [...new Set(candidates.filter(looksLikeWorkspaceToken))];
+  if (shaped.length > 1) {
+    throw catalogue.invalidCredential(
+      'Two different workspace tokens were sent',
+      'Send the workspace token in one place only',
+      { 'WWW-Authenticate': 'Bearer realm="tally"' },
+    );
+  }
+  return shaped[0] ?? candidates.find((c) => c !== '');
+}
+
 /** A failure of the request's own making (two tokens sent): counted like a bad token. */
 async function countFailure(ctx: AppContext, failureKey: string): Promise<void> {
   const r = oneRow(

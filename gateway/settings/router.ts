@@ -215,7 +215,8 @@ const securityHeaders: RequestHandler = (_req, res, next) => {
 };
 
 const staticAsset: RequestHandler<{ file: string }> = (req, res, next) => {
-  const asset = STATIC[req.params.file];
+  // Own keys only: `constructor` or `__proto__` would find Object.prototype's.
+  const asset = Object.hasOwn(STATIC, req.params.file) ? STATIC[req.params.file] : undefined;
   if (!asset) return next();
   res.set('Cache-Control', 'public, max-age=3600').type(asset.type).send(asset.body);
 };

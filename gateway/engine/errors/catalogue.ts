@@ -131,6 +131,10 @@ export const catalogue = {
     message: 'Invalid percent-encoding in the request path',
     hint: 'Encode "%" in a path as %25',
   })),
+  queryEncoding: entry('PGRST100', 400, 'the query string is not valid percent-encoding of UTF-8', () => ({
+    message: 'Invalid percent-encoding in the query string',
+    hint: 'Encode "%" in a query value as %25, and other bytes as UTF-8',
+  })),
   selectTooDeep: entry(
     'PGRST100',
     400,
