@@ -9,8 +9,8 @@ export default {
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
   setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
-  roots: ['<rootDir>/tests/scale'],
-  testMatch: ['**/*.test.ts'],
+  roots: ['<rootDir>/tests'],
+  testMatch: ['**/tests/scale/**/*.test.ts'],
   testTimeout: 300000,
   maxWorkers: 1,
 };
