@@ -176,6 +176,7 @@ export function loadConfig(env: Env = process.env): Config {
     ),
     maxEmbedDepth: integer(env, 'TALLY_DB_MAX_EMBED_DEPTH', 3, 0, 100),
     maxSelectWidth: integer(env, 'TALLY_DB_MAX_SELECT_WIDTH', 200, 1, 1600),
+    maxResponseBytes: integer(env, 'TALLY_DB_MAX_RESPONSE_BYTES', 16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     workMem,
     logLevel: env.LOG_LEVEL || 'info',
     settingsSessionHours: integer(env, 'TALLY_SETTINGS_SESSION_HOURS', 12, 1, 24 * 30),

@@ -26,6 +26,8 @@ export interface EngineConfig {
   maxBodyBytes: number;
   maxEmbedDepth: number;
   maxSelectWidth: number;
+  /** Bytes of one read's body, counted while Postgres builds it (query/read.ts, ReadBounds). */
+  maxResponseBytes: number;
   aggregatesEnabled: boolean;
   planEnabled: boolean;
   /**

@@ -63,6 +63,9 @@ export interface PgErrorContext {
 /** A sentence naming the field and what is allowed, for a constraint or data error; else undefined. */
 export type DescribeConstraint = (err: PgErrorLike) => string | undefined;
 
+/** How a read past its byte budget fails (query/read.ts, withinBudget), with the bytes counted. */
+const BYTE_BUDGET_ERROR = /"pgrst read bytes (\d+) over (\d+)"/;
+
 /**
  * A database error as the client sees it: PostgREST's shape, the SQLSTATE as code, Postgres's
  * message, detail and hint. Messages name tables, columns and constraints (useful to a client),
@@ -70,6 +73,8 @@ export type DescribeConstraint = (err: PgErrorLike) => string | undefined;
  */
 function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
   if (err.code === 'PGRST') return raisedError(err);
+  const budget = err.code === '22P02' ? BYTE_BUDGET_ERROR.exec(err.message) : null;
+  if (budget) return catalogue.responseTooLarge(Number(budget[1]), Number(budget[2]), true);
   const status = pgErrorStatus(err.code, ctx.anonymous);
   let message = err.message;
   let details: string | null = err.detail ?? null;

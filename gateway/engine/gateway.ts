@@ -10,7 +10,13 @@ import { runTransaction, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './plan/routine.js';
 import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan } from './plan/write.js';
-import { ESTIMATE_THRESHOLD, readStatement, type ReadStatements, type Statement } from './query/read.js';
+import {
+  ESTIMATE_THRESHOLD,
+  readStatement,
+  type ReadBounds,
+  type ReadStatements,
+  type Statement,
+} from './query/read.js';
 import { routineSource, scalarStatement } from './query/routine.js';
 import { writeStatement, type ReturnShape } from './query/write.js';
 import { checkSelectLimits } from './request/limits.js';
@@ -213,12 +219,16 @@ async function runRead(
   const relation = findRelation(cache, api.schema, api.relation);
   const root = planOf(ctx, cache, relation, api, tx.auth);
   const count = api.preferences.count;
-  const statements = readStatement(root, api.accept, count);
+  const statements = readStatement(root, api.accept, count, undefined, readBounds(ctx, api));
   if (api.plan) return planResponse(ctx, tx, statements.main, api.plan);
   const compiled = { api, statements };
   if (key !== undefined) compiledReadsOf(cache).set(key, compiled);
   return executeRead(ctx, compiled, tx);
 }
+
+/** The bounds of a read; a query plan shows the request's own query, as PostgREST's does, without them. */
+const readBounds = (ctx: EngineContext, api: ApiRequest): ReadBounds =>
+  api.plan ? {} : { maxResponseBytes: ctx.config.maxResponseBytes };
 
 async function executeRead(
   ctx: EngineContext,
@@ -230,13 +240,21 @@ async function executeRead(
     tx,
     statements.explain ? [statements.main, statements.explain] : [statements.main],
   );
-  return readResult(api, results);
+  return readResult(ctx, api, results);
 }
 
 /** The response of a read statement (and its EXPLAIN for planned counts), as PostgREST shapes it. */
-function readResult(api: ApiRequest, results: Row[][], extraHeaders: Record<string, string> = {}): GatewayResponse {
+function readResult(
+  ctx: EngineContext,
+  api: ApiRequest,
+  results: Row[][],
+  extraHeaders: Record<string, string> = {},
+): GatewayResponse {
   const count = api.preferences.count;
   const row = firstRow(results);
+  if (row.body === null && row.body_bytes != null) {
+    throw catalogue.responseTooLarge(Number(row.body_bytes), ctx.config.maxResponseBytes);
+  }
   let total: number | undefined;
   if (count === 'exact') total = Number(row.total_result_set);
   else if (count === 'planned' || count === 'estimated') {
@@ -273,7 +291,13 @@ async function runRoutine(
   let statements: ReadStatements;
   if (returns.kind === 'composite') {
     const root = planOf(ctx, cache, returns.relation!, api, tx.auth);
-    statements = readStatement(root, api.accept, api.preferences.count, routineSource(call, root.alias));
+    statements = readStatement(
+      root,
+      api.accept,
+      api.preferences.count,
+      routineSource(call, root.alias),
+      readBounds(ctx, api),
+    );
   } else statements = { main: scalarStatement(call) };
   if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
   const decide = call.readOnly ? undefined : api.preferences.tx === 'rollback' ? 'rollback' : 'commit';
@@ -293,7 +317,7 @@ async function runRoutine(
       body: api.method === 'HEAD' ? undefined : (firstRow(results).body as string),
     };
   }
-  return readResult(api, results, applied);
+  return readResult(ctx, api, results, applied);
 }
 
 const EXPLAIN_FORMATS: Record<PlanMedia['format'], Fragment> = { json: sql`FORMAT JSON`, text: sql`FORMAT TEXT` };

@@ -521,6 +521,18 @@ export const catalogue = {
     details: limit === undefined ? null : `The limit is ${limit} bytes`,
     hint: 'Split a bulk insert into smaller batches',
   })),
+  responseTooLarge: entry(
+    'TLY010',
+    400,
+    "a read's body would be larger than TALLY_DB_MAX_RESPONSE_BYTES (stopped while Postgres builds it)",
+    (bytes: number, limit: number, building = false) => ({
+      message: building
+        ? `The response would be too large: more than ${bytes} bytes`
+        : `The response would be too large: ${bytes} bytes`,
+      details: `at most ${limit} bytes per response`,
+      hint: 'Ask for fewer rows (limit and offset, or a Range header) or fewer columns (select)',
+    }),
+  ),
 
   // ---- the /api/v1 wrapper (TLY1xx) ----
   recordNotFound: entry(

@@ -35,6 +35,8 @@ export interface CompileOptions {
    * resource's columns as the parent's), so the child yields their raw inputs.
    */
   lift?: boolean;
+  /** The read's byte budget at this node's level (withinBudget), or none. */
+  budget?: Budget;
 }
 
 /** A column a spread embed lifts into its parent, with the aggregate the parent applies. */
@@ -132,7 +134,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
   const sqlOf = (o: (typeof outputs)[number]) => (aggregated && o.json ? sql`(${o.sql})::jsonb` : o.sql);
   const select = shown.map((o) => (o.key === undefined ? o.sql : sql`${sqlOf(o)} AS ${ident(o.key)}`));
   const groups = aggregated ? outputs.filter((o) => o.plain).map(sqlOf) : [];
-  for (const e of node.embeds) joins.push(embedJoin(e, row));
+  for (const e of node.embeds) joins.push(embedJoin(e, row, options.budget));
   const where = [
     ...tenantSql(node, row),
     ...(options.extraWhere ?? []),
@@ -195,29 +197,36 @@ function embedSource(e: Embed, parent: RowRef): Fragment {
 
 const T = ident('pgrst_t');
 
-function embedJoin(e: Embed, parent: RowRef): Fragment {
+function embedJoin(e: Embed, parent: RowRef, budget: Budget | undefined): Fragment {
   const child = e.node;
   const l = link(e, child.alias, parent);
   const from = sql`FROM ${embedSource(e, parent)} AS ${ident(child.alias)}${l.join}`;
   const compiled = compileNode(child, aliasRow(child.alias, child.relation), from, {
     extraWhere: l.where,
     lift: e.spread && e.toOne,
+    budget: budget && { ...budget, level: budget.level + 1 },
   });
   const sub = sql`SELECT ${compiled.select} ${compiled.fromWhere}${compiled.groupBy}${compiled.orderLimit}`;
+  // Each embedded row counts against its level's budget as its parent's value takes it: where
+  // Postgres makes a nested embed's value once and reuses it (Materialize, Memoize), every use
+  // counts, at the level that uses it.
+  const counted = budget
+    ? sql` WHERE ${withinBudget({ ...budget, level: budget.level + 1 }, sql`pg_catalog.pg_column_size(${T})`)}`
+    : sql``;
   let lateral: Fragment;
   let present: Fragment; // a value that is NULL when nothing was embedded
   if (e.spread && e.toOne) {
-    // The child's row itself: the parent reads its columns (and aggregates them).
+    // The child's row itself: the parent reads its columns (and aggregates them), and counts them.
     lateral = sql`LATERAL (${sub}) AS ${ident(e.lateral)}`;
     present = sql`TRUE`;
   } else if (e.spread) {
     // PostgREST 13: a to-many spread gives one array per column.
     const cols = spreadColumns(child).map((c) => sql`pg_catalog.json_agg(${T}.${ident(c.key)}) AS ${ident(c.key)}`);
-    lateral = sql`LATERAL (SELECT ${join(cols)}, pg_catalog.count(*) AS "pgrst_n" FROM (${sub}) AS ${T}) AS ${ident(e.lateral)}`;
+    lateral = sql`LATERAL (SELECT ${join(cols)}, pg_catalog.count(*) AS "pgrst_n" FROM (${sub}) AS ${T}${counted}) AS ${ident(e.lateral)}`;
     present = sql`${ident(e.lateral)}."pgrst_n" > 0`;
   } else {
     const agg = e.toOne ? sql`pg_catalog.row_to_json(${T})` : sql`pg_catalog.json_agg(${T})`;
-    lateral = sql`LATERAL (SELECT ${agg} AS ${ident(e.key)} FROM (${sub}) AS ${T}) AS ${ident(e.lateral)}`;
+    lateral = sql`LATERAL (SELECT ${agg} AS ${ident(e.key)} FROM (${sub}) AS ${T}${counted}) AS ${ident(e.lateral)}`;
     present = sql`${ident(e.lateral)}.${ident(e.key)} IS NOT NULL`;
   }
   if (!e.inner) return sql`LEFT JOIN ${lateral} ON TRUE`;
@@ -255,6 +264,43 @@ export interface ReadStatements {
   explain?: Statement;
 }
 
+/**
+ * The bound of one read's cost in Postgres and in the server's memory. Postgres builds a read's
+ * whole body in memory before it sends it, and neither work_mem nor the planner bounds that: the
+ * planner costed embeds nested through one category (25 million rows, a gigabyte of one
+ * backend's memory) below a plain read of 5,000 rows. So the bound counts while Postgres builds.
+ */
+export interface ReadBounds {
+  /**
+   * Bytes a read's body may have. While it is built, every top-level row and every embedded row
+   * counts its size (Postgres's, before JSON) against it, per level of embedding, and the
+   * statement stops with BYTE_BUDGET_ERROR (errors.ts) past it; a finished body over it does not leave Postgres, only
+   * its size (body_bytes), refused in gateway.ts.
+   */
+  maxResponseBytes?: number;
+}
+
+/** The bound of a read's body, and the level of embedding (0: the top rows) a count is for. */
+interface Budget {
+  max: number;
+  level: number;
+}
+
+/**
+ * A condition that counts `size` bytes against its level's budget: true, or the statement fails.
+ * Each level counts apart, in a transaction-local setting of its own (so each starts at zero in
+ * every transaction): what one level takes in all is at most about the body's size, where one
+ * count for all levels would count a nested value again at every level above it. Built-in
+ * functions only: the engine serves databases it has no functions in. Past `max` it fails the
+ * statement with a bigint cast of "pgrst read bytes N over MAX" (errors.ts recognises it), which
+ * reads the setting (a stable function), so the planner cannot fold it into an error.
+ */
+function withinBudget({ max, level }: Budget, size: Fragment): Fragment {
+  const limit = text(String(max));
+  const name = text(`pgrst.read_bytes_${level}`);
+  return sql`CASE WHEN pg_catalog.set_config(${name}, (coalesce(nullif(pg_catalog.current_setting(${name}, true), ''), '0')::int8 + coalesce(${size}, 0))::text, true)::int8 <= ${limit}::int8 THEN TRUE ELSE ('pgrst read bytes ' || pg_catalog.current_setting(${name}) || ' over ' || ${limit})::int8 < 0 END`;
+}
+
 export const ESTIMATE_THRESHOLD = 10_000;
 /** ESTIMATE_THRESHOLD + 1: counting one row more tells "more than the threshold". */
 const ESTIMATE_LIMIT = sql`10001`;
@@ -275,11 +321,13 @@ export function readStatement(
   media: MediaType,
   count: 'exact' | 'planned' | 'estimated' | undefined,
   source?: RowSource,
+  bounds: ReadBounds = {},
 ): ReadStatements {
   const rel = root.relation;
   const from = source ? source.from : sql`FROM ${qualified(rel.schema, rel.name)} AS ${ident(root.alias)}`;
+  const budget = bounds.maxResponseBytes === undefined ? undefined : { max: bounds.maxResponseBytes, level: 0 };
   // A function's rows are not read from a table: the function says where they come from.
-  const c = compileNode(source ? { ...root, tenant: undefined } : root, aliasRow(root.alias, rel), from);
+  const c = compileNode(source ? { ...root, tenant: undefined } : root, aliasRow(root.alias, rel), from, { budget });
   // With GROUP BY, the count is of groups, as the body has them.
   const counted = c.groupBy.empty ? c.fromWhere : sql`FROM (SELECT 1 ${c.fromWhere}${c.groupBy}) AS "pgrst_g"`;
   const countSql =
@@ -291,7 +339,16 @@ export function readStatement(
   const body = source?.single && media === 'json' ? bodySql('object') : bodySql(media);
   const withSource = source?.with ? sql`${source.with}, ` : sql``;
   const rows = sql`pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.groupBy}${c.orderLimit})`;
-  const main = sql`WITH ${withSource}${rows} SELECT ${countSql}::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${body} AS body FROM pgrst_rows AS "_postgrest_t"`;
+  // Each row counts against the budget as the body takes it.
+  const perRow = budget ? sql` WHERE ${withinBudget(budget, sql`pg_catalog.pg_column_size("_postgrest_t")`)}` : sql``;
+  const result = sql`SELECT ${countSql}::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${body} AS body FROM pgrst_rows AS "_postgrest_t"${perRow}`;
+  // A body over maxResponseBytes (its JSON can be larger than the sizes counted) does not leave
+  // Postgres, only its size: the server never holds it.
+  const bounded =
+    bounds.maxResponseBytes === undefined
+      ? result
+      : sql`SELECT total_result_set, page_total, CASE WHEN pg_catalog.octet_length(body) <= ${text(String(bounds.maxResponseBytes))}::int8 THEN body END AS body, pg_catalog.octet_length(body) AS body_bytes FROM (${result}) AS "pgrst_out"`;
+  const main = sql`WITH ${withSource}${rows} ${bounded}`;
   const out: ReadStatements = { main: compile(main) };
   if (count === 'planned' || count === 'estimated') {
     const explainWith = source?.with ? sql`WITH ${source.with} ` : sql``;
