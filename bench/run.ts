@@ -13,7 +13,7 @@
 // 16), BENCH_MAIN_ROWS (100000), BENCH_OTHER_WORKSPACES (100), BENCH_OTHER_ROWS (10000),
 // BENCH_MANY_WORKSPACES (1000; 0 skips the many-workspaces case), BENCH_MCP_SESSIONS (100),
 // BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CASES (e.g. c,d: only these
-// besides the baseline and (a)), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
+// besides the baseline and (a); n is the noisy neighbour), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
 // into bench/results/profiles), BENCH_OUT (the JSON file).
 
 import autocannon, { type Result } from 'autocannon';
@@ -32,6 +32,8 @@ import { generateDataset, generateExpenses, type Dataset } from './data.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { oneRow } from '../gateway/engine/invariant.js';
+import { createToken } from '../gateway/admin/tokens.js';
+import { jwtKeys, signAccessToken } from '../gateway/auth/jwt.js';
 
 const env = process.env;
 const num = (name: string, fallback: number): number =>
@@ -757,6 +759,78 @@ async function main(): Promise<void> {
           : null;
     }
 
+    // A noisy neighbour: two read tokens of the main workspace keep ten reads running that last
+    // until the statement timeout (a back-reference regex over every note); meanwhile another
+    // workspace runs the list read at 4 connections and exchanges its token. Its reads and
+    // exchanges must not wait for a connection until the deadline (504 after 3 s).
+    let neighbour: { measurement: Measurement; exchangeMaxMs: number; exchangeFailures: number } | undefined;
+    if (!only || only.has('n')) {
+      const owner = adminClient(pg.url);
+      let stop = false;
+      const loops: Promise<void>[] = [];
+      try {
+        const worst = `/rest/v1/personal_transactions?select=id&note=match.${encodeURIComponent('(.{0,9}){1,60}\\1z')}`;
+        for (let t = 0; t < 2; t++) {
+          const { id } = await createToken(owner, dataset.main.id, 'read', 'bench neighbour', 'bench');
+          const jwt = await signAccessToken(jwtKeys(jwtSecret), {
+            role: 'api_read',
+            workspace_id: dataset.main.id,
+            scope: 'read',
+            sub: id,
+          });
+          const headers = { apikey: dataset.apikey, authorization: `Bearer ${jwt}` };
+          for (let i = 0; i < 5; i++)
+            loops.push(
+              (async () => {
+                while (!stop)
+                  await fetch(tallyBase + worst, { headers }).then(
+                    (r) => r.arrayBuffer(),
+                    () => undefined,
+                  );
+              })(),
+            );
+        }
+        // The neighbour holds its share of the pool before the victim is measured.
+        let held = 0;
+        for (let i = 0; i < 400 && held < 4; i++) {
+          const ready = (await (await fetch(`${tallyBase}/readyz`)).json()) as {
+            pool?: { size: number; free: number };
+          };
+          held = ready.pool ? ready.pool.size - ready.pool.free : 0;
+          if (held < 4) await new Promise((r) => setTimeout(r, 50));
+        }
+        log(`  n        the neighbour's reads hold ${held} connections of the pool`);
+        const victim: Case = {
+          ...caseA,
+          id: 'n',
+          title: 'case (a) for another workspace while two read tokens of one workspace run ten reads to the timeout',
+          headers: { apikey: dataset.apikey, authorization: `Bearer ${dataset.small.jwt}` },
+        };
+        const measurement = record(victim, 4, [await window(victim, 4, SECONDS)]);
+        let exchangeMaxMs = 0;
+        let exchangeFailures = 0;
+        for (let i = 0; i < 5; i++) {
+          const t0 = performance.now();
+          const res = await fetch(`${tallyBase}/functions/v1/api-token`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${dataset.small.token}` },
+          });
+          await res.arrayBuffer();
+          exchangeMaxMs = Math.max(exchangeMaxMs, Math.round(performance.now() - t0));
+          if (!res.ok) exchangeFailures++;
+        }
+        log(
+          `  n        token exchange of the other workspace: max ${fmt(exchangeMaxMs)} ms, ${exchangeFailures} failed`,
+        );
+        neighbour = { measurement, exchangeMaxMs, exchangeFailures };
+      } finally {
+        stop = true;
+        await owner`SELECT pg_catalog.pg_cancel_backend(pid) FROM pg_catalog.pg_stat_activity WHERE application_name = 'tally' AND state = 'active' AND query LIKE '%~%'`;
+        await Promise.all(loops);
+        await owner.end();
+      }
+    }
+
     const tallyMemory = memoryOf(tally.child.pid);
     const baselineMemory = memoryOf(baseline.child.pid);
     const postgraphileMemory = peerMemory.postgraphile?.();
@@ -806,6 +880,16 @@ async function main(): Promise<void> {
       postgresTransactionsPerRead: target('1', txPerRead, (v) => v <= 1.05),
       latencyLargeVsSmallWorkspace: target('<= 1.2', growthRatio, (v) => v <= 1.2),
       readWithManyWorkspacesVsBefore: target('>= 0.9 (not slower)', manyRatio, (v) => v >= 0.9),
+      neighbourVictimReadP99Ms: target(
+        '< 3000 ms and every answer 2xx (no wait for a connection until the deadline)',
+        neighbour?.measurement.p99Ms,
+        (v) => v < 3000 && neighbour?.measurement.non2xx === 0,
+      ),
+      neighbourVictimExchangeMaxMs: target(
+        '< 3000 ms and every answer 2xx',
+        neighbour?.exchangeMaxMs,
+        (v) => v < 3000 && neighbour?.exchangeFailures === 0,
+      ),
       mcpThroughputManySessionsVs16: target(`>= 0.9 (${mcpSessions} sessions hold)`, mcpHold, (v) => v >= 0.9),
     };
 
