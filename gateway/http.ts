@@ -159,7 +159,8 @@ function decodeText(bytes: Buffer, charset: string): string {
 }
 
 /** A body whose bytes are not text in its charset. */
-const notText = (charset: string) => catalogue.invalidBody(`the body is not valid ${charset.toUpperCase()} text`);
+const notText = (charset: string) =>
+  catalogue.invalidBody(`Invalid request body: the body is not valid ${charset.toUpperCase()} text`);
 
 /** A charset parameter body-parser would decode as UTF-8, or none (UTF-8 is its default). */
 const UTF8_OR_NO_CHARSET = /^[^;]*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;

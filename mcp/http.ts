@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
 import type { AuthContext, GatewayCall } from '../gateway/engine/call.js';
-import { ApiError, catalogue } from '../gateway/engine/errors.js';
+import { ApiError, catalogue, INVALID_JSON } from '../gateway/engine/errors.js';
 import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
@@ -75,7 +75,7 @@ function presentedToken(req: IncomingMessage, query: URLSearchParams): string | 
  */
 function parseBody(raw: string | undefined): unknown {
   if (raw === undefined || raw === '') return {};
-  if (!/^[ \t\n\r]*[{[]/.test(raw)) throw catalogue.invalidBody('not valid JSON');
+  if (!/^[ \t\n\r]*[{[]/.test(raw)) throw catalogue.invalidBody(INVALID_JSON);
   return parseJson(raw, { exactNumbers: true });
 }
 

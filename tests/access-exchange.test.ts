@@ -156,7 +156,7 @@ describe('token exchange', () => {
       expect(malformed.status).toBe(400);
       expect(malformed.body).toEqual({
         code: 'PGRST102',
-        message: 'Invalid request body: not valid JSON',
+        message: 'Empty or invalid json',
         details: null,
         hint: null,
       });

@@ -87,7 +87,7 @@ describe('what the transport refuses', () => {
         const res = await post(body, {}, path).expect(400);
         expect(res.body).toEqual({
           code: 'PGRST102',
-          message: 'Invalid request body: not valid JSON',
+          message: 'Empty or invalid json',
           details: null,
           hint: null,
         });

@@ -145,7 +145,7 @@ describe('the /api/v1 handler, beside the Express surfaces', () => {
     const rest = await send('/rest/v1/personal_transactions', { ...user(), apikey: TEST_API_KEY });
     expect([wrapper.status, wrapper.body]).toEqual([
       400,
-      { code: 'PGRST102', message: 'Invalid request body: not valid JSON', details: null, hint: null },
+      { code: 'PGRST102', message: 'Empty or invalid json', details: null, hint: null },
     ]);
     expect([rest.status, rest.body]).toEqual([wrapper.status, wrapper.body]);
     expect(await expenses()).toBe(before);

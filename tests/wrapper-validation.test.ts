@@ -72,7 +72,7 @@ describe('/api/v1 request validation', () => {
     expect(res.status).toBe(400);
     expect(res.body).toEqual({
       code: 'PGRST102',
-      message: 'Invalid request body: not valid JSON',
+      message: 'Empty or invalid json',
       details: null,
       hint: null,
     });

@@ -2,11 +2,11 @@
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
 import { raisedError } from './raised-error.js';
-import { ApiError, catalogue } from './errors/catalogue.js';
+import { ApiError, catalogue, INVALID_JSON } from './errors/catalogue.js';
 
 // The errors themselves, every one of them, are in errors/catalogue.ts; this module maps what
 // is thrown (Postgres errors, lost connections, body-parser refusals, bugs) onto them.
-export { ApiError, catalogue } from './errors/catalogue.js';
+export { ApiError, catalogue, INVALID_JSON } from './errors/catalogue.js';
 
 // ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
 
@@ -171,9 +171,10 @@ function bodyParserError(err: unknown): ApiError | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
   const { type, status, expose } = err as { type?: unknown; status?: unknown; expose?: unknown };
   if (type === 'entity.too.large' || type === 'parameters.too.many') return catalogue.bodyTooLarge();
-  if (type === 'entity.parse.failed') return catalogue.invalidBody('not valid JSON');
+  if (type === 'entity.parse.failed') return catalogue.invalidBody(INVALID_JSON);
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') return catalogue.unsupportedBodyCoding();
-  if (status === 400 && expose === true) return catalogue.invalidBody('it could not be read as sent', null, UNREADABLE);
+  if (status === 400 && expose === true)
+    return catalogue.invalidBody('Invalid request body: it could not be read as sent', null, UNREADABLE);
   return undefined;
 }
 

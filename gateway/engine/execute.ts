@@ -41,6 +41,11 @@ export interface TransactionOptions {
   tenantClaim: string;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
   workMem?: string;
+  /**
+   * The exposed schema the request addresses: the transaction's search_path is it and public,
+   * as PostgREST sets it, so functions may name its tables and sequences unqualified.
+   */
+  schema?: string;
   /** For error messages: the request is a write. */
   write: boolean;
   /** The deployment's wording of constraint errors (createGateway's option). */
@@ -88,19 +93,28 @@ const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
 const COMMIT = compile(sql`COMMIT`);
 const ROLLBACK = compile(sql`ROLLBACK`);
 
-/** Role and statement timeout of the transaction, as SET LOCAL sets them. */
-const settings = (role: Fragment, timeout: Fragment) =>
-  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true)`;
-const SETUP = compiledOnce(2, (role, timeout) => sql`SELECT ${settings(role, timeout)}`);
+/** Role, statement timeout and search_path of the transaction, as SET LOCAL sets them. */
+const settings = (role: Fragment, timeout: Fragment, path: Fragment) =>
+  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true), pg_catalog.set_config('search_path', ${path}::text, true)`;
+const SETUP = compiledOnce(3, (role, timeout, path) => sql`SELECT ${settings(role, timeout, path)}`);
 const SETUP_WITH_WORK_MEM = compiledOnce(
-  3,
-  (role, timeout, workMem) =>
-    sql`SELECT ${settings(role, timeout)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
+  4,
+  (role, timeout, path, workMem) =>
+    sql`SELECT ${settings(role, timeout, path)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
 );
+
+/** search_path values by schema, made once: the schema (quoted) and public. */
+const searchPaths = new Map<string, string>();
+function searchPath(schema: string | undefined): string {
+  if (schema === undefined || schema === 'public') return 'public';
+  let path = searchPaths.get(schema);
+  if (path === undefined) searchPaths.set(schema, (path = `"${schema.replaceAll('"', '""')}", public`));
+  return path;
+}
 
 /** The transaction's role and limits in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const values = [opts.auth.role, String(opts.statementTimeoutMs)] as const;
+  const values = [opts.auth.role, String(opts.statementTimeoutMs), searchPath(opts.schema)] as const;
   return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
 

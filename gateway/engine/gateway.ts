@@ -4,7 +4,7 @@
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
-import { catalogue, type DescribeConstraint } from './errors.js';
+import { catalogue, INVALID_JSON, type DescribeConstraint } from './errors.js';
 import { join, prefixed, sql, type Fragment } from './sql.js';
 import { runTransaction, type TransactionOptions } from './execute.js';
 import { AliasCounter, findRelation, readPlan } from './plan/read.js';
@@ -100,8 +100,14 @@ function readKey(ctx: EngineContext, req: GatewayRequest, auth: AuthContext): st
   ].join('\0');
 }
 
-function readOptions(ctx: EngineContext, auth: AuthContext, options: GatewayOptions): TransactionOptions {
+function readOptions(
+  ctx: EngineContext,
+  auth: AuthContext,
+  options: GatewayOptions,
+  schema: string,
+): TransactionOptions {
   return {
+    schema,
     describeConstraint: options.describeConstraint,
     readOnly: true,
     auth,
@@ -139,7 +145,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     // The same read again (a client polling its list): parse, plan and SQL are done already.
     const key = readKey(ctx, req, auth);
     const compiled = key === undefined ? undefined : compiledReadsOf(cache).get(key);
-    if (compiled) return executeRead(ctx, compiled, readOptions(ctx, auth, options));
+    if (compiled) return executeRead(ctx, compiled, readOptions(ctx, auth, options, compiled.api.schema));
     const schema = requestSchema(ctx, req);
     // relation 'rpc/{name}' calls a function (call.ts). Over GET its arguments are the query keys
     // named like one of its parameters, so the cache is asked before the query is parsed.
@@ -172,6 +178,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     }
     const write = api.method !== 'GET' && api.method !== 'HEAD';
     const tx: TransactionOptions = {
+      schema,
       describeConstraint: options.describeConstraint,
       readOnly: !write,
       auth,
@@ -300,15 +307,28 @@ async function runRoutine(
     );
   } else statements = { main: scalarStatement(call) };
   if (api.plan) return planResponse(ctx, rtx, statements.main, api.plan);
-  const decide = call.readOnly ? undefined : api.preferences.tx === 'rollback' ? 'rollback' : 'commit';
+  const prefs = api.preferences;
+  const end = prefs.tx === 'rollback' ? 'rollback' : 'commit';
+  // handling=strict, max-affected=n: a function that wrote returns at most n rows, or nothing
+  // it did stays.
+  const max = prefs.handling === 'strict' ? prefs.maxAffected : undefined;
+  const decide = call.readOnly
+    ? undefined
+    : max === undefined
+      ? end
+      : (res: Row[][]) => {
+          const affected = Number(firstRow(res).page_total);
+          if (affected > max) throw catalogue.maxAffected(affected, max);
+          return end;
+        };
   const results = await runTransaction(
     ctx.db,
     rtx,
     statements.explain ? [statements.main, statements.explain] : [statements.main],
     decide,
   );
-  const applied: Record<string, string> =
-    api.preferences.tx && !call.readOnly ? { 'Preference-Applied': `tx=${api.preferences.tx}` } : {};
+  const preferences = preferenceApplied(call.readOnly ? { ...prefs, tx: undefined } : prefs, 'RPC');
+  const applied: Record<string, string> = preferences ? { 'Preference-Applied': preferences } : {};
   if (returns.kind === 'void') return { status: 204, headers: applied, body: undefined };
   if (returns.kind === 'scalar') {
     return {
@@ -396,23 +416,16 @@ async function runWrite(
   let plan;
   if (api.method === 'DELETE') plan = deletePlan(relation, root);
   else {
-    if (req.body === undefined)
-      throw catalogue.invalidBody(
-        'empty or invalid JSON',
-        null,
-        'Send a JSON object (or an array of objects for a bulk insert)',
-      );
+    if (req.body === undefined) throw catalogue.invalidBody(INVALID_JSON);
     const size =
       typeof req.body === 'string' ? Buffer.byteLength(req.body) : Buffer.byteLength(JSON.stringify(req.body) ?? '');
     if (size > ctx.config.maxBodyBytes) {
       throw catalogue.bodyTooLarge(ctx.config.maxBodyBytes);
     }
     const body = bodyRows(req.body, req.headers['content-type']);
-    if (api.method === 'PATCH') plan = updatePlan(relation, body, root, cache.viewer);
-    else {
-      if (api.method === 'PUT') checkPut(api, relation, body.rows, root);
-      plan = insertPlan(api, relation, body, cache.viewer);
-    }
+    if (api.method === 'PATCH') plan = updatePlan(api, relation, body, root, cache.viewer);
+    else
+      plan = insertPlan(api, relation, api.method === 'PUT' ? checkPut(api, relation, body, root) : body, cache.viewer);
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';
   const statement = writeStatement(plan, root, shape, api.accept);
@@ -443,23 +456,26 @@ async function runWrite(
   const r = firstRow(results);
   const affected = Number(r.total_result_set);
   const headers: Record<string, string> = {};
-  const applied = preferenceApplied(prefs, true);
+  const resolved = plan.kind === 'insert' && plan.onConflict !== undefined && api.method === 'POST';
+  const applied = preferenceApplied(prefs, api.method, resolved);
   if (applied) headers['Preference-Applied'] = applied;
-  const total = prefs.count === 'exact' ? affected : undefined;
-  if (api.method === 'POST' || api.method === 'PUT') {
-    headers['Content-Range'] = `*/${total ?? '*'}`;
-    const keys = r.location ? (JSON.parse(r.location as string) as string[][]) : [];
-    const [key] = keys;
-    if (api.method === 'POST' && keys.length === 1 && key) {
-      headers.Location = `/${api.relation}?${relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(defined(key[i], 'a primary key value of the Location'))}`).join('&')}`;
-    }
-  } else {
-    headers['Content-Range'] =
-      shape === 'representation' ? contentRange(0, r.page_total as number, total) : `*/${total ?? '*'}`;
+  const total = prefs.count === 'exact' || prefs.count === 'estimated' ? affected : undefined;
+  // PostgREST's ranges: a PATCH gives the range of the rows it changed, the others */total.
+  headers['Content-Range'] = api.method === 'PATCH' ? contentRange(0, affected, total) : `*/${total ?? '*'}`;
+  const keys = r.location ? (JSON.parse(r.location as string) as string[][]) : [];
+  const [key] = keys;
+  if (api.method === 'POST' && keys.length === 1 && key) {
+    headers.Location = `/${api.relation}?${relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(defined(key[i], 'a primary key value of the Location'))}`).join('&')}`;
   }
+  // An upsert that only updated answers 200: a POST with merge-duplicates, or a PUT.
+  const inserted = r.inserted === null || r.inserted === undefined ? undefined : Number(r.inserted);
+  let status: number;
+  if (api.method === 'POST') status = inserted === 0 && prefs.resolution === 'merge-duplicates' && resolved ? 200 : 201;
+  else if (api.method === 'PUT') status = shape !== 'representation' ? 204 : inserted === 0 ? 200 : 201;
+  else status = shape === 'representation' ? 200 : 204;
   if (shape === 'representation') {
     headers['Content-Type'] = CONTENT_TYPES[api.accept];
-    return { status: api.method === 'POST' ? 201 : 200, headers, body: r.body as string };
+    return { status, headers, body: r.body as string };
   }
-  return { status: api.method === 'POST' ? 201 : 204, headers, body: undefined };
+  return { status, headers, body: undefined };
 }

@@ -130,7 +130,7 @@ export function validateBody(
   body: unknown,
 ): Record<string, unknown> {
   if (body === undefined) {
-    throw catalogue.invalidBody('the body is missing', null, 'Send a JSON object with Content-Type: application/json');
+    throw catalogue.invalidBody('Invalid request body: the body is missing', null, 'Send a JSON object with Content-Type: application/json');
   }
   const validate = compiledSchemas.validators[name];
   if (validate(body)) return body as Record<string, unknown>;
@@ -140,7 +140,7 @@ export function validateBody(
   const rootType = errors.find((e) => e.instancePath === '' && e.keyword === 'type');
   const problems = [...new Set((rootType ? [rootType] : errors).map((e) => describeError(e, schema)))];
   throw catalogue.invalidBody(
-    problems.join('; '),
+    `Invalid request body: ${problems.join('; ')}`,
     problems.join('\n'),
     `See the ${name} schema in /api/v1/openapi.json`,
   );

@@ -381,9 +381,9 @@ describe('counts and media types', () => {
 });
 
 describe('insert', () => {
-  it('POST: the body is one jsonb parameter; Location from the primary key', () => {
+  it('POST: the body is one jsonb parameter; without a representation only a count comes back', () => {
     expect(compileWrite('tags', { method: 'POST', body: { id: 1, name: 'a' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -397,7 +397,7 @@ describe('insert', () => {
         query: 'select=id',
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src"."id" AS "id" FROM pgrst_source AS "pgrst_src") SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_rows AS "_postgrest_t"`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src"."id" AS "id" FROM pgrst_source AS "pgrst_src") SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_rows AS "_postgrest_t"`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -410,7 +410,7 @@ describe('insert', () => {
         headers: { Prefer: 'missing=default' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("post_id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $1::text THEN "pgrst_rec"."post_id" ELSE NULL END, CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($3::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("post_id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $1::text THEN "pgrst_rec"."post_id" ELSE NULL END, CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($3::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['post_id', 'body', '[{"post_id":1,"body":"x"}]'],
     });
   });
@@ -418,14 +418,14 @@ describe('insert', () => {
   it('an empty object inserts the first column default', () => {
     // The catalog's default expression is spliced into the text as Postgres printed it (catalog text, never client text).
     expect(compileWrite('comments', { method: 'POST', body: {} })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id") SELECT nextval('blog.comments_id_seq'::regclass) FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id") SELECT nextval('blog.comments_id_seq'::regclass) FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['[{}]'],
     });
   });
 
   it('a table without a primary key has no Location', () => {
     expect(compileWrite('logs', { method: 'POST', body: { line: 'x' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."logs" AS "pgrst_0" ("line") SELECT "pgrst_rec"."line" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."logs", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."logs" AS "pgrst_0" ("line") SELECT "pgrst_rec"."line" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."logs", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['[{"line":"x"}]'],
     });
   });
@@ -438,7 +438,7 @@ describe('insert', () => {
         headers: { Prefer: 'resolution=merge-duplicates' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -452,14 +452,14 @@ describe('insert', () => {
         headers: { Prefer: 'resolution=ignore-duplicates' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("name") DO NOTHING RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("name") DO NOTHING RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
 
   it('PUT is an upsert on the primary key', () => {
     expect(compileWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -468,7 +468,7 @@ describe('insert', () => {
 describe('update and delete', () => {
   it('PATCH sets the body columns of the filtered rows', () => {
     expect(compileWrite('tags', { method: 'PATCH', query: 'id=eq.1&name=like.a*', body: { name: 'b' } })).toEqual({
-      text: `WITH pgrst_source AS (UPDATE "blog"."tags" AS "pgrst_0" SET "name" = "pgrst_rec"."name" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."tags", $1::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE "pgrst_0"."id" = $2::text::pg_catalog.int4 AND ("pgrst_0"."name")::text LIKE $3::text RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (UPDATE "blog"."tags" AS "pgrst_0" SET "name" = "pgrst_rec"."name" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."tags", $1::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE "pgrst_0"."id" = $2::text::pg_catalog.int4 AND ("pgrst_0"."name")::text LIKE $3::text RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['{"name":"b"}', '1', 'a%'],
     });
   });
@@ -476,7 +476,7 @@ describe('update and delete', () => {
   it('an empty PATCH changes nothing but still runs', () => {
     // Parameters are numbered from the text, so the filter the statement no longer refers to sends nothing.
     expect(compileWrite('tags', { method: 'PATCH', query: 'id=eq.1', body: {} })).toEqual({
-      text: `WITH pgrst_source AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0" WHERE false) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (SELECT 1 AS "pgrst_one" FROM "blog"."tags" AS "pgrst_0" WHERE false) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: [],
     });
   });
@@ -490,14 +490,14 @@ describe('update and delete', () => {
         headers: { Prefer: 'return=representation' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (UPDATE "blog"."posts" AS "pgrst_0" SET "title" = "pgrst_rec"."title" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."posts", $1::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE "pgrst_0"."id" = $2::text::pg_catalog.int4 RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src"."id" AS "id", "pgrst_2"."author" AS "author" FROM pgrst_source AS "pgrst_src" LEFT JOIN LATERAL (SELECT pg_catalog.row_to_json("pgrst_t") AS "author" FROM (SELECT "pgrst_1"."name" AS "name" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_src"."author_id") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_rows AS "_postgrest_t"`,
+      text: `WITH pgrst_source AS (UPDATE "blog"."posts" AS "pgrst_0" SET "title" = "pgrst_rec"."title" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."posts", $1::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE "pgrst_0"."id" = $2::text::pg_catalog.int4 RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src"."id" AS "id", "pgrst_2"."author" AS "author" FROM pgrst_source AS "pgrst_src" LEFT JOIN LATERAL (SELECT pg_catalog.row_to_json("pgrst_t") AS "author" FROM (SELECT "pgrst_1"."name" AS "name" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_src"."author_id") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_rows AS "_postgrest_t"`,
       params: ['{"title":"x"}', '1'],
     });
   });
 
   it('DELETE of the filtered rows', () => {
     expect(compileWrite('tags', { method: 'DELETE', query: 'id=in.(1,2)' })).toEqual({
-      text: `WITH pgrst_source AS (DELETE FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" = ANY($1::text::pg_catalog.int4[]) RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (DELETE FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" = ANY($1::text::pg_catalog.int4[]) RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['{"1","2"}'],
     });
   });
@@ -510,7 +510,7 @@ describe('update and delete', () => {
         headers: { Prefer: 'return=representation', Accept: 'text/csv' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (DELETE FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" = $1::text::pg_catalog.int4 RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src".* FROM pgrst_source AS "pgrst_src") SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, (SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg(substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2), E'\\n'), '') AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_rows AS "_postgrest_t"`,
+      text: `WITH pgrst_source AS (DELETE FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" = $1::text::pg_catalog.int4 RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src"."id", "pgrst_src"."name" FROM pgrst_source AS "pgrst_src") SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, (SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg(substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2), E'\\n'), '') AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_rows AS "_postgrest_t"`,
       params: ['1'],
     });
   });
@@ -694,15 +694,15 @@ describe('edge cases', () => {
         body: { title: 'x', rating: 2 },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (UPDATE "blog"."posts" AS "pgrst_0" SET "title" = "pgrst_rec"."title", "rating" = "pgrst_rec"."rating" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."posts", $1::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE ("pgrst_0"."id" = $2::text::pg_catalog.int4 OR "pgrst_0"."id" = $3::text::pg_catalog.int4) AND ("pgrst_0"."meta"->>$4::text) = $5::text::pg_catalog.text RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (UPDATE "blog"."posts" AS "pgrst_0" SET "title" = "pgrst_rec"."title", "rating" = "pgrst_rec"."rating" FROM pg_catalog.jsonb_populate_record(NULL::"blog"."posts", $1::text::pg_catalog.jsonb) AS "pgrst_rec" WHERE ("pgrst_0"."id" = $2::text::pg_catalog.int4 OR "pgrst_0"."id" = $3::text::pg_catalog.int4) AND ("pgrst_0"."meta"->>$4::text) = $5::text::pg_catalog.text RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['{"title":"x","rating":2}', '1', '2', 'lang', 'en'],
     });
   });
 
   it('POST with columns= writes only those columns', () => {
     expect(compileWrite('tags', { method: 'POST', query: 'columns=name', body: [{ name: 'a', id: 9 }] })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("name") SELECT "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
-      params: ['[{"name":"a","id":9}]'],
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("name") SELECT "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", pg_catalog.jsonb_build_object($2::text, "pgrst_body"."elem" -> $3::text)) AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      params: ['[{"name":"a","id":9}]', 'name', 'name'],
     });
   });
 
@@ -714,7 +714,7 @@ describe('edge cases', () => {
         headers: { Prefer: 'resolution=merge-duplicates,missing=default,return=headers-only' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $1::text THEN "pgrst_rec"."id" ELSE nextval('blog.comments_id_seq'::regclass) END, CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($3::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "body" = EXCLUDED."body" RETURNING "pgrst_0".*) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(("pgrst_src"."id")::text))::text FROM pgrst_source AS "pgrst_src") AS location FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $1::text THEN "pgrst_rec"."id" ELSE nextval('blog.comments_id_seq'::regclass) END, CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($3::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "body" = EXCLUDED."body" RETURNING "pgrst_0"."id" AS "pgrst_k0", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array("pgrst_src"."pgrst_k0"::text))::text FROM pgrst_source AS "pgrst_src") AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['id', 'body', '[{"id":1,"body":"x"}]'],
     });
   });

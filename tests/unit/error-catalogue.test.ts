@@ -44,6 +44,7 @@ const POSTGREST_STATUS: Record<string, string> = {
   PGRST106: '406',
   PGRST107: '406, 415',
   PGRST108: '400',
+  PGRST109: '400',
   PGRST111: '500',
   PGRST112: '500',
   PGRST114: '400',
@@ -87,9 +88,9 @@ describe('the error catalogue', () => {
 
   it('has one PGRST102 builder with one message template', () => {
     expect(entries.filter((e) => e.code === 'PGRST102')).toHaveLength(1);
-    expect(catalogue.invalidBody('not valid JSON').body()).toEqual({
+    expect(catalogue.invalidBody('Empty or invalid json').body()).toEqual({
       code: 'PGRST102',
-      message: 'Invalid request body: not valid JSON',
+      message: 'Empty or invalid json',
       details: null,
       hint: null,
     });

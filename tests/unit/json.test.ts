@@ -31,8 +31,8 @@ describe('parseJsonText', () => {
   });
 
   it('refuses invalid JSON', () => {
-    expect(refusal('{oops')).toBe('Invalid request body: not valid JSON');
-    expect(refusal('')).toBe('Invalid request body: not valid JSON');
+    expect(refusal('{oops')).toBe('Empty or invalid json');
+    expect(refusal('')).toBe('Empty or invalid json');
   });
 
   it('refuses a key given twice, at any depth, naming where', () => {

@@ -358,18 +358,18 @@ describe('write plan', () => {
     expect(failure(() => planWrite('tags', { method: 'POST', body: [{ id: 1 }, { name: 'a' }] }))).toEqual({
       status: 400,
       code: 'PGRST102',
-      message: 'Invalid request body: all object keys must match',
+      message: 'All object keys must match',
       details: null,
-      hint: 'Give every object of a bulk insert the same keys, or name the columns with columns=',
+      hint: null,
     });
     expect(failure(() => planWrite('tags', { method: 'POST', body: '{oops' }))).toMatchObject({
       status: 400,
       code: 'PGRST102',
-      message: 'Invalid request body: not valid JSON',
+      message: 'Empty or invalid json',
     });
     expect(failure(() => planWrite('tags', { method: 'POST', body: [1, 2] }))).toMatchObject({
       code: 'PGRST102',
-      message: 'Invalid request body: expected a JSON object or an array of JSON objects',
+      message: 'All object keys must match',
     });
     expect(
       failure(() => planWrite('tags', { method: 'POST', body: 'x', headers: { 'Content-Type': 'application/xml' } })),
@@ -380,22 +380,18 @@ describe('write plan', () => {
       ),
     ).toMatchObject({
       code: 'PGRST102',
-      message: "Invalid request body: the CSV's line 2 has 1 fields, the header 2",
+      message: 'All lines must have same number of fields',
+      hint: 'Line 2 has 1 fields, the header 2',
     });
   });
 
-  it('refuses an upsert without a conflict target', () => {
-    expect(
-      failure(() =>
-        planWrite('logs', { method: 'POST', body: { line: 'x' }, headers: { Prefer: 'resolution=merge-duplicates' } }),
-      ),
-    ).toEqual({
-      status: 400,
-      code: 'PGRST100',
-      message: 'An upsert needs a conflict target',
-      details: null,
-      hint: 'logs has no primary key: name unique columns with on_conflict=',
-    });
+  it('ignores a resolution without a conflict target, refuses an unknown on_conflict column', () => {
+    const plan = planWrite('logs', {
+      method: 'POST',
+      body: { line: 'x' },
+      headers: { Prefer: 'resolution=merge-duplicates' },
+    }).plan;
+    expect(plan.kind === 'insert' && plan.onConflict).toBe(undefined);
     expect(
       failure(() =>
         planWrite('tags', {
@@ -460,16 +456,25 @@ describe('write plan', () => {
     expect(
       failure(() => planWrite('post_tags', { method: 'PUT', query: 'post_id=eq.1&tag_id=eq.2', body: { post_id: 1 } })),
     ).toMatchObject({ code: 'PGRST115' });
-    expect(
-      failure(() => planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: [{ id: 1 }, { id: 1 }] })),
-    ).toMatchObject({ code: 'PGRST102', message: 'Invalid request body: a PUT body must be one JSON object' });
+    // PostgREST takes the first object of an array
+    expect(planWrite('tags', { method: 'PUT', query: 'id=eq.1', body: [{ id: 1 }, { id: 2 }] }).plan).toMatchObject({
+      rowCount: 1,
+      bodyJson: '[{"id":1}]',
+    });
+    expect(failure(() => planWrite('tags', { method: 'PUT', query: 'id=eq.1&limit=1', body: { id: 1 } }))).toEqual({
+      status: 400,
+      code: 'PGRST114',
+      message: 'limit/offset querystring parameters are not allowed for PUT',
+      details: null,
+      hint: null,
+    });
     expect(
       planWrite('post_tags', { method: 'PUT', query: 'post_id=eq.1&tag_id=eq.2', body: { post_id: 1, tag_id: '2' } })
         .plan.kind,
     ).toBe('insert');
   });
 
-  it('refuses an unfiltered PATCH or DELETE, and ranges or embed filters on them', () => {
+  it('refuses an unfiltered PATCH or DELETE, a limit without an order, and embed filters on them', () => {
     expect(failure(() => planWrite('tags', { method: 'DELETE' }))).toEqual({
       status: 400,
       code: '21000',
@@ -488,10 +493,15 @@ describe('write plan', () => {
     ).toMatchObject({ code: '21000' });
     expect(failure(() => planWrite('tags', { method: 'DELETE', query: 'id=gt.0&limit=1' }))).toEqual({
       status: 400,
-      code: 'PGRST100',
-      message: 'limit and offset are not supported with DELETE',
+      code: 'PGRST109',
+      message: "A 'limit' was applied without an explicit 'order'",
       details: null,
-      hint: 'Select the rows with filters on their key',
+      hint: "Apply an 'order' using unique column(s)",
+    });
+    expect(planWrite('tags', { method: 'DELETE', query: 'id=gt.0&order=id&limit=1' }).root).toMatchObject({ limit: 1 });
+    // a limit does not stand in for a filter
+    expect(failure(() => planWrite('tags', { method: 'DELETE', query: 'order=id&limit=1' }))).toMatchObject({
+      code: '21000',
     });
     expect(
       failure(() =>

@@ -84,6 +84,9 @@ function entry<A extends unknown[]>(
 }
 
 type Text = string | null;
+
+/** PostgREST's message for a body that is empty or not JSON (PGRST102), on every surface. */
+export const INVALID_JSON = 'Empty or invalid json';
 const RETRY_AFTER_SECONDS = 2;
 const retryLater = { 'Retry-After': String(RETRY_AFTER_SECONDS) };
 
@@ -163,15 +166,6 @@ export const catalogue = {
       message: `${name} must be one of: ${allowed.join(', ')}`,
     }),
   ),
-  upsertWithoutTarget: entry(
-    'PGRST100',
-    400,
-    'an upsert on a table without a primary key names no on_conflict columns',
-    (table: string) => ({
-      message: 'An upsert needs a conflict target',
-      hint: `${table} has no primary key: name unique columns with on_conflict=`,
-    }),
-  ),
   mutationEmbedFilter: entry(
     'PGRST100',
     400,
@@ -181,9 +175,12 @@ export const catalogue = {
       hint: 'Filter on columns of the table itself',
     }),
   ),
-  mutationLimit: entry('PGRST100', 400, 'a PATCH or DELETE has limit or offset', (method: string) => ({
-    message: `limit and offset are not supported with ${method}`,
-    hint: 'Select the rows with filters on their key',
+  limitWithoutOrder: entry('PGRST109', 400, 'a PATCH or DELETE has a limit but no order', () => ({
+    message: "A 'limit' was applied without an explicit 'order'",
+    hint: "Apply an 'order' using unique column(s)",
+  })),
+  putLimit: entry('PGRST114', 400, 'a PUT has limit or offset', () => ({
+    message: 'limit/offset querystring parameters are not allowed for PUT',
   })),
   putColumns: entry('PGRST100', 400, 'a PUT has columns=', () => ({ message: 'columns= is not supported with PUT' })),
   rpcMethod: entry(
@@ -199,8 +196,8 @@ export const catalogue = {
     'PGRST102',
     400,
     'the request body is missing, is not valid JSON, CSV or form data, has the wrong shape or values, or cannot be read as sent (a gzip body that is not gzip)',
-    (problem: string, details: Text = null, hint: Text = null) => ({
-      message: `Invalid request body: ${problem}`,
+    (message: string, details: Text = null, hint: Text = null) => ({
+      message,
       details,
       hint,
     }),

@@ -138,5 +138,15 @@ export function routinePlan(
     for (const [k, v] of api.routineArgs) values[k] = v.length > 1 ? v : v[0];
   }
   const params = routine.params.filter((p) => keys.includes(p.name));
-  return { routine, args: { kind: 'named', params, json: (post && bodyJson) || JSON.stringify(values) }, readOnly };
+  // A variadic parameter given once (?v=1, or a form's v=1) is an array of that one value.
+  let wrapped = false;
+  for (const p of params) {
+    if (p.variadic && !Array.isArray(values[p.name])) {
+      values[p.name] = [values[p.name]];
+      wrapped = true;
+    }
+  }
+  // JSON text the client sent is written as it is, unless a value was wrapped above.
+  const json = post && bodyJson !== undefined && !wrapped ? bodyJson : JSON.stringify(values);
+  return { routine, args: { kind: 'named', params, json }, readOnly };
 }

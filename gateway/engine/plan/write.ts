@@ -1,7 +1,7 @@
 // writePlan: the body and target of POST/PUT/PATCH/DELETE checked against the schema cache.
 // Only columns that matched the cache are written; the body travels as one JSON parameter.
 
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, INVALID_JSON, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
 import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';
@@ -18,6 +18,8 @@ export interface InsertPlan {
   rowCount: number;
   /** Prefer: missing=default: a key absent from a row takes the column's default, not NULL. */
   missingDefault: boolean;
+  /** columns= was given: only the named keys of each object are read, the others ignored. */
+  onlyNamed: boolean;
   onConflict?: { columns: string[]; action: 'update' | 'nothing' };
 }
 
@@ -28,6 +30,7 @@ export interface UpdatePlan {
   columns: Column[];
   /** The new values as one JSON object. */
   bodyJson: string;
+  onlyNamed: boolean;
   conditions: PlanCondition[];
 }
 
@@ -48,6 +51,9 @@ function invalidBody(message: string, hint: string | null = null): ApiError {
   return catalogue.invalidBody(message, null, hint);
 }
 
+/** PostgREST's message for an array of objects whose keys differ, or that holds other values. */
+const KEYS_MUST_MATCH = 'All object keys must match';
+
 /** A body's rows, and its JSON text as the client sent it when it was JSON text. */
 export interface BodyRows {
   rows: Record<string, unknown>[];
@@ -60,11 +66,11 @@ export function bodyRows(body: unknown, contentType: string | undefined): BodyRo
   const [mediaType = ''] = (contentType ?? 'application/json').split(';');
   const type = mediaType.trim().toLowerCase();
   if (type === 'application/x-www-form-urlencoded') {
-    if (typeof body !== 'string') throw invalidBody('not a form');
+    if (typeof body !== 'string') throw invalidBody('Invalid request body: not a form');
     return { rows: [Object.fromEntries(new URLSearchParams(body))] };
   }
   if (type === 'text/csv') {
-    if (typeof body !== 'string') throw invalidBody('not CSV text');
+    if (typeof body !== 'string') throw invalidBody('Invalid request body: not CSV text');
     return { rows: parseCsv(body) };
   }
   if (type !== 'application/json' && type !== '' && !type.endsWith('+json')) {
@@ -74,16 +80,13 @@ export function bodyRows(body: unknown, contentType: string | undefined): BodyRo
   let json: string | undefined;
   if (typeof value === 'string' || Buffer.isBuffer(value)) {
     json = value.toString();
-    if (json.trim() === '') throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
     value = parseJsonText(json);
   }
-  if (value === undefined || value === null)
-    throw invalidBody('empty or invalid JSON', 'Send a JSON object or an array of objects');
+  if (value === undefined || value === null) throw invalidBody(INVALID_JSON);
+  if (!Array.isArray(value) && (typeof value !== 'object' || value === null)) throw invalidBody(INVALID_JSON);
   const rows = Array.isArray(value) ? value : [value];
   for (const r of rows) {
-    if (typeof r !== 'object' || r === null || Array.isArray(r)) {
-      throw invalidBody('expected a JSON object or an array of JSON objects');
-    }
+    if (typeof r !== 'object' || r === null || Array.isArray(r)) throw invalidBody(KEYS_MUST_MATCH);
   }
   return { rows: rows as Record<string, unknown>[], json };
 }
@@ -140,20 +143,24 @@ function parseCsv(text: string): Record<string, unknown>[] {
     field += ch;
     i++;
   }
-  if (inQuotes) throw invalidBody('the CSV has an unterminated quoted field');
+  if (inQuotes) throw invalidBody('Invalid request body: the CSV has an unterminated quoted field');
   if (field !== '' || quoted || row.length > 0) {
     endField();
     records.push(row);
   }
   const [header, ...lines] = records.filter((r) => !(r.length === 1 && r[0]?.value === '' && !r[0].quoted));
-  if (!header) throw invalidBody('the CSV needs a header line');
+  if (!header) throw invalidBody('Invalid request body: the CSV needs a header line');
   return lines.map((line, n) => {
     if (line.length !== header.length)
-      throw invalidBody(`the CSV's line ${n + 2} has ${line.length} fields, the header ${header.length}`);
+      throw invalidBody(
+        'All lines must have same number of fields',
+        `Line ${n + 2} has ${line.length} fields, the header ${header.length}`,
+      );
     return Object.fromEntries(
       header.map((h, k) => {
         const f = defined(line[k], 'a CSV field under its header');
-        return [h.value, f.value === '' && !f.quoted ? null : f.value];
+        // NULL (unquoted) is PostgREST's null; an empty unquoted field is one too.
+        return [h.value, (f.value === '' || f.value === 'NULL') && !f.quoted ? null : f.value];
       }),
     );
   });
@@ -176,12 +183,7 @@ export function insertPlan(api: ApiRequest, rel: Relation, body: BodyRows, viewe
     names = first ? Object.keys(first) : [];
     const key = [...names].sort().join('\u0000');
     for (const r of rows) {
-      if (Object.keys(r).sort().join('\u0000') !== key) {
-        throw invalidBody(
-          'all object keys must match',
-          'Give every object of a bulk insert the same keys, or name the columns with columns=',
-        );
-      }
+      if (Object.keys(r).sort().join('\u0000') !== key) throw invalidBody(KEYS_MUST_MATCH);
     }
   }
   const columns = pickColumns(rel, names, viewer);
@@ -189,12 +191,15 @@ export function insertPlan(api: ApiRequest, rel: Relation, body: BodyRows, viewe
   if (api.method === 'PUT') {
     onConflict = { columns: rel.primaryKey, action: 'update' };
   } else if (api.preferences.resolution) {
+    // PostgREST ignores a resolution where there is nothing to resolve on.
     const target = api.onConflict ?? rel.primaryKey;
-    if (target.length === 0) {
-      throw catalogue.upsertWithoutTarget(rel.name);
+    if (target.length > 0) {
+      pickColumns(rel, target, viewer);
+      onConflict = {
+        columns: target,
+        action: api.preferences.resolution === 'merge-duplicates' ? 'update' : 'nothing',
+      };
     }
-    pickColumns(rel, target, viewer);
-    onConflict = { columns: target, action: api.preferences.resolution === 'merge-duplicates' ? 'update' : 'nothing' };
   }
   return {
     kind: 'insert',
@@ -204,25 +209,34 @@ export function insertPlan(api: ApiRequest, rel: Relation, body: BodyRows, viewe
     bodyJson: json === undefined ? JSON.stringify(rows) : json.trimStart().startsWith('[') ? json : `[${json}]`,
     rowCount: rows.length,
     missingDefault: api.preferences.missing === 'default',
+    onlyNamed: api.columns !== undefined,
     onConflict,
   };
 }
 
-export function updatePlan(rel: Relation, body: BodyRows, root: ReadNode, viewer?: string): UpdatePlan {
+export function updatePlan(
+  api: ApiRequest,
+  rel: Relation,
+  body: BodyRows,
+  root: ReadNode,
+  viewer?: string,
+): UpdatePlan {
   const { rows, json } = body;
-  const [row] = rows;
-  if (row === undefined || rows.length !== 1)
+  // [] and [{}] change nothing, as {} does.
+  const row = rows[0] ?? {};
+  if (rows.length > 1)
     throw invalidBody(
-      'a PATCH body must be one JSON object',
+      'Invalid request body: a PATCH body must be one JSON object',
       'Filters select the rows; the object holds the new values',
     );
   requireFilter('PATCH', root);
-  const columns = pickColumns(rel, Object.keys(row), viewer);
+  const columns = pickColumns(rel, api.columns ?? Object.keys(row), viewer);
   return {
     kind: 'update',
     relation: rel,
     columns,
     bodyJson: json !== undefined && !json.trimStart().startsWith('[') ? json : JSON.stringify(row),
+    onlyNamed: api.columns !== undefined,
     conditions: root.conditions,
   };
 }
@@ -232,7 +246,10 @@ export function deletePlan(rel: Relation, root: ReadNode): DeletePlan {
   return { kind: 'delete', relation: rel, conditions: root.conditions };
 }
 
-/** Safe by default: an unfiltered PATCH or DELETE would touch every row the caller can see. */
+/**
+ * Safe by default: an unfiltered PATCH or DELETE would touch every row the caller can see. A
+ * limit needs an order (PGRST109), so which rows change is decided by the request, not by chance.
+ */
 function requireFilter(method: string, root: ReadNode): void {
   if (root.conditions.length === 0) {
     throw catalogue.unfilteredMutation(method);
@@ -240,13 +257,20 @@ function requireFilter(method: string, root: ReadNode): void {
   if (root.conditions.some((c) => c.kind === 'embedNull')) {
     throw catalogue.mutationEmbedFilter(method);
   }
-  if (root.limit !== undefined || (root.offset ?? 0) > 0) {
-    throw catalogue.mutationLimit(method);
+  if ((root.limit !== undefined || (root.offset ?? 0) > 0) && root.order.length === 0) {
+    throw catalogue.limitWithoutOrder();
   }
 }
 
-/** PUT: filters must be eq on exactly the primary key, and the body must carry the same values. */
-export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, unknown>[], root: ReadNode): void {
+/**
+ * PUT: no limit or offset (PGRST114); filters must be eq on exactly the primary key (PGRST105);
+ * the body (one object, or the first of an array) must carry the same key values (PGRST115).
+ * Returns the body of the one row to write.
+ */
+export function checkPut(api: ApiRequest, rel: Relation, body: BodyRows, root: ReadNode): BodyRows {
+  const { rows } = body;
+  const node = api.nodes.get('');
+  if (node?.limit !== undefined || node?.offset !== undefined) throw catalogue.putLimit();
   const pk = rel.primaryKey;
   const eqs = new Map<string, string>();
   const ok =
@@ -271,7 +295,7 @@ export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, un
     );
   }
   const [row] = rows;
-  if (row === undefined || rows.length !== 1) throw invalidBody('a PUT body must be one JSON object');
+  if (row === undefined) throw invalidBody('Invalid request body: a PUT body must be one JSON object');
   for (const k of pk) {
     const v = row[k];
     if (v === undefined || v === null || String(v) !== eqs.get(k)) {
@@ -279,4 +303,6 @@ export function checkPut(api: ApiRequest, rel: Relation, rows: Record<string, un
     }
   }
   if (api.columns) throw catalogue.putColumns();
+  // The client's text is written as it is only when it holds that one row.
+  return rows.length === 1 ? body : { rows: [row] };
 }

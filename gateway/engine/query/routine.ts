@@ -23,7 +23,7 @@ function callSql(call: RoutineCall): { args?: Fragment; call: Fragment } {
   const columns = join(a.params.map((x) => sql`${ident(x.name)} ${catalog(x.typeSql)}`));
   return {
     args: sql`pg_catalog.jsonb_to_record(${text(a.json)}::pg_catalog.jsonb) AS ${ARGS}(${columns})`,
-    call: sql`${fn}(${join(a.params.map((x) => sql`${ident(x.name)} := ${ARGS}.${ident(x.name)}`))})`,
+    call: sql`${fn}(${join(a.params.map((x) => sql`${x.variadic ? sql`VARIADIC ` : sql``}${ident(x.name)} := ${ARGS}.${ident(x.name)}`))})`,
   };
 }
 

@@ -3,7 +3,7 @@
 // expanded by jsonb_populate_record, so a bulk insert is one statement, all rows or none.
 
 import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
-import type { InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
+import type { DeletePlan, InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
 import type { ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
 import type { Column, Relation } from '../schema-cache/types.js';
@@ -12,10 +12,11 @@ import { aliasRow, callOf, conditionSql, rowOf, type RowRef } from './sql.js';
 
 // The written rows come back as their columns (RETURNING alias.*), never as a whole-row value:
 // on a sharded database (Citus) that value would be of the shard's row type, not the table's.
+// An upsert adds a column of its own (pgrst_inserted), so `*` names the table's columns.
 const SRC = sql`"pgrst_src"`;
 const returnedRow = (relation: Relation): RowRef => {
   const col = (name: string) => sql`${SRC}.${ident(name)}`;
-  return { col, row: () => rowOf(relation, col), star: () => sql`${SRC}.*` };
+  return { col, row: () => rowOf(relation, col), star: () => join(relation.columnList.map((c) => col(c.name))) };
 };
 
 export type ReturnShape = 'representation' | 'headers-only' | 'minimal';
@@ -23,10 +24,14 @@ export type ReturnShape = 'representation' | 'headers-only' | 'minimal';
 const jsonb = (json: string) => sql`${text(json)}::pg_catalog.jsonb`;
 const ELEM = sql`"pgrst_body"."elem"`;
 
+/** jsonb_build_object takes at most 100 arguments: 50 keys a call, the calls concatenated. */
+const KEYS_PER_CALL = 50;
+
 /**
- * A JSON body's record, and each written column's value from it. A column whose domain has a
+ * A JSON body's record, and each written column's value from it. With columns=, the record is
+ * built from the named keys only, so the others are never parsed. A column whose domain has a
  * cast from json (a data representation) reads its value through that function; its key is
- * taken out of what jsonb_populate_record parses, which would read it as the base type.
+ * kept out of what jsonb_populate_record parses, which would read it as the base type.
  */
 function bodyRecord(
   plan: InsertPlan | UpdatePlan,
@@ -34,9 +39,18 @@ function bodyRecord(
 ): { record: Fragment; value: (c: Column) => Fragment } {
   const table = qualified(plan.relation.schema, plan.relation.name);
   const represented = plan.columns.filter((c) => c.representation?.fromJson);
-  const stripped = represented.reduce((e, c) => sql`(${e} - ${text(c.name)})`, elem);
+  let source: Fragment;
+  if (plan.onlyNamed) {
+    const parsed = plan.columns.filter((c) => !c.representation?.fromJson);
+    const calls: Fragment[] = [];
+    for (let i = 0; i < parsed.length; i += KEYS_PER_CALL) {
+      const pairs = parsed.slice(i, i + KEYS_PER_CALL).map((c) => sql`${text(c.name)}, ${elem} -> ${text(c.name)}`);
+      calls.push(sql`pg_catalog.jsonb_build_object(${join(pairs)})`);
+    }
+    source = calls.length > 0 ? join(calls, sql` || `) : sql`'{}'::pg_catalog.jsonb`;
+  } else source = represented.reduce((e, c) => sql`(${e} - ${text(c.name)})`, elem);
   return {
-    record: sql`pg_catalog.jsonb_populate_record(NULL::${table}, ${stripped}) AS "pgrst_rec"`,
+    record: sql`pg_catalog.jsonb_populate_record(NULL::${table}, ${source}) AS "pgrst_rec"`,
     value: (c) =>
       c.representation?.fromJson
         ? callOf(c.representation.fromJson, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`)
@@ -47,7 +61,7 @@ function bodyRecord(
 /** A column's default expression as the catalog has it, or NULL. */
 const defaultOf = (c: Column): Fragment => (c.defaultExpr === null ? sql`NULL` : catalog(c.defaultExpr));
 
-function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment): Fragment {
+function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment, returning: Fragment): Fragment {
   const rel = plan.relation;
   const rec = bodyRecord(plan, ELEM);
   // No column named (`{}`): one row of defaults, written through the first writable column.
@@ -66,51 +80,87 @@ function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment): Fragment
         : sql`DO UPDATE SET ${join(plan.columns.map((c) => sql`${ident(c.name)} = EXCLUDED.${ident(c.name)}`))}`;
     conflict = sql` ON CONFLICT (${join(plan.onConflict.columns.map(ident))}) ${action}`;
   }
-  return sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))}) SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${jsonb(plan.bodyJson)}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${alias}.*`;
+  return sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))}) SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${jsonb(plan.bodyJson)}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${returning}`;
 }
 
-function mutationSql(plan: MutationPlan, root: ReadNode): Fragment {
+/**
+ * The WHERE of an UPDATE or DELETE: its filters, or with limit/offset (and an order), the keys
+ * (or, without a primary key, the row ids) of the rows the ordered, limited read would give.
+ */
+function whereSql(plan: UpdatePlan | DeletePlan, root: ReadNode, table: Fragment, alias: Fragment): Fragment {
+  const row = aliasRow(root.alias, plan.relation);
+  if (root.limit === undefined && (root.offset ?? 0) === 0) {
+    return join([...tenantSql(root, row), ...plan.conditions.map((c) => conditionSql(c, row))], sql` AND `);
+  }
+  const node: ReadNode = { ...root, select: [], embeds: [], order: root.order.filter((o) => !o.via) };
+  const c = compileNode(node, row, sql`FROM ${table} AS ${alias}`);
+  const pk = plan.relation.primaryKey;
+  const key = pk.length > 0 ? sql`(${join(pk.map((k) => row.col(k)))})` : sql`${alias}.ctid`;
+  return sql`${key} IN (SELECT ${key} ${c.fromWhere}${c.orderLimit})`;
+}
+
+function mutationSql(plan: MutationPlan, root: ReadNode, returning: Fragment): Fragment {
   const rel = plan.relation;
   const table = qualified(rel.schema, rel.name);
   const alias = ident(root.alias);
-  if (plan.kind === 'insert') return insertSql(plan, table, alias);
-  const row = aliasRow(root.alias, rel);
-  const where = join([...tenantSql(root, row), ...plan.conditions.map((c) => conditionSql(c, row))], sql` AND `);
+  if (plan.kind === 'insert') return insertSql(plan, table, alias, returning);
+  const where = whereSql(plan, root, table, alias);
   if (plan.kind === 'update') {
     if (plan.columns.length === 0) {
       // An empty PATCH changes nothing, but still runs (and is authorised) as a statement.
-      return sql`SELECT ${alias}.* FROM ${table} AS ${alias} WHERE false`;
+      return sql`SELECT ${returning} FROM ${table} AS ${alias} WHERE false`;
     }
     const rec = bodyRecord(plan, jsonb(plan.bodyJson));
     const set = join(plan.columns.map((c) => sql`${ident(c.name)} = ${rec.value(c)}`));
-    return sql`UPDATE ${table} AS ${alias} SET ${set} FROM ${rec.record} WHERE ${where} RETURNING ${alias}.*`;
+    return sql`UPDATE ${table} AS ${alias} SET ${set} FROM ${rec.record} WHERE ${where} RETURNING ${returning}`;
   }
-  return sql`DELETE FROM ${table} AS ${alias} WHERE ${where} RETURNING ${alias}.*`;
+  return sql`DELETE FROM ${table} AS ${alias} WHERE ${where} RETURNING ${returning}`;
 }
 
+/**
+ * The statement of a write: one row of total_result_set (rows written), page_total, body (the
+ * representation), location (the keys of the written rows, for return=headers-only) and
+ * inserted (for an upsert: how many rows were new, not updated). Only a representation returns
+ * whole rows; otherwise the write returns keys or nothing, so it needs no SELECT privilege.
+ */
 export function writeStatement(plan: MutationPlan, root: ReadNode, shape: ReturnShape, media: MediaType): Statement {
-  const mutation = mutationSql(plan, root);
-  const returned = returnedRow(plan.relation);
-  const pk = plan.relation.primaryKey;
+  const rel = plan.relation;
+  const alias = ident(root.alias);
+  const pk = rel.primaryKey;
+  const upsert = plan.kind === 'insert' && plan.onConflict !== undefined;
+  // xmax = 0: the row was inserted, not updated by ON CONFLICT DO UPDATE (views have no xmax).
+  const insertedFlag = upsert && rel.kind === 'table' ? sql`, (${alias}.xmax = 0) AS "pgrst_inserted"` : sql``;
+  const inserted = !upsert
+    ? sql`NULL::int`
+    : rel.kind === 'table'
+      ? sql`(SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int`
+      : sql`(SELECT pg_catalog.count(*) FROM pgrst_source)::int`;
+  const keyName = (i: number) => ident(`pgrst_k${i}`);
   const location =
-    pk.length > 0
-      ? sql`(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(${join(pk.map((k) => sql`(${returned.col(k)})::text`))}))::text FROM pgrst_source AS "pgrst_src")`
-      : sql`NULL`;
+    shape === 'headers-only' && pk.length > 0
+      ? sql`(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(${join(pk.map((_, i) => sql`"pgrst_src".${keyName(i)}::text`))}))::text FROM pgrst_source AS "pgrst_src")`
+      : sql`NULL::text`;
   if (shape === 'representation') {
+    const mutation = mutationSql(plan, root, sql`${alias}.*${insertedFlag}`);
     const representation: ReadNode = {
       ...root,
       tenant: undefined, // the written rows, tenant and all
       conditions: [],
-      order: [],
       limit: undefined,
       offset: undefined,
     };
+    const returned = returnedRow(rel);
     const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`);
     return compile(
-      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location FROM pgrst_rows AS "_postgrest_t"`,
+      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_rows AS "_postgrest_t"`,
     );
   }
+  const keys =
+    shape === 'headers-only' && pk.length > 0
+      ? join(pk.map((k, i) => sql`${alias}.${ident(k)} AS ${keyName(i)}`))
+      : sql`1 AS "pgrst_one"`;
+  const mutation = mutationSql(plan, root, sql`${keys}${insertedFlag}`);
   return compile(
-    sql`WITH pgrst_source AS (${mutation}) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, ${location} AS location FROM pgrst_source`,
+    sql`WITH pgrst_source AS (${mutation}) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_source`,
   );
 }

@@ -6,7 +6,7 @@
 // caller asks, a number a double cannot hold exactly. Where the engine writes JSON to SQL it sends the client's own text, which
 // Postgres reads exactly (plan/write.ts, plan/routine.ts).
 
-import { catalogue } from '../errors.js';
+import { catalogue, INVALID_JSON } from '../errors.js';
 
 export interface JsonOptions {
   /** Refuse a number whose double differs from its text (for a surface that works on the value). */
@@ -19,7 +19,7 @@ export function parseJsonText(text: string, options: JsonOptions = {}): unknown 
   try {
     value = JSON.parse(text);
   } catch {
-    throw catalogue.invalidBody('not valid JSON');
+    throw catalogue.invalidBody(INVALID_JSON);
   }
   // Text without an object or a number has nothing more to check.
   if (typeof value === 'object' && value !== null) check(text, options.exactNumbers === true);
@@ -33,7 +33,7 @@ export const MAX_JSON_DEPTH = 100;
 
 export const tooDeep = () =>
   catalogue.invalidBody(
-    'the JSON nests too deeply',
+    'Invalid request body: the JSON nests too deeply',
     `at most ${MAX_JSON_DEPTH} levels of arrays and objects`,
     'Send flatter JSON',
   );
@@ -71,7 +71,7 @@ function check(text: string, exactNumbers: boolean): void {
         if (frame.keys!.has(key)) {
           frame.at = key;
           throw catalogue.invalidBody(
-            `${pathOf(stack)} is given twice`,
+            `Invalid request body: ${pathOf(stack)} is given twice`,
             null,
             'Give each key of an object once: which of two values was meant cannot be known',
           );
@@ -118,7 +118,7 @@ function pathOf(stack: Frame[]): string {
 
 const inexact = (where: string, token: string) =>
   catalogue.invalidBody(
-    `${where}: the number ${token.length > 40 ? token.slice(0, 40) + '…' : token} is out of range or has more digits than are kept`,
+    `Invalid request body: ${where}: the number ${token.length > 40 ? token.slice(0, 40) + '…' : token} is out of range or has more digits than are kept`,
     null,
     'Send a number of at most 15 significant digits, within the range of the field',
   );

@@ -177,15 +177,29 @@ export function parseRange(
   return { offset: lower, limit: Math.max(0, upper - lower + 1) };
 }
 
+const KNOWN_PREFERENCES = new Set([
+  'return',
+  'count',
+  'resolution',
+  'missing',
+  'handling',
+  'max-affected',
+  'tx',
+  'params',
+]);
+
 /** Prefer: header values, comma separated; unknown ones are reported under handling=strict. */
 export function parsePreferences(header: string | undefined): Preferences {
   const prefs: Preferences = { understood: [], invalid: [] };
   if (!header) return prefs;
+  const seen = new Set<string>();
   for (const raw of header.split(',')) {
     const item = raw.trim();
     if (item === '') continue;
-    const [k, v = ''] = item.split('=').map((s) => s.trim());
+    const [k = '', v = ''] = item.split('=').map((s) => s.trim());
     let ok = true;
+    // The first of a repeated preference wins, as in PostgREST.
+    if (seen.has(k)) continue;
     switch (k) {
       case 'return':
         if (v === 'minimal' || v === 'headers-only' || v === 'representation') prefs.return = v;
@@ -226,6 +240,7 @@ export function parsePreferences(header: string | undefined): Preferences {
         ok = false;
     }
     if (!ok) prefs.invalid.push(item);
+    else if (KNOWN_PREFERENCES.has(k)) seen.add(k);
   }
   if (prefs.handling === 'strict' && prefs.invalid.length > 0) {
     throw catalogue.strictPreferences(prefs.invalid);

@@ -48,15 +48,31 @@ export function readResponse(
   return { status, headers, body: head ? undefined : r.body };
 }
 
-export function preferenceApplied(prefs: Preferences, write: boolean): string | undefined {
+/** Which preferences each kind of request applies (and echoes), as PostgREST's responses do. */
+const APPLIES: Record<string, ReadonlySet<string>> = {
+  POST: new Set(['resolution', 'missing', 'return', 'count', 'tx', 'handling']),
+  PUT: new Set(['return', 'count', 'tx', 'handling']),
+  PATCH: new Set(['missing', 'return', 'count', 'tx', 'handling', 'max-affected']),
+  DELETE: new Set(['return', 'count', 'tx', 'handling', 'max-affected']),
+  RPC: new Set(['count', 'tx', 'handling', 'max-affected']),
+};
+
+/**
+ * The Preference-Applied header of a write or a call (`kind`: its method, or RPC), in
+ * PostgREST's order. `resolved`: the resolution was applied (the table has a conflict target).
+ */
+export function preferenceApplied(prefs: Preferences, kind: string, resolved = false): string | undefined {
+  const applies = APPLIES[kind] ?? new Set<string>();
   const out: string[] = [];
-  if (write && prefs.return) out.push(`return=${prefs.return}`);
-  if (prefs.count) out.push(`count=${prefs.count}`);
-  if (write && prefs.resolution) out.push(`resolution=${prefs.resolution}`);
-  if (write && prefs.missing) out.push(`missing=${prefs.missing}`);
-  if (prefs.handling) out.push(`handling=${prefs.handling}`);
-  if (write && prefs.handling === 'strict' && prefs.maxAffected !== undefined)
-    out.push(`max-affected=${prefs.maxAffected}`);
-  if (write && prefs.tx) out.push(`tx=${prefs.tx}`);
+  const add = (name: string, value: string | number | undefined) => {
+    if (value !== undefined && applies.has(name)) out.push(`${name}=${value}`);
+  };
+  if (resolved) add('resolution', prefs.resolution);
+  add('missing', prefs.missing);
+  add('return', prefs.return);
+  add('count', prefs.count);
+  add('tx', prefs.tx);
+  add('handling', prefs.handling);
+  if (prefs.handling === 'strict') add('max-affected', prefs.maxAffected);
   return out.length > 0 ? out.join(', ') : undefined;
 }

@@ -146,7 +146,14 @@ const QUERIES: {
 } = {
   columns: (p) => sql`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
-             pg_catalog.pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attgenerated <> '' AS generated,
+             coalesce(pg_catalog.pg_get_expr(d.adbin, d.adrelid),
+               (SELECT 'nextval(' || pg_catalog.quote_literal(pg_catalog.quote_ident(sn.nspname) || '.' || pg_catalog.quote_ident(sq.relname)) || '::regclass)'
+                  FROM pg_catalog.pg_depend dep JOIN pg_catalog.pg_class sq ON sq.oid = dep.objid
+                  JOIN pg_catalog.pg_namespace sn ON sn.oid = sq.relnamespace
+                 WHERE a.attidentity <> '' AND dep.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                   AND dep.refobjid = a.attrelid AND dep.refobjsubid = a.attnum AND dep.deptype = 'i' AND sq.relkind = 'S'),
+               (SELECT pg_catalog.pg_get_expr(dt.typdefaultbin, 0) FROM pg_catalog.pg_type dt
+                 WHERE dt.oid = a.atttypid AND dt.typtype = 'd')) AS default_expr, a.attgenerated <> '' AS generated,
              pg_catalog.format_type(a.atttypid, a.atttypmod) AS type_display,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type,
              (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
@@ -644,6 +651,7 @@ function routinesOf(
           baseType: t.base_type,
           isArray: t.is_array,
           required: true,
+          ...(mode === 'v' ? { variadic: true } : {}),
         });
       }
       if (mode === 'o' || mode === 'b' || mode === 't') {

@@ -88,6 +88,8 @@ export interface RoutineParam {
   isArray: boolean;
   /** false when the parameter has a default and may be left out. */
   required: boolean;
+  /** A VARIADIC parameter: passed as VARIADIC name := array. */
+  variadic?: boolean;
 }
 
 /** A function of an exposed schema, callable at /rpc/{name} (PostgREST's Routine). */

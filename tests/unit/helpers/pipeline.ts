@@ -114,9 +114,8 @@ export function planWrite(
   });
   if (api.method === 'DELETE') return { api, root, plan: deletePlan(rel, root) };
   const body = bodyRows(req.body, req.headers['content-type']);
-  if (api.method === 'PATCH') return { api, root, plan: updatePlan(rel, body, root) };
-  if (api.method === 'PUT') checkPut(api, rel, body.rows, root);
-  return { api, root, plan: insertPlan(api, rel, body) };
+  if (api.method === 'PATCH') return { api, root, plan: updatePlan(api, rel, body, root) };
+  return { api, root, plan: insertPlan(api, rel, api.method === 'PUT' ? checkPut(api, rel, body, root) : body) };
 }
 
 /** The one statement a POST/PUT/PATCH/DELETE runs. */
