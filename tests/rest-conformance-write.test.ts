@@ -39,9 +39,13 @@ async function send(c: {
   headers?: Record<string, string>;
   body?: unknown;
 }) {
-  const r = request(s.t.app)
-    [c.method === 'HEAD' ? 'head' : (c.method.toLowerCase() as 'get')](`/rest/v1/${c.path}`)
-    .set({ apikey: TEST_API_KEY, ...(c.prefer ? { Prefer: c.prefer } : {}), ...c.headers });
+  const agent = request(s.t.app);
+  const method = c.method === 'HEAD' ? 'head' : (c.method.toLowerCase() as 'get');
+  const r = agent[method](`/rest/v1/${c.path}`).set({
+    apikey: TEST_API_KEY,
+    ...(c.prefer ? { Prefer: c.prefer } : {}),
+    ...c.headers,
+  });
   if (c.body === undefined) return r;
   if (typeof c.body === 'string')
     return r.set('Content-Type', c.headers?.['Content-Type'] ?? 'application/json').send(c.body);

@@ -33,11 +33,16 @@ function presentedToken(req: Request): string | undefined {
   const body: unknown = req.body;
   if (body !== undefined && body !== null) {
     if (typeof body !== 'object' || Array.isArray(body)) {
-      throw catalogue.invalidBody('Invalid request body: the body must be a JSON object', null, 'Send {"token": "tally_ws_…"} or no body');
+      throw catalogue.invalidBody(
+        'Invalid request body: the body must be a JSON object',
+        null,
+        'Send {"token": "tally_ws_…"} or no body',
+      );
     }
     const token = (body as Record<string, unknown>).token;
     if (token !== undefined && token !== null) {
-      if (typeof token !== 'string') throw catalogue.invalidBody('Invalid request body: the body field "token" must be a string');
+      if (typeof token !== 'string')
+        throw catalogue.invalidBody('Invalid request body: the body field "token" must be a string');
       candidates.push(token.trim());
     }
   }

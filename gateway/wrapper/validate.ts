@@ -130,7 +130,11 @@ export function validateBody(
   body: unknown,
 ): Record<string, unknown> {
   if (body === undefined) {
-    throw catalogue.invalidBody('Invalid request body: the body is missing', null, 'Send a JSON object with Content-Type: application/json');
+    throw catalogue.invalidBody(
+      'Invalid request body: the body is missing',
+      null,
+      'Send a JSON object with Content-Type: application/json',
+    );
   }
   const validate = compiledSchemas.validators[name];
   if (validate(body)) return body as Record<string, unknown>;
