@@ -75,15 +75,47 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
     expect(parse.status).toBe(400);
     expect(parse.body.code).toBe('PGRST100');
     const notEmbedded = await get('projects?select=id&clients.id=eq.1');
-    expect(notEmbedded.status).toBe(400);
-    expect(notEmbedded.body.code).toBe('PGRST108');
+    expect([notEmbedded.status, notEmbedded.body]).toEqual([
+      400,
+      {
+        code: 'PGRST108',
+        message: "'clients' is not an embedded resource in this request",
+        details: null,
+        hint: "Verify that 'clients' is included in the 'select' query parameter.",
+      },
+    ]);
     const single = await get('projects', { Accept: 'application/vnd.pgrst.object+json' });
     expect(single.status).toBe(406);
-    expect(single.body).toMatchObject({
+    expect(single.body).toEqual({
       code: 'PGRST116',
       message: 'JSON object requested, multiple (or no) rows returned',
       details: 'The result contains 5 rows',
+      hint: null,
     });
+  });
+
+  it('answers a negative limit 416, skips a negative offset, and words a reversed Range as PostgREST', async () => {
+    const negative = await get('projects?select=id&limit=-1');
+    expect([negative.status, negative.body]).toEqual([
+      416,
+      {
+        code: 'PGRST103',
+        message: 'Requested range not satisfiable',
+        details: 'Limit should be greater than or equal to zero.',
+        hint: null,
+      },
+    ]);
+    const offset = await get('projects?select=id&order=id&offset=-4');
+    expect([offset.status, offset.body, offset.headers['content-range']]).toEqual([
+      200,
+      [{ id: 1 }, { id: 2 }, { id: 3 }, { id: 4 }, { id: 5 }],
+      '0-4/*',
+    ]);
+    const reversed = await get('projects?select=id', { Range: '3-1' });
+    expect([reversed.status, reversed.body.details]).toEqual([
+      416,
+      'The lower boundary must be lower than or equal to the upper boundary in the Range header.',
+    ]);
   });
 
   it('refuses a write of several rows under the object media type, returned or not, and changes nothing', async () => {

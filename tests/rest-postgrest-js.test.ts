@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
-import { tearDown, type BlogSuite } from './harness/suite.js';
+import { setUpBlog, tearDown, type BlogSuite } from './harness/suite.js';
 import { setUpConformance } from './harness/conformance.js';
 import { first } from './harness/present.js';
 
@@ -274,5 +274,166 @@ describe('postgrest-js against a generic schema', () => {
     expect(spaced.data).toEqual([{ 'full name': 'Ada Lovelace' }]);
     const colors = await client.from('swatches').select('name, color').eq('color', '#0000ff').throwOnError();
     expect(colors.data).toEqual([{ name: 'blue', color: '#0000ff' }]);
+  });
+});
+
+// postgrest-js's own cases where Tally answered differently, ported onto the write fixture
+// (tests/fixtures/conformance-write.sql) and run in order, as the anonymous role of PostgREST's
+// test configuration: counts and HEAD on functions, upsert statuses, max-affected, singular
+// answers, CSV and query plans.
+describe("postgrest-js's own cases", () => {
+  let s: BlogSuite;
+  let server: Server;
+  let client: PostgrestClient;
+  beforeAll(async () => {
+    s = await setUpBlog(['conformance-write.sql'], { TALLY_DB_SCHEMAS: 'wr', TALLY_DB_PLAN_ENABLED: 'true' });
+    server = await listen(s.t.app, 0, '127.0.0.1', s.t.ctx.config);
+    const { port } = server.address() as AddressInfo;
+    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, { headers: { apikey: TEST_API_KEY } });
+  });
+  afterAll(async () => {
+    await new Promise((r) => server.close(r));
+    await tearDown(s.db, s.t);
+  });
+
+  /** maxAffected() is typed for clients of PostgREST 13 only; an untyped client has it at run time. */
+  const maxAffected = <T>(builder: T, n: number): T =>
+    (builder as unknown as { maxAffected(n: number): T }).maxAffected(n);
+
+  const shape = (res: { data: unknown; error: unknown; count: number | null; status: number }) => ({
+    data: res.data,
+    error: res.error,
+    count: res.count,
+    status: res.status,
+  });
+
+  it('counts a scalar function: exact, with HEAD, over GET', async () => {
+    expect(shape(await client.rpc('add_them', { a: 1, b: 2 }, { count: 'exact' }))).toEqual({
+      data: 3,
+      error: null,
+      count: 1,
+      status: 200,
+    });
+    expect(shape(await client.rpc('add_them', { a: 1, b: 2 }, { head: true, count: 'exact' }))).toEqual({
+      data: null,
+      error: null,
+      count: 1,
+      status: 200,
+    });
+    expect(shape(await client.rpc('add_them', { a: 1, b: 2 }, { get: true, count: 'exact' }))).toEqual({
+      data: 3,
+      error: null,
+      count: 1,
+      status: 200,
+    });
+  });
+
+  it('passes an array argument over GET, and answers a void function with 204', async () => {
+    expect(shape(await client.rpc('variadic_param', { v: ['a', 'b'] }, { get: true }))).toEqual({
+      data: ['a', 'b'],
+      error: null,
+      count: null,
+      status: 200,
+    });
+    expect(shape(await client.rpc('reset_sequence', { name: 'items_id_seq', value: 16 }, { get: true }))).toMatchObject(
+      { status: 405, error: { code: '25006' } },
+    ); // GET is read-only, as in PostgREST
+    expect(shape(await client.rpc('reset_sequence', { name: 'items_id_seq', value: 16 }))).toEqual({
+      data: null,
+      error: null,
+      count: null,
+      status: 204,
+    });
+  });
+
+  it('counts with estimated and HEAD', async () => {
+    expect(shape(await client.from('projects').select('*', { count: 'estimated', head: true }))).toEqual({
+      data: null,
+      error: null,
+      count: 4,
+      status: 200,
+    });
+    const page = await client.from('projects').select('id', { count: 'estimated' }).order('id').range(0, 1);
+    expect(shape(page)).toEqual({ data: [{ id: 1 }, { id: 2 }], error: null, count: 4, status: 206 });
+  });
+
+  it('answers upserts by what they did', async () => {
+    const updated = await client.from('tiobe_pls').upsert({ name: 'Java', rank: 1 }).select();
+    expect(shape(updated)).toEqual({ data: [{ name: 'Java', rank: 1 }], error: null, count: null, status: 200 });
+    const ignored = await client
+      .from('tiobe_pls')
+      .upsert({ name: 'Java', rank: 5 }, { onConflict: 'name', ignoreDuplicates: true })
+      .select();
+    expect(shape(ignored)).toEqual({ data: [], error: null, count: null, status: 201 });
+    const inserted = await client.from('tiobe_pls').upsert({ name: 'Go', rank: 9 }, { count: 'exact' }).select();
+    expect(shape(inserted)).toEqual({ data: [{ name: 'Go', rank: 9 }], error: null, count: 1, status: 201 });
+    const defaults = await client
+      .from('channels')
+      .upsert([{ id: 50, slug: 'one' }, { slug: 'two' }], { defaultToNull: false })
+      .select('slug, data')
+      .rollback();
+    expect(shape(defaults)).toEqual({
+      data: [
+        { slug: 'one', data: { foo: 'bar' } },
+        { slug: 'two', data: { foo: 'bar' } },
+      ],
+      error: null,
+      count: null,
+      status: 201,
+    });
+  });
+
+  it('refuses more rows than maxAffected, on tables and functions, and changes nothing', async () => {
+    const over = await maxAffected(client.from('clients').update({ name: 'x' }).gt('id', 0), 1);
+    expect([over.status, over.error?.code]).toEqual([400, 'PGRST124']);
+    const within = await maxAffected(client.from('clients').update({ name: 'Apple' }).eq('id', 2), 1).select();
+    expect(shape(within)).toEqual({ data: [{ id: 2, name: 'Apple' }], error: null, count: null, status: 200 });
+    const rpcOver = await maxAffected(client.rpc('touch_clients'), 1).select('id');
+    expect([rpcOver.status, rpcOver.error?.code, rpcOver.data]).toEqual([400, 'PGRST124', null]);
+    const names = await client.from('clients').select('name').order('id');
+    expect(names.data).toEqual([{ name: 'Microsoft' }, { name: 'Apple' }]);
+  });
+
+  it('maybeSingle: no row is null, two rows are an error', async () => {
+    expect(shape(await client.from('clients').select().eq('name', 'nope').maybeSingle())).toEqual({
+      data: null,
+      error: null,
+      count: null,
+      status: 200,
+    });
+    // postgrest-js decides maybeSingle() itself from the rows it got back (the insert stays)
+    const two = await client
+      .from('clients')
+      .insert([
+        { id: 70, name: 'a' },
+        { id: 71, name: 'b' },
+      ])
+      .select()
+      .maybeSingle();
+    expect(shape(two)).toEqual({
+      data: null,
+      error: {
+        code: 'PGRST116',
+        details: 'Results contain 2 rows, application/vnd.pgrst.object+json requires 1 row',
+        hint: null,
+        message: 'JSON object requested, multiple (or no) rows returned',
+      },
+      count: null,
+      status: 406,
+    });
+    await client.from('clients').delete().gte('id', 70).throwOnError();
+  });
+
+  it('answers CSV', async () => {
+    const csv = await client.from('clients').select('id, name').order('id').csv();
+    expect(shape(csv)).toEqual({ data: 'id,name\n1,Microsoft\n2,Apple', error: null, count: null, status: 200 });
+  });
+
+  it('explains with options', async () => {
+    const res = await client.from('clients').select().explain({ verbose: true, settings: true, format: 'json' });
+    expect(res.status).toBe(200);
+    expect(res.data).toEqual([expect.objectContaining({ Plan: expect.any(Object) })]);
+    const text = await client.from('clients').select().explain();
+    expect(text.data).toMatch(/Aggregate {2}\(cost=/);
   });
 });

@@ -318,7 +318,7 @@ async function runRoutine(
       ? end
       : (res: Row[][]) => {
           const affected = Number(firstRow(res).page_total);
-          if (affected > max) throw catalogue.maxAffected(affected, max);
+          if (affected > max) throw catalogue.maxAffected(affected);
           return end;
         };
   const results = await runTransaction(
@@ -331,10 +331,18 @@ async function runRoutine(
   const applied: Record<string, string> = preferences ? { 'Preference-Applied': preferences } : {};
   if (returns.kind === 'void') return { status: 204, headers: applied, body: undefined };
   if (returns.kind === 'scalar') {
+    // A scalar's rows (one, or a set's) are counted as a table's: Content-Range, count=exact.
+    const row = firstRow(results);
+    const rows = row.page_total as number;
+    const counted = prefs.count === 'exact' || prefs.count === 'estimated' || prefs.count === 'planned';
     return {
       status: 200,
-      headers: { 'Content-Type': CONTENT_TYPES.json, ...applied },
-      body: api.method === 'HEAD' ? undefined : (firstRow(results).body as string),
+      headers: {
+        'Content-Type': CONTENT_TYPES.json,
+        'Content-Range': contentRange(0, rows, counted ? rows : undefined),
+        ...applied,
+      },
+      body: api.method === 'HEAD' ? undefined : (row.body as string),
     };
   }
   return readResult(ctx, api, results, applied);
@@ -444,7 +452,7 @@ async function runWrite(
       ? (res) => {
           const affected = Number(firstRow(res).total_result_set);
           if (strict && affected > prefs.maxAffected!) {
-            throw catalogue.maxAffected(affected, prefs.maxAffected!);
+            throw catalogue.maxAffected(affected);
           }
           // The object media type asks for exactly one row, returned or not (PostgREST 12):
           // otherwise 406 and nothing is changed.

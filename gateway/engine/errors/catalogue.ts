@@ -268,7 +268,6 @@ export const catalogue = {
     (rows: number) => ({
       message: 'JSON object requested, multiple (or no) rows returned',
       details: `The result contains ${rows} rows`,
-      hint: 'Filter down to exactly one row, or ask for application/json',
     }),
   ),
   unsupportedMethod: entry('PGRST117', 405, 'the HTTP method is not one /rest/v1 serves', (method: string) => ({
@@ -294,7 +293,6 @@ export const catalogue = {
     (invalid: string[]) => ({
       message: 'Invalid preferences given with handling=strict',
       details: `Invalid preferences: ${invalid.join(', ')}`,
-      hint: 'Remove them or use handling=lenient',
     }),
   ),
   aggregatesDisabled: entry(
@@ -310,10 +308,9 @@ export const catalogue = {
     'PGRST124',
     400,
     'a write with Prefer: handling=strict, max-affected=n would change more rows (nothing is changed)',
-    (affected: number, max: number) => ({
+    (affected: number) => ({
       message: 'Query result exceeds max-affected preference constraint',
       details: `The query affects ${affected} rows`,
-      hint: `At most ${max} rows may change; nothing was changed`,
     }),
   ),
   invalidPath: entry('PGRST125', 404, 'no surface serves the path', () => ({

@@ -170,10 +170,7 @@ export function readPlan(input: ReadPlanInput): ReadNode {
   root.limit = input.range.limit;
   for (const path of input.nodes.keys()) {
     if (!used.has(path)) {
-      throw catalogue.notEmbedded(
-        path,
-        `Add '${path.split('.').pop()}' to the select parameter to filter, order or limit it`,
-      );
+      throw catalogue.notEmbedded(path, `Verify that '${path}' is included in the 'select' query parameter.`);
     }
   }
   return root;
@@ -276,7 +273,10 @@ function orderTerm(input: ReadPlanInput, node: ReadNode, o: OrderTerm): PlanOrde
   if (o.relation !== undefined) {
     const via = node.embeds.find((e) => e.key === o.relation || e.node.relation.name === o.relation);
     if (!via) {
-      throw catalogue.notEmbedded(o.relation, `Add '${o.relation}' to the select parameter to order by its columns`);
+      throw catalogue.notEmbedded(
+        o.relation,
+        `Verify that '${o.relation}' is included in the 'select' query parameter.`,
+      );
     }
     if (!via.toOne) {
       throw catalogue.relatedOrder(

@@ -138,11 +138,13 @@ export function routinePlan(
     for (const [k, v] of api.routineArgs) values[k] = v.length > 1 ? v : v[0];
   }
   const params = routine.params.filter((p) => keys.includes(p.name));
-  // A variadic parameter given once (?v=1, or a form's v=1) is an array of that one value.
+  // A variadic parameter given once (?v=1, or a form's v=1) is an array of that one value,
+  // unless it is an array literal itself (?v={1,2}, as postgrest-js writes arrays).
   let wrapped = false;
   for (const p of params) {
-    if (p.variadic && !Array.isArray(values[p.name])) {
-      values[p.name] = [values[p.name]];
+    const v = values[p.name];
+    if (p.variadic && !Array.isArray(v) && !(typeof v === 'string' && v.startsWith('{'))) {
+      values[p.name] = [v];
       wrapped = true;
     }
   }

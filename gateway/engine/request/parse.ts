@@ -140,6 +140,11 @@ function firstFieldSegment(segments: string[]): number {
 }
 
 function nonNegative(raw: string, key: string): number {
+  // As PostgREST: a negative limit cannot be satisfied (416), a negative offset skips nothing.
+  if (/^-\d{1,15}$/.test(raw.trim())) {
+    if (key.endsWith('limit')) throw catalogue.rangeNotSatisfiable('Limit should be greater than or equal to zero.');
+    return 0;
+  }
   if (!/^\d{1,15}$/.test(raw.trim())) {
     throw catalogue.parse(
       `${key} parameter (${raw})`,
@@ -164,7 +169,9 @@ export function parseRange(
       lower = Number(m[1]);
       upper = m[2] === '' ? undefined : Number(m[2]);
       if (upper !== undefined && upper < lower) {
-        throw catalogue.rangeNotSatisfiable(`The Range ${header} ends before it starts`);
+        throw catalogue.rangeNotSatisfiable(
+          'The lower boundary must be lower than or equal to the upper boundary in the Range header.',
+        );
       }
     }
   }
