@@ -59,7 +59,7 @@ export async function serveStdio(config: Config): Promise<void> {
       'Start it as TALLY_TOKEN=tally_ws_… tally mcp (tally token create --workspace W --scope read|write makes one)',
     );
   }
-  const db = await openDatabase(config, () => {});
+  const db = await openDatabase(config, { log: () => {} });
   const pool = serverPool(await serverLoginUrl(config, db), { max: 2 });
   const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
   const token = await findWorkspaceToken(ctx, presented);

@@ -118,12 +118,12 @@ describe('tally CLI with DATABASE_URL', () => {
   it('answers an unknown command and a bad flag with usage and exit 1', async () => {
     const r = await tally(['frobnicate'], env);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe('tally: unknown command "frobnicate" (see tally --help)\n'); // one line, not the whole usage
+    expect(r.stderr).toBe('tally: unknown command "frobnicate" (see tally help)\n'); // one line, not the whole usage
     const flag = await tally(['token', 'list', '--bogus'], env);
     expect(flag.code).toBe(1);
     noStackTrace(flag.stderr);
     expect(flag.stderr.trim().split('\n')).toHaveLength(1);
-    expect(flag.stderr).toMatch(/\(see tally --help\)\n$/);
+    expect(flag.stderr).toMatch(/\(see tally help token\)\n$/);
   });
 
   it('lists every command of the README in --help', async () => {

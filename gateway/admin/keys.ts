@@ -1,4 +1,4 @@
-import type { Sql } from 'postgres';
+import type { ISql, Sql } from 'postgres';
 import { newPublishableKey, sha256 } from '../secrets.js';
 import { AdminError } from './workspaces.js';
 import { oneRow } from '../engine/invariant.js';
@@ -12,7 +12,7 @@ export interface KeyInfo {
   revoked_at: Date | null;
 }
 
-export async function createKey(sql: Sql, label: string, actor: string): Promise<{ id: string; key: string }> {
+export async function createKey(sql: ISql, label: string, actor: string): Promise<{ id: string; key: string }> {
   const key = newPublishableKey();
   const { id } = oneRow(
     await sql<{ id: string }[]>`SELECT tally.create_publishable_key(${label}, ${sha256(key)}, ${actor}) AS id`,

@@ -1,4 +1,4 @@
-import type { Sql } from 'postgres';
+import type { ISql, Sql } from 'postgres';
 import { newWorkspaceToken, sha256 } from '../secrets.js';
 import { AdminError } from './workspaces.js';
 import { oneRow } from '../engine/invariant.js';
@@ -24,7 +24,7 @@ export function parseScope(value: string | undefined): Scope {
 }
 
 export async function createToken(
-  sql: Sql,
+  sql: ISql,
   workspaceId: string,
   scope: Scope,
   label: string,

@@ -1,4 +1,4 @@
-import type { Sql } from 'postgres';
+import type { ISql, Sql } from 'postgres';
 import { oneRow } from '../engine/invariant.js';
 
 // Operations on workspaces, shared by the CLI and the settings page. They call the tally.*
@@ -13,7 +13,7 @@ export interface Workspace {
   api_enabled: boolean;
 }
 
-export async function findWorkspace(sql: Sql, ref: string): Promise<Workspace> {
+export async function findWorkspace(sql: ISql, ref: string): Promise<Workspace> {
   const [ws] = await sql<Workspace[]>`
     SELECT id, name, currency, api_enabled FROM public.workspaces WHERE id = tally.find_workspace(${ref})`;
   if (!ws) throw new AdminError(`unknown workspace "${ref}"`);
@@ -24,7 +24,7 @@ export async function findWorkspace(sql: Sql, ref: string): Promise<Workspace> {
 const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
 
 export async function createWorkspace(
-  sql: Sql,
+  sql: ISql,
   name: string,
   currency: string | undefined,
   actor: string,

