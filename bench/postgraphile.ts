@@ -2,7 +2,9 @@
 // with the same JWT → role and claims as Tally (verified HS256 JWT; `role` claim as the role,
 // all claims as request.jwt.claims), logging in as `authenticator`, pool of 10. It has no
 // pre-request function. Run as its own process: DATABASE_URL (authenticator's login), PORT,
-// TALLY_JWT_SECRET.
+// TALLY_JWT_SECRET. PostGraphile is no dependency of the project (it wants Node 22, and only
+// the benchmark uses it): run.ts installs it into a folder of its own and runs this file from
+// there, so its imports name packages TypeScript does not see, typed here by what is used.
 
 // Node 20 has no Promise.withResolvers, which PostGraphile 5 uses: the standard shim.
 const P = Promise as unknown as {
@@ -19,12 +21,20 @@ P.withResolvers ??= <T>() => {
 };
 
 const { createServer } = await import('node:http');
+type Server = ReturnType<typeof createServer>;
 const { createHmac, timingSafeEqual } = await import('node:crypto');
 const pg = (await import('pg')).default;
-const { postgraphile } = await import('postgraphile');
-const { PostGraphileAmberPreset } = await import('postgraphile/presets/amber');
-const { makePgService } = await import('postgraphile/adaptors/pg');
-const { grafserv } = await import('postgraphile/grafserv/node');
+/** A package of the benchmark's own folder, by a name TypeScript does not resolve. */
+const load = <T>(name: string): Promise<T> => import(name) as Promise<T>;
+const { postgraphile } = await load<{
+  postgraphile(preset: unknown): {
+    createServ(grafserv: unknown): { addTo(server: Server): Promise<void> };
+    release(): unknown;
+  };
+}>('postgraphile');
+const { PostGraphileAmberPreset } = await load<{ PostGraphileAmberPreset: unknown }>('postgraphile/presets/amber');
+const { makePgService } = await load<{ makePgService(options: unknown): unknown }>('postgraphile/adaptors/pg');
+const { grafserv } = await load<{ grafserv: unknown }>('postgraphile/grafserv/node');
 
 const url = process.env.DATABASE_URL;
 const secret = process.env.TALLY_JWT_SECRET;

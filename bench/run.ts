@@ -28,6 +28,7 @@ import { adminClient } from '../gateway/db/connect.js';
 import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
+import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { freePort } from '../gateway/db/free-port.js';
@@ -404,7 +405,7 @@ async function main(): Promise<void> {
     `Tally benchmark: ${cpus().length} cores, load average ${loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}, ${SECONDS} s per case`,
   );
   log(`Embedded Postgres in ${home} on port ${pgPort}; generating data…`);
-  const pg = await startEmbedded({ home, port: pgPort });
+  const pg = await startEmbedded({ home, port: pgPort, create: true });
   const children: ChildProcess[] = [];
   try {
     await migrate(pg.url);
@@ -476,14 +477,13 @@ async function main(): Promise<void> {
     };
     await waitReady(baselineBase + '/', baseline.child, baseline.output, true); // any answer: it has no health route
 
-    // PostGraphile 5, when the package is installed (a dev dependency).
+    // PostGraphile 5, installed on first use into a folder of its own (postgraphileEntry).
     const notes: string[] = [];
     let postgraphileUp = false;
     try {
-      process.env.GRAPHILE_ENV ??= 'production'; // the probe below would print a notice otherwise
-      await import('postgraphile');
+      const entry = await postgraphileEntry();
       const port = await freePort();
-      const pgl = startProcess(['dist/bench/postgraphile.js'], {
+      const pgl = startProcess([entry], {
         DATABASE_URL: loginUrl,
         PORT: String(port),
         TALLY_JWT_SECRET: jwtSecret,
