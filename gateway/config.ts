@@ -68,6 +68,15 @@ function list(raw: string | undefined): string[] {
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
+/**
+ * Requests per minute and token by default: 60 where Tally runs against a database of its own
+ * (DATABASE_URL, a deployment); ten times that on a laptop's embedded database, where one
+ * person follows the README (about a hundred requests in a few minutes, the MCP Inspector's
+ * several per step) and should not be told to wait. `tally up` says which applies.
+ */
+export const DEPLOYED_RATE_LIMIT = 60;
+const LOCAL_RATE_LIMIT = 600;
+
 /** The default pre-request function: it refuses a revoked token and a switched-off API in every request's transaction. */
 export const TOKEN_CHECK = 'tally.check_request';
 
@@ -150,7 +159,13 @@ export function loadConfig(env: Env = process.env): Config {
     jwtSecret,
     jwtPreviousSecret,
     publishableKeys: list(env.TALLY_PUBLISHABLE_KEYS),
-    rateLimitPerMinute: integer(env, 'TALLY_RATE_LIMIT_PER_MINUTE', 60, 1, 10_000_000),
+    rateLimitPerMinute: integer(
+      env,
+      'TALLY_RATE_LIMIT_PER_MINUTE',
+      databaseUrl ? DEPLOYED_RATE_LIMIT : LOCAL_RATE_LIMIT,
+      1,
+      10_000_000,
+    ),
     maxBodyBytes: integer(env, 'TALLY_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
     poolSize,

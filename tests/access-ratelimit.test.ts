@@ -201,16 +201,50 @@ describe('rate limits', () => {
       expect(statuses).toEqual(statuses.map(() => 200));
     });
 
+    it('lets a token made after the failures began through a blocked address, and no older one', async () => {
+      const t = start();
+      const { token: older } = await tokenFor(db.admin, ws.id, 'read');
+      for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) await exchange(t.app, newWorkspaceToken()).expect(401);
+      await exchange(t.app, newWorkspaceToken()).expect(429);
+      await exchange(t.app, older).expect(429);
+      // Ten mistyped tokens, then a new one made to fix it: it works at once, and stays refused
+      // once revoked (revoked tokens are not told apart from guesses).
+      const { id, token: made } = await tokenFor(db.admin, ws.id, 'write');
+      const ok = await exchange(t.app, made).expect(200);
+      expect(ok.body).toMatchObject({ token_type: 'Bearer', scope: 'write' });
+      const mcp = await request(t.app).post('/mcp').set('Authorization', `Bearer ${made}`).send({});
+      expect([401, 429]).not.toContain(mcp.status); // MCP shares the rule
+      await db.admin`UPDATE public.api_tokens SET revoked_at = now() WHERE id = ${id}`;
+      await exchange(t.app, made).expect(429);
+      await exchange(t.app, newWorkspaceToken()).expect(429);
+      expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([
+        { hits: FAILED_AUTH_LIMIT_PER_MINUTE },
+      ]);
+    });
+
+    it('does not count a missing, empty or malformed token: no guess, and no database call', async () => {
+      const t = start();
+      const { token } = await tokenFor(db.admin, ws.id, 'read');
+      const slips = [
+        () => request(t.app).post('/api/v1/token'),
+        () => request(t.app).post('/api/v1/token').set('Authorization', 'Bearer '),
+        () => exchange(t.app, 'tally_ws_...'), // the README's placeholder, pasted as it is
+        () => exchange(t.app, token.slice(0, -3)),
+        () => request(t.app).post('/mcp?token=').send({}),
+      ];
+      for (let round = 0; round < 3; round++) for (const slip of slips) await slip().expect(401);
+      expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([]);
+      await exchange(t.app, token).expect(200);
+    });
+
     it('is shared by two instances', async () => {
       const a = start();
       const b = start();
       for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) {
-        await request(i % 2 ? a.app : b.app)
-          .post('/api/v1/token')
-          .expect(401);
+        await exchange(i % 2 ? a.app : b.app, newWorkspaceToken()).expect(401);
       }
-      await request(a.app).post('/api/v1/token').expect(429);
-      await request(b.app).post('/api/v1/token').expect(429);
+      await exchange(a.app, newWorkspaceToken()).expect(429);
+      await exchange(b.app, newWorkspaceToken()).expect(429);
     });
 
     it('does not count successful exchanges, nor other addresses', async () => {

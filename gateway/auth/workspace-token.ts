@@ -83,8 +83,12 @@ export async function findWorkspaceToken(
   presented: string | undefined,
   failureKey?: string,
 ): Promise<WorkspaceToken> {
-  const shaped = presented !== undefined && looksLikeWorkspaceToken(presented);
-  const hash = shaped ? sha256(presented) : null;
+  // No token, or a value that cannot be one (an unset shell variable, the README's
+  // placeholder, a truncated paste), is no guess: refused without a database call and not
+  // counted against the address, so a newcomer's slips do not lock them out.
+  if (presented === undefined || presented === '') throw missingToken();
+  if (!looksLikeWorkspaceToken(presented)) throw invalidToken();
+  const hash = sha256(presented);
   let row: TokenRow | undefined;
   if (failureKey !== undefined) {
     const r = oneRow(
@@ -95,12 +99,11 @@ export async function findWorkspaceToken(
     );
     if (r.limited) throw tooManyFailures(r.reset_at);
     row = r.token_id === null ? undefined : r;
-  } else if (hash !== null) {
+  } else {
     [row] = await ctx.db<TokenRow[]>`
       SELECT token_id, workspace_id, scope, token_hash, revoked, api_enabled FROM tally.exchange_token(${hash})`;
   }
-  if (presented === undefined || presented === '') throw missingToken();
-  if (hash === null || !row || !sameHash(row.token_hash, hash)) throw invalidToken();
+  if (!row || !sameHash(row.token_hash, hash)) throw invalidToken();
   if (row.revoked) throw revokedToken();
   return { id: row.token_id!, workspaceId: row.workspace_id, scope: row.scope, apiEnabled: row.api_enabled };
 }
@@ -206,7 +209,8 @@ export async function authenticateWorkspaceRequest(
   try {
     presented = extract();
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401) await countFailure(ctx, failureKey);
+    // Two tokens sent count as a guess; no token at all (an empty bearer) does not.
+    if (err instanceof ApiError && err.code === 'PGRST301') await countFailure(ctx, failureKey);
     throw err;
   }
   /**
