@@ -55,7 +55,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
 
   // The live lookup lists the app's surfaces publish.
   const lookups = new LookupCache(call, changesOf(ctx));
-  const services = { ctx, call, lookups, trustProxy };
+  const services = { ctx, call, lookups, trustProxy, app: surfaces.some((s) => s.app) };
   const own: { prefix: string; handle: RequestListener }[] = [];
   for (const surface of surfaces) {
     surface.mount?.(app, services);
@@ -63,7 +63,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
       own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services, app) });
   }
 
-  app.use((_req, _res, next) => next(catalogue.invalidPath()));
+  app.use((_req, _res, next) => next(catalogue.invalidPath('GET / lists what this server serves')));
   app.use(errorHandler);
   return (req, res) => {
     const url = req.url ?? '/';

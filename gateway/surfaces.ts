@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import { exchangeRouter } from './auth/exchange.js';
 import { healthRouter } from './health.js';
+import { homeRouter } from './home.js';
 import { lazyHandler, lazyListener } from './lazy.js';
 import type { LookupCache } from './lookups.js';
 import { logToStderr } from './log.js';
@@ -24,6 +25,8 @@ interface Services {
   lookups: LookupCache;
   /** Client addresses come from X-Forwarded-For, set by one trusted reverse proxy. */
   trustProxy: boolean;
+  /** The finance app's surfaces are served (the database holds the app's state). */
+  app: boolean;
 }
 
 export interface Surface {
@@ -54,6 +57,8 @@ export const SURFACES: Surface[] = [
     handler: { path: REST_PATH, make: (s) => restHandler(s.ctx, s.call, s.trustProxy) },
   },
   { name: 'health', app: false, mount: (app, s) => app.use(healthRouter(s.ctx.db)) },
+  // The landing page at /: what the server serves, with links.
+  { name: 'home', app: false, mount: (app, s) => app.use(homeRouter(s.app)) },
   // The token exchange: POST /api/v1/token authenticates with a workspace token, not a JWT; the
   // wrapper's handler hands that request on to Express (wrapper/handler.ts forExpress).
   { name: 'exchange', app: true, mount: (app, s) => app.use(exchangeRouter(s.ctx)) },

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue } from '../engine/errors.js';
+import { catalogue, type ApiError } from '../engine/errors.js';
 import { header } from '../http.js';
 import type { JWTPayload } from 'jose';
 import { verifyJwt } from './jwt.js';
@@ -18,8 +18,22 @@ interface Authenticated {
   rateKey: string;
 }
 
+/**
+ * `Authorization: Bearer` with nothing after it: what a shell sends for "Bearer $JWT" when the
+ * variable is empty. Said as such, not as an invalid token.
+ */
+export const isEmptyBearer = (authorization: string): boolean => /^\s*Bearer\s*$/i.test(authorization);
+
+export const emptyBearer = (): ApiError =>
+  catalogue.noCredential(
+    'The Authorization header says "Bearer" with no token after it',
+    'Is the shell variable that should hold the token empty? Send "Authorization: Bearer <token>"',
+    { 'WWW-Authenticate': 'Bearer realm="tally"' },
+  );
+
 export function bearerToken(authorization: string | undefined): string | undefined {
   if (authorization === undefined) return undefined;
+  if (isEmptyBearer(authorization)) throw emptyBearer();
   const m = /^Bearer[ ]+([^\s]+)\s*$/i.exec(authorization);
   if (!m) throw catalogue.invalidCredential('The Authorization header must be "Bearer <token>"', null, {});
   return m[1];

@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { authenticateWorkspaceRequest, oneWorkspaceToken, roleForScope } from './workspace-token.js';
+import { emptyBearer, isEmptyBearer } from './bearer.js';
 import { group } from '../engine/invariant.js';
 
 // The token exchange: a workspace token in, a one-hour access
@@ -24,7 +25,7 @@ const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
 function presentedToken(req: Request): string | undefined {
   const candidates: string[] = [];
   const authorization = req.headers.authorization;
-  if (authorization !== undefined) {
+  if (authorization !== undefined && !isEmptyBearer(authorization)) {
     const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
     candidates.push(m ? group(m, 1) : authorization);
   }
@@ -46,7 +47,10 @@ function presentedToken(req: Request): string | undefined {
       candidates.push(token.trim());
     }
   }
-  return oneWorkspaceToken(candidates);
+  // No value at all after an empty bearer: said as such rather than as a missing token.
+  const presented = oneWorkspaceToken(candidates);
+  if (presented === undefined && authorization !== undefined && isEmptyBearer(authorization)) throw emptyBearer();
+  return presented;
 }
 
 export function exchangeRouter(ctx: AppContext): Router {
@@ -75,6 +79,10 @@ export function exchangeRouter(ctx: AppContext): Router {
     } catch (err) {
       next(err);
     }
+  });
+  // Any other method: the exchange is a POST (a GET was once answered as a failed sign-in).
+  router.all(EXCHANGE_PATHS, (req, _res, next) => {
+    next(catalogue.unsupportedMethod(req.method, ['POST'], 'POST a workspace token here to get an access token'));
   });
   return router;
 }

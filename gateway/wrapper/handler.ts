@@ -155,6 +155,44 @@ export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache, trus
   return router;
 }
 
+const EXCHANGE_HINT = 'POST a workspace token to /api/v1/token to get an access token';
+
+/** Names a client may guess for a resource, and the resource they mean. */
+const ALIASES: Record<string, string> = {
+  expenses: 'personal_transactions',
+  expense: 'personal_transactions',
+  transactions: 'fund_transactions',
+  fund: 'funds',
+  contact: 'contacts',
+  members: 'contacts',
+  methods: 'payment_methods',
+};
+
+/**
+ * The answer to a request no route takes: 405 with the methods the path has (and, for a change
+ * of a whole collection, that it takes a record's id), or 404 naming the resources there are.
+ */
+function notRouted<H>(routes: Route<H>[], method: string, segments: string[]): ApiError {
+  const allowed = [...new Set(routes.filter((r) => findRoute([r], r.method, segments)).map((r) => r.method))];
+  if (allowed.length > 0) {
+    if (allowed.includes('GET')) allowed.push('HEAD');
+    const collection = segments.length === 1;
+    const oneRecord = routes.some(
+      (r) => r.method === method && r.segments.length === 2 && r.segments[0] === segments[0],
+    );
+    const hint =
+      collection && oneRecord
+        ? `${method} changes one record: ${BASE}/${segments[0]}/{id} (the ids are in GET ${BASE}/${segments[0]}?select=id)`
+        : `${BASE}/${segments.join('/')} answers ${allowed.join(', ')}`;
+    return catalogue.unsupportedMethod(method, allowed, hint);
+  }
+  const names = [...new Set(routes.map((r) => r.segments[0]!))];
+  const meant = ALIASES[(segments[0] ?? '').toLowerCase()];
+  return catalogue.invalidPath(
+    `${meant ? `Did you mean ${BASE}/${meant}? ` : ''}The resources under ${BASE}: ${names.join(', ')} (described in ${BASE}/openapi.json)`,
+  );
+}
+
 /** Answers every request under /api/v1; `express` is the rest of the server, for forExpress's. */
 export function wrapperHandler(
   ctx: AppContext,
@@ -175,11 +213,19 @@ export function wrapperHandler(
   /**
    * A JSON body checked against a request schema, and its text as sent: the gateway writes that
    * text, so a number reaches Postgres exactly as the client wrote it (validation sees its
-   * double). None, or one that is not JSON, is the 400 that names the body missing.
+   * double). Without a Content-Type the body is read as JSON, as PostgREST reads it; another
+   * type is a 415 that says how to send JSON (`curl -d` alone sends form data), where it was
+   * once taken for a missing body. None, or one that is not JSON, is the 400 that names it.
    */
   const jsonBody = async (c: Call, schema: RequestSchemaName): Promise<string> => {
     const type = header(c.req, 'content-type');
-    const raw = type !== undefined && isJson(type) ? await readBody(c.req, c.res) : undefined;
+    if (type !== undefined && !isJson(type)) {
+      throw catalogue.unsupportedContentType(
+        type,
+        'Send the body as JSON with "Content-Type: application/json" (curl: -H "Content-Type: application/json")',
+      );
+    }
+    const raw = await readBody(c.req, c.res);
     const value = raw === undefined || raw === '' ? undefined : parseJson(raw);
     validateBody(schemasFor(await lookups.get()), schema, value);
     return raw!;
@@ -341,9 +387,14 @@ export function wrapperHandler(
         await limitRequest(ctx, res, undefined, address);
         return open.handler(req, res);
       }
+      // The exchange answers POST only, with a workspace token: any other method there is told
+      // so before it is taken for a request that needs an access token.
+      if (segments.length === 1 && segments[0]!.toLowerCase() === 'token') {
+        throw catalogue.unsupportedMethod(method, ['POST'], EXCHANGE_HINT);
+      }
       caller.auth = await authenticateRequest(ctx, req, res, address, () => requireJwt(req));
       const found = findRoute(routes, method, segments);
-      if (!found) throw catalogue.invalidPath();
+      if (!found) throw notRouted(routes, method, segments);
       await found.handler({ req, res, params: found.params, auth: caller.auth });
     });
   };

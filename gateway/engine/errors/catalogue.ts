@@ -237,10 +237,10 @@ export const catalogue = {
   unsupportedContentType: entry(
     'PGRST107',
     415,
-    'the Content-Type of a write is not JSON, form data or CSV',
-    (type: string) => ({
+    'the Content-Type of a write is not one the path reads (JSON, form data or CSV on /rest/v1; JSON on /api/v1)',
+    (type: string, hint: string = 'Send application/json, application/x-www-form-urlencoded or text/csv') => ({
       message: `Content-Type not acceptable: ${type}`,
-      hint: 'Send application/json, application/x-www-form-urlencoded or text/csv',
+      hint,
     }),
   ),
   notEmbedded: entry(
@@ -270,9 +270,16 @@ export const catalogue = {
       details: `The result contains ${rows} rows`,
     }),
   ),
-  unsupportedMethod: entry('PGRST117', 405, 'the HTTP method is not one /rest/v1 serves', (method: string) => ({
-    message: `Unsupported HTTP method: ${method}`,
-  })),
+  unsupportedMethod: entry(
+    'PGRST117',
+    405,
+    'the HTTP method is not one the path serves (with the methods it serves in Allow)',
+    (method: string, allow?: string[], hint?: string) => ({
+      message: `Unsupported HTTP method: ${method}`,
+      hint,
+      headers: allow ? { Allow: allow.join(', ') } : undefined,
+    }),
+  ),
   relatedOrder: entry(
     'PGRST118',
     400,
@@ -313,8 +320,9 @@ export const catalogue = {
       details: `The query affects ${affected} rows`,
     }),
   ),
-  invalidPath: entry('PGRST125', 404, 'no surface serves the path', () => ({
+  invalidPath: entry('PGRST125', 404, 'no surface serves the path', (hint?: string) => ({
     message: 'Invalid path specified in request URL',
+    hint,
   })),
 
   // ---- the schema cache (PGRST2xx) ----
