@@ -94,7 +94,7 @@ describe('mistakes that explain themselves, and the landing page', () => {
       .set({ Authorization: `Bearer ${jwtA}`, 'Content-Type': 'application/json' })
       .send('{"status":"Completed"}');
     expect(patch.status).toBe(405);
-    expect(patch.headers['allow']).toBe('GET, POST, HEAD');
+    expect(patch.headers['allow']).toBe('GET, HEAD, POST');
     expect(patch.body).toMatchObject({
       code: 'PGRST117',
       message: 'Unsupported HTTP method: PATCH',

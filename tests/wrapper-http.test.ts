@@ -82,22 +82,22 @@ describe('the /api/v1 handler, beside the Express surfaces', () => {
     expect(one.status).toBe(200);
   });
 
-  it('asks for a JWT before anything else under /api/v1, and then answers a method or path it does not serve with 404', async () => {
+  it('asks for a JWT before anything else under /api/v1, then answers a method a path does not take with 405, a path it does not serve with 404', async () => {
     const anonymous = await request(t.app).put('/api/v1/nothing/here');
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers['www-authenticate']).toMatch(/^Bearer/);
-    for (const [method, path] of [
-      ['put', '/api/v1/personal_transactions'],
-      ['delete', `/api/v1/funds/${a.fundId}`],
-      ['post', '/api/v1/categories'],
-      ['get', '/api/v1'],
-      ['get', '/api/v1/token'],
-      ['post', '/api/v1/openapi.json'],
+    for (const [method, path, status, allow] of [
+      ['put', '/api/v1/personal_transactions', 405, 'GET, HEAD, POST'],
+      ['delete', `/api/v1/funds/${a.fundId}`, 405, 'GET, HEAD, PATCH'],
+      ['post', '/api/v1/categories', 405, 'GET, HEAD'],
+      ['get', '/api/v1/token', 405, 'POST'],
+      ['get', '/api/v1', 404, undefined],
+      ['post', '/api/v1/openapi.json', 404, undefined],
     ] as const) {
       const res = await request(t.app)[method](path).set(user());
-      expect([method, path, res.status]).toEqual([method, path, 404]);
+      expect([method, path, res.status, res.headers['allow']]).toEqual([method, path, status, allow]);
       inErrorShape(res.body);
-      expect(res.body.code).toBe('PGRST125');
+      expect(res.body.code).toBe(status === 405 ? 'PGRST117' : 'PGRST125');
     }
     const funds = await db.admin`SELECT 1 FROM public.funds WHERE id = ${a.fundId}`;
     expect(funds).toHaveLength(1);

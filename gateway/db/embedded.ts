@@ -148,7 +148,7 @@ export async function startEmbedded(options: {
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
     onLog: (line) => {
       const text = String(line).trimEnd();
-      said.push(...text.split('\n').filter((l) => /\b(FATAL|PANIC|ERROR):|could not/.test(l)));
+      said.push(...text.split('\n').filter((l) => /\b(FATAL|PANIC|ERROR):|could not|invalid value/.test(l)));
       options.log?.(text);
     },
     onError: (err) => errors.push(String(err instanceof Error ? err.message : err).trimEnd()),

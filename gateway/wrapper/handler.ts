@@ -155,6 +155,8 @@ export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache, trus
   return router;
 }
 
+const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
 const EXCHANGE_HINT = 'POST a workspace token to /api/v1/token to get an access token';
 
 /** Names a client may guess for a resource, and the resource they mean. */
@@ -173,9 +175,10 @@ const ALIASES: Record<string, string> = {
  * of a whole collection, that it takes a record's id), or 404 naming the resources there are.
  */
 function notRouted<H>(routes: Route<H>[], method: string, segments: string[]): ApiError {
-  const allowed = [...new Set(routes.filter((r) => findRoute([r], r.method, segments)).map((r) => r.method))];
+  const served = new Set(routes.filter((r) => findRoute([r], r.method, segments)).map((r) => r.method));
+  if (served.has('GET')) served.add('HEAD');
+  const allowed = METHOD_ORDER.filter((m) => served.has(m));
   if (allowed.length > 0) {
-    if (allowed.includes('GET')) allowed.push('HEAD');
     const collection = segments.length === 1;
     const oneRecord = routes.some(
       (r) => r.method === method && r.segments.length === 2 && r.segments[0] === segments[0],
