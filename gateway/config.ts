@@ -69,6 +69,30 @@ function list(raw: string | undefined): string[] {
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
 /**
+ * A postgres:// URL of the environment, its password percent-encoded where it holds characters
+ * a URL reserves. docker compose (and a shell) put a password into a URL as it is, and a
+ * base64 one (`openssl rand -base64`: / + =) then made the URL invalid or cut it at the `/`.
+ * The password is what lies between the user's `:` and the last `@`; a `%` that starts an
+ * escape is kept, so an encoded password stays as it is.
+ */
+function postgresUrl(env: Env, name: string): string | undefined {
+  const raw = env[name] || undefined;
+  if (raw === undefined) return undefined;
+  if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError(`${name} must be a postgres:// or postgresql:// URL`);
+  const m = /^(postgres(?:ql)?:\/\/[^:@/?#]*:)(.*)(@[^@]*)$/s.exec(raw);
+  if (!m) return raw;
+  const [, head = '', password = '', tail = ''] = m;
+  const encoded = password.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=%]/g, (c) => encodeURIComponent(c));
+  const url = head + encoded + tail;
+  try {
+    new URL(url);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL (host, port or database)`);
+  }
+  return url;
+}
+
+/**
  * Requests per minute and token by default: 60 where Tally runs against a database of its own
  * (DATABASE_URL, a deployment); ten times that on a laptop's embedded database, where one
  * person follows the README (about a hundred requests in a few minutes, the MCP Inspector's
@@ -111,13 +135,8 @@ export function loadConfig(env: Env = process.env): Config {
   ] as const) {
     if (value !== undefined && value.length < 32) throw new ConfigError(`${name} must be at least 32 characters long`);
   }
-  const databaseUrl = env.DATABASE_URL || undefined;
-  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// URL');
-  }
-  const dbUri = env.TALLY_DB_URI || undefined;
-  if (dbUri && !/^postgres(ql)?:\/\//.test(dbUri))
-    throw new ConfigError('TALLY_DB_URI must be a postgres:// or postgresql:// URL');
+  const databaseUrl = postgresUrl(env, 'DATABASE_URL');
+  const dbUri = postgresUrl(env, 'TALLY_DB_URI');
   const workMem = (env.TALLY_DB_WORK_MEM ?? '4MB').trim();
   if (!/^\d{1,7}(kB|MB|GB)$/.test(workMem))
     throw new ConfigError(`TALLY_DB_WORK_MEM must be a size such as 4MB or 512kB, got "${workMem}"`);
