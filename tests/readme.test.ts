@@ -143,6 +143,32 @@ describe('README examples', () => {
     expect(blocks.some((b) => b.code.includes('npm start'))).toBe(false); // marked: the test starts the service itself
   });
 
+  it('prints a demo sign-in for the settings page that signs in, and the page says how to connect', async () => {
+    const [, email = '', password = ''] = /demo sign-in: (\S+), password (\S+)\)/.exec(server.output) ?? [];
+    expect(email).toBe('demo@example.com');
+    const base = `http://127.0.0.1:${port}`;
+    const cookies = (res: Response): string[] => res.headers.getSetCookie().map((c) => c.split(';')[0]!);
+    const login = await fetch(`${base}/settings/login`);
+    const pre = cookies(login);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await login.text())?.[1] ?? '';
+    const signedIn = await fetch(`${base}/settings/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie: pre.join('; '), 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ csrf, email, password }),
+    });
+    expect([302, 303]).toContain(signedIn.status);
+    const page = await fetch(`${base}/settings/api`, {
+      headers: { cookie: [...pre, ...cookies(signedIn)].join('; ') },
+    });
+    const text = await page.text();
+    expect(page.status).toBe(200);
+    expect(text).toContain('Demo');
+    expect(text).toContain(`${base}/mcp?token=`);
+    expect(text).toContain('<a href="/api/v1/docs/">');
+    expect(text).toContain('tally key create');
+  });
+
   it('runs every shell and JavaScript example in order, with the outputs the README shows', async () => {
     expect(server.output).toMatch(
       /^ {2}Rate limit {7}600 requests a minute per token \(the embedded database's default;/m,

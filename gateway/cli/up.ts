@@ -36,6 +36,28 @@ interface DemoCredentials {
   workspace_id: string;
   token: string;
   key: string;
+  /** The settings page's demo owner (embedded mode only: a laptop's own database). */
+  member?: { email: string; password: string };
+}
+
+const DEMO_EMAIL = 'demo@example.com';
+
+/**
+ * The settings page's demo sign-in on the embedded database of `tally up`: an owner of the demo
+ * workspace with a generated password, printed in the banner (the first visit to /settings was
+ * a sign-in nobody could pass before "tally member add"). Never made against DATABASE_URL, and
+ * never over a member of that email someone else made.
+ */
+async function demoMember(config: Config, sql: Sql, demo: DemoCredentials): Promise<DemoCredentials> {
+  const [known] = await sql`SELECT 1 FROM public.user_credentials WHERE lower(email) = ${DEMO_EMAIL}`;
+  if (known) return demo;
+  const { addMember } = await import('../admin/members.js');
+  const { newPassword } = await import('../admin/passwords.js');
+  const member = { email: DEMO_EMAIL, password: newPassword() };
+  await addMember(sql, demo.workspace_id, member.email, 'owner', member.password, 'tally up');
+  const withMember = { ...demo, member };
+  await saveDemo(config, withMember);
+  return withMember;
 }
 
 const demoFile = (config: Config): string => join(config.home, 'demo.json');
@@ -187,6 +209,7 @@ async function start(config: Config, options: { prepare: boolean }, opened: (db:
     const admin = adminClient(db.url);
     try {
       demo = await demoCredentials(config, admin);
+      if (demo && db.embedded) demo = await demoMember(config, admin, demo);
     } finally {
       await admin.end();
     }
@@ -237,7 +260,9 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
       `  REST wrapper     ${base}/api/v1`,
       `  Direct tables    ${base}/rest/v1`,
       `  Token exchange   ${base}/functions/v1/api-token`,
-      `  Settings         ${base}/settings (members added with "tally member add")`,
+      demo?.member
+        ? `  Settings         ${base}/settings (demo sign-in: ${demo.member.email}, password ${demo.member.password})`
+        : `  Settings         ${base}/settings (members added with "tally member add")`,
       `  MCP              ${base}/mcp${demo ? `?token=${demo.token}` : '?token=<workspace token>'}`,
     );
   } else {

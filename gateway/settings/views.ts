@@ -125,6 +125,7 @@ function createdPanel(created: NonNullable<ApiView['created']>, origin: string):
     <input id="new-token" class="mono" type="text" readonly value="${created.token}">
     <button type="button" class="copy" data-copy="new-token" hidden>Copy token</button>
   </div>
+  <p>MCP clients take it in the server URL: <code class="mono">${origin}/mcp?token=${created.token}</code></p>
   <p>Exchange it for a one-hour access token:</p>
   <div class="copy-row">
     <pre class="mono" id="curl-line">${curl}</pre>
@@ -203,6 +204,21 @@ function tokensSection(ws: MemberWorkspace, tokens: TokenRow[]): Html {
 </section>`;
 }
 
+/** Where a client connects with a token of this page: the API reference, MCP, the apikey. */
+function connectSection(origin: string): Html {
+  return html`<section aria-labelledby="connect-title">
+  <h2 id="connect-title">Connect</h2>
+  <dl>
+    <dt>API reference</dt>
+    <dd><a href="/api/v1/docs/">/api/v1/docs/</a> (OpenAPI: <a href="/api/v1/openapi.json">/api/v1/openapi.json</a>)</dd>
+    <dt>MCP server URL</dt>
+    <dd><code class="mono">${origin}/mcp?token=</code> followed by a token; leave Client ID and Client Secret empty</dd>
+    <dt>Publishable key</dt>
+    <dd>the <code>apikey</code> header of <code>/rest/v1</code>: an operator makes one with <code>tally key create</code> (<code>npm start</code> prints the demo's)</dd>
+  </dl>
+</section>`;
+}
+
 export function apiPage(view: ApiView): Html {
   const { session, current } = view;
   return layout({
@@ -216,7 +232,8 @@ ${view.error ? html`<p class="error" role="alert">${view.error}</p>` : ''}
 ${view.created ? createdPanel(view.created, view.origin) : ''}
 ${switchSection(current, session)}
 ${createSection(current, session)}
-${tokensSection(current, view.tokens)}`,
+${tokensSection(current, view.tokens)}
+${connectSection(view.origin)}`,
   });
 }
 
