@@ -11,6 +11,9 @@ const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}
 const content = (schema: JsonSchema) => ({ 'application/json': { schema } });
 const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
 
+/** Query parameters of a list that are not filters. */
+const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'or', 'and', 'on_conflict', 'columns']);
+
 /** The refusals every authenticated operation can meet. */
 const COMMON_ERRORS = { 401: response('Unauthorized'), 403: response('Forbidden'), 429: response('TooManyRequests') };
 
@@ -22,7 +25,13 @@ const idParameter = (noun: string) => ({
   schema: { type: 'string', format: 'uuid' },
 });
 
-function listParameters(resource: Resource): unknown[] {
+/**
+ * The query parameters of a list: the wrapper's defaults, the documented filters, and one
+ * optional filter per other column of the record. A free-form `filters` object (style form,
+ * explode) stood here: Swagger UI's "Try it out" sent additionalProp1=string and openapi-fetch
+ * filters[method_id]=…, both 400s; named parameters are what tools send as they are.
+ */
+function listParameters(resource: Resource, schemas: WrapperSchemas): unknown[] {
   const d = resource.listDefaults;
   const q = (name: string, description: string, schema: JsonSchema) => ({
     name,
@@ -48,17 +57,22 @@ function listParameters(resource: Resource): unknown[] {
     ),
     q('offset', 'How many records to skip', { type: 'integer', minimum: 0 }),
     ...resource.filters.map((f) => ({ ...q(f.name, f.description, { type: 'string' }), example: f.example })),
-    {
-      name: 'filters',
-      in: 'query',
-      required: false,
-      style: 'form',
-      explode: true,
-      description:
-        'Any other column filter in PostgREST syntax, column=operator.value (eq, neq, gt, gte, lt, lte, like, ilike, in, is, …), ' +
-        'forwarded as it is; or=(…) and and=(…) combine them',
-      schema: { type: 'object', additionalProperties: { type: 'string' } },
-    },
+    ...Object.keys(
+      (schemas as unknown as Record<string, { properties?: Record<string, unknown> }>)[resource.record]?.properties ??
+        {},
+    )
+      .filter((column) => !resource.filters.some((f) => f.name === column) && !RESERVED.has(column))
+      .map((column) =>
+        q(
+          column,
+          `Filter on ${column}, PostgREST syntax operator.value (eq, neq, gt, gte, lt, lte, like, ilike, in.(…), is.null, …)`,
+          { type: 'string' },
+        ),
+      ),
+    q('or', 'Filters of which any may hold, PostgREST syntax: (amount.gt.100,category_id.eq.travel)', {
+      type: 'string',
+    }),
+    q('and', 'Filters that must all hold, PostgREST syntax: (amount.gt.10,amount.lt.100)', { type: 'string' }),
     {
       name: 'Prefer',
       in: 'header',
@@ -79,7 +93,7 @@ const CONTENT_RANGE = {
 /** "a fund", "an expense". */
 const article = (noun: string): string => `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
 
-function resourcePaths(resource: Resource): Record<string, unknown> {
+function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<string, unknown> {
   const tag = resource.path;
   const noun = resource.noun;
   const collection: Record<string, unknown> = {
@@ -89,7 +103,7 @@ function resourcePaths(resource: Resource): Record<string, unknown> {
       summary: resource.listSummary,
       description:
         'Results are those of the same query on /rest/v1: the defaults apply to the parameters the client does not send.',
-      parameters: listParameters(resource),
+      parameters: listParameters(resource, schemas),
       responses: {
         200: {
           description: `The ${noun} records`,
@@ -212,7 +226,7 @@ export function openApiDocument(
       },
     },
   };
-  for (const resource of RESOURCES) Object.assign(paths, resourcePaths(resource));
+  for (const resource of RESOURCES) Object.assign(paths, resourcePaths(resource, schemas));
   paths['/categories'] = {
     get: {
       operationId: 'list_categories',

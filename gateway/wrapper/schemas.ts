@@ -137,10 +137,15 @@ function requestSchemas(lookups: Lookups): Record<RequestSchemaName, JsonSchema>
   };
 }
 
+/**
+ * A record as the wrapper answers it: every column is in the answer (null where it is empty), so
+ * every property is required, and generated client types do not make each one optional.
+ */
 const record = (properties: Record<string, JsonSchema>, description: string): JsonSchema => ({
   type: 'object',
   description,
   properties,
+  required: Object.keys(properties),
 });
 
 /** The records the wrapper answers with. */
