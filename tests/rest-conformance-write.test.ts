@@ -1,6 +1,5 @@
-import request from 'supertest';
 import { setUpBlog, tearDown, type BlogSuite } from './harness/suite.js';
-import { TEST_API_KEY } from './harness/rest.js';
+import { caseRunner, JSON_TYPE, type Case } from './harness/cases.js';
 
 // The write path as PostgREST answers it: the behaviours of PostgREST's own insert, update,
 // delete, upsert and RPC cases, ported onto a fixture of ours (tests/fixtures/conformance-write.sql)
@@ -10,80 +9,9 @@ import { TEST_API_KEY } from './harness/rest.js';
 // Tally's deliberate differences are cases too, with the answer Tally gives: an unfiltered
 // PATCH or DELETE is refused (README: "Differences from PostgREST").
 
-type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD';
-
-interface Case {
-  name: string;
-  method: Method;
-  path: string;
-  prefer?: string;
-  headers?: Record<string, string>;
-  /** A value is sent as JSON; a string is sent as it is (with the headers' Content-Type). */
-  body?: unknown;
-  status: number;
-  /** The JSON body expected, or the text body (a string) for CSV. */
-  json?: unknown;
-  text?: string;
-  /** Headers expected; null: the header must be absent. */
-  out?: Record<string, string | null>;
-  /** Afterwards, a GET of `path` answers `json`. */
-  then?: { path: string; json: unknown };
-}
-
 let s: BlogSuite;
+const { check } = caseRunner(() => s);
 
-async function send(c: {
-  method: Method;
-  path: string;
-  prefer?: string;
-  headers?: Record<string, string>;
-  body?: unknown;
-}) {
-  const agent = request(s.t.app);
-  const method = c.method === 'HEAD' ? 'head' : (c.method.toLowerCase() as 'get');
-  const r = agent[method](`/rest/v1/${c.path}`).set({
-    apikey: TEST_API_KEY,
-    ...(c.prefer ? { Prefer: c.prefer } : {}),
-    ...c.headers,
-  });
-  if (c.body === undefined) return r;
-  if (typeof c.body === 'string')
-    return r.set('Content-Type', c.headers?.['Content-Type'] ?? 'application/json').send(c.body);
-  return r.send(c.body as object);
-}
-
-async function check(c: Case) {
-  const res = await send(c);
-  const got: Record<string, unknown> = { status: res.status };
-  const want: Record<string, unknown> = { status: c.status };
-  if (c.json !== undefined) {
-    got.body = res.text === '' ? '' : JSON.parse(res.text);
-    want.body = c.json;
-    // Tally adds a hint where PostgREST has none (README: "Differences from PostgREST").
-    if (isError(c.json) && c.json.hint === null && isError(got.body)) want.body = { ...c.json, hint: got.body.hint };
-  }
-  if (c.text !== undefined) {
-    got.text = res.text;
-    want.text = c.text;
-  }
-  for (const [k, v] of Object.entries(c.out ?? {})) {
-    got[k] = res.headers[k.toLowerCase()] ?? null;
-    want[k] = v;
-  }
-  if (c.status === 204 || (c.json === undefined && c.text === undefined && c.status < 300)) {
-    got.empty = !res.text; // supertest leaves the text of a HEAD undefined
-    want.empty = true;
-  }
-  expect(got).toEqual(want);
-  if (c.then) {
-    const after = await send({ method: 'GET', path: c.then.path });
-    expect(after.body).toEqual(c.then.json);
-  }
-}
-
-const isError = (v: unknown): v is { hint: unknown } => typeof v === 'object' && v !== null && 'hint' in v;
-
-const JSON_TYPE = 'application/json; charset=utf-8';
 const CSV = { 'Content-Type': 'text/csv', Accept: 'text/csv' };
 const PGRST102 = (message: string) => ({ code: 'PGRST102', message, details: null, hint: null });
 const PGRST105 = {
