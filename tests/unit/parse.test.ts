@@ -513,10 +513,10 @@ describe('logic trees', () => {
       code: 'PGRST100',
       details: 'unexpected "idonly"',
     });
-    expect(failure(() => parseLogic('or', false, '(id.eq.1))'))).toMatchObject({
-      code: 'PGRST100',
-      message: '"failed to parse logic tree (id.eq.1))"',
-    });
+    // Closes past the tree are ignored, as PostgREST does; anything else after it is not.
+    expect(parseLogic('or', false, '(id.eq.1))')).toEqual(parseLogic('or', false, '(id.eq.1)'));
+    expect(failure(() => parseLogic('or', false, '(id.eq.1))x'))).toMatchObject({ code: 'PGRST100' });
+    expect(failure(() => parseLogic('or', false, '(id.eq.1),id.eq.2'))).toMatchObject({ code: 'PGRST100' });
     expect(failure(() => parseLogic('or', false, '(id.zz.1)'))).toMatchObject({
       code: 'PGRST100',
       details: 'unknown operator at position 0',

@@ -13,6 +13,7 @@ import {
   type SchemaCache,
 } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
+import { defined } from '../invariant.js';
 
 export class AliasCounter {
   private n = 0;
@@ -170,7 +171,11 @@ export function readPlan(input: ReadPlanInput): ReadNode {
   root.limit = input.range.limit;
   for (const path of input.nodes.keys()) {
     if (!used.has(path)) {
-      throw catalogue.notEmbedded(path, `Verify that '${path}' is included in the 'select' query parameter.`);
+      // PostgREST names the first resource of the path that is not embedded where it is written.
+      const segments = path.split('.');
+      const at = segments.findIndex((_, i) => !used.has(segments.slice(0, i + 1).join('.')));
+      const name = defined(segments[at], 'a segment of the path');
+      throw catalogue.notEmbedded(name, `Verify that '${name}' is included in the 'select' query parameter.`);
     }
   }
   return root;

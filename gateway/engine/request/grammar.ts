@@ -318,7 +318,8 @@ function listItems(raw: string, whole: string, open: string, close: string): str
     );
   }
   const inner = t.slice(1, -1);
-  if (inner === '') return [];
+  // An empty list, blanks included (`in.(   )`), matches nothing.
+  if (inner.trim() === '') return [];
   return splitTopLevel(inner, 'filter list').map((s) => unquote(s.trim()));
 }
 
@@ -332,11 +333,30 @@ export function parseField(raw: string, what: string): FieldRef {
 
 /** `(a.eq.1,or(b.gt.2,c.is.null))`: the value of an or=/and= parameter. */
 export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Condition {
-  const t = raw.trim();
+  const t = withoutExtraCloses(raw.trim());
   if (!t.startsWith('(') || !t.endsWith(')')) {
     throw catalogue.parse(`logic tree (${raw})`, 'expecting "(" … ")"', `Write it as ${op}=(column.operator.value,…)`);
   }
   return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw) };
+}
+
+/**
+ * A tree closed more often than it was opened (`(a.eq.1,b.neq.2))`) reads as PostgREST reads
+ * it: the closes past the last opening are ignored. Anything else after the tree stays an error.
+ */
+function withoutExtraCloses(t: string): string {
+  let depth = 0;
+  let quoted = false;
+  for (let i = 0; i < t.length; i++) {
+    const ch = t[i];
+    if (quoted) {
+      if (ch === '\\') i++;
+      else if (ch === '"') quoted = false;
+    } else if (ch === '"') quoted = true;
+    else if (ch === '(') depth++;
+    else if (ch === ')' && --depth === 0 && /^\)+$/.test(t.slice(i + 1))) return t.slice(0, i + 1);
+  }
+  return t;
 }
 
 function logicChildren(inner: string, whole: string): Condition[] {
@@ -349,7 +369,8 @@ function logicChildren(inner: string, whole: string): Condition[] {
   }
   return splitTopLevel(inner, 'logic tree').map((part) => {
     const p = part.trim();
-    const m = /^(not\.)?(and|or)\(([\s\S]*)\)$/.exec(p);
+    // Whitespace may stand between a nested tree's operator and its parenthesis: `and ( … )`.
+    const m = /^(not\.)?(and|or)\s*\(([\s\S]*)\)$/.exec(p);
     if (m)
       return {
         kind: 'logic',

@@ -1,0 +1,255 @@
+import { setUpBlog, tearDown, type BlogSuite } from './harness/suite.js';
+import { caseRunner, type Case } from './harness/cases.js';
+
+// The read path as PostgREST answers it: the behaviours of PostgREST's own read cases (logic
+// trees, lists, operators, filters on embedded resources), ported onto a fixture of ours
+// (tests/fixtures/conformance-read.sql) and written as a table: each case is a request and what
+// PostgREST answers to it.
+
+let s: BlogSuite;
+const { check } = caseRunner(() => s);
+
+/** A GET answered 200 with `json`. */
+const get = (name: string, path: string, json: unknown): Case => ({ name, method: 'GET', path, status: 200, json });
+/** `[{id: 1}, {id: 2}]` */
+const ids = (...n: number[]) => n.map((id) => ({ id }));
+const names = (...n: string[]) => n.map((name) => ({ name }));
+const notEmbedded = (resource: string) => ({
+  code: 'PGRST108',
+  message: `'${resource}' is not an embedded resource in this request`,
+  details: null,
+  hint: `Verify that '${resource}' is included in the 'select' query parameter.`,
+});
+
+const AREAS: Record<string, Case[]> = {
+  'logic trees': [
+    get('or', 'entities?or=(id.eq.1,id.eq.2)&select=id', ids(1, 2)),
+    get('negated or', 'entities?not.or=(id.eq.1,id.eq.2)&select=id', ids(3, 4)),
+    get('or with a plain filter', 'entities?or=(id.eq.1,id.eq.2)&name=eq.entity 1&select=id', ids(1)),
+    get(
+      'or on the second level',
+      'entities?child_entities.or=(id.eq.1,name.eq.child entity 2)&select=id,child_entities(id)',
+      [
+        { id: 1, child_entities: ids(1, 2) },
+        { id: 2, child_entities: [] },
+        { id: 3, child_entities: [] },
+        { id: 4, child_entities: [] },
+      ],
+    ),
+    get(
+      'or on the third level',
+      'entities?child_entities.grandchild_entities.or=(id.eq.1,id.eq.2)&select=id,child_entities(id,grandchild_entities(id))',
+      [
+        {
+          id: 1,
+          child_entities: [
+            { id: 1, grandchild_entities: ids(1, 2) },
+            { id: 2, grandchild_entities: [] },
+            { id: 4, grandchild_entities: [] },
+            { id: 5, grandchild_entities: [] },
+          ],
+        },
+        {
+          id: 2,
+          child_entities: [
+            { id: 3, grandchild_entities: [] },
+            { id: 6, grandchild_entities: [] },
+          ],
+        },
+        { id: 3, child_entities: [] },
+        { id: 4, child_entities: [] },
+      ],
+    ),
+    get(
+      'and nested in or',
+      'entities?or=(and(name.eq.entity 2,id.eq.2),and(name.eq.entity 1,id.eq.1))&select=id',
+      ids(1, 2),
+    ),
+    get(
+      'negated and nested in or',
+      'entities?or=(not.and(name.eq.entity 2,id.eq.2),not.and(name.eq.entity 1,id.eq.1))&select=id',
+      ids(1, 2, 3, 4),
+    ),
+    get('and and or side by side', 'entities?and=(id.eq.1,name.eq.entity 1)&or=(id.eq.1,id.eq.2)&select=id', ids(1)),
+    get('eq and neq', 'entities?and=(id.eq.1,id.neq.2))&select=id', ids(1)),
+    get('lt and gt', 'entities?or=(id.lt.2,id.gt.3)&select=id', ids(1, 4)),
+    get('lte and gte', 'entities?or=(id.lte.2,id.gte.3)&select=id', ids(1, 2, 3, 4)),
+    get('like and ilike', 'entities?or=(name.like.*1,name.ilike.*ENTITY 2)&select=id', ids(1, 2)),
+    get('in', 'entities?or=(id.in.(1,2),id.in.(3,4))&select=id', ids(1, 2, 3, 4)),
+    get('is', 'entities?and=(name.is.null,arr.is.null)&select=id', ids(4)),
+    get('fts on tsvector', 'entities?or=(text_search_vector.fts.bar,text_search_vector.fts.baz)&select=id', ids(1, 2)),
+    get('isdistinct', 'entities?and=(id.gte.2,arr.isdistinct.{1,2})&select=id', ids(3, 4)),
+    get('cs and cd', 'entities?or=(arr.cs.{1,2,3},arr.cd.{1})&select=id', ids(1, 3)),
+    get(
+      'eq, cs, like negated',
+      'entities?and=(arr.not.cs.{1,2,3},and(id.not.eq.2,name.not.like.*3))&select=id',
+      ids(1),
+    ),
+    get(
+      'in, is, fts negated',
+      'entities?and=(id.not.in.(1,3),and(name.not.is.null,text_search_vector.not.fts.foo))&select=id',
+      ids(2),
+    ),
+    get('lt, gte, cd negated', 'entities?and=(arr.not.cd.{1},or(id.not.lt.1,id.not.gte.3))&select=id', ids(2, 3)),
+    get(
+      'gt, lte, ilike negated',
+      'entities?and=(name.not.ilike.*ITY2,or(id.not.gt.4,id.not.lte.1))&select=id',
+      ids(1, 2, 3),
+    ),
+    get('isdistinct negated', 'entities?and=(id.not.eq.2,arr.not.isdistinct.{1,2,3})&select=id', ids(3)),
+    get(
+      'eq with quoted values',
+      'grandchild_entities?or=(name.eq."(grandchild,entity,4)",name.eq."(grandchild,entity,5)")&select=id',
+      ids(4, 5),
+    ),
+    get(
+      'like and ilike with quoted values',
+      'grandchild_entities?or=(name.like."*ity,4*",name.ilike."*ITY,5)")&select=id',
+      ids(4, 5),
+    ),
+    get('in with quoted values', 'grandchild_entities?or=(id.in.("1","2"),id.in.("3","4"))&select=id', ids(1, 2, 3, 4)),
+    get(
+      'whitespace around nested trees and lists',
+      'entities?and=( and ( id.in.( 1, 2, 3 ) , id.eq.3 ) , or ( id.eq.2 , id.eq.3 ) )&select=id',
+      ids(3),
+    ),
+    get('one condition in or', 'entities?or=(id.eq.1)&select=id', ids(1)),
+    get('one condition in and', 'entities?and=(id.eq.1)&select=id', ids(1)),
+    get('three conditions', 'grandchild_entities?or=(id.eq.1, id.eq.2, id.eq.3)&select=id', ids(1, 2, 3)),
+    get('three in lists', 'grandchild_entities?and=(id.in.(1,2), id.in.(3,1), id.in.(1,4))&select=id', ids(1)),
+    get(
+      'four conditions, and inside or',
+      'grandchild_entities?or=( id.eq.1, id.eq.2, and(id.in.(1,3), id.in.(2,3)), id.eq.4 )&select=id',
+      ids(1, 2, 3, 4),
+    ),
+    get(
+      'four conditions, or inside and',
+      'grandchild_entities?and=( id.eq.1, not.or(id.eq.2, id.eq.3), id.in.(1,4), or(id.eq.1, id.eq.4) )&select=id',
+      ids(1),
+    ),
+    get('fts on jsonb', 'grandchild_entities?or=(jsonb_col.fts.bar,jsonb_col.fts.foo)&select=jsonb_col', [
+      { jsonb_col: { a: { b: 'foo' } } },
+      { jsonb_col: { b: 'bar' } },
+    ]),
+  ],
+  'range operators': [
+    get('eq', 'ranges?range=eq.[1,3]&select=id', ids(1)),
+    get('neq', 'ranges?range=neq.[1,3]&select=id', ids(2, 3, 4)),
+    get('lt', 'ranges?range=lt.[1,10]&select=id', ids(1)),
+    get('gt', 'ranges?range=gt.[8,11]&select=id', ids(4)),
+    get('lte', 'ranges?range=lte.[1,3]&select=id', ids(1)),
+    get('gte', 'ranges?range=gte.[2,3]&select=id', ids(2, 3, 4)),
+    get('cs', 'ranges?range=cs.[1,2]&select=id', ids(1)),
+    get('cd', 'ranges?range=cd.[1,6]&select=id', ids(1, 2)),
+    get('ov', 'ranges?range=ov.[0,4]&select=id', ids(1, 2)),
+    get('sl', 'ranges?range=sl.[9,10]&select=id', ids(1, 2)),
+    get('sr', 'ranges?range=sr.[3,4]&select=id', ids(3, 4)),
+    get('nxr', 'ranges?range=nxr.[4,7]&select=id', ids(1, 2)),
+    get('nxl', 'ranges?range=nxl.[4,7]&select=id', ids(3, 4)),
+    get('adj', 'ranges?range=adj.(3,10]&select=id', ids(1)),
+    get('isdistinct', 'ranges?range=isdistinct.[1,3]&select=id', ids(2, 3, 4, 5)),
+  ],
+  'array operators': [
+    get('eq', 'entities?arr=eq.{1,2,3}&select=id', ids(3)),
+    get('neq', 'entities?arr=neq.{1,2}&select=id', ids(1, 3)),
+    get('lt', 'entities?arr=lt.{2,3}&select=id', ids(1, 2, 3)),
+    get('lt, a smaller second element', 'entities?arr=lt.{2,0}&select=id', ids(1, 2, 3)),
+    get('gt', 'entities?arr=gt.{1,1}&select=id', ids(2, 3)),
+    get('gt, none', 'entities?arr=gt.{3}&select=id', []),
+    get('lte', 'entities?arr=lte.{2,1}&select=id', ids(1, 2, 3)),
+    get('lte, equal', 'entities?arr=lte.{1,2}&select=id', ids(1, 2)),
+    get('cs', 'entities?arr=cs.{1,2}&select=id', ids(2, 3)),
+    get('cd', 'entities?arr=cd.{1,2,6}&select=id', ids(1, 2)),
+    get('ov', 'entities?arr=ov.{2,3}&select=id', ids(2, 3)),
+    get('isdistinct', 'entities?arr=isdistinct.{1,2}&select=id', ids(1, 3, 4)),
+  ],
+  lists: [
+    get('in', 'items?id=in.(1,3,5)', ids(1, 3, 5)),
+    get('not in', 'items?id=not.in.(2,4,6,7,8,9,10,11,12,13,14,15)', ids(1, 3, 5)),
+    get('an empty list matches nothing', 'items?id=in.()', []),
+    get('a list of blanks is empty', 'items?id=in.(   )', []),
+    get('not in an empty list matches everything', 'items?id=not.in.()&limit=2', ids(1, 2)),
+    get('a quoted value holding a comma', 'w_or_wo_comma_names?name=in.("Hebdon, John")', names('Hebdon, John')),
+    get(
+      'quoted values holding commas',
+      'w_or_wo_comma_names?name=in.("Hebdon, John","Williams, Mary","Smith, Joseph")',
+      names('Hebdon, John', 'Williams, Mary', 'Smith, Joseph'),
+    ),
+    get(
+      'not in quoted values',
+      'w_or_wo_comma_names?name=not.in.("Hebdon, John","Williams, Mary","Smith, Joseph")&limit=2',
+      names('David White', 'Larry Thompson'),
+    ),
+    get(
+      'unquoted values with spaces',
+      'w_or_wo_comma_names?name=in.(David White,Larry Thompson)',
+      names('David White', 'Larry Thompson'),
+    ),
+    get(
+      'escaped double quotes in a quoted value',
+      'w_or_wo_comma_names?name=in.("Double\\"Quote\\"McGraw\\"")',
+      names('Double"Quote"McGraw"'),
+    ),
+    get('a value that is one escaped double quote', 'w_or_wo_comma_names?name=in.("\\"")', names('"')),
+    get('a quoted value holding parentheses', 'w_or_wo_comma_names?name=in.("Parens (a)")', names('Parens (a)')),
+  ],
+  'filters on embedded resources': [
+    get('a filter two levels down', 'clients?select=id,projects(id,tasks(id,name))&projects.tasks.name=like.Design*', [
+      {
+        id: 1,
+        projects: [
+          { id: 1, tasks: [{ id: 1, name: 'Design w7' }] },
+          { id: 2, tasks: [{ id: 3, name: 'Design w10' }] },
+        ],
+      },
+      {
+        id: 2,
+        projects: [
+          { id: 3, tasks: [{ id: 5, name: 'Design IOS' }] },
+          { id: 4, tasks: [{ id: 7, name: 'Design OSX' }] },
+        ],
+      },
+    ]),
+    {
+      name: 'a filter on a resource that is not embedded',
+      method: 'GET',
+      path: 'clients?select=*&non_existent_projects.name=like.*NonExistent*',
+      status: 400,
+      json: notEmbedded('non_existent_projects'),
+    },
+    {
+      name: 'a filter on a misspelt alias',
+      method: 'GET',
+      path: 'clients?select=*,amiga_projects:projects(*)&amiga_projectsss.name=ilike.*Amiga*',
+      status: 400,
+      json: notEmbedded('amiga_projectsss'),
+    },
+    {
+      name: 'a filter two levels down on a resource that is not embedded names that resource',
+      method: 'GET',
+      path: 'clients?select=id,projects(id,tasks(id,name))&projects.tasks2.name=like.Design*',
+      status: 400,
+      json: notEmbedded('tasks2'),
+    },
+    {
+      name: 'an order on a resource that is not embedded',
+      method: 'GET',
+      path: 'projects?select=id,clients(name)&order=clientsx(name).nullsfirst',
+      status: 400,
+      json: notEmbedded('clientsx'),
+    },
+  ],
+};
+
+describe('the read path as PostgREST answers it', () => {
+  beforeAll(async () => {
+    s = await setUpBlog(['conformance-read.sql'], { TALLY_DB_SCHEMAS: 'rd' });
+  });
+  afterAll(() => tearDown(s.db, s.t));
+
+  for (const [area, cases] of Object.entries(AREAS)) {
+    describe(area, () => {
+      for (const c of cases) it(c.name, () => check(c));
+    });
+  }
+});
