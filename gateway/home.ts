@@ -13,7 +13,14 @@ function links(app: boolean): { section: string; links: Link[] }[] {
   const sections = [
     {
       section: 'Direct tables (PostgREST\u2019s interface)',
-      links: [{ path: '/rest/v1/', what: 'OpenAPI (Swagger 2.0) of what your role can read; send the apikey header' }],
+      links: [
+        {
+          path: '/rest/v1/',
+          what:
+            'OpenAPI of what your role may use; send the apikey header. Swagger 2.0, or 3.1 (writes and rpc/* too) ' +
+            'with Accept: application/vnd.oai.openapi+json',
+        },
+      ],
     },
     {
       section: 'Health',

@@ -20,11 +20,17 @@ import { openApiDocument } from './openapi.js';
 export const REST_PATH = '/rest/v1';
 
 const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
+/**
+ * The root's Accept for OpenAPI 3.1: the OpenAPI Initiative's media type. Anything else gets
+ * Swagger 2.0, which PostgREST serves there and its clients read.
+ */
+const OPENAPI_31 = /(^|,)\s*application\/vnd\.oai\.openapi\+json\s*(;|,|$)/i;
 const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'] as const;
 
 /**
  * Answers every request whose path is /rest/v1 or below it. Paths: `/` (the OpenAPI
- * description), `/{relation}` and `/rpc/{function}`; anything else is PostgREST's 404.
+ * description: Swagger 2.0, or 3.1 by Accept), `/{relation}` and `/rpc/{function}`; anything
+ * else is PostgREST's 404.
  */
 export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: boolean): RequestListener {
   const apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys);
@@ -38,9 +44,14 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
       query: new URLSearchParams(),
       headers: { 'accept-profile': header(req, 'accept-profile') },
     });
-    const doc = JSON.stringify(await openApiDocument(ctx, auth, schema));
+    const version = OPENAPI_31.test(header(req, 'accept') ?? '') ? '3.1' : '2.0';
+    const doc = JSON.stringify(await openApiDocument(ctx, auth, schema, version));
     res.statusCode = 200;
-    res.setHeader('Content-Type', 'application/openapi+json; charset=utf-8');
+    res.setHeader(
+      'Content-Type',
+      version === '3.1' ? 'application/vnd.oai.openapi+json; version=3.1' : 'application/openapi+json; charset=utf-8',
+    );
+    res.setHeader('Vary', 'Accept');
     sendBody(res, auth, doc);
   };
 

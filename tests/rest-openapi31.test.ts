@@ -1,0 +1,97 @@
+import SwaggerParser from '@apidevtools/swagger-parser';
+import openapiTS, { astToString } from 'openapi-typescript';
+import request from 'supertest';
+import type { TestDatabase } from './harness/db.js';
+import type { TestApp } from './harness/app.js';
+import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { setUpFinance, tearDown } from './harness/suite.js';
+
+// GET /rest/v1/ with Accept: application/vnd.oai.openapi+json answers OpenAPI 3.1, with the
+// writes and rpc/* the caller's role may make: openapi-typescript refused the Swagger 2.0 one
+// (still the default, as PostgREST serves), and generated types are what a read returns.
+
+const OPENAPI_31 = 'application/vnd.oai.openapi+json';
+
+type Doc = {
+  openapi: string;
+  paths: Record<string, Record<string, unknown>>;
+  components: { schemas: Record<string, { required?: string[]; properties: Record<string, { type?: unknown }> }> };
+};
+
+describe('the OpenAPI 3.1 description of /rest/v1', () => {
+  let db: TestDatabase, t: TestApp, jwtA: string, readA: string;
+
+  beforeAll(async () => {
+    ({ db, t, jwtA, readA } = await setUpFinance(restEnv()));
+  });
+  afterAll(() => tearDown(db, t));
+
+  const describeFor = async (jwt: string | null, accept = OPENAPI_31) => {
+    const res = await request(t.app)
+      .get('/rest/v1/')
+      .set({ apikey: TEST_API_KEY, accept, ...(jwt ? { Authorization: `Bearer ${jwt}` } : {}) });
+    expect(res.status).toBe(200);
+    return { res, doc: JSON.parse(res.text) as Doc };
+  };
+
+  it('is asked for by its media type; Swagger 2.0 stays the answer to any other', async () => {
+    const { res, doc } = await describeFor(jwtA);
+    expect(res.headers['content-type']).toBe('application/vnd.oai.openapi+json; version=3.1');
+    expect(res.headers['vary']).toMatch(/\bAccept\b/);
+    expect(doc.openapi).toBe('3.1.0');
+    await SwaggerParser.validate(structuredClone(doc) as never);
+    for (const accept of ['application/openapi+json', 'application/json', '*/*']) {
+      const old = await describeFor(jwtA, accept);
+      expect(old.res.headers['content-type']).toBe('application/openapi+json; charset=utf-8');
+      expect(old.res.headers['vary']).toMatch(/\bAccept\b/);
+      expect(JSON.parse(old.res.text).swagger).toBe('2.0');
+    }
+  });
+
+  it("describes the writes and functions the caller's role may use, and nothing of the others", async () => {
+    const write = (await describeFor(jwtA)).doc;
+    expect(Object.keys(write.paths['/personal_transactions']!).sort()).toEqual(['delete', 'get', 'patch', 'post']);
+    // Functions: GET too for one that changes nothing; a computed field's, which takes a row, POST only.
+    expect(Object.keys(write.paths['/rpc/fund_summary']!).sort()).toEqual(['get', 'post']);
+    expect(Object.keys(write.paths['/rpc/balance']!)).toEqual(['post']);
+    expect(Object.keys(write.paths)).not.toContain('/api_tokens');
+
+    const read = (await describeFor(readA)).doc;
+    expect(Object.keys(read.paths['/personal_transactions']!)).toEqual(['get']);
+    expect(read.components.schemas['personal_transactions.insert']).toBeUndefined();
+
+    const anonymous = (await describeFor(null)).doc;
+    expect(Object.keys(anonymous.paths).filter((p) => !p.startsWith('/rpc/'))).toEqual([]);
+  });
+
+  it('says a returned row has every column, null where it may be, and what an insert needs', async () => {
+    const { doc } = await describeFor(jwtA);
+    const row = doc.components.schemas.personal_transactions!;
+    expect(row.required).toEqual(Object.keys(row.properties));
+    expect(row.properties.amount!.type).toBe('number');
+    expect(row.properties.note!.type).toEqual(['string', 'null']);
+    const insert = doc.components.schemas['personal_transactions.insert']!;
+    expect(insert.required).toEqual(expect.arrayContaining(['name', 'amount']));
+    expect(insert.required).not.toContain('id'); // it has a default
+    expect(insert.required).not.toContain('note'); // it may be null
+  });
+
+  it('is accepted by openapi-typescript, whose types say so', async () => {
+    const { doc } = await describeFor(jwtA);
+    const types = astToString(await openapiTS(doc as never));
+    // A schema's type, from its key in components.schemas to its closing brace.
+    const schemas = types.slice(types.indexOf('\n    schemas: {'));
+    const block = (key: string) => {
+      const start = schemas.indexOf(`\n        ${key}: {\n`);
+      expect(start).toBeGreaterThan(-1);
+      return schemas.slice(start, schemas.indexOf('\n        };', start));
+    };
+    const row = block('personal_transactions');
+    expect(row).toContain('amount: number;');
+    expect(row).toContain('note: string | null;');
+    const insert = block('"personal_transactions.insert"');
+    expect(insert).toContain('amount: number;');
+    expect(insert).toContain('note?: string | null;');
+    expect(types).toMatch(/"\/personal_transactions": \{/);
+  });
+});
