@@ -2,9 +2,9 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import openapiTS, { astToString } from 'openapi-typescript';
 import request from 'supertest';
 import type { TestDatabase } from './harness/db.js';
-import type { TestApp } from './harness/app.js';
+import { startTestApp, type TestApp } from './harness/app.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
-import { setUpFinance, tearDown } from './harness/suite.js';
+import { blogEnv, setUpBlog, setUpFinance, tearDown } from './harness/suite.js';
 
 // GET /rest/v1/ with Accept: application/vnd.oai.openapi+json answers OpenAPI 3.1, with the
 // writes and rpc/* the caller's role may make: openapi-typescript refused the Swagger 2.0 one
@@ -93,5 +93,46 @@ describe('the OpenAPI 3.1 description of /rest/v1', () => {
     expect(insert).toContain('amount: number;');
     expect(insert).toContain('note?: string | null;');
     expect(types).toMatch(/"\/personal_transactions": \{/);
+  });
+});
+
+describe('the OpenAPI 3.1 description of schemas that are not Tally’s', () => {
+  // The fixtures of the conformance suites: overloads, unnamed and row arguments, void and
+  // set-returning functions, views, arrays, enums; and names OpenAPI does not allow as
+  // component names, which are escaped there and kept as they are in the paths.
+  const cases: [string[], string][] = [
+    [['blog.sql', 'blog-functions.sql'], 'blog'],
+    [['conformance.sql'], 'conf'],
+    [['conformance-read.sql'], 'rd'],
+    [['conformance-write.sql'], 'wr'],
+  ];
+  it.each(cases)('%j: valid, and accepted by openapi-typescript', async (fixtures, schema) => {
+    const s = await setUpBlog(fixtures, { TALLY_DB_SCHEMAS: schema });
+    let odd: TestApp | undefined;
+    try {
+      await s.db.admin.unsafe(`
+        CREATE TABLE ${schema}."odd name.x-y/{z}" (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "tags[]" text[], data jsonb);
+        GRANT SELECT, INSERT, UPDATE, DELETE ON ${schema}."odd name.x-y/{z}" TO blog_user;
+        CREATE FUNCTION ${schema}."odd fn"(a int, b text DEFAULT 'x') RETURNS SETOF ${schema}."odd name.x-y/{z}"
+          LANGUAGE sql STABLE AS $$ SELECT * FROM ${schema}."odd name.x-y/{z}" $$;
+        CREATE FUNCTION ${schema}."odd fn"(c date) RETURNS void LANGUAGE sql AS $$ SELECT $$;`);
+      odd = startTestApp(s.db.url, blogEnv({ TALLY_DB_SCHEMAS: schema }));
+      const res = await request(odd.app)
+        .get('/rest/v1/')
+        .set({ apikey: TEST_API_KEY, accept: OPENAPI_31, Authorization: `Bearer ${s.userJwt}` });
+      expect(res.status).toBe(200);
+      const doc = JSON.parse(res.text) as Doc;
+      await SwaggerParser.validate(structuredClone(doc) as never);
+      const types = astToString(await openapiTS(doc as never));
+      expect(Object.keys(doc.paths)).toEqual(
+        expect.arrayContaining([`/${encodeURIComponent('odd name.x-y/{z}')}`, `/rpc/${encodeURIComponent('odd fn')}`]),
+      );
+      const oddRow = doc.components.schemas['odd-20-name-2e-x-2d-y-2f--7b-z-7d-']!;
+      expect(oddRow.required).toEqual(['id', 'tags[]', 'data']);
+      expect(types).toContain('"odd-20-name-2e-x-2d-y-2f--7b-z-7d-.insert": {');
+    } finally {
+      await odd?.close();
+      await tearDown(s.db, s.t);
+    }
   });
 });

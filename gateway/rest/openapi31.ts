@@ -96,8 +96,10 @@ const INSERTED = 'The rows inserted: in the body with Prefer: return=representat
 
 function relationPaths(relation: Relation, allowed: Allowed, name: string): Record<string, unknown> {
   const readable = relation.columnList.filter((c) => allowed.read.has(c.name)).map((c) => c.name);
+  // The rows a write returns, where the role may read them (a role that may only insert gets none).
   const rows = { type: 'array', items: ref(name) };
-  const returned = { 200: { description: RETURNED, content: json(rows) }, 204: { description: 'Done' } };
+  const written = readable.length > 0 ? { content: json(rows) } : {};
+  const returned = { 200: { description: RETURNED, ...written }, 204: { description: 'Done' } };
   const tags = [relation.name];
   const path: Record<string, unknown> = {};
   if (readable.length > 0) {
@@ -134,7 +136,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
         content: json({ oneOf: [ref(`${name}.insert`), { type: 'array', items: ref(`${name}.insert`) }] }),
       },
       responses: {
-        201: { description: INSERTED, content: json(rows) },
+        201: { description: INSERTED, ...written },
         ...ERRORS,
       },
     };
