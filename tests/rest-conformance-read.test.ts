@@ -193,6 +193,122 @@ const AREAS: Record<string, Case[]> = {
     get('a value that is one escaped double quote', 'w_or_wo_comma_names?name=in.("\\"")', names('"')),
     get('a quoted value holding parentheses', 'w_or_wo_comma_names?name=in.("Parens (a)")', names('Parens (a)')),
   ],
+  'partitioned tables': [
+    get(
+      'a table as parent of a partitioned table',
+      'car_models?name=in.(DeLorean,Murcielago)&select=name,year,car_brands(name)&order=name.asc',
+      [
+        { name: 'DeLorean', year: 1981, car_brands: { name: 'DMC' } },
+        { name: 'Murcielago', year: 2001, car_brands: { name: 'Lamborghini' } },
+      ],
+    ),
+    get(
+      'a partitioned table as children of a table',
+      'car_brands?select=name,car_models(name,year)&order=name.asc&car_models.order=name.asc',
+      [
+        { name: 'DMC', car_models: [{ name: 'DeLorean', year: 1981 }] },
+        { name: 'Ferrari', car_models: [{ name: 'F310-B', year: 1997 }] },
+        {
+          name: 'Lamborghini',
+          car_models: [
+            { name: 'Murcielago', year: 2001 },
+            { name: 'Veneno', year: 2013 },
+          ],
+        },
+      ],
+    ),
+    get(
+      'a table as children of a partitioned table',
+      'car_models?name=in.(DeLorean,F310-B)&select=name,year,car_racers(name)&order=name.asc',
+      [
+        { name: 'DeLorean', year: 1981, car_racers: [] },
+        { name: 'F310-B', year: 1997, car_racers: [{ name: 'Michael Schumacher' }] },
+      ],
+    ),
+    get('a partitioned table as parent of a table', 'car_racers?select=name,car_models(name,year)&order=name.asc', [
+      { name: 'Alain Prost', car_models: null },
+      { name: 'Michael Schumacher', car_models: { name: 'F310-B', year: 1997 } },
+    ]),
+    get(
+      'a partitioned table as children of a partitioned table',
+      'car_models?name=in.(DeLorean,Murcielago,Veneno)&select=name,year,car_model_sales(date,quantity)&order=name.asc',
+      [
+        {
+          name: 'DeLorean',
+          year: 1981,
+          car_model_sales: [
+            { date: '2021-01-14', quantity: 7 },
+            { date: '2021-01-15', quantity: 9 },
+          ],
+        },
+        {
+          name: 'Murcielago',
+          year: 2001,
+          car_model_sales: [
+            { date: '2021-02-11', quantity: 1 },
+            { date: '2021-02-12', quantity: 3 },
+          ],
+        },
+        { name: 'Veneno', year: 2013, car_model_sales: [] },
+      ],
+    ),
+    get(
+      'a partitioned table as parent of a partitioned table',
+      'car_model_sales?date=in.(2021-01-15,2021-02-11)&select=date,quantity,car_models(name,year)&order=date.asc',
+      [
+        { date: '2021-01-15', quantity: 9, car_models: { name: 'DeLorean', year: 1981 } },
+        { date: '2021-02-11', quantity: 1, car_models: { name: 'Murcielago', year: 2001 } },
+      ],
+    ),
+    get(
+      'many-to-many between partitioned tables, partitions of the junction ignored',
+      'car_models?select=name,year,car_dealers(name,city)&order=name.asc&limit=4',
+      [
+        { name: 'DeLorean', year: 1981, car_dealers: [{ name: 'Springfield Cars S.A.', city: 'Springfield' }] },
+        { name: 'F310-B', year: 1997, car_dealers: [] },
+        { name: 'Murcielago', year: 2001, car_dealers: [{ name: 'The Best Deals S.A.', city: 'Franklin' }] },
+        { name: 'Veneno', year: 2013, car_dealers: [] },
+      ],
+    ),
+    {
+      name: 'a partition is not a relationship target',
+      method: 'GET',
+      path: 'car_models?select=name,car_model_sales_202101(quantity)',
+      status: 400,
+      json: {
+        code: 'PGRST200',
+        message: "Could not find a relationship between 'car_models' and 'car_model_sales_202101' in the schema cache",
+        details:
+          "Searched for a foreign key relationship between 'car_models' and 'car_model_sales_202101' in the schema 'rd', but no matches were found.",
+        hint: "Perhaps you meant 'car_model_sales' instead of 'car_model_sales_202101'.",
+      },
+    },
+    {
+      name: 'a partition is not a parent either',
+      method: 'GET',
+      path: 'car_model_sales?select=date,car_models_default(name)',
+      status: 400,
+      json: {
+        code: 'PGRST200',
+        message: "Could not find a relationship between 'car_model_sales' and 'car_models_default' in the schema cache",
+        details:
+          "Searched for a foreign key relationship between 'car_model_sales' and 'car_models_default' in the schema 'rd', but no matches were found.",
+        hint: "Perhaps you meant 'car_models' instead of 'car_models_default'.",
+      },
+    },
+    {
+      name: 'a partition is not exposed',
+      method: 'GET',
+      path: 'car_model_sales_202101?select=date,car_models(name)',
+      status: 404,
+      json: {
+        code: 'PGRST205',
+        message: "Could not find the table 'rd.car_model_sales_202101' in the schema cache",
+        details: null,
+        hint: "Perhaps you meant the table 'rd.car_model_sales'",
+      },
+    },
+  ],
   'filters on embedded resources': [
     get('a filter two levels down', 'clients?select=id,projects(id,tasks(id,name))&projects.tasks.name=like.Design*', [
       {

@@ -330,10 +330,12 @@ export const catalogue = {
     'PGRST200',
     400,
     'an embed names a resource with no foreign key relationship to its parent',
-    (source: string, name: string, details: string) => ({
+    (source: string, name: string, details: string, close?: string) => ({
       message: `Could not find a relationship between '${source}' and '${name}' in the schema cache`,
       details,
-      hint: 'If a new foreign key between these entities was created in the database, try reloading the schema cache.',
+      hint: close
+        ? `Perhaps you meant '${close}' instead of '${name}'.`
+        : 'If a new foreign key between these entities was created in the database, try reloading the schema cache.',
     }),
   ),
   ambiguousEmbed: entry(

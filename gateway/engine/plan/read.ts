@@ -6,6 +6,7 @@ import { catalogue, type ApiError } from '../errors.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import {
+  closeName,
   columnsHint,
   readableColumns,
   type Relation,
@@ -77,7 +78,7 @@ export function findRelation(cache: SchemaCache, schema: string, name: string): 
   const rel = cache.relations.get(`${schema}.${name}`);
   if (!rel) {
     const names = [...cache.relations.values()].filter((r) => r.schema === schema).map((r) => r.name);
-    const close = names.find((n) => n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n));
+    const close = closeName(names, name);
     throw catalogue.noTable(`${schema}.${name}`, close ? `Perhaps you meant the table '${schema}.${close}'` : null);
   }
   return rel;
@@ -115,10 +116,13 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
   const [only] = candidates;
   if (only && candidates.length === 1) return only;
   if (candidates.length === 0) {
+    // PostgREST suggests a related resource whose name is close to the one asked for.
+    const close = closeName(new Set(all.map((r) => r.target.name)), name);
     throw catalogue.noRelationship(
       source.name,
       name,
       `Searched for a foreign key relationship between '${source.name}' and '${name}'${hint ? ` using the hint '${hint}'` : ''} in the schema '${source.schema}', but no matches were found.`,
+      close,
     );
   }
   const list = (cols: string[]) => cols.join(', ');

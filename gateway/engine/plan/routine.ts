@@ -5,7 +5,7 @@
 
 import { catalogue, type ApiError } from '../errors.js';
 import type { ApiRequest } from '../request/types.js';
-import type { Routine, RoutineParam, SchemaCache } from '../schema-cache/types.js';
+import { closeName, type Routine, type RoutineParam, type SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';
 import { defined } from '../invariant.js';
 import { parseJsonText } from '../request/json.js';
@@ -30,9 +30,7 @@ export function routineNotFound(cache: SchemaCache, schema: string, name: string
     .flat()
     .filter((r) => r.schema === schema)
     .map((r) => r.name);
-  const close = others.find(
-    (n) => n !== name && (n.toLowerCase() === name.toLowerCase() || n.startsWith(name) || name.startsWith(n)),
-  );
+  const close = closeName(others, name);
   return catalogue.noFunction(
     `${schema}.${name}(${sorted.join(', ')})`,
     `Searched for the function ${schema}.${name} ${sorted.length ? `with parameters ${sorted.join(', ')}` : 'without parameters'} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.`,

@@ -178,7 +178,7 @@ const QUERIES: {
                        JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.i) END AS fcols
         FROM pg_catalog.pg_constraint con
         JOIN pg_catalog.pg_class c ON c.oid = con.conrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE ${USER_SCHEMAS} AND con.contype IN ('p', 'u', 'f')
+       WHERE ${USER_SCHEMAS} AND con.contype IN ('p', 'u', 'f') AND con.conparentid = 0
        ORDER BY con.conname`,
   computedFields: (p) => sql`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid,
@@ -250,12 +250,16 @@ const QUERIES: {
        WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f' AND p.pronargs = 1 AND at.typrelid <> 0 AND t.typrelid <> 0`,
 };
 
-/** Exposed relations first: the other queries need their oids. */
+/**
+ * Exposed relations first: the other queries need their oids. A partition is not one of them,
+ * as in PostgREST: its partitioned table is queried, and relationships are the partitioned
+ * tables' own (keys above skip the constraints Postgres copies onto each partition).
+ */
 const relationsQuery = (schemas: Fragment) => sql`
     SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
            pg_catalog.obj_description(c.oid, 'pg_class') AS description
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ANY(${schemas}) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')`;
+     WHERE n.nspname = ANY(${schemas}) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c') AND NOT c.relispartition`;
 
 /**
  * Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has

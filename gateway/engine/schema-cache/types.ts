@@ -141,3 +141,15 @@ export function columnsHint(rel: Relation, viewer: string | undefined): string |
 }
 
 export const relationKey = (schema: string, name: string): string => `${schema}.${name}`;
+
+/**
+ * The name a "Perhaps you meant …" hint suggests for one not found, as PostgREST's hints do: a
+ * name that differs only in case, or of which one is the start of the other.
+ */
+export function closeName(names: Iterable<string>, name: string): string | undefined {
+  const lower = name.toLowerCase();
+  for (const n of names) {
+    if (n !== name && (n.toLowerCase() === lower || n.startsWith(name) || name.startsWith(n))) return n;
+  }
+  return undefined;
+}
