@@ -193,6 +193,163 @@ const AREAS: Record<string, Case[]> = {
     get('a value that is one escaped double quote', 'w_or_wo_comma_names?name=in.("\\"")', names('"')),
     get('a quoted value holding parentheses', 'w_or_wo_comma_names?name=in.("Parens (a)")', names('Parens (a)')),
   ],
+  'JSON paths': [
+    get('a text field cast to json', 'complex_items?id=eq.1&select=settings->>foo::json', [
+      { foo: { int: 1, bar: 'baz' } },
+    ]),
+    get('renamed, cast to json', 'complex_items?id=eq.1&select=myFoo:settings->>foo::json', [
+      { myFoo: { int: 1, bar: 'baz' } },
+    ]),
+    {
+      name: 'a cast the data does not fit',
+      method: 'GET',
+      path: 'complex_items?select=settings->foo->>bar::integer',
+      status: 400,
+      json: { code: '22P02', message: 'invalid input syntax for type integer: "baz"', details: null, hint: null },
+    },
+    get('two levels, text', 'complex_items?id=eq.1&select=settings->foo->>bar', [{ bar: 'baz' }]),
+    get('two levels, renamed', 'complex_items?id=eq.1&select=myBar:settings->foo->>bar', [{ myBar: 'baz' }]),
+    get('two levels, cast to integer', 'complex_items?id=eq.1&select=settings->foo->>int::integer', [{ int: 1 }]),
+    get('two levels, renamed and cast', 'complex_items?id=eq.1&select=myInt:settings->foo->>int::integer', [
+      { myInt: 1 },
+    ]),
+    get('special characters in keys', 'json_arr?id=eq.10&select=data->!@%23$%25^%26*_d->>!@%23$%25^%26*_e::integer', [
+      { '!@#$%^&*_e': 3 },
+    ]),
+    get('array indexes, cast', 'json_arr?select=data->>0::int&id=in.(1,2)', [{ data: 1 }, { data: 4 }]),
+    get('array indexes, renamed', 'json_arr?select=idx0:data->>0::int,idx1:data->>1::int&id=in.(1,2)', [
+      { idx0: 1, idx1: 2 },
+      { idx0: 4, idx1: 5 },
+    ]),
+    get('nested arrays', 'json_arr?select=data->0->>1::int&id=in.(3,4)', [{ data: 8 }, { data: 7 }]),
+    get('nested arrays, three levels', 'json_arr?select=data->0->0->>1::int&id=in.(3,4)', [
+      { data: null },
+      { data: 6 },
+    ]),
+    get('arrays of objects', 'json_arr?select=data->0->>a&id=in.(5,6)', [{ a: 'A' }, { a: '[1, 2, 3]' }]),
+    get('arrays of objects, an index after a key', 'json_arr?select=data->0->a->>2&id=in.(5,6)', [
+      { a: null },
+      { a: '3' },
+    ]),
+    get('arrays in objects', 'json_arr?select=data->c->>0::json&id=in.(7,8)', [
+      { c: 1 },
+      { c: { d: [4, 5, 6, 7, 8] } },
+    ]),
+    get('arrays in objects, deeper', 'json_arr?select=data->c->0->d->>4::int&id=in.(7,8)', [{ d: null }, { d: 8 }]),
+    get(
+      'only well-formed numbers are indexes',
+      'json_arr?select=data->0->0xy1->1->23-xy-45->1->xy-6->>0::int&id=eq.9',
+      [{ 'xy-6': 3 }],
+    ),
+    get('ending with -> on a key', 'json_arr?select=data->c&id=in.(7,8)', [
+      { c: [1, 2, 3] },
+      { c: [{ d: [4, 5, 6, 7, 8] }] },
+    ]),
+    get('ending with -> on an index', 'json_arr?select=data->0->a&id=in.(5,6)', [{ a: 'A' }, { a: [1, 2, 3] }]),
+    get('ending with -> after an index', 'json_arr?select=data->c->0->d&id=eq.8', [{ d: [4, 5, 6, 7, 8] }]),
+    get('a composite field', 'fav_numbers?select=num->i', [{ i: 0.5 }, { i: 0.6 }]),
+    get('a composite field as text', 'fav_numbers?select=num->>i', [{ i: '0.5' }, { i: '0.6' }]),
+    get('array items', 'arrays?select=a:numbers->0,b:numbers->1,c:numbers_mult->0->0,d:numbers_mult->1->2', [
+      { a: 1, b: 2, c: 1, d: 6 },
+      { a: 11, b: 12, c: 11, d: 16 },
+    ]),
+    get(
+      'array items as text',
+      'arrays?select=a:numbers->>0,b:numbers->>1,c:numbers_mult->0->>0,d:numbers_mult->1->>2',
+      [
+        { a: '1', b: '2', c: '1', d: '6' },
+        { a: '11', b: '12', c: '11', d: '16' },
+      ],
+    ),
+    get('a filter inside a json column', 'json_table?data->foo->>bar=eq.baz', [
+      { data: { id: 1, foo: { bar: 'baz' } } },
+    ]),
+    get('a filter inside a json column, no match', 'json_table?data->foo->>bar=eq.fake', []),
+    get('a negated filter inside a json column', 'json_table?data->foo->>bar=not.eq.baz', []),
+    get('a filter with ->>', 'json_table?data->>id=eq.1', [{ data: { id: 1, foo: { bar: 'baz' } } }]),
+    get(
+      'paths in a logic tree',
+      'grandchild_entities?or=(jsonb_col->a->>b.eq.foo, jsonb_col->>b.eq.bar)&select=id',
+      ids(1, 2),
+    ),
+    get(
+      'a filter on keys with special characters',
+      'json_arr?select=data->!@%23$%25^%26*_d&data->!@%23$%25^%26*_d->>!@%23$%25^%26*_e=eq.3',
+      [{ '!@#$%^&*_d': { '!@#$%^&*_e': 3 } }],
+    ),
+    get('a filter on an index', 'json_arr?select=data&data->>0=eq.1', [{ data: [1, 2, 3] }]),
+    get('a filter on nested indexes', 'json_arr?select=data&data->1->>2=eq.13', [
+      {
+        data: [
+          [9, 8, 7],
+          [11, 12, 13],
+        ],
+      },
+    ]),
+    get('a filter on a key after an index', 'json_arr?select=data&data->1->>b=eq.B', [
+      { data: [{ a: 'A' }, { b: 'B' }] },
+    ]),
+    get('a filter on an index after a key', 'json_arr?select=data&data->1->b->>1=eq.5', [
+      { data: [{ a: [1, 2, 3] }, { b: [4, 5] }] },
+    ]),
+    get('a jsonb column equal to an object', 'jsonb_test?data=eq.{"e":1}', [{ id: 4, data: { e: 1 } }]),
+    get('a jsonb path equal to an object', 'jsonb_test?data->a=eq.{"b":2}', [{ id: 1, data: { a: { b: 2 } } }]),
+    get('a jsonb path equal to an array', 'jsonb_test?data->c=eq.[1,2,3]', [{ id: 2, data: { c: [1, 2, 3] } }]),
+    get('a jsonb index equal to an object', 'jsonb_test?data->0=eq.{"d":"test"}', [{ id: 3, data: [{ d: 'test' }] }]),
+    get('a filter on a composite field', 'fav_numbers?num->>i=gt.0.5', [{ num: { r: 0.6, i: 0.6 }, person: 'B' }]),
+    get('a filter on an array item', 'arrays?select=id&numbers->0=eq.1', [{ id: 0 }]),
+    get('a filter on an array item as text', 'arrays?select=id&numbers->>0=eq.11', [{ id: 1 }]),
+    get('a filter on a nested array item', 'arrays?select=id&numbers_mult->1->1=eq.5', [{ id: 0 }]),
+    get('a filter on a nested array item as text', 'arrays?select=id&numbers_mult->2->>2=eq.19', [{ id: 1 }]),
+    get('an order on a json field', 'json_table?order=data->>id.asc', [
+      { data: { id: 0 } },
+      { data: { id: 1, foo: { bar: 'baz' } } },
+      { data: { id: 3 } },
+    ]),
+    get('an order on a json path, nulls first', 'json_table?order=data->foo->>bar.nullsfirst', [
+      { data: { id: 3 } },
+      { data: { id: 0 } },
+      { data: { id: 1, foo: { bar: 'baz' } } },
+    ]),
+    get('an order on a composite field', 'fav_numbers?order=num->i.asc', [
+      { num: { r: 0.5, i: 0.5 }, person: 'A' },
+      { num: { r: 0.6, i: 0.6 }, person: 'B' },
+    ]),
+    get('an order on a composite field as text', 'fav_numbers?order=num->>i.desc', [
+      { num: { r: 0.6, i: 0.6 }, person: 'B' },
+      { num: { r: 0.5, i: 0.5 }, person: 'A' },
+    ]),
+    get('an order on an array item', 'arrays?select=id&order=numbers->0.desc', [{ id: 1 }, { id: 0 }]),
+    get('an order on another array item', 'arrays?select=id&order=numbers->1.asc', [{ id: 0 }, { id: 1 }]),
+    get('an order on a nested array item', 'arrays?select=id&order=numbers_mult->0->0.desc', [{ id: 1 }, { id: 0 }]),
+    get('an order on another nested array item', 'arrays?select=id&order=numbers_mult->2->2.asc', [
+      { id: 0 },
+      { id: 1 },
+    ]),
+    get('negative indexes, cast', 'json_arr?select=data->>-1::int&id=in.(1,2)', [{ data: 3 }, { data: 6 }]),
+    get('negative nested indexes', 'json_arr?select=data->0->>-2::int&id=in.(3,4)', [{ data: 8 }, { data: 7 }]),
+    get('a negative index then a key', 'json_arr?select=data->-2->>a&id=in.(5,6)', [{ a: 'A' }, { a: '[1, 2, 3]' }]),
+    get('a filter on a negative index', 'json_arr?select=data&data->>-3=eq.1', [{ data: [1, 2, 3] }]),
+    get('a filter on negative nested indexes', 'json_arr?select=data&data->-1->>-3=eq.11', [
+      {
+        data: [
+          [9, 8, 7],
+          [11, 12, 13],
+        ],
+      },
+    ]),
+    get('a filter on a key after a negative index', 'json_arr?select=data&data->-1->>b=eq.B', [
+      { data: [{ a: 'A' }, { b: 'B' }] },
+    ]),
+    get('a filter on a negative index after a key', 'json_arr?select=data&data->-1->b->>-1=eq.5', [
+      { data: [{ a: [1, 2, 3] }, { b: [4, 5] }] },
+    ]),
+    get(
+      "paths into a function's composite column: select, filter and order",
+      'rpc/returns_complex?select=val->r&val->i=gt.0.5&order=val->>i.desc',
+      [{ r: 0.3 }, { r: 0.2 }],
+    ),
+  ],
   'partitioned tables': [
     get(
       'a table as parent of a partitioned table',
