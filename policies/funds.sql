@@ -1,12 +1,5 @@
 -- Row-level security for public.funds: a request sees and writes only rows of the workspace
--- named by its JWT claim (tally.current_workspace_id(), NULL without a JWT: no rows at all).
--- FORCE makes the table owner obey it too. Idempotent: `tally policies apply` re-runs it.
--- The function is wrapped in a sub-select so Postgres evaluates it once per statement.
-ALTER TABLE public.funds ENABLE ROW LEVEL SECURITY;
-ALTER TABLE public.funds FORCE ROW LEVEL SECURITY;
-
-DROP POLICY IF EXISTS workspace_isolation ON public.funds;
-CREATE POLICY workspace_isolation ON public.funds
-  FOR ALL TO anon, api_read, api_write
-  USING (workspace_id = (SELECT tally.current_workspace_id()))
-  WITH CHECK (workspace_id = (SELECT tally.current_workspace_id()));
+-- named by its JWT claim. tally.workspace_isolation (sql/080_citus_placement.sql) writes the
+-- policy, in the form plain Postgres and a Citus coordinator each accept, with RLS forced.
+-- Idempotent: `tally policies apply` re-runs it.
+SELECT tally.workspace_isolation('public.funds');

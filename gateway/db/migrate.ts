@@ -1,13 +1,19 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import postgres from 'postgres';
+import type { MigrationBuilder, RunnerOption } from 'node-pg-migrate';
 import { gatewayMigrationsDir, migrationsDir, policiesDir } from '../paths.js';
+import { splitStatements } from './sql-statements.js';
 
 // Schema changes are node-pg-migrate migrations in two sets, each with its own table: the
 // gateway's own state (sql/gateway/: roles, schema tally, the functions the server calls), which
 // any database Tally stands in front of needs, and the finance app's (sql/: its tables,
 // workspaces, tokens, settings), which builds on it. RLS policies are idempotent files in
 // policies/ applied after them (what a DBA edits). Both end by telling the servers to reload.
+//
+// Every file runs statement by statement (sql-statements.ts says why: a Citus coordinator), and
+// after the app's migrations tally.place_tables() (sql/080) places the tables on a Citus
+// coordinator; on plain Postgres it does nothing.
 
 export type MigrationSet = 'gateway' | 'app';
 
@@ -46,12 +52,50 @@ export async function migrate(
       createMigrationsSchema: true,
       checkOrder: true,
       singleTransaction: true,
+      migrationLoaderStrategies: [{ extensions: ['.sql'], loader: loadSqlMigrations }],
       log: () => {},
     });
     names.push(...ran.map((m) => prefix + m.name));
   }
+  if (direction === 'up' && ordered.includes('app')) await placeTables(databaseUrl);
   await notifyReload(databaseUrl);
   return names;
+}
+
+type MigrationLoader = Extract<
+  NonNullable<RunnerOption['migrationLoaderStrategies']>[number]['loader'],
+  (paths: string[]) => unknown
+>;
+
+/** node-pg-migrate's SQL files (`-- Up Migration` / `-- Down Migration`), one step per statement. */
+const loadSqlMigrations: MigrationLoader = async (filePaths) =>
+  Promise.all(
+    filePaths.map(async (filePath) => {
+      const text = await readFile(filePath, 'utf8');
+      const marker = (direction: string) => new RegExp(`^\\s*--[\\s-]*${direction}\\s+migration`, 'im');
+      const up = text.search(marker('up'));
+      const down = text.search(marker('down'));
+      const upSql = up < 0 ? text : text.slice(up, down > up ? down : undefined);
+      const downSql = down < 0 ? undefined : text.slice(down, up > down ? up : undefined);
+      const steps = (part: string) => (pgm: MigrationBuilder) => {
+        for (const statement of splitStatements(part)) pgm.sql(statement);
+      };
+      return {
+        id: filePath,
+        filePaths: [filePath],
+        actions: { up: steps(upSql), down: downSql === undefined ? false : steps(downSql) },
+      };
+    }),
+  );
+
+/** Distributes the tables on a Citus coordinator (idempotent; nothing on plain Postgres). */
+async function placeTables(databaseUrl: string): Promise<void> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql`SELECT tally.place_tables() WHERE to_regprocedure('tally.place_tables()') IS NOT NULL`;
+  } finally {
+    await sql.end();
+  }
 }
 
 export async function applyPolicies(databaseUrl: string): Promise<string[]> {
@@ -59,8 +103,14 @@ export async function applyPolicies(databaseUrl: string): Promise<string[]> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
     await sql.begin(async (tx) => {
-      for (const file of files) await tx.unsafe(await readFile(join(policiesDir, file), 'utf8'));
+      for (const file of files) {
+        for (const statement of splitStatements(await readFile(join(policiesDir, file), 'utf8'))) {
+          await tx.unsafe(statement);
+        }
+      }
     });
+    // After the commit: a transaction that changed a distributed table ends in a two-phase
+    // commit, which refuses one that has sent a NOTIFY.
     await schemaChanged(sql);
   } finally {
     await sql.end();

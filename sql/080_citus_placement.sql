@@ -1,0 +1,163 @@
+-- Up Migration
+-- Where each table lives when the database is a Citus coordinator (the citus extension is
+-- installed and workers are added); on plain Postgres all of this does nothing.
+--
+-- * Tenant tables (schema public, a workspace_id column, readable by an API role) are
+--   hash-distributed on workspace_id and colocated: one workspace's rows of every tenant table
+--   are on one worker, so a request of one workspace can run on one shard.
+-- * The tables a tenant table references that have no workspace_id (workspaces and the lookup
+--   lists) are reference tables: a copy on every node, so the foreign keys and the category
+--   trigger are checked on the worker that holds the row.
+-- * Internal tables stay on the coordinator: the ones in the foreign-key graph of workspaces
+--   (api_tokens, workspace_members, user_credentials, billing_accounts, tally.audit_log,
+--   tally.settings_sessions) become Citus local tables, as Citus requires for a foreign key to a
+--   reference table; the others (tally.rate_limits, tally.sign_in_failures, publishable_keys)
+--   stay plain tables. Not reference tables: they are written on many requests (the rate limit
+--   on every one, last_used_at, the audit log, sessions, sign-in counters), and a write to a
+--   reference table is a two-phase commit on every node. On the coordinator, the pre-request
+--   check and the token exchange join them with the coordinator's copy of workspaces without
+--   touching a worker.
+--
+-- tally.place_tables() does it, idempotently: it runs here and again at the end of every
+-- `tally migrate`, so a database that became a coordinator after it was migrated, or a tenant
+-- table a later migration adds, is placed too.
+
+-- A Citus coordinator with at least one worker: where tables are distributed.
+CREATE FUNCTION tally.citus_coordinator() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog
+AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+    RETURN false;
+  END IF;
+  RETURN citus_is_coordinator()
+     AND EXISTS (SELECT 1 FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive);
+END
+$$;
+
+-- The row-level security of a tenant table: a request sees and writes only the rows of the
+-- workspace named by its JWT claim (tally.current_workspace_id(), NULL without a JWT: no rows at
+-- all); FORCE makes the table owner obey it too. On plain Postgres the claim is read in a
+-- sub-select, which Postgres evaluates once per statement instead of once per row; Citus
+-- refuses sub-selects in the policies of distributed tables, so there it is the plain call.
+-- The policies/ files call this; drops and re-creates, so running it again changes nothing.
+CREATE FUNCTION tally.workspace_isolation(rel regclass) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+  claim text := CASE WHEN tally.citus_coordinator() THEN 'tally.current_workspace_id()'
+                     ELSE '(SELECT tally.current_workspace_id())' END;
+BEGIN
+  EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', rel);
+  EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', rel);
+  EXECUTE format('DROP POLICY IF EXISTS workspace_isolation ON %s', rel);
+  EXECUTE format('CREATE POLICY workspace_isolation ON %s FOR ALL TO anon, api_read, api_write '
+                 'USING (workspace_id = %s) WITH CHECK (workspace_id = %s)', rel, claim, claim);
+END
+$$;
+
+-- The tenant tables: schema public, a workspace_id column, granted to an API role (the same
+-- rule 050_least_privilege gives RLS by).
+CREATE FUNCTION tally.tenant_tables() RETURNS SETOF regclass
+LANGUAGE sql STABLE
+SET search_path = pg_catalog
+AS $$
+  SELECT c.oid::regclass
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+     AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
+     AND EXISTS (SELECT 1 FROM unnest(ARRAY['anon', 'api_read', 'api_write']) r(role)
+                  WHERE has_table_privilege(r.role, c.oid, 'SELECT, INSERT, UPDATE, DELETE'))
+   ORDER BY c.oid
+$$;
+
+-- PL/pgSQL resolves the names of a statement when it first runs it, so Citus's catalog and
+-- functions are named here as they are, and on plain Postgres no statement naming them is
+-- reached. citus.enable_unsafe_triggers: the category trigger of the transaction
+-- tables then runs on the shard that holds the row; it reads only the row and reference tables
+-- (categories, payment_methods), which every node holds, so it is safe there.
+CREATE FUNCTION tally.place_tables() RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+SET citus.enable_unsafe_triggers = on
+AS $$
+DECLARE
+  -- Names, not oids: undistribute_table (below) makes a table anew.
+  tenants text[];
+  refs text[];
+  anchor text;
+  t text;
+  fk record;
+BEGIN
+  IF NOT tally.citus_coordinator() THEN
+    RETURN;
+  END IF;
+  SELECT coalesce(array_agg(x.rel::text) FILTER (WHERE p.logicalrelid IS NULL), '{}'),
+         (array_agg(x.rel::text) FILTER (WHERE p.logicalrelid IS NOT NULL))[1]
+    INTO tenants, anchor
+    FROM tally.tenant_tables() x (rel)
+    LEFT JOIN pg_dist_partition p ON p.logicalrelid = x.rel AND p.partmethod = 'h';
+  SELECT coalesce(array_agg(DISTINCT f.confrelid::regclass::text), '{}') INTO refs
+    FROM pg_constraint f
+   WHERE f.contype = 'f' AND f.conrelid IN (SELECT tally.tenant_tables())
+     AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = f.confrelid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
+     AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = f.confrelid AND p.repmodel = 't');
+  IF cardinality(tenants) = 0 AND cardinality(refs) = 0 THEN
+    RETURN;
+  END IF;
+
+  -- A statement trigger that sends NOTIFY cannot run in Citus's two-phase commit: the live
+  -- lookup lists' triggers of 030 go on a coordinator.
+  FOR fk IN SELECT g.tgname, g.tgrelid::regclass AS rel FROM pg_trigger g
+             WHERE g.tgrelid = ANY (refs::regclass[]) AND g.tgfoid = to_regprocedure('tally.notify_lookup_change()') LOOP
+    EXECUTE format('DROP TRIGGER %I ON %s', fk.tgname, fk.rel);
+  END LOOP;
+
+  -- The policy in the form Citus accepts, before the table is distributed.
+  FOREACH t IN ARRAY tenants LOOP
+    IF EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = t::regclass AND p.polname = 'workspace_isolation') THEN
+      PERFORM tally.workspace_isolation(t::regclass);
+    END IF;
+  END LOOP;
+
+  -- Foreign keys that touch a table being placed are dropped and made again afterwards: Citus
+  -- distributes a table only when what it references is placed, and turns every local table a
+  -- new reference table is linked with into a Citus local table (which refuses RLS policies).
+  CREATE TEMPORARY TABLE tally_placed_fks ON COMMIT DROP AS
+    SELECT f.conrelid::regclass::text AS rel, f.conname, pg_get_constraintdef(f.oid) AS def
+      FROM pg_constraint f
+     WHERE f.contype = 'f'
+       AND (f.conrelid = ANY ((tenants || refs)::regclass[]) OR f.confrelid = ANY ((tenants || refs)::regclass[]));
+  FOR fk IN SELECT * FROM tally_placed_fks LOOP
+    EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.rel, fk.conname);
+  END LOOP;
+
+  FOREACH t IN ARRAY refs LOOP
+    PERFORM create_reference_table(t::regclass);
+  END LOOP;
+  FOREACH t IN ARRAY tenants LOOP
+    -- A table a later migration created with a foreign key to a reference table was made a
+    -- Citus local table then; it is distributed from a plain table.
+    PERFORM undistribute_table(t::regclass) FROM pg_dist_partition p WHERE p.logicalrelid = t::regclass;
+    PERFORM create_distributed_table(t::regclass, 'workspace_id', colocate_with => coalesce(anchor, 'none'));
+    anchor := coalesce(anchor, t);
+  END LOOP;
+
+  FOR fk IN SELECT * FROM tally_placed_fks LOOP
+    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk.rel, fk.conname, fk.def);
+  END LOOP;
+  DROP TABLE tally_placed_fks;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION tally.citus_coordinator(), tally.workspace_isolation(regclass),
+  tally.tenant_tables(), tally.place_tables() FROM PUBLIC;
+
+SELECT tally.place_tables();
+
+-- Down Migration
+-- Tables already distributed stay where they are (Citus's undistribute_table moves them back).
+DROP FUNCTION IF EXISTS tally.place_tables(), tally.tenant_tables(), tally.workspace_isolation(regclass),
+  tally.citus_coordinator();
