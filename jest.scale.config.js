@@ -1,16 +1,43 @@
 // The scale suite (`npm run test:scale`): Tally on what one machine's embedded Postgres is not —
-// a Citus cluster, PgBouncer in transaction mode, several processes. Each file starts (and
-// stops, also on failure) the servers it needs from tests/scale/harness/, and says in one line
-// what it lacks when the machine has no Citus or PgBouncer. Files run one at a time: each
-// starts a cluster of its own and the machine has two cores.
-export default {
+// a Citus cluster, PgBouncer in transaction mode, several processes. Files run one at a time:
+// each starts servers of its own and the machine has two cores. Without Citus the run stops
+// with one line saying what is missing (tests/scale/harness/global-setup.mjs).
+//
+// Two projects:
+// - `scale`: tests/scale/*.test.ts; each file starts (and stops, also on failure) the servers
+//   it needs from tests/scale/harness/.
+// - `on-citus`: files of the main suite (isolation, reads, writes, access, MCP, live lists) run
+//   unchanged against Tally on a Citus coordinator with two workers, which the project's
+//   global setup starts; each file gets its own database on it (tests/harness/db.ts).
+const shared = {
   preset: 'ts-jest/presets/default-esm',
   testEnvironment: 'node',
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
   setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
-  roots: ['<rootDir>/tests'],
-  testMatch: ['**/tests/scale/**/*.test.ts'],
+};
+
+/** The main suite's files that run on Citus too. */
+const ON_CITUS = ['isolation'];
+
+export default {
   testTimeout: 300000,
   maxWorkers: 1,
+  projects: [
+    {
+      ...shared,
+      displayName: 'scale',
+      roots: ['<rootDir>/tests/scale'],
+      testMatch: ['**/*.test.ts'],
+      globalSetup: '<rootDir>/tests/scale/harness/global-setup.mjs',
+    },
+    {
+      ...shared,
+      displayName: 'on-citus',
+      roots: ['<rootDir>/tests'],
+      testMatch: ON_CITUS.map((name) => `<rootDir>/tests/${name}.test.ts`),
+      globalSetup: '<rootDir>/tests/scale/harness/global-setup-citus.mjs',
+      globalTeardown: '<rootDir>/tests/scale/harness/global-teardown-citus.mjs',
+    },
+  ],
 };

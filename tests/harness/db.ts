@@ -1,8 +1,15 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { randomBytes } from 'node:crypto';
+import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { createCitusDatabase, dropCitusDatabase, nodeAt } from '../scale/harness/citus.js';
 
 // Per-file databases cloned from the migrated template, and helpers to act as a request would:
 // inside a transaction, as an API role, with the JWT claims of a workspace.
+//
+// On a Citus cluster (the scale suite's `on-citus` project sets TALLY_TEST_CITUS_WORKERS), a
+// file's database is made as a deployment is: on the coordinator and every worker, with the
+// extension and the workers added, then migrated and given its policies by `tally migrate`'s
+// own code (a template cannot be cloned there: Citus's own connections hold it open).
 
 export interface TestDatabase {
   name: string;
@@ -35,9 +42,37 @@ export function serverUrl(ownerUrl: string): string {
   return u.toString();
 }
 
+/** The Citus cluster the tests run on (the coordinator is the cluster URL's server), if any. */
+function citusNodes() {
+  const workers = process.env.TALLY_TEST_CITUS_WORKERS;
+  if (!workers) return undefined;
+  return {
+    coordinator: nodeAt(Number(new URL(clusterUrl()).port)),
+    workers: workers.split(',').map((port) => nodeAt(Number(port))),
+  };
+}
+
 /** A new database: a clone of the migrated template, or empty with `{ empty: true }`. */
 export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   const name = 'tally_test_' + randomBytes(6).toString('hex');
+  const citus = citusNodes();
+  if (citus) {
+    const url = await createCitusDatabase(citus.coordinator, citus.workers, name);
+    if (!options.empty) {
+      await migrate(url);
+      await applyPolicies(url);
+    }
+    const admin = postgres(url, { max: 4, onnotice: () => {} });
+    return {
+      name,
+      url,
+      admin,
+      async drop() {
+        await admin.end({ timeout: 5 });
+        await dropCitusDatabase([citus.coordinator, ...citus.workers], name);
+      },
+    };
+  }
   const cluster = postgres(clusterUrl(), { max: 1, onnotice: () => {} });
   try {
     // CREATE DATABASE … TEMPLATE fails while another session is connected to the template;

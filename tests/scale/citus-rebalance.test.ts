@@ -1,0 +1,156 @@
+import postgres, { type Sql } from 'postgres';
+import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { createWorkspace } from '../../gateway/admin/workspaces.js';
+import { startCitusCluster, type CitusCluster, type PgNode } from './harness/citus.js';
+
+// Resharding without loss: a third worker joins a running cluster that holds several
+// workspaces, Citus moves shards onto it (citus_rebalance_start / citus_rebalance_wait) while
+// writes and reads go on through the coordinator, and afterwards every row is there: the
+// count and sum of every tenant table per workspace are what they were plus what was written,
+// and no statement failed.
+
+const DB = 'tally_rebalance';
+const WORKSPACES = 6;
+
+let cluster: CitusCluster;
+let url: string;
+let sql: Sql;
+let third: PgNode;
+
+beforeAll(async () => {
+  cluster = await startCitusCluster({ workers: 2 });
+  url = await cluster.createDatabase(DB);
+  third = await cluster.startServer('worker3'); // not in the database yet: it joins in the test
+  await migrate(url);
+  await applyPolicies(url);
+  sql = postgres(url, { max: 6, onnotice: () => {} });
+});
+afterAll(async () => {
+  await sql?.end();
+  await cluster?.stop();
+});
+
+interface Figures {
+  [workspace: string]: { [table: string]: { rows: number; sum: number } };
+}
+
+/** Rows and the sum of the amounts (or of the ids' hashes) of every tenant table, per workspace. */
+async function figures(ids: string[]): Promise<Figures> {
+  const rows = await sql<{ ws: string; t: string; rows: number; sum: string }[]>`
+    SELECT workspace_id::text AS ws, 'personal_transactions' AS t, count(*)::int AS rows, sum(amount)::text AS sum
+      FROM personal_transactions WHERE workspace_id = ANY (${ids}::uuid[]) GROUP BY 1
+    UNION ALL
+    SELECT workspace_id::text, 'fund_transactions', count(*)::int, sum(amount)::text
+      FROM fund_transactions WHERE workspace_id = ANY (${ids}::uuid[]) GROUP BY 1
+    UNION ALL
+    SELECT workspace_id::text, 'funds', count(*)::int, sum(hashtext(id::text)::numeric)::text
+      FROM funds WHERE workspace_id = ANY (${ids}::uuid[]) GROUP BY 1
+    UNION ALL
+    SELECT workspace_id::text, 'contacts', count(*)::int, sum(hashtext(id::text)::numeric)::text
+      FROM contacts WHERE workspace_id = ANY (${ids}::uuid[]) GROUP BY 1
+    UNION ALL
+    SELECT workspace_id::text, 'fund_participants', count(*)::int, sum(hashtext(contact_id::text)::numeric)::text
+      FROM fund_participants WHERE workspace_id = ANY (${ids}::uuid[]) GROUP BY 1`;
+  const out: Figures = {};
+  for (const r of rows) (out[r.ws] ??= {})[r.t] = { rows: r.rows, sum: Number(r.sum) };
+  return out;
+}
+
+async function seed(ws: string, n: number): Promise<void> {
+  await sql`
+    INSERT INTO personal_transactions (workspace_id, name, amount, category_id, method_id, occurred_at)
+    SELECT ${ws}, 'expense ' || i, (i % 97) + 0.25, 'food-drinks', 'cash', now() - i * interval '1 hour'
+      FROM generate_series(1, ${n}) i`;
+  await sql`INSERT INTO funds (workspace_id, name, kind) SELECT ${ws}, 'fund ' || i, 'Travel' FROM generate_series(1, 3) i`;
+  await sql`INSERT INTO contacts (workspace_id, name) SELECT ${ws}, 'contact ' || i FROM generate_series(1, 10) i`;
+  await sql`
+    INSERT INTO fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id)
+    SELECT f.workspace_id, f.id, 'move ' || i, CASE WHEN i % 3 = 0 THEN -i ELSE i END, 'fund-income', 'bank-transfer'
+      FROM funds f, generate_series(1, 20) i WHERE f.workspace_id = ${ws}`;
+  await sql`
+    INSERT INTO fund_participants (workspace_id, fund_id, contact_id)
+    SELECT f.workspace_id, f.id, c.id FROM funds f JOIN contacts c ON c.workspace_id = f.workspace_id
+     WHERE f.workspace_id = ${ws}`;
+}
+
+describe('adding a worker and rebalancing while the coordinator serves', () => {
+  it('moves shards to the new worker and loses no row and no statement', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < WORKSPACES; i++) {
+      const ws = await createWorkspace(sql, `rebalance ${i}`, 'EUR', 'test');
+      ids.push(ws.id);
+      await seed(ws.id, 200 + 50 * i);
+    }
+    const before = await figures(ids);
+
+    // The new node gets the database and the extension, as every node does; then it joins.
+    const node = postgres(third.url(), { max: 1, onnotice: () => {} });
+    await node.unsafe(`CREATE DATABASE ${DB}`);
+    await node.end();
+    const nodeDb = postgres(third.url(DB), { max: 1, onnotice: () => {} });
+    await nodeDb`CREATE EXTENSION citus`;
+    await nodeDb.end();
+    await sql`SELECT citus_add_node('127.0.0.1', ${third.port})`;
+
+    // Writes and reads of every workspace, one after the other, until the rebalance is done.
+    const written: Record<string, { rows: number; sum: number }> = Object.fromEntries(
+      ids.map((id) => [id, { rows: 0, sum: 0 }]),
+    );
+    const failures: string[] = [];
+    let statements = 0;
+    let done = false;
+    const load = (async () => {
+      for (let i = 0; !done; i++) {
+        const ws = ids[i % ids.length]!;
+        const amount = (i % 50) + 1;
+        try {
+          await sql`
+            INSERT INTO personal_transactions (workspace_id, name, amount, category_id, method_id)
+            VALUES (${ws}, ${'during ' + i}, ${amount}, 'essentials', 'credit-card')`;
+          written[ws]!.rows++;
+          written[ws]!.sum += amount;
+          const [read] = await sql<{ n: number }[]>`
+            SELECT count(*)::int AS n FROM personal_transactions WHERE workspace_id = ${ws}`;
+          const expected = before[ws]!['personal_transactions']!.rows + written[ws]!.rows;
+          if (read!.n !== expected) failures.push(`read ${read!.n} rows of ${ws}, expected ${expected}`);
+          statements += 2;
+        } catch (err) {
+          failures.push(String(err));
+        }
+      }
+    })();
+
+    const started = Date.now();
+    const [job] = await sql<{ id: string | null }[]>`SELECT citus_rebalance_start()::text AS id`;
+    await sql`SELECT citus_rebalance_wait()`;
+    const seconds = (Date.now() - started) / 1000;
+    done = true;
+    await load;
+
+    const [moved] = await sql<{ shards: number; status: string }[]>`
+      SELECT (SELECT count(*)::int FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+                JOIN pg_dist_shard s USING (shardid)
+               WHERE n.nodeport = ${third.port} AND s.logicalrelid = 'public.funds'::regclass) AS shards,
+             (SELECT state::text FROM pg_dist_background_job WHERE job_id = ${job!.id}::bigint) AS status`;
+    const after = await figures(ids);
+    const expected = structuredClone(before);
+    for (const ws of ids) {
+      const p = expected[ws]!['personal_transactions']!;
+      p.rows += written[ws]!.rows;
+      p.sum += written[ws]!.sum;
+    }
+    expect(after).toEqual(expected);
+    process.stdout.write(
+      `rebalance: ${moved!.shards} of 32 funds shards moved to the new worker in ${seconds.toFixed(1)} s (job ${moved!.status}); ` +
+        `${statements} statements during it, ${failures.length} failed; rows before ${total(before)}, written ${Object.values(written).reduce((a, w) => a + w.rows, 0)}, after ${total(after)}\n`,
+    );
+    expect(failures).toEqual([]);
+    expect(moved!.status).toBe('finished');
+    expect(moved!.shards).toBeGreaterThan(0);
+    expect(statements).toBeGreaterThan(0);
+  });
+});
+
+function total(f: Figures): number {
+  return Object.values(f).reduce((a, t) => a + Object.values(t).reduce((b, x) => b + x.rows, 0), 0);
+}
