@@ -17,8 +17,13 @@ const shared = {
   setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
 };
 
-/** The main suite's files that run on Citus too. */
-const ON_CITUS = ['isolation'];
+/**
+ * The main suite's files that run on Citus too. isolation, rest-read, rest-write, access-jwt,
+ * access-ratelimit, access-scopes, access-surfaces and the MCP files join them once requests as
+ * the API roles run on a coordinator (today Citus opens its worker connections as the request's
+ * role, which may not log in).
+ */
+const ON_CITUS = ['access-exchange', 'access-keys', 'lookups'];
 
 export default {
   testTimeout: 300000,
