@@ -12,8 +12,9 @@
 // Knobs (environment): BENCH_SECONDS (per case, default 6), BENCH_CONNECTIONS (default
 // 16), BENCH_MAIN_ROWS (100000), BENCH_OTHER_WORKSPACES (100), BENCH_OTHER_ROWS (10000),
 // BENCH_MANY_WORKSPACES (1000; 0 skips the many-workspaces case), BENCH_MCP_SESSIONS (100),
-// BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CASES (e.g. c,d: only these
-// besides the baseline and (a); n is the noisy neighbour), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
+// BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CITUS_ROWS (20000: case k's
+// expenses), BENCH_CASES (e.g. c,d: only these besides the baseline and (a); n is the noisy
+// neighbour), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
 // into bench/results/profiles), BENCH_OUT (the JSON file).
 
 import autocannon, { type Result } from 'autocannon';
@@ -28,6 +29,7 @@ import { adminClient } from '../gateway/db/connect.js';
 import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
+import { citusCase, type CitusReport } from './citus.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
@@ -854,6 +856,23 @@ async function main(): Promise<void> {
             `${fmt(m.ratioToBaseline ?? NaN, 2)}× its own (${c.floor!.title})`,
         );
     }
+    // Case (k): Tally on a Citus coordinator against Tally on one plain PostgreSQL 15.
+    let citus: CitusReport | undefined;
+    if (!only || only.has('k')) {
+      const ran = await citusCase({
+        jwtSecret,
+        rows: num('BENCH_CITUS_ROWS', 20_000),
+        seconds: SECONDS,
+        connections: CONNECTIONS,
+        log,
+      });
+      if (typeof ran === 'string') {
+        notes.push(ran);
+        log(`  note: ${ran}`);
+      } else citus = ran;
+    }
+    const citusAt = (name: string) => citus?.figures.find((f) => f.case === name && f.connections === 16)?.ratio;
+
     const targets: Record<string, { target: string; measured: number | null; met: boolean }> = {
       restReadVsFloorAt16: target('>= 0.85× floor', at('a')?.ratioToBaseline, (v) => v >= 0.85),
       restReadP99VsFloorAt16: target("<= 1.2× floor's p99", at('a')?.p99RatioToBaseline, (v) => v <= 1.2),
@@ -891,6 +910,8 @@ async function main(): Promise<void> {
         (v) => v < 3000 && neighbour?.exchangeFailures === 0,
       ),
       mcpThroughputManySessionsVs16: target(`>= 0.9 (${mcpSessions} sessions hold)`, mcpHold, (v) => v >= 0.9),
+      citusReadVsPlainPostgresAt16: target('>= 0.5× plain PostgreSQL 15', citusAt('k read'), (v) => v >= 0.5),
+      citusInsertVsPlainPostgresAt16: target('>= 0.5× plain PostgreSQL 15', citusAt('k insert'), (v) => v >= 0.5),
     };
 
     log('');
@@ -905,6 +926,10 @@ async function main(): Promise<void> {
     log(
       `Peak RSS: Tally ${tallyMemory?.peakMb} MB, floor ${baselineMemory?.peakMb} MB${postgraphileMemory ? `, PostGraphile ${postgraphileMemory.peakMb} MB` : ''}`,
     );
+    if (citus)
+      log(
+        `Citus (k): the coordinator's hop costs a request ${citus.hopMs.read} ms (list read) and ${citus.hopMs.insert} ms (insert) at one connection`,
+      );
     for (const note of notes) log(`Note: ${note}`);
     for (const [name, t] of Object.entries(targets))
       log(`Target ${name}: ${t.target}, measured ${t.measured} → ${t.met ? 'met' : 'NOT met'}`);
@@ -944,6 +969,7 @@ async function main(): Promise<void> {
       growth,
       transactionsPerRead: { tally: txPerRead, baseline: baselineTx },
       memory: { tally: tallyMemory, baseline: baselineMemory, postgraphile: postgraphileMemory },
+      citus: citus ?? null,
       targets,
       totalSeconds: Math.round((Date.now() - started) / 1000),
     };
