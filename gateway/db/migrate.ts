@@ -12,7 +12,7 @@ import { splitStatements } from './sql-statements.js';
 // policies/ applied after them (what a DBA edits). Both end by telling the servers to reload.
 //
 // Every file runs statement by statement (sql-statements.ts says why: a Citus coordinator), and
-// after the app's migrations tally.place_tables() (sql/080) places the tables on a Citus
+// after the app's migrations tally.place_tables() (sql/107) places the tables on a Citus
 // coordinator; on plain Postgres it does nothing.
 
 export type MigrationSet = 'gateway' | 'app';
@@ -93,6 +93,10 @@ async function placeTables(databaseUrl: string): Promise<void> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
     await sql`SELECT tally.place_tables() WHERE to_regprocedure('tally.place_tables()') IS NOT NULL`;
+    // Then what the placed tables need on the workers: the API roles' logins and the computed
+    // fields as distributed objects (sql/091, sql/108); also for a database that became a
+    // coordinator after its migrations ran.
+    await sql`SELECT tally.citus_api_roles() WHERE to_regprocedure('tally.citus_api_roles()') IS NOT NULL`;
   } finally {
     await sql.end();
   }
