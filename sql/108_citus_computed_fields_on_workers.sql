@@ -12,6 +12,7 @@ AS $$
 DECLARE
   api_role text;
   secret text;
+  fn record;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
     RETURN;
@@ -29,17 +30,27 @@ BEGIN
   END LOOP;
   -- A computed field (a function of a distributed table's row) is called on the workers: it
   -- must exist there. Citus copies a function to every node once it is a distributed object.
-  PERFORM create_distributed_function(p.oid::regprocedure)
-     FROM pg_proc p
-     JOIN pg_type t ON t.oid = p.proargtypes[0]
-     JOIN pg_dist_partition d ON d.logicalrelid = t.typrelid AND d.partmethod = 'h'
-    WHERE p.pronargs = 1 AND p.prokind = 'f'
-      AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid);
+  -- Order: a SQL function's body is checked when it is created on a worker, so one that calls
+  -- another (balance calls summary) comes after it; PL/pgSQL bodies are not checked, and a SQL
+  -- function was created after the functions its body calls (the same check ran here).
+  FOR fn IN
+    SELECT p.oid::regprocedure AS oid
+      FROM pg_proc p
+      JOIN pg_type t ON t.oid = p.proargtypes[0]
+      JOIN pg_dist_partition d ON d.logicalrelid = t.typrelid AND d.partmethod = 'h'
+     WHERE p.pronargs = 1 AND p.prokind = 'f'
+       AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+     ORDER BY p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'sql'), p.oid
+  LOOP
+    PERFORM create_distributed_function(fn.oid);
+  END LOOP;
 END
 $$;
 REVOKE EXECUTE ON FUNCTION tally.citus_api_roles() FROM PUBLIC;
 
-SELECT tally.citus_api_roles();
+-- Not called here: `tally migrate` calls it after every run, once the tables are placed and
+-- committed (Citus refuses to distribute a function in the transaction that distributed the
+-- table of its argument: "current transaction is aborted" on the worker).
 
 -- Down Migration
 -- The computed fields stay distributed objects (harmless: they exist on every node); 091's
