@@ -16,7 +16,7 @@ import { packageRoot } from '../gateway/paths.js';
 import { citusMissing, startCitusCluster } from '../tests/scale/harness/citus.js';
 import { generateDataset, type Dataset } from './data.js';
 
-export interface CitusFigures {
+interface CitusFigures {
   case: string;
   connections: number;
   plainReqPerSec: number;

@@ -160,10 +160,10 @@ async function taskCounts(s: Sent): Promise<number[]> {
   return counts;
 }
 
-const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string) =>
-  request(app)
-    [method](`/rest/v1/${path}`)
-    .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string) => {
+  const agent = request(app);
+  return agent[method](`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+};
 
 const mcp = (name: string, args: Record<string, unknown> = {}) =>
   request(app)
