@@ -25,7 +25,7 @@
 -- A Citus coordinator with at least one worker: where tables are distributed.
 CREATE FUNCTION tally.citus_coordinator() RETURNS boolean
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
@@ -44,7 +44,7 @@ $$;
 -- The policies/ files call this; drops and re-creates, so running it again changes nothing.
 CREATE FUNCTION tally.workspace_isolation(rel regclass) RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   claim text := CASE WHEN tally.citus_coordinator() THEN 'tally.current_workspace_id()'
@@ -62,7 +62,7 @@ $$;
 -- rule 050_least_privilege gives RLS by).
 CREATE FUNCTION tally.tenant_tables() RETURNS SETOF regclass
 LANGUAGE sql STABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT c.oid::regclass
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -80,7 +80,7 @@ $$;
 -- (categories, payment_methods), which every node holds, so it is safe there.
 CREATE FUNCTION tally.place_tables() RETURNS void
 LANGUAGE plpgsql
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 SET citus.enable_unsafe_triggers = on
 AS $$
 DECLARE

@@ -7,7 +7,7 @@
 -- with "function public.balance(funds) does not exist". Nothing on plain Postgres.
 CREATE OR REPLACE FUNCTION tally.citus_api_roles() RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   api_role text;
@@ -57,7 +57,7 @@ REVOKE EXECUTE ON FUNCTION tally.citus_api_roles() FROM PUBLIC;
 -- definition of the function comes back.
 CREATE OR REPLACE FUNCTION tally.citus_api_roles() RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   api_role text;
