@@ -30,6 +30,17 @@ BEGIN
   END LOOP;
   -- A computed field (a function of a distributed table's row) is called on the workers: it
   -- must exist there. Citus copies a function to every node once it is a distributed object.
+  -- Citus's extension puts views of the cluster (citus_tables, citus_schemas) in schema public,
+  -- readable by everyone: /rest/v1 would publish them, to anon too. The API roles get none.
+  FOR fn IN
+    SELECT d.objid::regclass AS rel
+      FROM pg_depend d
+      JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'citus'
+      JOIN pg_class c ON c.oid = d.objid
+     WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e' AND c.relnamespace = 'public'::regnamespace
+  LOOP
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', fn.rel);
+  END LOOP;
   -- Order: a SQL function's body is checked when it is created on a worker, so one that calls
   -- another (balance calls summary) comes after it; PL/pgSQL bodies are not checked, and a SQL
   -- function was created after the functions its body calls (the same check ran here).
