@@ -1,5 +1,5 @@
 import request from 'supertest';
-import type { TestDatabase } from './harness/db.js';
+import { onCitus, type TestDatabase } from './harness/db.js';
 import { accessToken, type TestApp } from './harness/app.js';
 import { tokenFor, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
@@ -237,7 +237,12 @@ describe('writes through /rest/v1', () => {
 
     it('cannot move or touch rows of another workspace with PATCH or DELETE', async () => {
       const move = await patch(`personal_transactions?id=eq.${a.expenseId}`, { workspace_id: b.id });
-      expect(move.status).toBe(403);
+      expect([move.status, move.body.code]).toEqual(onCitus ? [400, '0A000'] : [403, '42501']);
+      expect(
+        first(await db.admin`SELECT workspace_id FROM public.personal_transactions WHERE id = ${a.expenseId}`),
+      ).toEqual({
+        workspace_id: a.id,
+      });
       const touch = await patch(
         `personal_transactions?id=eq.${b.expenseId}`,
         { name: 'hacked' },

@@ -1,6 +1,7 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { randomBytes } from 'node:crypto';
 import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { compile, literal, sql as fragment } from '../../gateway/engine/sql.js';
 import { createCitusDatabase, dropCitusDatabase, nodeAt } from '../scale/harness/citus.js';
 
 // Per-file databases cloned from the migrated template, and helpers to act as a request would:
@@ -41,6 +42,13 @@ export function serverUrl(ownerUrl: string): string {
   u.password = encodeURIComponent(password);
   return u.toString();
 }
+
+/**
+ * Whether this run's databases are on a Citus coordinator. Citus refuses changing a row's
+ * distribution column (workspace_id) itself, with 0A000, before row-level security would with
+ * 42501: the row stays where it was either way.
+ */
+export const onCitus = Boolean(process.env.TALLY_TEST_CITUS_WORKERS);
 
 /** The Citus cluster the tests run on (the coordinator is the cluster URL's server), if any. */
 function citusNodes() {
@@ -132,7 +140,13 @@ export async function asRole<T>(
   let result: T | undefined;
   try {
     await sql.begin(async (tx) => {
-      await tx`SELECT set_config('role', ${role}, true), set_config('request.jwt.claims', ${claims ? JSON.stringify({ role, ...claims }) : ''}, true)`;
+      // As the gateway sets them (engine/execute.ts): the claims with SET LOCAL, which Citus
+      // copies to the workers' connections of the transaction (the owner has no role setting
+      // that asks for it, so it is asked here; a harmless placeholder on plain Postgres).
+      await tx`SET LOCAL citus.propagate_set_commands = 'local'`;
+      const json = claims ? JSON.stringify({ role, ...claims }) : '';
+      await tx.unsafe(compile(fragment`SET LOCAL request.jwt.claims = ${literal(json)}`).text);
+      await tx`SELECT set_config('role', ${role}, true)`;
       result = await fn(tx);
       if (!options.commit) throw rollback;
     });
