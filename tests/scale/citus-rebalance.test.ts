@@ -1,11 +1,17 @@
+import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
+import request from 'supertest';
 import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
 import { createWorkspace } from '../../gateway/admin/workspaces.js';
+import { accessToken, startTestApp, type TestApp } from '../harness/app.js';
+import { tokenFor } from '../harness/fixtures.js';
+import { restEnv, TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster, type PgNode } from './harness/citus.js';
 
 // Resharding without loss: a third worker joins a running cluster that holds several
 // workspaces, Citus moves shards onto it (citus_rebalance_start / citus_rebalance_wait) while
-// writes and reads go on through the coordinator, and afterwards every row is there: the
+// Tally, on the coordinator, serves writes and reads of every workspace through /rest/v1, and
+// afterwards every row is there: the
 // count and sum of every tenant table per workspace are what they were plus what was written,
 // and no statement failed.
 //
@@ -21,6 +27,7 @@ let cluster: CitusCluster;
 let url: string;
 let sql: Sql;
 let third: PgNode;
+let tally: TestApp;
 
 beforeAll(async () => {
   cluster = await startCitusCluster({ workers: 2 });
@@ -29,8 +36,13 @@ beforeAll(async () => {
   await migrate(url);
   await applyPolicies(url);
   sql = postgres(url, { max: 6, onnotice: () => {} });
+  // Tally logs in as authenticator, as `tally serve` does.
+  process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD = randomBytes(18).toString('base64url');
+  await sql`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD})`;
+  tally = startTestApp(url, restEnv());
 });
 afterAll(async () => {
+  await tally?.close();
   await sql?.end({ timeout: 5 });
   await cluster?.stop();
 });
@@ -79,7 +91,7 @@ async function seed(ws: string, n: number): Promise<void> {
 }
 
 describe('adding a worker and rebalancing while the coordinator serves', () => {
-  it('moves shards to the new worker and loses no row and no statement', async () => {
+  it('moves shards to the new worker and loses no row and no request', async () => {
     const ids: string[] = [];
     for (let i = 0; i < WORKSPACES; i++) {
       const ws = await createWorkspace(sql, `rebalance ${i}`, 'EUR', 'test');
@@ -97,7 +109,14 @@ describe('adding a worker and rebalancing while the coordinator serves', () => {
     await nodeDb.end();
     await sql`SELECT citus_add_node('127.0.0.1', ${third.port})`;
 
-    // Writes and reads of every workspace, one after the other, until the rebalance is done.
+    // Writes and reads of every workspace through Tally, one after the other, until the
+    // rebalance is done: each read must count exactly the rows written so far.
+    const jwts: Record<string, string> = {};
+    for (const ws of ids) {
+      const t = await tokenFor(sql, ws, 'write');
+      jwts[ws] = await accessToken({ role: 'api_write', workspace_id: ws, scope: 'write', sub: t.id });
+    }
+    const as = (ws: string) => ({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwts[ws]}` });
     const written: Record<string, { rows: number; sum: number }> = Object.fromEntries(
       ids.map((id) => [id, { rows: 0, sum: 0 }]),
     );
@@ -111,16 +130,24 @@ describe('adding a worker and rebalancing while the coordinator serves', () => {
         const amount = (i % 50) + 1;
         try {
           const t0 = Date.now();
-          await sql`
-            INSERT INTO personal_transactions (workspace_id, name, amount, category_id, method_id)
-            VALUES (${ws}, ${'during ' + i}, ${amount}, 'essentials', 'credit-card')`;
+          const insert = await request(tally.app)
+            .post('/rest/v1/personal_transactions')
+            .set({ ...as(ws), Prefer: 'return=minimal' })
+            .send({ name: `during ${i}`, amount, category_id: 'essentials', method_id: 'credit-card' });
           slowestWriteMs = Math.max(slowestWriteMs, Date.now() - t0);
-          written[ws]!.rows++;
-          written[ws]!.sum += amount;
-          const [read] = await sql<{ n: number }[]>`
-            SELECT count(*)::int AS n FROM personal_transactions WHERE workspace_id = ${ws}`;
+          if (insert.status !== 201) failures.push(`insert answered ${insert.status} ${insert.text}`);
+          else {
+            written[ws]!.rows++;
+            written[ws]!.sum += amount;
+          }
+          const read = await request(tally.app)
+            .get('/rest/v1/personal_transactions?select=id&limit=1')
+            .set({ ...as(ws), Prefer: 'count=exact' });
+          const n = Number(/\/(\d+)$/.exec(String(read.headers['content-range']))?.[1]);
           const expected = before[ws]!['personal_transactions']!.rows + written[ws]!.rows;
-          if (read!.n !== expected) failures.push(`read ${read!.n} rows of ${ws}, expected ${expected}`);
+          // 206: one row of the workspace's `n` (PostgREST's partial content with a count).
+          if (read.status !== 206 || n !== expected)
+            failures.push(`read answered ${read.status} with ${n} rows of ${ws}, expected ${expected}`);
           statements += 2;
         } catch (err) {
           failures.push(String(err));
@@ -152,7 +179,7 @@ describe('adding a worker and rebalancing while the coordinator serves', () => {
     expect(after).toEqual(expected);
     process.stdout.write(
       `rebalance: ${moved!.shards} of 32 funds shards moved to the new worker in ${seconds.toFixed(1)} s (job ${moved!.status}); ` +
-        `${statements} statements during it, ${failures.length} failed, slowest write ${slowestWriteMs} ms; rows before ${total(before)}, written ${Object.values(written).reduce((a, w) => a + w.rows, 0)}, after ${total(after)}\n`,
+        `${statements} requests through Tally during it, ${failures.length} failed, slowest write ${slowestWriteMs} ms; rows before ${total(before)}, written ${Object.values(written).reduce((a, w) => a + w.rows, 0)}, after ${total(after)}\n`,
     );
     expect(failures).toEqual([]);
     expect(moved!.status).toBe('finished');
