@@ -54,6 +54,12 @@ describe('the OpenAPI 3.1 description of /rest/v1', () => {
     // Functions: GET too for one that changes nothing; a computed field's, which takes a row, POST only.
     expect(Object.keys(write.paths['/rpc/fund_summary']!).sort()).toEqual(['get', 'post']);
     expect(Object.keys(write.paths['/rpc/balance']!)).toEqual(['post']);
+    // What a function answers: its scalar type (or null), any JSON for json.
+    const answer = (path: string) =>
+      (write.paths[path]!.post as { responses: { 200: { content: { 'application/json': { schema: unknown } } } } })
+        .responses[200].content['application/json'].schema;
+    expect(answer('/rpc/balance')).toEqual({ type: ['number', 'null'] });
+    expect(answer('/rpc/spending_summary')).toEqual({});
     expect(Object.keys(write.paths)).not.toContain('/api_tokens');
 
     const read = (await describeFor(readA)).doc;

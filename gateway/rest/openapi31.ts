@@ -211,8 +211,8 @@ function resultSchema(routine: Routine, described: Map<Relation, string>): JsonS
           required: relation.columnList.map((c) => c.name),
         };
   } else {
-    // The scalar type is not kept in the schema cache; any JSON value it may be.
-    one = {};
+    // A value of its type, or NULL; any JSON where the type is not known (record).
+    one = routine.returns.scalar ? valueSchema(routine.returns.scalar, true) : {};
   }
   return setOf ? { type: 'array', items: one } : one;
 }

@@ -694,7 +694,10 @@ function routinesOf(
         description: null,
       };
       returns = { setOf: r.setof, kind: 'composite', relation };
-    } else returns = { setOf: r.setof, kind: 'scalar' };
+    } else {
+      returns = { setOf: r.setof, kind: 'scalar' };
+      if (r.ret_relid === 0 && !r.ret_record) returns.scalar = { baseType: r.base_type, isArray: r.is_array };
+    }
     const routine: Routine = {
       oid: r.oid,
       schema: r.schema,

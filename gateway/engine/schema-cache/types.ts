@@ -108,6 +108,8 @@ export interface Routine {
      */
     kind: 'composite' | 'scalar' | 'void';
     relation?: Relation;
+    /** A scalar result's type (not for record, or a row type of no exposed relation). */
+    scalar?: { baseType: string; isArray: boolean };
   };
   volatility: 'volatile' | 'stable' | 'immutable';
   description: string | null;
