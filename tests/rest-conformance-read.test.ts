@@ -743,6 +743,20 @@ const AREAS: Record<string, Case[]> = {
       },
     },
   ],
+  errors: [
+    {
+      name: 'a recursion in a policy keeps its message',
+      method: 'GET',
+      path: 'recursive_policy',
+      status: 500,
+      json: {
+        code: '42P17',
+        message: 'infinite recursion detected in policy for relation "recursive_policy"',
+        details: null,
+        hint: null,
+      },
+    },
+  ],
   'filters on embedded resources': [
     get('a filter two levels down', 'clients?select=id,projects(id,tasks(id,name))&projects.tasks.name=like.Design*', [
       {

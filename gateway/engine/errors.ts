@@ -103,9 +103,11 @@ function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
   } else if (err.code.startsWith('54')) {
     // Postgres's own message says which limit ("target lists can have at most 1664 entries").
     hint = 'The request exceeds a limit of the database: ask for fewer columns, less nesting or fewer rows';
-  } else if (status === 500 || status === 503) {
+  } else if ((status === 500 && err.code !== '42P17') || status === 503) {
     // Internal states (connection, resources, transaction) say nothing useful to a client;
-    // execute.ts logs the original error.
+    // execute.ts logs the original error. A recursion in the definitions (42P17, "infinite
+    // recursion detected in policy for relation …") is the schema's to fix: its message stays,
+    // as in PostgREST.
     message = status === 503 ? 'The database is not available' : 'The database could not complete the request';
     details = null;
     hint = null;
