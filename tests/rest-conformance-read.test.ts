@@ -4,7 +4,8 @@ import { caseRunner, JSON_TYPE, type Case } from './harness/cases.js';
 // The read path as PostgREST answers it: the behaviours of PostgREST's own read cases (logic
 // trees, lists, operators, filters on embedded resources), ported onto a fixture of ours
 // (tests/fixtures/conformance-read.sql) and written as a table: each case is a request and what
-// PostgREST answers to it.
+// PostgREST answers to it. Tally's deliberate differences are cases too, with the answer Tally
+// gives (README: "Differences from PostgREST").
 
 let s: BlogSuite;
 const { check } = caseRunner(() => s);
@@ -744,6 +745,26 @@ const AREAS: Record<string, Case[]> = {
     },
   ],
   errors: [
+    // Tally's deliberate difference (README): PostgREST answers these two 500.
+    {
+      name: 'a cardinality violation is 400 with its message',
+      method: 'GET',
+      path: 'bad_subquery',
+      status: 400,
+      json: {
+        code: '21000',
+        message: 'more than one row returned by a subquery used as an expression',
+        details: null,
+        hint: null,
+      },
+    },
+    {
+      name: 'a limit of the database (54001) is 400 with its message',
+      method: 'GET',
+      path: 'rpc/bottomless?n=1',
+      status: 400,
+      json: { code: '54001', message: 'stack depth limit exceeded', details: null, hint: null },
+    },
     {
       name: 'a recursion in a policy keeps its message',
       method: 'GET',
