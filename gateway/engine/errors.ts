@@ -55,6 +55,8 @@ export interface PgErrorContext {
   anonymous: boolean;
   /** The caller holds a read-only token and tried to write. */
   readOnlyWrite: boolean;
+  /** The engine began the transaction READ ONLY (a read): a 25006 is then the request's doing. */
+  readOnlyTransaction: boolean;
   statementTimeoutMs: number;
   /** The deployment's one-sentence wording of a constraint error, when it has one. */
   describeConstraint?: DescribeConstraint;
@@ -191,6 +193,11 @@ const UNREADABLE =
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
   if (isConnectionError(err)) return { error: connectionError(err), unexpected: false };
+  // A write refused as read-only where nothing asked for a read-only transaction: the database
+  // itself is (a hot standby, or default_transaction_read_only). PostgREST's 405 stays for a
+  // write inside a read (a volatile function over GET).
+  if (isPgError(err) && err.code === '25006' && !pg?.readOnlyTransaction)
+    return { error: catalogue.databaseReadOnly(), unexpected: false };
   if (pg && isPgError(err)) return { error: fromPgError(err, pg), unexpected: false };
   const parsed = bodyParserError(err);
   if (parsed) return { error: parsed, unexpected: false };

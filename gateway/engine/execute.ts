@@ -148,6 +148,7 @@ export async function runTransaction(
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
+    readOnlyTransaction: opts.readOnly,
     statementTimeoutMs: opts.statementTimeoutMs,
     describeConstraint: opts.describeConstraint,
   };

@@ -520,6 +520,17 @@ export const catalogue = {
       headers: { 'Accept-Encoding': 'gzip, deflate, br, identity' },
     }),
   ),
+  databaseReadOnly: entry(
+    'TLY003',
+    503,
+    'the database accepts no writes: a hot standby, in recovery, or default_transaction_read_only',
+    () => ({
+      message: 'The database is read-only',
+      details: 'Tally writes on every request (rate-limit counters, token use) and needs a writable primary',
+      hint: `Point TALLY_DB_URI at the primary (several hosts with target_session_attrs=read-write pick it); retry in ${RETRY_AFTER_SECONDS} seconds`,
+      headers: retryLater,
+    }),
+  ),
   bodyTooLarge: entry('TLY001', 413, 'the request body is larger than TALLY_MAX_BODY_BYTES', (limit?: number) => ({
     message: 'The request body is too large',
     details: limit === undefined ? null : `The limit is ${limit} bytes`,
