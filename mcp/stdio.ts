@@ -10,7 +10,13 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { Config } from '../gateway/config.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
-import { jwtSecretFor, openDatabase, serverLoginUrl, serverPool } from '../gateway/db/connect.js';
+import {
+  jwtSecretFor,
+  openDatabase,
+  preparedStatementsFor,
+  serverLoginUrl,
+  serverPool,
+} from '../gateway/db/connect.js';
 import { changesOf, createGateway } from '../gateway/engine/gateway.js';
 import { constraintMessage } from '../gateway/fields.js';
 import { catalogue } from '../gateway/engine/errors.js';
@@ -60,7 +66,11 @@ export async function serveStdio(config: Config): Promise<void> {
     );
   }
   const db = await openDatabase(config, { log: () => {} });
-  const pool = serverPool(await serverLoginUrl(config, db), { max: 2 });
+  const loginUrl = await serverLoginUrl(config, db);
+  const pool = serverPool(loginUrl, {
+    max: 2,
+    prepare: await preparedStatementsFor(loginUrl, config.preparedStatements),
+  });
   const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
   const token = await findWorkspaceToken(ctx, presented);
   if (!token.apiEnabled) throw apiSwitchedOff();

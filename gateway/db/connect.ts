@@ -1,5 +1,6 @@
 import postgres, { type Sql } from 'postgres';
 import { createPool, type Pool } from '../engine/pool.js';
+import { log } from '../log.js';
 import type { Config } from '../config.js';
 import { startEmbedded, localSecrets } from './embedded.js';
 
@@ -89,6 +90,7 @@ export function serverPool(
     reserved: options.reserved,
     client: {
       prepare: options.prepare ?? true,
+      target_session_attrs: targetSessionAttrs(url),
       idle_timeout: 60,
       connect_timeout: 5,
       // While Postgres is away, a request waits for the next connection attempt before it fails
@@ -100,6 +102,54 @@ export function serverPool(
       connection: { application_name: 'tally' },
     } as never,
   });
+}
+
+/**
+ * The target_session_attrs to give postgres.js for a URL. postgres.js (3.4.9) checks
+ * `read-write` by default_transaction_read_only alone, which a hot standby does not set: it
+ * took a standby for writable. Tally asks it for `primary` (not in recovery) instead; a primary
+ * set read-only is then answered 503 TLY003, and /readyz says so.
+ */
+function targetSessionAttrs(url: string): string | undefined {
+  const query = url.includes('?') ? url.slice(url.indexOf('?') + 1) : '';
+  const asked = new URLSearchParams(query).get('target_session_attrs') ?? process.env.PGTARGETSESSIONATTRS;
+  return asked === 'read-write' ? 'primary' : undefined;
+}
+
+/**
+ * Whether the server's login reaches Postgres through a connection pooler: the backend that
+ * answers is not the one the connection announced when it was made (BackendKeyData), as with
+ * PgBouncer, which hands each transaction a server connection of its own. Named prepared
+ * statements then fail on another connection than the one that prepared them.
+ */
+async function throughPooler(url: string): Promise<boolean> {
+  const sql = postgres(url, {
+    max: 1,
+    prepare: false,
+    connect_timeout: 5,
+    target_session_attrs: targetSessionAttrs(url),
+    onnotice: () => {},
+    connection: { application_name: 'tally' },
+  } as never);
+  try {
+    const rows = await sql<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+    return rows.state.pid !== rows[0]?.pid;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+/**
+ * Whether the server may use named prepared statements: as configured, but never through a
+ * pooler that would break them (a valid token answered 401, 500s, stalls): they are switched
+ * off at start, and the log says so.
+ */
+export async function preparedStatementsFor(url: string, wanted: boolean): Promise<boolean> {
+  if (!wanted || !(await throughPooler(url))) return wanted;
+  log.warn(
+    'the database connection goes through a pooler (PgBouncer in transaction mode?): prepared statements are off; set TALLY_DB_PREPARED_STATEMENTS=false to say so',
+  );
+  return false;
 }
 
 /** The pool sized and bounded by the configuration. */

@@ -275,9 +275,17 @@ function slotClient(url: string, clientOptions: PoolOptions['client']): Pick<Slo
   let retired = false;
   // Otherwise the socket postgres.js would make itself: it writes the start-up message at once,
   // which Node buffers until the connection is made; refusals and timeouts reach it as usual.
+  // With several hosts in the URL (h1:p1,h2:p2) each attempt takes the next one, as postgres.js
+  // does with sockets of its own: a host that refuses, or that target_session_attrs rejects,
+  // is followed by the next.
+  let attempt = 0;
   const socket = (o: { host: string[]; port: number[] }): Socket => {
     if (retired) throw Object.assign(new Error('this pool slot was retired'), { code: 'CONNECTION_DESTROYED' });
-    return connect({ host: defined(o.host[0], 'the database host'), port: defined(o.port[0], 'the database port') });
+    const i = attempt++ % o.host.length;
+    return connect({
+      host: defined(o.host[i], 'the database host'),
+      port: defined(o.port[i] ?? o.port[0], 'the database port'),
+    });
   };
   const client = postgres(url, { ...clientOptions, max: 1, socket } as never);
   return { client, retire: () => void (retired = true) };
