@@ -186,6 +186,19 @@ const UNREADABLE =
   'Check that a Content-Encoding names how the body is really encoded and that Content-Length is its size';
 
 /**
+ * The database itself accepts no writes (a hot standby, or default_transaction_read_only):
+ * - a write refused as read-only where nothing asked for a read-only transaction (PostgREST's
+ *   405 stays for a write inside a read: a volatile function over GET);
+ * - on a standby, the unlogged tables of the request checks (rate-limit and sign-in counters)
+ *   cannot even be read. Postgres gives that refusal only the generic "not supported" code, so
+ *   its message says which one it is.
+ */
+function databaseReadOnly(err: PgErrorLike, pg?: PgErrorContext): boolean {
+  if (err.code === '25006') return !pg?.readOnlyTransaction;
+  return err.code === '0A000' && /during recovery/.test(err.message);
+}
+
+/**
  * The one way anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a
  * database error as PostgREST maps it (given the request's context), a body-parser refusal its
  * 4xx, and anything else a 500 (TLY000) that the caller logs (`unexpected` is then true).
@@ -193,11 +206,7 @@ const UNREADABLE =
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
   if (isConnectionError(err)) return { error: connectionError(err), unexpected: false };
-  // A write refused as read-only where nothing asked for a read-only transaction: the database
-  // itself is (a hot standby, or default_transaction_read_only). PostgREST's 405 stays for a
-  // write inside a read (a volatile function over GET).
-  if (isPgError(err) && err.code === '25006' && !pg?.readOnlyTransaction)
-    return { error: catalogue.databaseReadOnly(), unexpected: false };
+  if (isPgError(err) && databaseReadOnly(err, pg)) return { error: catalogue.databaseReadOnly(), unexpected: false };
   if (pg && isPgError(err)) return { error: fromPgError(err, pg), unexpected: false };
   const parsed = bodyParserError(err);
   if (parsed) return { error: parsed, unexpected: false };

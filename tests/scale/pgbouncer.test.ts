@@ -28,8 +28,13 @@ describe('three Tally processes behind PgBouncer in transaction mode', () => {
     await pg?.stop();
   });
 
-  it('say at start-up that the connection goes through a pooler, and switch prepared statements off', () => {
-    for (const out of servers.output) expect(out).toMatch(/goes through a pooler.*prepared statements are off/);
+  it('say at start-up that the connection goes through a pooler, and switch prepared statements off', async () => {
+    // The log is written in batches: the line may follow "Tally is up".
+    for (let i = 0; i < servers.output.length; i++)
+      await waitFor(
+        async () => /goes through a pooler.*prepared statements are off/.test(servers.output[i]!),
+        `process ${i} to say it goes through a pooler`,
+      );
   });
 
   it('count one rate limit: of 90 requests of one token, exactly 60 succeed and 30 get 429 with Retry-After', async () => {
