@@ -21,11 +21,23 @@ function missing(): string | undefined {
   if (!existsSync(join(BIN, 'postgres')) || !existsSync(join(BIN, 'pg_basebackup')))
     return `Debian's PostgreSQL 15 is missing (${BIN}): apt-get install postgresql-15`;
   if (!onPath('pgbouncer') && process.getuid?.() === 0) {
-    // Installed as root, under the lock every apt user of this machine takes.
-    execFileSync('flock', ['/tmp/tally-apt.lock', 'apt-get', 'install', '-y', '-qq', 'pgbouncer'], {
-      stdio: 'ignore',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
+    // Installed as root, under the lock every apt user of this machine takes; on a fresh machine
+    // the package lists come first. A failure leaves the one line below.
+    const apt = (...args: string[]) =>
+      execFileSync('flock', ['/tmp/tally-apt.lock', 'apt-get', ...args], {
+        stdio: 'ignore',
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      });
+    try {
+      apt('install', '-y', '-qq', 'pgbouncer');
+    } catch {
+      try {
+        apt('update', '-qq');
+        apt('install', '-y', '-qq', 'pgbouncer');
+      } catch {
+        // said below
+      }
+    }
   }
   if (!onPath('pgbouncer')) return "Debian's pgbouncer is missing: apt-get install pgbouncer (as root)";
   return undefined;
