@@ -85,7 +85,8 @@ function postgresUrl(env: Env, name: string): string | undefined {
   const encoded = password.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=%]/g, (c) => encodeURIComponent(c));
   const url = head + encoded + tail;
   try {
-    new URL(url);
+    // A URL holds one host; libpq's list of several (h1:5432,h2:5432) is checked by its first.
+    new URL(head + encoded + tail.replace(/^@([^/?#,]*)[^/?#]*/, '@$1'));
   } catch {
     throw new ConfigError(`${name} is not a valid URL (host, port or database)`);
   }
