@@ -77,7 +77,7 @@ describe('Tally in front of your own database', () => {
     const m = await tally(['migrate', '--gateway-only'], env);
     expect(m.stderr).toBe('');
     expect(m.stdout).toBe(
-      'up: gateway/001_gateway_state\nup: gateway/095_change_version\nup: gateway/105_search_path_pg_temp_last\n',
+      'up: gateway/001_gateway_state\nup: gateway/095_change_version\nup: gateway/105_search_path_pg_temp_last\nup: gateway/109_schema_version_on_commit\n',
     );
     // The gateway added its state and left the DBA's table alone; no finance table appeared.
     const tables = await db.admin<{ t: string }[]>`
@@ -87,6 +87,7 @@ describe('Tally in front of your own database', () => {
       'public.categories',
       'public.publishable_keys',
       'tally.rate_limits',
+      'tally.schema_version_row',
       'tally.watched_relations',
     ]);
     await db.admin.unsafe(`

@@ -1,7 +1,12 @@
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 
-const GATEWAY_SET = ['gateway/001_gateway_state', 'gateway/095_change_version', 'gateway/105_search_path_pg_temp_last'];
+const GATEWAY_SET = [
+  'gateway/001_gateway_state',
+  'gateway/095_change_version',
+  'gateway/105_search_path_pg_temp_last',
+  'gateway/109_schema_version_on_commit',
+];
 
 describe('migrations', () => {
   let db: TestDatabase;
@@ -97,6 +102,7 @@ describe('migrations', () => {
       expect(objects.map((r) => r.t)).toEqual([
         'public.publishable_keys',
         'tally.rate_limits',
+        'tally.schema_version_row',
         'tally.watched_relations',
       ]);
       // Its SECURITY DEFINER functions search temporary tables last without the app's set too.

@@ -1,3 +1,4 @@
+import postgres from 'postgres';
 import { accessToken } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
@@ -27,6 +28,22 @@ describe('three tally serve processes on one database', () => {
   afterAll(async () => {
     await servers?.close();
     await db?.drop();
+  });
+
+  it('are told of a schema change when it commits, not before: a poll in between would load the old schema', async () => {
+    const version = async () => (await db.admin<{ v: string }[]>`SELECT tally.change_version() AS v`)[0]!.v;
+    const before = await version();
+    const dba = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      await dba.begin(async (tx) => {
+        await tx.unsafe('CREATE TABLE public.pending_change (id int PRIMARY KEY)');
+        await tx.unsafe('GRANT SELECT ON public.pending_change TO api_read');
+        expect(await version()).toBe(before);
+      });
+    } finally {
+      await dba.end();
+    }
+    expect(await version()).not.toBe(before);
   });
 
   it('see a new category and payment method, a new column and a new table within the bound', async () => {

@@ -137,6 +137,10 @@ async function notifyReload(databaseUrl: string): Promise<void> {
  * NOTIFY pgrst for the servers that listen.
  */
 export async function schemaChanged(sql: postgres.Sql): Promise<void> {
-  await sql`SELECT nextval(to_regclass('tally.schema_version'))`; // null before sql/gateway/095
+  // Its own transaction: the version moves, for every server, when it commits (sql/gateway/109).
+  const [moved] = await sql<
+    { exists: boolean }[]
+  >`SELECT to_regprocedure('tally.schema_changed()') IS NOT NULL AS exists`;
+  if (moved?.exists) await sql`SELECT tally.schema_changed()`; // not before sql/gateway/109
   await sql`NOTIFY pgrst, 'reload schema'`;
 }
