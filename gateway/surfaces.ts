@@ -92,7 +92,7 @@ export const SURFACES: Surface[] = [
       path: '/api/v1',
       make: (s, express) => wrapperHandler(s.ctx, s.call, s.lookups, s.trustProxy, express),
     },
-    mount: (app, s) => app.use(wrapperExpressRoutes(s.ctx, s.lookups, s.trustProxy)),
+    mount: (app, s) => app.use(wrapperExpressRoutes(s.ctx, s.lookups)),
   },
   // The workspace settings pages (HTML, their own errors): members manage API access.
   {

@@ -120,23 +120,17 @@ function passThrough(c: Call, g: GatewayResponse): void {
   sendBody(c.res, c.auth, g.body ?? '[]');
 }
 
-/** The scheme and host a client reached the server at, as Express's req.protocol and Host give them. */
-function originOf(req: IncomingMessage, trustProxy: boolean): string {
-  let scheme = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
-  const forwarded = trustProxy ? header(req, 'x-forwarded-proto') : undefined;
-  if (forwarded) scheme = forwarded.split(',')[0]!.trim();
-  return `${scheme}://${header(req, 'host') ?? 'localhost'}`;
-}
-
 /**
  * The live OpenAPI document, public (no workspace data): at /api/v1/openapi.json here and at
  * /openapi.json on Express (wrapperExpressRoutes). The caller counted it against the limit.
  */
-function describer(ctx: AppContext, lookups: LookupCache, trustProxy: boolean) {
-  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+function describer(ctx: AppContext, lookups: LookupCache) {
+  return async (_req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const doc = openApiDocument(
       schemasFor(await lookups.get()).schemas,
-      `${originOf(req, trustProxy)}${BASE}`,
+      // A path, not the Host header's origin: a document that echoed a client's Host would
+      // hand the next reader of a cached copy that client's server.
+      BASE,
       ctx.config.rateLimitPerMinute,
     );
     res.setHeader('Cache-Control', 'no-cache');
@@ -145,9 +139,9 @@ function describer(ctx: AppContext, lookups: LookupCache, trustProxy: boolean) {
 }
 
 /** The wrapper's routes on Express: /openapi.json (the document outside /api/v1) and the reference page. */
-export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache, trustProxy: boolean): Router {
+export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache): Router {
   const router = Router();
-  const describe = describer(ctx, lookups, trustProxy);
+  const describe = describer(ctx, lookups);
   router.get('/openapi.json', rateLimit(ctx), ((req, res, next) => {
     describe(req, res).catch(next);
   }) as RequestHandler);
@@ -205,7 +199,7 @@ export function wrapperHandler(
   express: RequestListener,
 ): RequestListener {
   const readBody = bodyReader(ctx.config.maxBodyBytes);
-  const describe = describer(ctx, lookups, trustProxy);
+  const describe = describer(ctx, lookups);
 
   /** One gateway call under the request's auth. */
   const gateway = (
