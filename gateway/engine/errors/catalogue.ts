@@ -103,7 +103,10 @@ export const catalogue = {
     'the connection with the database was lost, or Postgres is shutting down',
     () => ({
       message: 'The connection with the database was lost',
-      hint: `The database is not available at the moment; retry in ${RETRY_AFTER_SECONDS} seconds`,
+      // Lost after the statement was sent, a write may have committed before the answer was:
+      // a blind retry could record it twice.
+      details: 'A write sent before the connection was lost may have been committed',
+      hint: `Retry in ${RETRY_AFTER_SECONDS} seconds; after a write, read whether it was recorded before sending it again`,
       headers: retryLater,
     }),
   ),
