@@ -34,6 +34,8 @@ export function pageOf<T>(rows: T[], limit: number, offset: number): Page<T> {
   };
 }
 
+const MAX_OFFSET = 999_999_999_999_999;
+
 type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] };
 const WRITE_HEADERS = { prefer: 'return=representation', 'content-type': 'application/json' };
 
@@ -54,6 +56,9 @@ export class TableClient {
 
   /** One page of `query` (which sets neither limit nor offset). */
   async page<T>(relation: string, query: URLSearchParams, limit: number, offset: number): Promise<Page<T>> {
+    // Past any table a workspace can hold, and past the offsets the engine reads (15 digits):
+    // the page is empty, as any offset beyond the last record is.
+    if (offset > MAX_OFFSET) return pageOf<T>([], limit, offset);
     query.set('limit', String(limit + 1));
     query.set('offset', String(offset));
     return pageOf(await this.list<T>(relation, query), limit, offset);

@@ -24,6 +24,8 @@ export function rangeEnd(value: string): ['lt' | 'lte', string] {
   if (!DATE.test(value)) return ['lte', value];
   const next = new Date(`${value}T00:00:00Z`);
   next.setUTCDate(next.getUTCDate() + 1);
+  // The day after 9999-12-31 has no ISO form Postgres reads (+010000-…): no moment is after it.
+  if (next.getUTCFullYear() > 9999) return ['lte', 'infinity'];
   return ['lt', next.toISOString()];
 }
 

@@ -222,6 +222,20 @@ describe('expenses', () => {
     expect(last.structuredContent).toMatchObject({ has_more: false, next_offset: null, total: count });
   });
 
+  it('answers the edges of paging and dates with pages, not errors: an offset past any table, the last day', async () => {
+    const client = await connect(readA);
+    const far = await call(client, 'list_expenses', { offset: 1e15 });
+    expect([far.isError, far.structuredContent]).toEqual([
+      undefined,
+      expect.objectContaining({ expenses: [], has_more: false, next_offset: null, offset: 1e15 }),
+    ]);
+    const { count } = first(
+      await db.admin`SELECT count(*)::int AS count FROM public.personal_transactions WHERE workspace_id = ${a.id}`,
+    );
+    const all = await call(client, 'list_expenses', { start_date: '0001-01-01', end_date: '9999-12-31' });
+    expect([all.isError, (all.structuredContent as { total: number }).total]).toEqual([undefined, count]);
+  });
+
   it('update_expense changes only the given fields; delete_expense returns what it deleted', async () => {
     const client = await connect(writeA);
     const r = await call(client, 'update_expense', { id: a.expenseId, amount: 13.75 });
