@@ -128,6 +128,18 @@ describe('GET /rest/v1 (finance schema)', () => {
       const notEmbedded = await get('funds?fund_transactions.amount=gt.0');
       expect([notEmbedded.status, notEmbedded.body.code]).toEqual([400, 'PGRST108']);
     });
+
+    it('suggests only tables the caller may read: a typo of an internal table names none', async () => {
+      const typo = await get('contact');
+      expect([typo.status, typo.body.hint]).toEqual([404, "Perhaps you meant the table 'public.contacts'"]);
+      // api_tokens is in the same schema, granted to no API role.
+      for (const probe of ['api_token', 'api_tokenss']) {
+        const res = await get(probe);
+        expect([res.status, res.body.code, res.body.hint]).toEqual([404, 'PGRST205', null]);
+      }
+      const anon = await get('contact', {}, null);
+      expect([anon.body.code, anon.body.hint]).toEqual(['PGRST205', null]);
+    });
   });
 
   describe('filters', () => {

@@ -77,7 +77,10 @@ function resolveType(cache: SchemaCache, name: string): CatalogText {
 export function findRelation(cache: SchemaCache, schema: string, name: string): Relation {
   const rel = cache.relations.get(`${schema}.${name}`);
   if (!rel) {
-    const names = [...cache.relations.values()].filter((r) => r.schema === schema).map((r) => r.name);
+    // Only relations the caller may read: a hint must not name a table kept from it.
+    const names = [...cache.relations.values()]
+      .filter((r) => r.schema === schema && r.kind !== 'composite' && readableColumns(r, cache.viewer).length > 0)
+      .map((r) => r.name);
     const close = closeName(names, name);
     throw catalogue.noTable(`${schema}.${name}`, close ? `Perhaps you meant the table '${schema}.${close}'` : null);
   }
