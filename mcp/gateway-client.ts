@@ -1,5 +1,6 @@
 import type { AuthContext, GatewayCall, GatewayRequest } from '../gateway/engine/call.js';
 import { oneRow } from '../gateway/engine/invariant.js';
+import { MAX_OFFSET } from '../gateway/engine/request/parse.js';
 
 // What an MCP tool says to the gateway: table reads and writes in PostgREST's grammar, under
 // the caller's AuthContext. Tools build queries; they never write SQL.
@@ -33,8 +34,6 @@ export function pageOf<T>(rows: T[], limit: number, offset: number): Page<T> {
     total: has_more ? null : offset + page.length,
   };
 }
-
-const MAX_OFFSET = 999_999_999_999_999;
 
 type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] };
 const WRITE_HEADERS = { prefer: 'return=representation', 'content-type': 'application/json' };

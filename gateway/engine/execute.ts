@@ -125,7 +125,8 @@ function setupStatement(opts: TransactionOptions): CompiledSql {
  * claims' JSON is a quoted literal (literal(), sql.ts), and the statement is not prepared:
  * its text is the claims'.
  */
-const claimsStatement = (json: string): CompiledSql => compile(sql`SET LOCAL request.jwt.claims = ${literal(json)}`);
+export const claimsStatement = (json: string): CompiledSql =>
+  compile(sql`SET LOCAL request.jwt.claims = ${literal(json)}`);
 
 /** The pre-request function (a configured, possibly schema-qualified name), called without arguments. */
 const preRequestStatements = new Map<string, CompiledSql>();

@@ -1,7 +1,7 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { randomBytes } from 'node:crypto';
 import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
-import { compile, literal, sql as fragment } from '../../gateway/engine/sql.js';
+import { claimsStatement } from '../../gateway/engine/execute.js';
 import { createCitusDatabase, dropCitusDatabase, nodeAt } from '../scale/harness/citus.js';
 
 // Per-file databases cloned from the migrated template, and helpers to act as a request would:
@@ -52,11 +52,10 @@ export const onCitus = Boolean(process.env.TALLY_TEST_CITUS_WORKERS);
 
 /** The Citus cluster the tests run on (the coordinator is the cluster URL's server), if any. */
 function citusNodes() {
-  const workers = process.env.TALLY_TEST_CITUS_WORKERS;
-  if (!workers) return undefined;
+  if (!onCitus) return undefined;
   return {
     coordinator: nodeAt(Number(new URL(clusterUrl()).port)),
-    workers: workers.split(',').map((port) => nodeAt(Number(port))),
+    workers: process.env.TALLY_TEST_CITUS_WORKERS!.split(',').map((port) => nodeAt(Number(port))),
   };
 }
 
@@ -145,7 +144,7 @@ export async function asRole<T>(
       // that asks for it, so it is asked here; a harmless placeholder on plain Postgres).
       await tx`SET LOCAL citus.propagate_set_commands = 'local'`;
       const json = claims ? JSON.stringify({ role, ...claims }) : '';
-      await tx.unsafe(compile(fragment`SET LOCAL request.jwt.claims = ${literal(json)}`).text);
+      await tx.unsafe(claimsStatement(json).text);
       await tx`SELECT set_config('role', ${role}, true)`;
       result = await fn(tx);
       if (!options.commit) throw rollback;

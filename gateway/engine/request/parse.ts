@@ -139,6 +139,9 @@ function firstFieldSegment(segments: string[]): number {
   return arrow >= 0 ? arrow : segments.length - 1;
 }
 
+/** The largest limit or offset a query string can give (nonNegative reads at most 15 digits). */
+export const MAX_OFFSET = 999_999_999_999_999;
+
 function nonNegative(raw: string, key: string): number {
   // As PostgREST: a negative limit cannot be satisfied (416), a negative offset skips nothing.
   if (/^-\d{1,15}$/.test(raw.trim())) {
