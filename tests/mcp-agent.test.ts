@@ -344,7 +344,7 @@ describe('context and workflow', () => {
     ).toBe(true);
   });
 
-  it('each expense of a batch counts against the rate limit', async () => {
+  it('each expense of a batch counts against the rate limit, and a refused batch takes nothing', async () => {
     const limited = startTestApp(s.db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '12' });
     const { srv, url } = await listening(limited);
     try {
@@ -362,6 +362,11 @@ describe('context and workflow', () => {
       expect(over.isError).toBe(true);
       expect(text(over)).toMatch(/^Rate limit exceeded: at most 12 requests per minute\. Retry after \d+ seconds\.$/);
       expect(await s.db.admin`SELECT 1 FROM public.personal_transactions WHERE name LIKE 'Over %'`).toHaveLength(0);
+      // The refused batch took only the call itself (11): request 12 still fits.
+      const after = await call(client, 'create_expenses', { expenses: batch(1, 'After') });
+      expect(after.isError ? text(after) : 'ok').toBe('ok');
+      expect(await s.db.admin`SELECT 1 FROM public.personal_transactions WHERE name LIKE 'After %'`).toHaveLength(1);
+      expect((await call(client, 'create_expenses', { expenses: batch(1, 'Past') })).isError).toBe(true); // 13
     } finally {
       await new Promise((r) => srv.close(r));
       await limited.close();

@@ -1,12 +1,12 @@
+import { readdirSync } from 'node:fs';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 
-const GATEWAY_SET = [
-  'gateway/001_gateway_state',
-  'gateway/095_change_version',
-  'gateway/105_search_path_pg_temp_last',
-  'gateway/109_schema_version_on_commit',
-];
+// The gateway's set is whatever sql/gateway/ holds, in file order.
+const GATEWAY_SET = readdirSync(new URL('../sql/gateway/', import.meta.url))
+  .filter((f) => f.endsWith('.sql'))
+  .sort()
+  .map((f) => 'gateway/' + f.replace(/\.sql$/, ''));
 
 describe('migrations', () => {
   let db: TestDatabase;

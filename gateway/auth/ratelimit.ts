@@ -302,20 +302,22 @@ export const failedAuthKey = (address: string | undefined): string => 'authfail:
 
 /**
  * Counts `hits` more requests of `key` (a token's rate key) at once: a call that does the work
- * of many (an MCP batch import) costs what that many requests cost. Throws the 429 when they
- * do not fit in what is left of the window; the request itself was counted already.
+ * of many (an MCP batch import) costs what that many requests cost. They are taken only when
+ * they all fit in what is left of the window; otherwise nothing is taken (the client may send a
+ * smaller batch) and this throws the 429. The request itself was counted already.
  */
 export async function takeRequests(ctx: AppContext, key: string, hits: number): Promise<void> {
   if (hits <= 0) return;
+  const limit = ctx.config.rateLimitPerMinute;
   const row = oneRow(
-    await ctx.db<{ hits: number; reset_at: Date }[]>`
-    SELECT hits, reset_at FROM tally.rate_limit_take(${'req:' + key}, ${WINDOW_MS}, ${hits})`,
-    'tally.rate_limit_take',
+    await ctx.db<{ reset_at: Date; taken: boolean }[]>`
+    SELECT reset_at, taken FROM tally.rate_limit_take_if_fits(${'req:' + key}, ${WINDOW_MS}, ${hits}, ${limit})`,
+    'tally.rate_limit_take_if_fits',
   );
-  if (row.hits > ctx.config.rateLimitPerMinute) {
+  if (!row.taken) {
     const retry = Math.max(1, Math.ceil((row.reset_at.getTime() - Date.now()) / 1000));
     throw catalogue.rateLimited(
-      `Rate limit exceeded: at most ${ctx.config.rateLimitPerMinute} requests per minute`,
+      `Rate limit exceeded: at most ${limit} requests per minute`,
       `this call counts as ${hits + 1} requests`,
       'Wait the number of seconds in the Retry-After header, or send fewer records per call',
       { 'Retry-After': String(retry) },
