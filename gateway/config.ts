@@ -34,6 +34,8 @@ export interface Config extends EngineConfig, HttpLimits {
   /** Failed settings sign-ins per (email, client address) / per client address in 15 minutes before growing delays. */
   signInFailuresPerAccount: number;
   signInFailuresPerAddress: number;
+  /** Browser origins besides Tally's own (loopback at its port) that may call /mcp. */
+  mcpAllowedOrigins: string[];
   /** Statements are prepared on their connection (PostgREST's db-prepared-statements); off behind a transaction pooler. */
   preparedStatements: boolean;
 }
@@ -67,6 +69,21 @@ function list(raw: string | undefined): string[] {
 }
 
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
+
+/** An origin as browsers send it (scheme, host, port; no path), or a ConfigError naming it. */
+function origin(raw: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !/^https?:$/.test(url.protocol) || url.origin !== raw.replace(/\/$/, ''))
+    throw new ConfigError(
+      `TALLY_MCP_ALLOWED_ORIGINS must list origins such as https://app.example.com (no path), got "${raw}"`,
+    );
+  return url.origin;
+}
 
 /**
  * A postgres:// URL of the environment, its password percent-encoded where it holds characters
@@ -221,5 +238,6 @@ export function loadConfig(env: Env = process.env): Config {
     planEnabled: flag(env, 'TALLY_DB_PLAN_ENABLED'),
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
     preparedStatements: flag(env, 'TALLY_DB_PREPARED_STATEMENTS', true),
+    mcpAllowedOrigins: list(env.TALLY_MCP_ALLOWED_ORIGINS).map(origin),
   };
 }

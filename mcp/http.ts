@@ -67,6 +67,24 @@ function presentedToken(req: IncomingMessage, query: URLSearchParams): string | 
   return oneWorkspaceToken(bearer === undefined ? query.getAll('token') : [...query.getAll('token'), bearer]);
 }
 
+/** Tally's own origins: the loopback names at the port this request came in on. */
+function ownOrigins(req: IncomingMessage): string[] {
+  const port = req.socket.localPort;
+  const suffix = port === 80 || port === undefined ? '' : `:${port}`;
+  return ['http://localhost', 'http://127.0.0.1', 'http://[::1]'].map((host) => host + suffix);
+}
+
+/**
+ * Whether a browser may call /mcp from the page that sent this request. A page whose name an
+ * attacker made resolve to this server (DNS rebinding) sends its own Origin and would otherwise
+ * act with the token in the URL; MCP's transport rule is to refuse it. Served: no Origin (an MCP
+ * client that is not a browser), Tally's own origins, and those of TALLY_MCP_ALLOWED_ORIGINS.
+ */
+function originAllowed(req: IncomingMessage, allowed: ReadonlySet<string>): boolean {
+  const origin = req.headers.origin;
+  return origin === undefined || allowed.has(origin) || ownOrigins(req).includes(origin);
+}
+
 /**
  * The body as JSON, as Express's JSON parser read it before: no body is `{}` (not a message),
  * and anything but an object or array is the 400 of the error shape. The tools work on the
@@ -105,6 +123,7 @@ export function mcpHandler(
   trustProxy: boolean,
 ): RequestListener {
   const readBody = bodyReader(ctx.config.maxBodyBytes);
+  const allowedOrigins = new Set(ctx.config.mcpAllowedOrigins);
   // Tokens are taken on trust only where every gateway call checks them again in its transaction.
   const recent = ctx.config.preRequest === TOKEN_CHECK ? new RecentTokens() : undefined;
 
@@ -137,6 +156,12 @@ export function mcpHandler(
       let body: unknown;
       try {
         if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
+        if (!originAllowed(req, allowedOrigins))
+          throw refuse(
+            403,
+            -32000,
+            `Forbidden: Origin ${JSON.stringify(req.headers.origin).slice(0, 200)} may not call /mcp (TALLY_MCP_ALLOWED_ORIGINS lists the browser origins that may)`,
+          );
         // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
         if (req.method !== 'POST')
           throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });

@@ -1,6 +1,9 @@
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { jest } from '@jest/globals';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import request from 'supertest';
+import { loadConfig } from '../gateway/config.js';
 import { setApiEnabled } from '../gateway/admin/workspaces.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';
@@ -445,6 +448,71 @@ describe('a token this process found valid in the last minute', () => {
       expect(res.body).toMatchObject(revoked);
     } finally {
       await other.close();
+    }
+  });
+});
+
+describe('Origin (DNS rebinding)', () => {
+  const createExpense = (name: string) =>
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'create_expense', arguments: { name, amount: 3, category_id: 'other', method_id: 'cash' } },
+    });
+  const recorded = async (name: string) =>
+    (await db.admin`SELECT count(*)::int AS n FROM public.personal_transactions WHERE name = ${name}`)[0]!.n;
+
+  it('a browser page of another origin is refused with 403 before anything runs', async () => {
+    for (const origin of ['http://evil.example', 'http://evil.example:3000', 'null', 'http://localhost:1']) {
+      const res = await post(createExpense(`Rebound ${origin}`), { Origin: origin }).expect(403);
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      expect(res.body).toEqual(
+        transportError(-32000, /^Forbidden: Origin ".*" may not call \/mcp \(TALLY_MCP_ALLOWED_ORIGINS lists/),
+      );
+      expect(await recorded(`Rebound ${origin}`)).toBe(0);
+    }
+  });
+
+  it("clients without an Origin, Tally's own origin and the listed origins are served", async () => {
+    const listed = startTestApp(db.url, {
+      TALLY_RATE_LIMIT_PER_MINUTE: '100000',
+      TALLY_MCP_ALLOWED_ORIGINS: 'https://agent.example.com, http://localhost:6274',
+    });
+    const srv = createServer(listed.app).listen(0, '127.0.0.1');
+    try {
+      await new Promise((r) => srv.once('listening', r));
+      const port = (srv.address() as AddressInfo).port;
+      const send = (name: string, origin?: string) =>
+        request(srv)
+          .post(`/mcp?token=${token}`)
+          .set({ Accept: BOTH, 'Content-Type': 'application/json', ...(origin ? { Origin: origin } : {}) })
+          .send(createExpense(name));
+      for (const origin of [
+        undefined,
+        `http://127.0.0.1:${port}`,
+        `http://localhost:${port}`,
+        'https://agent.example.com',
+        'http://localhost:6274',
+      ]) {
+        const name = `Served ${origin ?? 'no origin'}`;
+        const res = await send(name, origin).expect(200);
+        expect(res.body.result.isError).toBeUndefined();
+        expect(await recorded(name)).toBe(1);
+      }
+      await send('Not listed', 'https://other.example.com').expect(403);
+      expect(await recorded('Not listed')).toBe(0);
+    } finally {
+      await new Promise((r) => srv.close(r));
+      await listed.close();
+    }
+  });
+
+  it('a setting that is not a list of origins stops the start with one line', () => {
+    for (const bad of ['agent.example.com', 'https://agent.example.com/mcp', 'ftp://x.example']) {
+      expect(() => loadConfig({ TALLY_MCP_ALLOWED_ORIGINS: bad })).toThrow(
+        /^TALLY_MCP_ALLOWED_ORIGINS must list origins such as https:\/\/app\.example\.com \(no path\)/,
+      );
     }
   });
 });
