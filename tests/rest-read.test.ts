@@ -2,6 +2,7 @@ import request from 'supertest';
 import type { TestDatabase } from './harness/db.js';
 import { accessToken, signJwt, startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, type WorkspaceFixture } from './harness/fixtures.js';
+import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
@@ -237,6 +238,32 @@ describe('GET /rest/v1 (finance schema)', () => {
       expect(planned.headers['content-range']).toMatch(/^0-0\/\d+$/);
       const estimated = await get('personal_transactions?select=name&limit=1', { Prefer: 'count=estimated' });
       expect(estimated.headers['content-range']).toBe('0-0/6');
+    });
+
+    it("planned and estimated counts of a workspace's rows are exact: statistics would tell of the others", async () => {
+      // 120 other workspaces of 20 rows each: the table's statistics now describe them, and a
+      // workspace of 6 rows outside their most common values would be estimated at their average.
+      const crowd = await Promise.all(
+        Array.from({ length: 120 }, (_, i) => createWorkspace(db.admin, `Crowd ${i}`, 'EUR', 'test')),
+      );
+      const ids = crowd.map((w) => w.id);
+      try {
+        await db.admin`
+          INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
+          SELECT w, 'Crowd', 1, 'other', 'cash' FROM unnest(${ids}::uuid[]) AS w, generate_series(1, 20)`;
+        await db.admin`ANALYZE public.personal_transactions`;
+        for (const count of ['planned', 'estimated']) {
+          const res = await get('personal_transactions?select=name&limit=1', { Prefer: `count=${count}` });
+          expect([res.status, res.headers['content-range'], res.headers['preference-applied']]).toEqual([
+            206,
+            '0-0/6',
+            `count=${count}`,
+          ]);
+        }
+      } finally {
+        await db.admin`DELETE FROM public.personal_transactions WHERE workspace_id = ANY(${ids}::uuid[])`;
+        await db.admin`DELETE FROM public.workspaces WHERE id = ANY(${ids}::uuid[])`;
+      }
     });
 
     it('answers 416 for an offset past the end when the count is known, and */0 for an empty result', async () => {

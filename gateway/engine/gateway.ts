@@ -264,6 +264,9 @@ function readResult(
   }
   let total: number | undefined;
   if (count === 'exact') total = Number(row.total_result_set);
+  // Without an EXPLAIN (a tenant's read: query/read.ts) the count is exact.
+  else if ((count === 'planned' || count === 'estimated') && results[1] === undefined)
+    total = Number(row.total_result_set);
   else if (count === 'planned' || count === 'estimated') {
     const planned = plannedRows(results[1]);
     const exact = count === 'estimated' ? Number(row.total_result_set) : undefined;

@@ -328,6 +328,10 @@ export function readStatement(
   const budget = bounds.maxResponseBytes === undefined ? undefined : { max: bounds.maxResponseBytes, level: 0 };
   // A function's rows are not read from a table: the function says where they come from.
   const c = compileNode(source ? { ...root, tenant: undefined } : root, aliasRow(root.alias, rel), from, { budget });
+  // Postgres's statistics describe every tenant's rows: an estimate for one tenant's read would
+  // tell it about the others (a table's size, the average size of the other tenants). Its
+  // planned and estimated counts are exact, which costs what count=exact costs it anyway.
+  if (!source && root.tenant && (count === 'planned' || count === 'estimated')) count = 'exact';
   // With GROUP BY, the count is of groups, as the body has them.
   const counted = c.groupBy.empty ? c.fromWhere : sql`FROM (SELECT 1 ${c.fromWhere}${c.groupBy}) AS "pgrst_g"`;
   const countSql =
