@@ -161,6 +161,34 @@ describe('generic gateway on a second schema (blog)', () => {
     expect(res.body).toEqual([{ nickname: 'nick' }]);
   });
 
+  it('answers a column kept from the role as one that does not exist, so internal columns cannot be probed', async () => {
+    await db.admin.unsafe(`
+      CREATE TABLE blog.members (id int PRIMARY KEY, name text, internal_score int);
+      INSERT INTO blog.members VALUES (1, 'Ada', 97);
+      GRANT SELECT (id, name) ON blog.members TO blog_anon`);
+    await schemaCacheOf(t.ctx).reload();
+    expect((await get('members?select=id,name')).body).toEqual([{ id: 1, name: 'Ada' }]);
+    for (const probe of ['select=internal_score', 'select=id&internal_score=gt.90', 'select=id&order=internal_score']) {
+      const kept = await get(`members?${probe}`);
+      const absent = await get(`members?${probe.replace('internal_score', 'no_such_column')}`);
+      expect([kept.status, kept.body.code, kept.body.hint]).toEqual([
+        absent.status,
+        absent.body.code,
+        absent.body.hint,
+      ]);
+      expect([kept.status, kept.body]).toEqual([
+        400,
+        {
+          code: '42703',
+          message: 'column members.internal_score does not exist',
+          details: null,
+          hint: absent.body.hint,
+        },
+      ]);
+      expect(kept.body.hint).not.toContain('internal_score');
+    }
+  });
+
   it('reports a schema that is not exposed with 406 PGRST106', async () => {
     const res = await get('users', { 'Accept-Profile': 'public' });
     expect(res.status).toBe(406);

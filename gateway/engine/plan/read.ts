@@ -8,6 +8,7 @@ import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import {
   closeName,
   columnsHint,
+  readableBy,
   readableColumns,
   type Relation,
   type Relationship,
@@ -29,8 +30,13 @@ function unknownColumn(rel: Relation, name: string, viewer: string | undefined):
 
 /** A field of `rel` (column or computed field), with JSON path and cast. */
 function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
-  const column = rel.columns.get(ref.name);
-  const fn = column ? undefined : rel.computed.get(ref.name);
+  const found = rel.columns.get(ref.name);
+  // A column kept from a caller who may read others of the relation is, to that caller, one
+  // that does not exist: a 403 for it and a 400 for a name that is nowhere would tell which
+  // internal columns there are. (A relation it may read nothing of stays Postgres's 42501.)
+  const hidden = found && !readableBy(cache.viewer, found) && readableColumns(rel, cache.viewer).length > 0;
+  const column = hidden ? undefined : found;
+  const fn = found ? undefined : rel.computed.get(ref.name);
   if (!column && !fn) throw unknownColumn(rel, ref.name, cache.viewer);
   const t = column ?? fn!;
   let typeSql = t.typeSql;

@@ -129,7 +129,7 @@ export interface SchemaCache {
 }
 
 /** May `viewer` read `col`? (No viewer, or no privileges known: yes.) */
-const readableBy = (viewer: string | undefined, col: Column): boolean =>
+export const readableBy = (viewer: string | undefined, col: Column): boolean =>
   viewer === undefined || col.readers == null || col.readers.includes(viewer);
 
 /** The columns of `rel` that `viewer` may read, for hints. */
