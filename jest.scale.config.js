@@ -23,7 +23,16 @@ const shared = {
  * the API roles run on a coordinator (today Citus opens its worker connections as the request's
  * role, which may not log in).
  */
-const ON_CITUS = ['isolation', 'rest-read', 'rest-write', 'access-exchange', 'access-keys', 'mcp', 'lookups'];
+const ON_CITUS = [
+  'isolation',
+  'rest-read',
+  'rest-write',
+  'access-exchange',
+  'access-keys',
+  'mcp',
+  'lookups',
+  'activity',
+];
 
 export default {
   testTimeout: 300000,

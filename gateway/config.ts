@@ -34,6 +34,8 @@ export interface Config extends EngineConfig, HttpLimits {
   /** Failed settings sign-ins per (email, client address) / per client address in 15 minutes before growing delays. */
   signInFailuresPerAccount: number;
   signInFailuresPerAddress: number;
+  /** How many days of the activity log (every change of a workspace's records) are kept. */
+  activityRetentionDays: number;
   /** Browser origins besides Tally's own (loopback at its port) that may call /mcp. */
   mcpAllowedOrigins: string[];
   /** Statements are prepared on their connection (PostgREST's db-prepared-statements); off behind a transaction pooler. */
@@ -239,5 +241,6 @@ export function loadConfig(env: Env = process.env): Config {
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
     preparedStatements: flag(env, 'TALLY_DB_PREPARED_STATEMENTS', true),
     mcpAllowedOrigins: list(env.TALLY_MCP_ALLOWED_ORIGINS).map(origin),
+    activityRetentionDays: integer(env, 'TALLY_ACTIVITY_RETENTION_DAYS', 365, 1, 36_500),
   };
 }

@@ -131,12 +131,15 @@ describe('migrations', () => {
          AND c.relname NOT IN ('workspace_members', 'billing_accounts', 'api_tokens')
        ORDER BY 1`;
     expect(rows).toEqual(
-      ['contacts', 'fund_participants', 'fund_transactions', 'funds', 'personal_transactions'].map((relname) => ({
-        relname,
-        relrowsecurity: true,
-        relforcerowsecurity: true,
-        policies: 1,
-      })),
+      ['activity', 'contacts', 'fund_participants', 'fund_transactions', 'funds', 'personal_transactions'].map(
+        (relname) => ({
+          relname,
+          relrowsecurity: true,
+          relforcerowsecurity: true,
+          // The activity log: what a workspace reads, and what the owner's trigger writes.
+          policies: relname === 'activity' ? 2 : 1,
+        }),
+      ),
     );
   });
 });

@@ -31,7 +31,11 @@ export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
   // `exp` as an access token has it (the pre-request check requires one); the token itself is
   // checked again by that function on every call, so a long MCP session is not cut off by it.
   const exp = Math.floor(Date.now() / 1000) + ACCESS_TOKEN_TTL_SECONDS;
-  return { role, claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id, exp } };
+  // `surface`: the activity log records which surface made a change.
+  return {
+    role,
+    claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id, exp, surface: 'mcp' },
+  };
 }
 
 const REALM = { 'WWW-Authenticate': 'Bearer realm="tally"' };

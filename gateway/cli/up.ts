@@ -20,6 +20,7 @@ import { seedDemo } from '../db/seed.js';
 import { portProblem } from '../db/free-port.js';
 import { createWorkspace } from '../admin/workspaces.js';
 import { createApp, drain, listen } from '../server.js';
+import { keepActivity } from '../activity.js';
 import { setFlagsFromString } from 'node:v8';
 import { SURFACES } from '../surfaces.js';
 import { createToken } from '../admin/tokens.js';
@@ -252,6 +253,8 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     config.host,
     config,
   );
+  // The activity log of the app's records is kept for the configured number of days.
+  const stopPruning = app ? keepActivity(pool, config.activityRetentionDays) : () => {};
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
@@ -268,6 +271,7 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   const stop = async (signal: StopSignal): Promise<void> => {
     if (stopping) return void server.closeAllConnections();
     stopping = true;
+    stopPruning();
     log.info({ signal }, 'shutting down: draining in-flight requests');
     const closed = drain(server);
     const cut = setTimeout(() => server.closeAllConnections(), DRAIN_MS);

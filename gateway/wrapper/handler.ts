@@ -78,6 +78,18 @@ interface Call {
 }
 type Handler = (c: Call) => Promise<void>;
 
+/**
+ * The caller's auth with `surface: "api"` in its claims, so that the activity log says a change
+ * came through /api/v1. The claims are kept per claims object (one per access token), so a
+ * token's claims statement is still made once; the auth itself is the request's own.
+ */
+const wrapperClaims = new WeakMap<object, Record<string, unknown>>();
+function onWrapper(auth: AuthContext): AuthContext {
+  let claims = wrapperClaims.get(auth.claims);
+  if (!claims) wrapperClaims.set(auth.claims, (claims = { ...auth.claims, surface: 'api' }));
+  return { ...auth, claims };
+}
+
 /** The wrapper needs a JWT: no Authorization header is a 401 here, not the anon role. */
 function requireJwt(req: IncomingMessage): void {
   if (req.headers.authorization === undefined) {
@@ -389,7 +401,7 @@ export function wrapperHandler(
       if (segments.length === 1 && segments[0]!.toLowerCase() === 'token') {
         throw catalogue.unsupportedMethod(method, ['POST'], EXCHANGE_HINT);
       }
-      caller.auth = await authenticateRequest(ctx, req, res, address, () => requireJwt(req));
+      caller.auth = onWrapper(await authenticateRequest(ctx, req, res, address, () => requireJwt(req)));
       const found = findRoute(routes, method, segments);
       if (!found) throw notRouted(routes, method, segments);
       await found.handler({ req, res, params: found.params, auth: caller.auth });

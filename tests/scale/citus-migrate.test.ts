@@ -70,6 +70,8 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
     await applyPolicies(citusUrl);
     const placed = await placement(citus);
     for (const t of TENANT) expect(placed[t]).toBe('distributed by workspace_id');
+    // A workspace's activity lives with its records: the trigger on a record's shard writes it.
+    expect(placed['activity']).toBe('distributed by workspace_id');
     for (const t of REFERENCE) expect(placed[t]).toBe('reference');
     for (const t of COORDINATOR_LOCAL) expect(placed[t]).toBe('citus local');
     // Written on every request or often: plain tables of the coordinator, outside Citus.
@@ -77,7 +79,7 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
       expect(placed[t]).toBeUndefined();
     const groups = await citus<{ n: number }[]>`
       SELECT count(DISTINCT colocationid)::int AS n FROM pg_dist_partition
-       WHERE logicalrelid = ANY (${TENANT.map((t) => 'public.' + t)}::regclass[])`;
+       WHERE logicalrelid = ANY (${[...TENANT, 'activity'].map((t) => 'public.' + t)}::regclass[])`;
     expect(groups[0]!.n).toBe(1);
   });
 

@@ -4,15 +4,16 @@
 
 import { catalogue, type ApiError } from '../errors.js';
 import { group } from '../invariant.js';
-import { OPERATOR_NAMES, OPERATORS, QUANTIFIABLE, isOperator } from '../operators.js';
 import {
   AGGREGATES,
+  OPERATORS,
   type AggregateFn,
   type Condition,
   type FieldRef,
   type Filter,
   type FilterValue,
   type JsonStep,
+  type Operator,
   type OrderTerm,
   type SelectItem,
 } from './types.js';
@@ -201,6 +202,8 @@ function selectItem(c: Cursor): SelectItem {
 
 // ---- filters ---------------------------------------------------------------------------
 
+const operatorSet = new Set<string>(OPERATORS);
+
 /**
  * Splits a list on top-level commas, honouring parentheses, double quotes and array literals
  * (`arr.cs.{1,2}` inside a logic tree is one element, as in PostgREST).
@@ -253,50 +256,52 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
     rest = rest.slice(4);
   }
   const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
-  const op = m?.[1];
-  if (!m || op === undefined || !isOperator(op)) {
+  if (!m || !operatorSet.has(group(m, 1))) {
     const offset = raw.length - rest.length;
     throw catalogue.parse(
       `filter (${raw})`,
       `unknown operator at position ${offset}`,
-      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATOR_NAMES.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
+      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
     );
   }
-  const rule = OPERATORS[op];
+  const op = group(m, 1) as Operator;
   const modifier = m[2];
   const tail = group(m, 3);
   let text = tail;
   if (inLogic) text = unquote(text);
   let value: FilterValue;
   let quantifier: 'any' | 'all' | undefined;
-  if (rule.shape === 'search') {
+  if (op === 'fts' || op === 'plfts' || op === 'phfts' || op === 'wfts') {
     if (modifier !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(modifier)) {
       throw grammarError(`filter (${what})`, raw, raw.indexOf('(') + 1, 'a text search configuration name');
     }
     value = { kind: 'fts', language: modifier, text };
   } else if (modifier !== undefined) {
-    if ((modifier !== 'any' && modifier !== 'all') || !QUANTIFIABLE.includes(op)) {
+    if (
+      (modifier !== 'any' && modifier !== 'all') ||
+      !['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch'].includes(op)
+    ) {
       throw grammarError(
         `filter (${what})`,
         raw,
         raw.indexOf('(') + 1,
-        `"any" or "all" (with ${QUANTIFIABLE.join(', ')})`,
+        '"any" or "all" (with eq, gt, gte, lt, lte, like, ilike, match, imatch)',
       );
     }
     quantifier = modifier;
     value = { kind: 'list', items: listItems(tail, raw, '{', '}') };
-  } else if (rule.shape === 'list') {
+  } else if (op === 'in') {
     value = { kind: 'list', items: listItems(tail, raw, '(', ')') };
-  } else if (rule.shape === 'keyword') {
+  } else if (op === 'is') {
     const v = text.toLowerCase();
-    if (!Object.hasOwn(rule.values, v)) {
+    if (!['null', 'not_null', 'true', 'false', 'unknown'].includes(v)) {
       throw catalogue.parse(
         `filter (${raw})`,
         `unexpected "${text}"`,
-        `The "${op}" operator takes one of: ${Object.keys(rule.values).join(', ')}`,
+        'The "is" operator takes one of: null, not_null, true, false, unknown',
       );
     }
-    value = { kind: 'is', value: v as keyof typeof rule.values };
+    value = { kind: 'is', value: v as 'null' };
   } else {
     value = { kind: 'scalar', text };
   }
