@@ -16,6 +16,7 @@ import { packageRoot } from '../paths.js';
 import { ApiError } from '../engine/errors.js';
 import { SURFACES } from '../surfaces.js';
 import type { Sql } from 'postgres';
+import { generateTypes } from '../typescript-types.js';
 
 // The `tally` command line, one function per command group. Every command works with DATABASE_URL and in embedded
 // mode; a command that only needs the database uses the running embedded server, or starts one
@@ -49,6 +50,10 @@ const COMMAND_HELP: [synopsis: string, what: string][] = [
   ],
   ['psql [-- PSQL_ARGS]', "open the system's psql on the database, as the owner"],
   ['db url', "print the owner's connection URL"],
+  [
+    'gen types [--role R]',
+    'print the TypeScript Database type of the exposed schemas for supabase-js (createClient<Database>), as role R sees them (default the write role; anon or an API role)',
+  ],
   [
     'reset [--yes]',
     'delete the embedded database and its secrets in TALLY_HOME (tally up then starts afresh); without --yes it only says what it would delete',
@@ -188,6 +193,14 @@ async function dbCommand({ sub, config }: Invocation): Promise<void> {
   const { url, running } = await databaseUrl(config);
   if (!running) process.stderr.write(`tally: ${NOT_RUNNING}\n`);
   process.stdout.write(url + '\n');
+}
+
+async function genCommand({ sub, config, str }: Invocation): Promise<void> {
+  if (sub !== 'types') throw new UsageError(`unknown command "gen ${sub ?? ''}"`);
+  const roles = [...new Set([config.anonRole, ...config.apiRoles])];
+  const role = str('role') ?? (config.apiRoles.includes('api_write') ? 'api_write' : config.apiRoles.at(-1)!);
+  if (!roles.includes(role)) throw new UsageError(`--role must be one of ${roles.join(', ')}`);
+  process.stdout.write(await withAdmin(config, (sql) => generateTypes(sql, config.schemas, role)));
 }
 
 async function migrateCommand({ sub, config, str, flag }: Invocation): Promise<void> {
@@ -388,6 +401,7 @@ const COMMANDS: Record<string, Command> = {
   sql: sqlCommand,
   psql: psqlCommand,
   db: dbCommand,
+  gen: genCommand,
   reset: alone('reset', resetCommand),
   ...Object.fromEntries(
     SURFACES.flatMap((s) =>

@@ -537,6 +537,7 @@ function relationshipsOf(
           constraint: fk.conname,
           sourceColumns: parent.cols,
           targetColumns: child.cols,
+          reverse: true,
         });
       }
     }

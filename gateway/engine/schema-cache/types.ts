@@ -65,6 +65,8 @@ export interface Relationship {
   target: Relation;
   /** The foreign key's name (m2m: the one from the junction to the target). */
   constraint: string;
+  /** Runs from the relation the foreign key references to the one that holds it. */
+  reverse?: true;
   sourceColumns: string[];
   targetColumns: string[];
   /**
