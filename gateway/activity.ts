@@ -9,7 +9,7 @@ import { log } from './engine/log.js';
 const EVERY_MS = 60 * 60 * 1000;
 
 /** Deletes the activity older than `days`; returns how many rows went. */
-export async function pruneActivity(db: Pool, days: number): Promise<number> {
+async function pruneActivity(db: Pool, days: number): Promise<number> {
   const [row] = await db<{ n: string }[]>`SELECT tally.prune_activity(${days})::text AS n`;
   return Number(row?.n ?? 0);
 }

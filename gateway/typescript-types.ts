@@ -19,7 +19,7 @@ import {
 /** The PostgREST version whose features Tally serves (max-affected, spread on to-many). */
 const POSTGREST_VERSION = '13';
 
-export interface TypesOptions {
+interface TypesOptions {
   /** The database role whose view of the schema the types describe (an API role). */
   role: string;
   /** The functions (oids) the role may execute; the others are not in the types. */
@@ -161,7 +161,7 @@ function functionType(name: string, overloads: Routine[], options: TypesOptions,
 }
 
 /** The `Database` type (and Supabase's helper types) for `cache` as `options.role` sees it. */
-export function typescriptTypes(cache: SchemaCache, options: TypesOptions): string {
+function typescriptTypes(cache: SchemaCache, options: TypesOptions): string {
   const schemas = [...cache.schemas].sort();
   const blocks = schemas.map((schema) => {
     const i = '      ';
