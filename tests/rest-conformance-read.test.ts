@@ -1,5 +1,6 @@
 import { setUpBlog, tearDown, type BlogSuite } from './harness/suite.js';
 import { caseRunner, JSON_TYPE, type Case } from './harness/cases.js';
+import { OPERATOR_NAMES } from '../gateway/engine/operators.js';
 
 // The read path as PostgREST answers it: the behaviours of PostgREST's own read cases (logic
 // trees, lists, operators, filters on embedded resources), ported onto a fixture of ours
@@ -87,6 +88,10 @@ const AREAS: Record<string, Case[]> = {
     get('in', 'entities?or=(id.in.(1,2),id.in.(3,4))&select=id', ids(1, 2, 3, 4)),
     get('is', 'entities?and=(name.is.null,arr.is.null)&select=id', ids(4)),
     get('fts on tsvector', 'entities?or=(text_search_vector.fts.bar,text_search_vector.fts.baz)&select=id', ids(1, 2)),
+    get('match and imatch', 'entities?or=(name.match.^entity [12]$,name.imatch.^ENTITY 3)&select=id', ids(1, 2, 3)),
+    get('plfts', 'entities?text_search_vector=plfts.foo bar&select=id', ids(1)),
+    get('phfts with a language', 'entities?text_search_vector=phfts(english).bar baz&select=id', ids(2)),
+    get('wfts', 'entities?text_search_vector=wfts.bar -foo&select=id', ids(2)),
     get('isdistinct', 'entities?and=(id.gte.2,arr.isdistinct.{1,2})&select=id', ids(3, 4)),
     get('cs and cd', 'entities?or=(arr.cs.{1,2,3},arr.cd.{1})&select=id', ids(1, 3)),
     get(
@@ -837,4 +842,13 @@ describe('the read path as PostgREST answers it', () => {
       for (const c of cases) it(c.name, () => check(c));
     });
   }
+
+  it('has a case for every filter operator the grammar accepts', () => {
+    const used = new Set(
+      Object.values(AREAS)
+        .flat()
+        .flatMap((c) => [...c.path.matchAll(/[=.,(]([a-z]+)(?=(?:\([^)]*\))?\.)/g)].map((m) => m[1])),
+    );
+    expect(OPERATOR_NAMES.filter((op) => !used.has(op))).toEqual([]);
+  });
 });

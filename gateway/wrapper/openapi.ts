@@ -1,5 +1,7 @@
 import { CATEGORY_DOMAINS, RESOURCES, type Resource } from './resources.js';
 import type { JsonSchema, WrapperSchemas } from './schemas.js';
+import { isReservedKey } from '../engine/request/types.js';
+import { OPERATOR_NAMES } from '../engine/operators.js';
 
 // GET /api/v1/openapi.json (and /openapi.json): the OpenAPI 3.1 description of
 // the wrapper, built per request from the live schemas: components.schemas ARE the objects ajv
@@ -10,9 +12,6 @@ const VERSION = '1.0.0';
 const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
 const content = (schema: JsonSchema) => ({ 'application/json': { schema } });
 const response = (name: string) => ({ $ref: `#/components/responses/${name}` });
-
-/** Query parameters of a list that are not filters. */
-const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'or', 'and', 'on_conflict', 'columns']);
 
 /** The refusals every authenticated operation can meet. */
 const COMMON_ERRORS = { 401: response('Unauthorized'), 403: response('Forbidden'), 429: response('TooManyRequests') };
@@ -61,11 +60,11 @@ function listParameters(resource: Resource, schemas: WrapperSchemas): unknown[] 
       (schemas as unknown as Record<string, { properties?: Record<string, unknown> }>)[resource.record]?.properties ??
         {},
     )
-      .filter((column) => !resource.filters.some((f) => f.name === column) && !RESERVED.has(column))
+      .filter((column) => !resource.filters.some((f) => f.name === column) && !isReservedKey(column))
       .map((column) =>
         q(
           column,
-          `Filter on ${column}, PostgREST syntax operator.value (eq, neq, gt, gte, lt, lte, like, ilike, in.(…), is.null, …)`,
+          `Filter on ${column}, PostgREST syntax operator.value with an operator among: ${OPERATOR_NAMES.join(', ')}`,
           { type: 'string' },
         ),
       ),

@@ -5,6 +5,8 @@
 // only for a difference that is meant.
 
 import { compileRead, compileRoutine, compileWrite } from './helpers/pipeline.js';
+import { OPERATOR_NAMES, OPERATORS, type OperatorShape } from '../../gateway/engine/operators.js';
+import { compile } from '../../gateway/engine/sql.js';
 
 /** A read statement around the root's row query: the envelope every plain JSON read shares. */
 const rows = (inner: string) =>
@@ -50,6 +52,29 @@ describe('select', () => {
 });
 
 describe('filters', () => {
+  it('every operator of the table compiles to its own SQL, its value a parameter', () => {
+    const example: Record<OperatorShape, string> = {
+      compare: 'v1',
+      pattern: 'v1',
+      binary: 'v1',
+      list: '(v1,v2)',
+      keyword: 'null',
+      search: 'v1',
+    };
+    const texts = new Set<string>();
+    for (const op of OPERATOR_NAMES) {
+      const rule = OPERATORS[op];
+      const { main } = compileRead('posts', { query: [['title', `${op}.${example[rule.shape]}`]] });
+      const own = 'sql' in rule ? rule.sql : rule.shape === 'keyword' ? rule.values.null : undefined;
+      if (own) expect(main.text).toMatch(new RegExp(`[ .]${compile(own).text.replace(/[^\w ]/g, '\\$&')}[ (),]`));
+      expect(main.text).not.toContain('v1');
+      if (rule.shape !== 'keyword') expect(main.params.join(',')).toContain('v1');
+      texts.add(main.text);
+    }
+    // No two operators compile to the same statement.
+    expect(texts.size).toBe(OPERATOR_NAMES.length);
+  });
+
   it('comparisons cast the value to the column type', () => {
     expect(
       compileRead('posts', { query: 'id=eq.1&rating=gt.2.5&title=neq.x&author_id=lte.3&author_id=gte.1&id=lt.9' }),

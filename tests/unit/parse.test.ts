@@ -5,6 +5,10 @@ import { parseAccept, parsePreferences, parseRange } from '../../gateway/engine/
 import { parseLogic, parseOperation, parseOrder, parseSelect } from '../../gateway/engine/request/grammar.js';
 import type { Condition, FieldRef, Filter } from '../../gateway/engine/request/types.js';
 import { failure, parse, SCALAR_OPERATORS } from './helpers/pipeline.js';
+import { OPERATOR_NAMES } from '../../gateway/engine/operators.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../../gateway/paths.js';
 
 const col = (name: string): FieldRef => ({ name, json: [] });
 const filter = (raw: string, name = 'x'): Filter => parseOperation(raw, col(name), `${name}=${raw}`, false);
@@ -182,6 +186,13 @@ describe('select', () => {
 });
 
 describe('filters', () => {
+  it("are the operators the README's /rest/v1 section names", () => {
+    const readme = readFileSync(join(packageRoot, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Direct tables: `/rest/v1`'));
+    const grammar = section.slice(0, section.indexOf('\n## ', 1));
+    expect(OPERATOR_NAMES.filter((op) => !grammar.includes(`\`${op}\``))).toEqual([]);
+  });
+
   it('reads every operator with a scalar value', () => {
     for (const op of SCALAR_OPERATORS) {
       expect(filter(`${op}.a.b`)).toEqual({
@@ -323,7 +334,7 @@ describe('filters', () => {
       code: 'PGRST100',
       message: '"failed to parse filter (equals.1)"',
       details: 'unknown operator at position 0',
-      hint: 'Write the filter as <column>=<operator>.<value> with an operator among: eq, neq, gt, gte, lt, lte, like, ilike, match, imatch, in, is, isdistinct, fts, plfts, phfts, wfts, cs, cd, ov, sl, sr, nxr, nxl, adj; the problem starts at: equals.1',
+      hint: `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATOR_NAMES.join(', ')}; the problem starts at: equals.1`,
     });
     expect(failure(() => filter('not.1'))).toMatchObject({
       code: 'PGRST100',

@@ -4,13 +4,11 @@
 // the whole body. Only names that matched a parameter reach SQL; values stay one JSON parameter.
 
 import { catalogue, type ApiError } from '../errors.js';
-import type { ApiRequest } from '../request/types.js';
+import { isReservedKey, type ApiRequest } from '../request/types.js';
 import { closeName, type Routine, type RoutineParam, type SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';
 import { defined } from '../invariant.js';
 import { parseJsonText } from '../request/json.js';
-
-const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'and', 'or', 'columns', 'on_conflict', 'apikey']);
 
 export function findRoutines(cache: SchemaCache, schema: string, name: string): Routine[] {
   return cache.routines.get(`${schema}.${name}`) ?? [];
@@ -46,7 +44,7 @@ export function argumentKeys(api: ApiRequest, rawBody: unknown, contentType?: st
     const body = bodyValue(rawBody, contentType);
     return body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
   }
-  return [...api.routineArgs.keys()].filter((k) => !RESERVED.has(k));
+  return [...api.routineArgs.keys()].filter((k) => !isReservedKey(k));
 }
 
 const isForm = (contentType: string | undefined): boolean =>

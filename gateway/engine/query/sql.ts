@@ -5,7 +5,8 @@
 
 import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../sql.js';
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
-import type { Filter, JsonStep } from '../request/types.js';
+import type { Filter, FilterValue, JsonStep } from '../request/types.js';
+import { OPERATORS, type OperatorRule, type OperatorShape } from '../operators.js';
 import type { Relation } from '../schema-cache/types.js';
 import { defined } from '../invariant.js';
 
@@ -72,64 +73,41 @@ function typedValue(value: string, expr: FieldExpr): Fragment {
   return fromText ? callOf(fromText, text(value)) : typed(value, expr.typeSql);
 }
 
-const COMPARE: Record<string, Fragment> = {
-  eq: sql`=`,
-  neq: sql`<>`,
-  gt: sql`>`,
-  gte: sql`>=`,
-  lt: sql`<`,
-  lte: sql`<=`,
-};
-const PATTERN: Record<string, Fragment> = { like: sql`LIKE`, ilike: sql`ILIKE`, match: sql`~`, imatch: sql`~*` };
-const RANGE_OPS: Record<string, Fragment> = {
-  cs: sql`@>`,
-  cd: sql`<@`,
-  ov: sql`&&`,
-  sl: sql`<<`,
-  sr: sql`>>`,
-  nxr: sql`&<`,
-  nxl: sql`&>`,
-  adj: sql`-|-`,
-};
-const FTS: Record<string, Fragment> = {
-  fts: sql`to_tsquery`,
-  plfts: sql`plainto_tsquery`,
-  phfts: sql`phraseto_tsquery`,
-  wfts: sql`websearch_to_tsquery`,
-};
-const IS = { null: sql`NULL`, not_null: sql`NOT NULL`, true: sql`TRUE`, false: sql`FALSE`, unknown: sql`UNKNOWN` };
 const TEXT_ARRAY = sql`pg_catalog.text[]`;
 
-/** A Postgres array literal of text items: {"a","b \"c\""}. */
+/** A Postgres array literal of text items: {"a","b \\"c\\""}. */
 function arrayLiteral(items: string[]): string {
   return '{' + items.map((s) => '"' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"') + '"').join(',') + '}';
 }
 
 const quantified = (all: boolean | undefined, array: Fragment) => (all ? sql`ALL(${array})` : sql`ANY(${array})`);
 
-function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
-  const T = expr.typeSql;
-  let out: Fragment;
-  const v = f.value;
-  const all = f.quantifier === 'all';
-  const compare = COMPARE[f.op];
-  const pattern = PATTERN[f.op];
-  const fts = FTS[f.op];
-  if (compare) {
-    out =
-      v.kind === 'list'
-        ? sql`${e} ${compare} ${quantified(all, typed(arrayLiteral(v.items), catalogArrayOf(T)))}`
-        : sql`${e} ${compare} ${typedValue(v.kind === 'scalar' ? v.text : '', expr)}`;
-  } else if (pattern) {
-    const like = f.op === 'like' || f.op === 'ilike';
-    const pat = (s: string) => (like ? s.replace(/\*/g, '%') : s);
-    out =
-      v.kind === 'list'
-        ? sql`(${e})::text ${pattern} ${quantified(all, sql`${text(arrayLiteral(v.items.map(pat)))}::${TEXT_ARRAY}`)}`
-        : sql`(${e})::text ${pattern} ${text(pat(v.kind === 'scalar' ? v.text : ''))}`;
-  } else if (f.op === 'in') {
-    const items = v.kind === 'list' ? v.items : [];
-    out = expr.isArray
+const scalar = (v: FilterValue): string => (v.kind === 'scalar' ? v.text : '');
+
+/** The SQL of each shape of operator (../operators.ts): a new shape is a type error until it has one. */
+const SHAPES: {
+  [S in OperatorShape]: (
+    rule: Extract<OperatorRule, { shape: S }>,
+    f: Filter,
+    e: Fragment,
+    expr: FieldExpr,
+  ) => Fragment;
+} = {
+  compare: (rule, f, e, expr) =>
+    f.value.kind === 'list'
+      ? sql`${e} ${rule.sql} ${quantified(f.quantifier === 'all', typed(arrayLiteral(f.value.items), catalogArrayOf(expr.typeSql)))}`
+      : sql`${e} ${rule.sql} ${typedValue(scalar(f.value), expr)}`,
+  pattern: (rule, f, e) => {
+    const pat = (s: string) => (rule.wildcard ? s.replace(/\*/g, '%') : s);
+    return f.value.kind === 'list'
+      ? sql`(${e})::text ${rule.sql} ${quantified(f.quantifier === 'all', sql`${text(arrayLiteral(f.value.items.map(pat)))}::${TEXT_ARRAY}`)}`
+      : sql`(${e})::text ${rule.sql} ${text(pat(scalar(f.value)))}`;
+  },
+  binary: (rule, f, e, expr) => sql`${e} ${rule.sql} ${typed(scalar(f.value), expr.typeSql)}`,
+  list: (_rule, f, e, expr) => {
+    const items = f.value.kind === 'list' ? f.value.items : [];
+    const T = expr.typeSql;
+    return expr.isArray
       ? items.length === 0
         ? sql`false`
         : sql`${e} IN (${join(items.map((i) => typed(i, T)))})`
@@ -138,19 +116,22 @@ function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
           ? sql`false`
           : sql`${e} IN (${join(items.map((i) => typedValue(i, expr)))})`
         : sql`${e} = ANY(${typed(arrayLiteral(items), catalogArrayOf(T))})`;
-  } else if (f.op === 'is') {
-    out = sql`${e} IS ${IS[v.kind === 'is' ? v.value : 'null']}`;
-  } else if (f.op === 'isdistinct') {
-    out = sql`${e} IS DISTINCT FROM ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
-  } else if (fts) {
+  },
+  keyword: (rule, f, e) =>
+    sql`${e} IS ${defined(f.value.kind === 'is' ? rule.values[f.value.value] : undefined, 'a keyword the grammar accepted')}`,
+  search: (rule, f, e, expr) => {
+    const v = f.value;
     const lang = v.kind === 'fts' && v.language ? sql`${text(v.language)}::regconfig, ` : sql``;
     const query = v.kind === 'fts' ? v.text : '';
     const vector = expr.baseType === 'tsvector' ? e : sql`pg_catalog.to_tsvector(${lang}(${e})::text)`;
-    out = sql`${vector} @@ pg_catalog.${fts}(${lang}${text(query)})`;
-  } else {
-    const range = defined(RANGE_OPS[f.op], `the SQL of the operator ${f.op}`);
-    out = sql`${e} ${range} ${typed(v.kind === 'scalar' ? v.text : '', T)}`;
-  }
+    return sql`${vector} @@ pg_catalog.${rule.sql}(${lang}${text(query)})`;
+  },
+};
+
+function filterSql(f: Filter, e: Fragment, expr: FieldExpr): Fragment {
+  const rule: OperatorRule = OPERATORS[f.op];
+  const build = SHAPES[rule.shape] as (r: OperatorRule, f: Filter, e: Fragment, expr: FieldExpr) => Fragment;
+  const out = build(rule, f, e, expr);
   return f.negate ? sql`NOT (${out})` : out;
 }
 

@@ -4,16 +4,15 @@
 
 import { catalogue, type ApiError } from '../errors.js';
 import { group } from '../invariant.js';
+import { OPERATOR_NAMES, OPERATORS, QUANTIFIABLE, isOperator } from '../operators.js';
 import {
   AGGREGATES,
-  OPERATORS,
   type AggregateFn,
   type Condition,
   type FieldRef,
   type Filter,
   type FilterValue,
   type JsonStep,
-  type Operator,
   type OrderTerm,
   type SelectItem,
 } from './types.js';
@@ -202,8 +201,6 @@ function selectItem(c: Cursor): SelectItem {
 
 // ---- filters ---------------------------------------------------------------------------
 
-const operatorSet = new Set<string>(OPERATORS);
-
 /**
  * Splits a list on top-level commas, honouring parentheses, double quotes and array literals
  * (`arr.cs.{1,2}` inside a logic tree is one element, as in PostgREST).
@@ -256,52 +253,50 @@ export function parseOperation(raw: string, field: FieldRef, what: string, inLog
     rest = rest.slice(4);
   }
   const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
-  if (!m || !operatorSet.has(group(m, 1))) {
+  const op = m?.[1];
+  if (!m || op === undefined || !isOperator(op)) {
     const offset = raw.length - rest.length;
     throw catalogue.parse(
       `filter (${raw})`,
       `unknown operator at position ${offset}`,
-      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATORS.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
+      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATOR_NAMES.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
     );
   }
-  const op = group(m, 1) as Operator;
+  const rule = OPERATORS[op];
   const modifier = m[2];
   const tail = group(m, 3);
   let text = tail;
   if (inLogic) text = unquote(text);
   let value: FilterValue;
   let quantifier: 'any' | 'all' | undefined;
-  if (op === 'fts' || op === 'plfts' || op === 'phfts' || op === 'wfts') {
+  if (rule.shape === 'search') {
     if (modifier !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(modifier)) {
       throw grammarError(`filter (${what})`, raw, raw.indexOf('(') + 1, 'a text search configuration name');
     }
     value = { kind: 'fts', language: modifier, text };
   } else if (modifier !== undefined) {
-    if (
-      (modifier !== 'any' && modifier !== 'all') ||
-      !['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'like', 'ilike', 'match', 'imatch'].includes(op)
-    ) {
+    if ((modifier !== 'any' && modifier !== 'all') || !QUANTIFIABLE.includes(op)) {
       throw grammarError(
         `filter (${what})`,
         raw,
         raw.indexOf('(') + 1,
-        '"any" or "all" (with eq, gt, gte, lt, lte, like, ilike, match, imatch)',
+        `"any" or "all" (with ${QUANTIFIABLE.join(', ')})`,
       );
     }
     quantifier = modifier;
     value = { kind: 'list', items: listItems(tail, raw, '{', '}') };
-  } else if (op === 'in') {
+  } else if (rule.shape === 'list') {
     value = { kind: 'list', items: listItems(tail, raw, '(', ')') };
-  } else if (op === 'is') {
+  } else if (rule.shape === 'keyword') {
     const v = text.toLowerCase();
-    if (!['null', 'not_null', 'true', 'false', 'unknown'].includes(v)) {
+    if (!Object.hasOwn(rule.values, v)) {
       throw catalogue.parse(
         `filter (${raw})`,
         `unexpected "${text}"`,
-        'The "is" operator takes one of: null, not_null, true, false, unknown',
+        `The "${op}" operator takes one of: ${Object.keys(rule.values).join(', ')}`,
       );
     }
-    value = { kind: 'is', value: v as 'null' };
+    value = { kind: 'is', value: v as keyof typeof rule.values };
   } else {
     value = { kind: 'scalar', text };
   }

@@ -14,6 +14,8 @@ import {
 } from './grammar.js';
 import {
   PLAN_OPTIONS,
+  RESERVED_KEYS,
+  isReservedKey,
   type ApiRequest,
   type MediaType,
   type NodeOptions,
@@ -21,10 +23,9 @@ import {
   type PlanOption,
   type Preferences,
   type RangeRequest,
+  type ReservedKeyOf,
 } from './types.js';
 import { MAX_JSON_DEPTH, tooDeep } from './json.js';
-
-const RESERVED = new Set(['select', 'order', 'limit', 'offset', 'on_conflict', 'columns', 'and', 'or']);
 
 /**
  * A 400 for a body value nested deeper than MAX_JSON_DEPTH (a surface's value; JSON text is
@@ -65,37 +66,42 @@ export function parseApiRequest(
   let onConflict: string[] | undefined;
   let columns: string[] | undefined;
 
+  const requestKeys: Record<ReservedKeyOf<'request'>, (value: string) => void> = {
+    select: (value) => (select = parseSelect(value)),
+    on_conflict: (value) => (onConflict = parseColumnList(value, 'on_conflict parameter')),
+    columns: (value) => (columns = parseColumnList(value, 'columns parameter')),
+    apikey: () => undefined, // authenticated by the surface, not a filter
+  };
+  const nodeKeys: Record<
+    ReservedKeyOf<'node'>,
+    (n: NodeOptions, value: string, key: string, negate: boolean) => void
+  > = {
+    order: (n, value) => (n.order = parseOrder(value)),
+    limit: (n, value, key) => (n.limit = nonNegative(value, key)),
+    offset: (n, value, key) => (n.offset = nonNegative(value, key)),
+    or: (n, value, _key, negate) => n.conditions.push(parseLogic('or', negate, value)),
+    and: (n, value, _key, negate) => n.conditions.push(parseLogic('and', negate, value)),
+  };
+
   for (const [key, value] of req.query) {
-    if (key === 'select') {
-      select = parseSelect(value);
+    if (isReservedKey(key) && RESERVED_KEYS[key] === 'request') {
+      requestKeys[key as ReservedKeyOf<'request'>](value);
       continue;
     }
-    if (key === 'on_conflict') {
-      onConflict = parseColumnList(value, 'on_conflict parameter');
-      continue;
-    }
-    if (key === 'columns') {
-      columns = parseColumnList(value, 'columns parameter');
-      continue;
-    }
-    if (key === 'apikey') continue; // some clients repeat the apikey in the query string
     if (isArgument?.(key)) {
       routineArgs.set(key, [...(routineArgs.get(key) ?? []), value]);
       continue;
     }
     const segments = key.split('.');
-    const last = segments[segments.length - 1];
-    if (last === 'order' || last === 'limit' || last === 'offset' || last === 'or' || last === 'and') {
+    const last = segments[segments.length - 1] ?? '';
+    if (isReservedKey(last) && RESERVED_KEYS[last] === 'node') {
       let pathSegments = segments.slice(0, -1);
       let negate = false;
       if ((last === 'or' || last === 'and') && pathSegments[pathSegments.length - 1] === 'not') {
         negate = true;
         pathSegments = pathSegments.slice(0, -1);
       }
-      const n = node(pathSegments.join('.'));
-      if (last === 'order') n.order = parseOrder(value);
-      else if (last === 'limit' || last === 'offset') n[last] = nonNegative(value, key);
-      else n.conditions.push(parseLogic(last, negate, value));
+      nodeKeys[last as ReservedKeyOf<'node'>](node(pathSegments.join('.')), value, key, negate);
       continue;
     }
     if (key === '') {
@@ -105,7 +111,7 @@ export function parseApiRequest(
     const fieldStart = firstFieldSegment(segments);
     const path = segments.slice(0, fieldStart).join('.');
     const fieldRaw = segments.slice(fieldStart).join('.');
-    if (RESERVED.has(fieldRaw)) continue;
+    if (isReservedKey(fieldRaw)) continue;
     const field = parseField(fieldRaw, `filter key (${key})`);
     node(path).conditions.push({ kind: 'filter', filter: parseOperation(value, field, key, false) });
   }

@@ -1,6 +1,8 @@
 // The parsed request (PostgREST's ApiRequest): what the client asked for, in PostgREST's
 // grammar, before any name was checked against the schema cache. Names here are untrusted.
 
+import type { IsKeyword, Operator } from '../operators.js';
+
 export interface JsonStep {
   arrow: '->' | '->>';
   key: string;
@@ -32,44 +34,39 @@ export type SelectItem =
       select: SelectItem[];
     };
 
-export const OPERATORS = [
-  'eq',
-  'neq',
-  'gt',
-  'gte',
-  'lt',
-  'lte',
-  'like',
-  'ilike',
-  'match',
-  'imatch',
-  'in',
-  'is',
-  'isdistinct',
-  'fts',
-  'plfts',
-  'phfts',
-  'wfts',
-  'cs',
-  'cd',
-  'ov',
-  'sl',
-  'sr',
-  'nxr',
-  'nxl',
-  'adj',
-] as const;
-export type Operator = (typeof OPERATORS)[number];
+/**
+ * PostgREST's reserved query keys, and `apikey`, which some clients repeat in the query string:
+ * never a filter, nor an argument of a GET /rpc call. A `node` key may follow an embedded path
+ * (`child.order=…`); a `request` key names the whole request. The parser has a reader for each
+ * (a key without one does not type-check).
+ */
+export const RESERVED_KEYS = {
+  select: 'request',
+  columns: 'request',
+  on_conflict: 'request',
+  apikey: 'request',
+  order: 'node',
+  limit: 'node',
+  offset: 'node',
+  or: 'node',
+  and: 'node',
+} as const;
+export type ReservedKey = keyof typeof RESERVED_KEYS;
+export type ReservedKeyOf<Scope> = {
+  [K in ReservedKey]: (typeof RESERVED_KEYS)[K] extends Scope ? K : never;
+}[ReservedKey];
+export const isReservedKey = (key: string): key is ReservedKey => Object.hasOwn(RESERVED_KEYS, key);
 
 export type FilterValue =
   | { kind: 'scalar'; text: string }
   | { kind: 'list'; items: string[] }
-  | { kind: 'is'; value: 'null' | 'not_null' | 'true' | 'false' | 'unknown' }
+  | { kind: 'is'; value: IsKeyword }
   | { kind: 'fts'; language?: string; text: string };
 
 export interface Filter {
   field: FieldRef;
   negate: boolean;
+  /** One of the operators of ../operators.ts, which gives each its grammar and its SQL. */
   op: Operator;
   quantifier?: 'any' | 'all';
   value: FilterValue;

@@ -18,7 +18,8 @@ import { readStatement, type ReadStatements } from '../../../gateway/engine/quer
 import { routineSource, scalarStatement } from '../../../gateway/engine/query/routine.js';
 import { writeStatement, type ReturnShape } from '../../../gateway/engine/query/write.js';
 import { parseApiRequest, routineName } from '../../../gateway/engine/request/parse.js';
-import { OPERATORS, type ApiRequest } from '../../../gateway/engine/request/types.js';
+import type { ApiRequest } from '../../../gateway/engine/request/types.js';
+import { operatorsOf } from '../../../gateway/engine/operators.js';
 import type { SchemaCache } from '../../../gateway/engine/schema-cache/types.js';
 import { blogSchema, SCHEMA } from './schema.js';
 
@@ -169,4 +170,4 @@ export function failure(fn: () => unknown): {
 }
 
 /** Operators whose value is one scalar text: not in's list, is's keyword or a text search's words. */
-export const SCALAR_OPERATORS = OPERATORS.filter((op) => !['in', 'is', 'fts', 'plfts', 'phfts', 'wfts'].includes(op));
+export const SCALAR_OPERATORS = operatorsOf('compare', 'pattern', 'binary');

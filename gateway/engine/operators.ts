@@ -1,0 +1,71 @@
+// PostgREST's filter operators, each once: how its value is written and the SQL it becomes. The
+// Operator type, the request grammar (request/grammar.ts), the SQL compiler (query/sql.ts) and
+// the operator lists of hints and OpenAPI descriptions all read this table, so a new operator is
+// one entry here: an entry without its SQL does not type-check, and a new shape of operator
+// without its SQL builder in query/sql.ts does not either.
+
+import { sql, type Fragment } from './sql.js';
+
+/** How an operator's value is written and turned into SQL; `sql` is the operator or function. */
+export type OperatorRule =
+  /** `e <sql> value`, the value of the field's type; `op(any)`/`op(all)` take a `{…}` list. */
+  | { shape: 'compare'; sql: Fragment }
+  /** `(e)::text <sql> pattern`; with `wildcard`, `*` stands for `%`; `(any)`/`(all)` as compare. */
+  | { shape: 'pattern'; sql: Fragment; wildcard: boolean }
+  /** `e <sql> value`, the value cast to the field's own type (arrays, ranges, IS DISTINCT FROM). */
+  | { shape: 'binary'; sql: Fragment }
+  /** `e IN (…)`, written `in.(a,b,"c,d")`. */
+  | { shape: 'list' }
+  /** `e IS <keyword>`, written `is.null`: the keywords the value may be, and their SQL. */
+  | { shape: 'keyword'; values: Readonly<Record<string, Fragment>> }
+  /** `to_tsvector(e) @@ <sql>([language,] words)`, written `op.words` or `op(language).words`. */
+  | { shape: 'search'; sql: Fragment };
+
+export const OPERATORS = {
+  eq: { shape: 'compare', sql: sql`=` },
+  neq: { shape: 'compare', sql: sql`<>` },
+  gt: { shape: 'compare', sql: sql`>` },
+  gte: { shape: 'compare', sql: sql`>=` },
+  lt: { shape: 'compare', sql: sql`<` },
+  lte: { shape: 'compare', sql: sql`<=` },
+  like: { shape: 'pattern', sql: sql`LIKE`, wildcard: true },
+  ilike: { shape: 'pattern', sql: sql`ILIKE`, wildcard: true },
+  match: { shape: 'pattern', sql: sql`~`, wildcard: false },
+  imatch: { shape: 'pattern', sql: sql`~*`, wildcard: false },
+  in: { shape: 'list' },
+  is: {
+    shape: 'keyword',
+    values: { null: sql`NULL`, not_null: sql`NOT NULL`, true: sql`TRUE`, false: sql`FALSE`, unknown: sql`UNKNOWN` },
+  },
+  isdistinct: { shape: 'binary', sql: sql`IS DISTINCT FROM` },
+  fts: { shape: 'search', sql: sql`to_tsquery` },
+  plfts: { shape: 'search', sql: sql`plainto_tsquery` },
+  phfts: { shape: 'search', sql: sql`phraseto_tsquery` },
+  wfts: { shape: 'search', sql: sql`websearch_to_tsquery` },
+  cs: { shape: 'binary', sql: sql`@>` },
+  cd: { shape: 'binary', sql: sql`<@` },
+  ov: { shape: 'binary', sql: sql`&&` },
+  sl: { shape: 'binary', sql: sql`<<` },
+  sr: { shape: 'binary', sql: sql`>>` },
+  nxr: { shape: 'binary', sql: sql`&<` },
+  nxl: { shape: 'binary', sql: sql`&>` },
+  adj: { shape: 'binary', sql: sql`-|-` },
+} as const satisfies Record<string, OperatorRule>;
+
+export type Operator = keyof typeof OPERATORS;
+export type OperatorShape = OperatorRule['shape'];
+
+/** Every operator, in the table's order (hints and documentation list them so). */
+export const OPERATOR_NAMES = Object.keys(OPERATORS) as Operator[];
+
+export const isOperator = (name: string): name is Operator => Object.hasOwn(OPERATORS, name);
+
+/** The operators of some shapes, in the table's order. */
+export const operatorsOf = (...shapes: OperatorShape[]): Operator[] =>
+  OPERATOR_NAMES.filter((op) => shapes.includes(OPERATORS[op].shape));
+
+/** Operators that take `(any)`/`(all)` with a `{…}` list. */
+export const QUANTIFIABLE = operatorsOf('compare', 'pattern');
+
+/** The keywords of `is`. */
+export type IsKeyword = keyof (typeof OPERATORS)['is']['values'];
