@@ -18,7 +18,7 @@ import {
   serverPool,
 } from '../gateway/db/connect.js';
 import { changesOf, createGateway } from '../gateway/engine/gateway.js';
-import { constraintMessage } from '../gateway/fields.js';
+import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { catalogue } from '../gateway/engine/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import type { GatewayCall } from '../gateway/engine/call.js';
@@ -74,7 +74,7 @@ export async function serveStdio(config: Config): Promise<void> {
   const ctx = { config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) };
   const token = await findWorkspaceToken(ctx, presented);
   if (!token.apiEnabled) throw apiSwitchedOff();
-  const call = createGateway(ctx, { describeConstraint: constraintMessage });
+  const call = createGateway(ctx, GATEWAY_OPTIONS);
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
   const lookups = new LookupCache(call, changesOf(ctx), () => {
     lookups.get().then(

@@ -1,4 +1,4 @@
-import { constraintMessage } from '../gateway/fields.js';
+import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { changesOf, createGateway } from '../gateway/engine/gateway.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
@@ -16,7 +16,7 @@ describe('the lookup cache', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     t = startTestApp(db.url);
-    cache = new LookupCache(createGateway(t.ctx, { describeConstraint: constraintMessage }), changesOf(t.ctx));
+    cache = new LookupCache(createGateway(t.ctx, GATEWAY_OPTIONS), changesOf(t.ctx));
   });
   afterAll(async () => {
     await t.close();

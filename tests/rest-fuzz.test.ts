@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import request from 'supertest';
 import type { GatewayCall, GatewayMethod, AuthContext } from '../gateway/engine/call.js';
-import { constraintMessage } from '../gateway/fields.js';
+import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { ApiError } from '../gateway/engine/errors.js';
 import { createGateway } from '../gateway/engine/gateway.js';
 import { OPERATOR_NAMES } from '../gateway/engine/operators.js';
@@ -48,7 +48,7 @@ describe('fuzzing the gateway', () => {
     jwtA = await accessToken(claims);
     auth = { role: 'api_write', claims };
     t = startTestApp(db.url, restEnv());
-    call = createGateway(t.ctx, { describeConstraint: constraintMessage });
+    call = createGateway(t.ctx, GATEWAY_OPTIONS);
     snapshotB = async () =>
       JSON.stringify(
         await db.admin.unsafe(`

@@ -28,10 +28,14 @@ import {
   type Fragment,
 } from './sql.js';
 import { errorFields, log } from './log.js';
+import type { EngineConfig } from './config.js';
 
-export interface TransactionOptions {
-  readOnly: boolean;
-  auth: AuthContext;
+/**
+ * What every transaction of a deployment shares, from its configuration: made once per gateway
+ * (transactionSettings), so that every kind of request (a read, a write, a call, the OpenAPI
+ * description) runs with the same role rules, pre-request function and limits.
+ */
+export interface TransactionSettings {
   anonRole: string;
   /** Roles that may only read (EngineConfig): their refused writes are answered as such. */
   readOnlyRoles: string[];
@@ -41,15 +45,38 @@ export interface TransactionOptions {
   tenantClaim: string;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
   workMem?: string;
+  /** The deployment's wording of constraint errors (createGateway's option). */
+  describeConstraint?: DescribeConstraint;
+}
+
+/** What a plan decides of its transaction (plan/action.ts). */
+export interface TransactionMode {
+  readOnly: boolean;
+  /** For error messages: the request is a write. */
+  write: boolean;
   /**
    * The exposed schema the request addresses: the transaction's search_path is it and public,
    * as PostgREST sets it, so functions may name its tables and sequences unqualified.
    */
   schema?: string;
-  /** For error messages: the request is a write. */
-  write: boolean;
-  /** The deployment's wording of constraint errors (createGateway's option). */
-  describeConstraint?: DescribeConstraint;
+}
+
+export type TransactionOptions = TransactionSettings & TransactionMode & { auth: AuthContext };
+
+/** The settings every transaction of a gateway runs with: the one place they are read from the configuration. */
+export function transactionSettings(
+  config: EngineConfig,
+  describeConstraint?: DescribeConstraint,
+): TransactionSettings {
+  return {
+    anonRole: config.anonRole,
+    readOnlyRoles: config.readOnlyRoles,
+    preRequest: config.preRequest,
+    statementTimeoutMs: config.statementTimeoutMs,
+    tenantClaim: config.tenantClaim,
+    workMem: config.workMem,
+    describeConstraint,
+  };
 }
 
 /** Time a request spent waiting for a pooled connection and in its transactions, and their outcome. */

@@ -13,18 +13,11 @@ import { authenticateRequest } from '../auth/bearer.js';
 import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
-import { requestSchema } from '../engine/gateway.js';
 import { answerCors, bodyReader, header, queryOf, sendBody, serveRequest } from '../http.js';
-import { openApiDocument } from './openapi.js';
 
 export const REST_PATH = '/rest/v1';
 
 const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
-/**
- * The root's Accept for OpenAPI 3.1: the OpenAPI Initiative's media type. Anything else gets
- * Swagger 2.0, which PostgREST serves there and its clients read.
- */
-const OPENAPI_31 = /(^|,)\s*application\/vnd\.oai\.openapi\+json\s*(;|,|$)/i;
 const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'] as const;
 
 /**
@@ -37,32 +30,12 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
   // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
   const readBody = bodyReader(ctx.config.maxBodyBytes);
 
-  const describe = async (req: IncomingMessage, res: ServerResponse, auth: AuthContext): Promise<void> => {
-    const schema = requestSchema(ctx, {
-      method: 'GET',
-      relation: '',
-      query: new URLSearchParams(),
-      headers: { 'accept-profile': header(req, 'accept-profile') },
-    });
-    const version = OPENAPI_31.test(header(req, 'accept') ?? '') ? '3.1' : '2.0';
-    const doc = JSON.stringify(await openApiDocument(ctx, auth, schema, version));
-    res.statusCode = 200;
-    res.setHeader(
-      'Content-Type',
-      version === '3.1' ? 'application/vnd.oai.openapi+json; version=3.1' : 'application/openapi+json; charset=utf-8',
-    );
-    res.setHeader('Vary', 'Accept');
-    sendBody(res, auth, doc);
-  };
-
   const serve = async (req: IncomingMessage, res: ServerResponse, path: string, auth: AuthContext) => {
     const target = routeOf(path);
     if (target === undefined) throw catalogue.invalidPath();
     const method = (req.method ?? '').toUpperCase() as GatewayMethod;
-    if (target === '') {
-      if (method === 'GET' || method === 'HEAD') return describe(req, res, auth);
-      throw catalogue.invalidPath();
-    }
+    // The root is the schema's OpenAPI description (Swagger 2.0, or 3.1 by Accept), GET only.
+    if (target === '' && method !== 'GET' && method !== 'HEAD') throw catalogue.invalidPath();
     if (!METHODS.has(method)) throw catalogue.unsupportedMethod(req.method ?? '');
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH';
     const raw = hasBody ? await readBody(req, res) : undefined;

@@ -4,26 +4,10 @@
 // role's privileges (openapi.ts asks Postgres for those); the rows are described as a read
 // with select=* returns them, so every readable column is there (null where it may be).
 
+import type { Allowed, Described } from '../engine/response/index.js';
 import type { Column, Relation, Routine, RoutineParam } from '../engine/schema-cache/types.js';
 
 type JsonSchema = Record<string, unknown>;
-
-/** What the role may do with a relation: columns it may read, insert and update; delete. */
-export interface Allowed {
-  read: Set<string>;
-  insert: Set<string>;
-  update: Set<string>;
-  /** Columns whose value Postgres makes when an insert leaves them out (identity columns). */
-  identity: Set<string>;
-  delete: boolean;
-}
-
-export interface Described {
-  schema: string;
-  relations: { relation: Relation; allowed: Allowed }[];
-  /** The functions of the schema the role may execute. */
-  routines: Routine[];
-}
 
 const VALUE_TYPES: Record<string, JsonSchema> = {
   int2: { type: 'integer' },

@@ -1,17 +1,23 @@
-// Response shaping (PostgREST's Response): status, Content-Range on every response,
-// Content-Type, 206/416, the singular object media type (406 PGRST116), Preference-Applied.
+// Response shaping (PostgREST's Response): the GatewayResponse of a plan's results. Status,
+// Content-Range on every response, Content-Type, 206/416, the singular object media type (406
+// PGRST116), Location, and the Preference-Applied header the plan decided.
 
+import type { Row } from 'postgres';
 import type { GatewayResponse } from '../call.js';
 import { catalogue, type ApiError } from '../errors.js';
-import type { MediaType, Preferences } from '../request/types.js';
+import { defined } from '../invariant.js';
+import type { ActionPlan, CallAction, ExplainAction, InspectAction, WriteAction } from '../plan/action.js';
+import { ESTIMATE_THRESHOLD } from '../query/read.js';
+import type { ApiRequest, MediaType } from '../request/types.js';
+import type { Relation, Routine } from '../schema-cache/types.js';
 
-export const CONTENT_TYPES: Record<MediaType, string> = {
+const CONTENT_TYPES: Record<MediaType, string> = {
   json: 'application/json; charset=utf-8',
   object: 'application/vnd.pgrst.object+json; charset=utf-8',
   csv: 'text/csv; charset=utf-8',
 };
 
-export function contentRange(offset: number, pageTotal: number, total: number | undefined): string {
+function contentRange(offset: number, pageTotal: number, total: number | undefined): string {
   const t = total === undefined ? '*' : String(total);
   return pageTotal <= 0 ? `*/${t}` : `${offset}-${offset + pageTotal - 1}/${t}`;
 }
@@ -20,18 +26,18 @@ export function singularError(rows: number): ApiError {
   return catalogue.singular(rows);
 }
 
-export interface ReadResult {
+interface ReadResult {
   total: number | undefined;
   pageTotal: number;
   body: string;
 }
 
-export function readResponse(
+function readResponse(
   r: ReadResult,
   offset: number,
   media: MediaType,
   head: boolean,
-  prefs: Preferences,
+  applied: string | undefined,
 ): GatewayResponse {
   if (r.total !== undefined && offset > r.total) {
     throw catalogue.rangeNotSatisfiable(`An offset of ${offset} was requested, but there are only ${r.total} rows.`, {
@@ -44,35 +50,197 @@ export function readResponse(
     'Content-Type': CONTENT_TYPES[media],
     'Content-Range': contentRange(offset, r.pageTotal, r.total),
   };
-  if (prefs.count) headers['Preference-Applied'] = `count=${prefs.count}`;
+  if (applied) headers['Preference-Applied'] = applied;
   return { status, headers, body: head ? undefined : r.body };
 }
 
-/** Which preferences each kind of request applies (and echoes), as PostgREST's responses do. */
-const APPLIES: Record<string, ReadonlySet<string>> = {
-  POST: new Set(['resolution', 'missing', 'return', 'count', 'tx', 'handling']),
-  PUT: new Set(['return', 'count', 'tx', 'handling']),
-  PATCH: new Set(['missing', 'return', 'count', 'tx', 'handling', 'max-affected']),
-  DELETE: new Set(['return', 'count', 'tx', 'handling', 'max-affected']),
-  RPC: new Set(['count', 'tx', 'handling', 'max-affected']),
-};
+/** What the role may do with a relation: columns it may read, insert and update; delete. */
+export interface Allowed {
+  read: Set<string>;
+  insert: Set<string>;
+  update: Set<string>;
+  /** Columns whose value Postgres makes when an insert leaves them out (identity columns). */
+  identity: Set<string>;
+  delete: boolean;
+}
+
+/** The root's answer before it is written as a document: a schema as the caller's role may use it. */
+export interface Described {
+  schema: string;
+  relations: { relation: Relation; allowed: Allowed }[];
+  /** The functions of the schema the role may execute. */
+  routines: Routine[];
+}
+
+/** How a deployment writes the description of a schema (its OpenAPI document), by the client's Accept. */
+export type DescribeSchema = (described: Described, accept: string | undefined) => GatewayResponse;
+
+/** The response of a plan to the rows its statements answered. */
+export function respond(
+  plan: ActionPlan,
+  results: Row[][],
+  limits: { maxResponseBytes?: number; describe?: DescribeSchema },
+): GatewayResponse {
+  switch (plan.kind) {
+    case 'read':
+      return readResult(plan, results, limits.maxResponseBytes);
+    case 'write':
+      return writeResult(plan, results);
+    case 'call':
+      return callResult(plan, results, limits.maxResponseBytes);
+    case 'explain':
+      return explainResult(plan, results);
+    case 'inspect':
+      return defined(limits.describe, 'a describer for the root')(described(plan, results), plan.accept);
+  }
+}
 
 /**
- * The Preference-Applied header of a write or a call (`kind`: its method, or RPC), in
- * PostgREST's order. `resolved`: the resolution was applied (the table has a conflict target).
+ * The first row of the first statement: every engine statement answers exactly one row (its body
+ * is one json_agg), so a missing one is a bug.
  */
-export function preferenceApplied(prefs: Preferences, kind: string, resolved = false): string | undefined {
-  const applies = APPLIES[kind] ?? new Set<string>();
-  const out: string[] = [];
-  const add = (name: string, value: string | number | undefined) => {
-    if (value !== undefined && applies.has(name)) out.push(`${name}=${value}`);
+function firstRow(results: Row[][]): Row {
+  return defined(results[0]?.[0], "the statement's row");
+}
+
+/** The rows a write or a call changed (or returned), as its AffectedCheck counts them. */
+export const affectedRows = (results: Row[][], column: 'total_result_set' | 'page_total'): number =>
+  Number(firstRow(results)[column]);
+
+function plannedRows(rows: Row[] | undefined): number | undefined {
+  const plan = rows?.[0]?.['QUERY PLAN'] as unknown;
+  const parsed = typeof plan === 'string' ? JSON.parse(plan) : plan;
+  const n = Array.isArray(parsed) ? parsed[0]?.Plan?.['Plan Rows'] : undefined;
+  return typeof n === 'number' ? n : undefined;
+}
+
+/** The response of a read statement (and its EXPLAIN for planned counts), as PostgREST shapes it. */
+function readResult(
+  plan: { api: ApiRequest; applied: string | undefined },
+  results: Row[][],
+  maxResponseBytes: number | undefined,
+): GatewayResponse {
+  const { api } = plan;
+  const count = api.preferences.count;
+  const row = firstRow(results);
+  if (row.body === null && row.body_bytes != null) {
+    throw catalogue.responseTooLarge(Number(row.body_bytes), defined(maxResponseBytes, 'the response bound'));
+  }
+  let total: number | undefined;
+  if (count === 'exact') total = Number(row.total_result_set);
+  // Without an EXPLAIN (a tenant's read: query/read.ts) the count is exact.
+  else if ((count === 'planned' || count === 'estimated') && results[1] === undefined)
+    total = Number(row.total_result_set);
+  else if (count === 'planned' || count === 'estimated') {
+    const planned = plannedRows(results[1]);
+    const exact = count === 'estimated' ? Number(row.total_result_set) : undefined;
+    total = exact !== undefined && exact <= ESTIMATE_THRESHOLD ? exact : planned;
+  }
+  return readResponse(
+    { total, pageTotal: row.page_total as number, body: row.body as string },
+    api.range.offset,
+    api.accept,
+    api.method === 'HEAD',
+    plan.applied,
+  );
+}
+
+function callResult(plan: CallAction, results: Row[][], maxResponseBytes: number | undefined): GatewayResponse {
+  const { api } = plan;
+  const applied: Record<string, string> = plan.applied ? { 'Preference-Applied': plan.applied } : {};
+  const returns = plan.call.routine.returns;
+  if (returns.kind === 'void') return { status: 204, headers: applied, body: undefined };
+  if (returns.kind === 'scalar') {
+    // A scalar's rows (one, or a set's) are counted as a table's: Content-Range, count=exact.
+    const row = firstRow(results);
+    const rows = row.page_total as number;
+    const count = api.preferences.count;
+    const counted = count === 'exact' || count === 'estimated' || count === 'planned';
+    return {
+      status: 200,
+      headers: {
+        'Content-Type': CONTENT_TYPES.json,
+        'Content-Range': contentRange(0, rows, counted ? rows : undefined),
+        ...applied,
+      },
+      body: api.method === 'HEAD' ? undefined : (row.body as string),
+    };
+  }
+  return readResult(plan, results, maxResponseBytes);
+}
+
+function writeResult(plan: WriteAction, results: Row[][]): GatewayResponse {
+  const { api, shape } = plan;
+  const prefs = api.preferences;
+  const r = firstRow(results);
+  const affected = Number(r.total_result_set);
+  const headers: Record<string, string> = {};
+  if (plan.applied) headers['Preference-Applied'] = plan.applied;
+  const total = prefs.count === 'exact' || prefs.count === 'estimated' ? affected : undefined;
+  // PostgREST's ranges: a PATCH gives the range of the rows it changed, the others */total.
+  headers['Content-Range'] = api.method === 'PATCH' ? contentRange(0, affected, total) : `*/${total ?? '*'}`;
+  const keys = r.location ? (JSON.parse(r.location as string) as string[][]) : [];
+  const [key] = keys;
+  if (api.method === 'POST' && keys.length === 1 && key) {
+    headers.Location = `/${api.relation}?${plan.relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(defined(key[i], 'a primary key value of the Location'))}`).join('&')}`;
+  }
+  // An upsert that only updated answers 200: a POST with merge-duplicates, or a PUT.
+  const inserted = r.inserted === null || r.inserted === undefined ? undefined : Number(r.inserted);
+  let status: number;
+  if (api.method === 'POST')
+    status = inserted === 0 && prefs.resolution === 'merge-duplicates' && plan.resolved ? 200 : 201;
+  else if (api.method === 'PUT') status = shape !== 'representation' ? 204 : inserted === 0 ? 200 : 201;
+  else status = shape === 'representation' ? 200 : 204;
+  if (shape === 'representation') {
+    headers['Content-Type'] = CONTENT_TYPES[api.accept];
+    return { status, headers, body: r.body as string };
+  }
+  return { status, headers, body: undefined };
+}
+
+const MEDIA_NAMES: Record<ExplainAction['media']['for'], string> = {
+  json: 'application/json',
+  object: 'application/vnd.pgrst.object+json',
+  csv: 'text/csv',
+};
+
+function explainResult({ media }: ExplainAction, results: Row[][]): GatewayResponse {
+  const rows = defined(results[0], 'the EXPLAIN rows');
+  const json = media.format === 'json' ? firstRow(results)['QUERY PLAN'] : undefined;
+  const body =
+    media.format === 'json'
+      ? typeof json === 'string'
+        ? json
+        : JSON.stringify(json)
+      : rows.map((r) => r['QUERY PLAN'] as string).join('\n');
+  const type = `application/vnd.pgrst.plan+${media.format}; for="${MEDIA_NAMES[media.for]}"${media.options.length ? `; options=${media.options.join('|')}` : ''}; charset=utf-8`;
+  return { status: 200, headers: { 'Content-Type': type }, body };
+}
+
+/** The relations and functions of the inspected schema with what the caller's role may do with them. */
+function described(plan: InspectAction, [columns, executable]: Row[][]): Described {
+  const allowed = new Map<number, Allowed>();
+  for (const r of defined(columns, 'the column privileges')) {
+    let a = allowed.get(r.oid as number);
+    if (!a)
+      allowed.set(
+        r.oid as number,
+        (a = { read: new Set(), insert: new Set(), update: new Set(), identity: new Set(), delete: false }),
+      );
+    const column = r.column as string;
+    if (r.read) a.read.add(column);
+    if (r.insert) a.insert.add(column);
+    if (r.update) a.update.add(column);
+    if (r.identity) a.identity.add(column);
+    a.delete = r.delete === true;
+  }
+  const callable = new Set(defined(executable, 'the executable functions').map((r) => r.oid as number));
+  return {
+    schema: plan.schema,
+    relations: plan.relations.flatMap((relation) => {
+      const a = allowed.get(relation.oid);
+      return a ? [{ relation, allowed: a }] : [];
+    }),
+    routines: plan.routines.filter((r) => callable.has(r.oid)),
   };
-  if (resolved) add('resolution', prefs.resolution);
-  add('missing', prefs.missing);
-  add('return', prefs.return);
-  add('count', prefs.count);
-  add('tx', prefs.tx);
-  add('handling', prefs.handling);
-  if (prefs.handling === 'strict') add('max-affected', prefs.maxAffected);
-  return out.length > 0 ? out.join(', ') : undefined;
 }

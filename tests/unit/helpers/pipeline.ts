@@ -1,23 +1,21 @@
-// parse → plan → compile without a database: the same calls, in the same order, that
-// gateway.ts makes before it hands statements to execute. Tests state a request the way a
-// client writes it (a query string, headers, a body) and look at the plan or the SQL.
+// The real planner without a database: every helper here is one call of actionPlan()
+// (plan/action.ts), the function the gateway runs, with a configuration that switches nothing
+// off. Tests state a request the way a client writes it (a query string, headers, a body) and
+// look at the plan or the SQL; what they check is what the gateway executes.
 
-import type { GatewayMethod, GatewayRequest } from '../../../gateway/engine/call.js';
-import { AliasCounter, findRelation, readPlan } from '../../../gateway/engine/plan/read.js';
-import { findRoutines, routinePlan } from '../../../gateway/engine/plan/routine.js';
-import type { ReadNode, RoutineCall } from '../../../gateway/engine/plan/types.js';
+import type { AuthContext, GatewayMethod, GatewayRequest } from '../../../gateway/engine/call.js';
 import {
-  bodyRows,
-  checkPut,
-  deletePlan,
-  insertPlan,
-  updatePlan,
-  type MutationPlan,
-} from '../../../gateway/engine/plan/write.js';
-import { readStatement, type ReadStatements } from '../../../gateway/engine/query/read.js';
-import { routineSource, scalarStatement } from '../../../gateway/engine/query/routine.js';
-import { writeStatement, type ReturnShape } from '../../../gateway/engine/query/write.js';
-import { parseApiRequest, routineName } from '../../../gateway/engine/request/parse.js';
+  actionPlan,
+  parseRequest,
+  type ActionPlan,
+  type CallAction,
+  type PlanConfig,
+  type ReadAction,
+  type WriteAction,
+} from '../../../gateway/engine/plan/action.js';
+import type { ReadNode, RoutineCall } from '../../../gateway/engine/plan/types.js';
+import type { MutationPlan } from '../../../gateway/engine/plan/write.js';
+import type { ReadStatements } from '../../../gateway/engine/query/read.js';
 import type { ApiRequest } from '../../../gateway/engine/request/types.js';
 import { operatorsOf } from '../../../gateway/engine/operators.js';
 import type { SchemaCache } from '../../../gateway/engine/schema-cache/types.js';
@@ -40,8 +38,10 @@ export interface Call {
   body?: unknown;
   cache?: SchemaCache;
   aggregates?: boolean;
-  /** EngineConfig.tenant, for a caller that has the claim. */
+  /** EngineConfig.tenantColumn and tenantClaim, for a caller that has the claim. */
   tenant?: { column: string; claim: string };
+  /** EngineConfig.maxResponseBytes: a read's body is counted against it while Postgres builds it. */
+  maxResponseBytes?: number;
 }
 
 function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
@@ -56,100 +56,73 @@ function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
   };
 }
 
-/** parseApiRequest, with GET /rpc argument keys told apart as gateway.ts does it. */
+function configOf(call: Call): PlanConfig {
+  return {
+    schemas: [SCHEMA],
+    maxEmbedDepth: 100,
+    maxSelectWidth: 1600,
+    aggregatesEnabled: call.aggregates ?? false,
+    planEnabled: true,
+    maxBodyBytes: 1024 * 1024 * 1024,
+    tenantClaim: call.tenant?.claim ?? 'tenant',
+    tenantColumn: call.tenant?.column,
+    maxResponseBytes: call.maxResponseBytes,
+  };
+}
+
+/** The plan the gateway makes of `relation` and `call`. */
+export function plan(relation: string, call: Call = {}): ActionPlan {
+  const auth: AuthContext = { role: 'web_user', claims: call.tenant ? { [call.tenant.claim]: 't1' } : {} };
+  return actionPlan(gatewayRequest(relation, call), auth, call.cache ?? defaultCache(), configOf(call));
+}
+
+function planOf<K extends ActionPlan['kind']>(kind: K, p: ActionPlan): Extract<ActionPlan, { kind: K }> {
+  if (p.kind !== kind) throw new Error(`expected a ${kind} plan, got a ${p.kind} plan`);
+  return p as Extract<ActionPlan, { kind: K }>;
+}
+
+/** The statements of a read or a call: the main one, and the EXPLAIN of a planned count. */
+function statementsOf(p: ReadAction | CallAction): ReadStatements {
+  const [main, explain] = p.statements;
+  return explain ? { main: main!, explain } : { main: main! };
+}
+
+/** The parsed request of GET /{relation}?{query} (or of the method `call` names), as the planner reads it. */
 export function parse(relation: string, call: Call = {}): ApiRequest {
-  const cache = call.cache ?? defaultCache();
-  const fn = routineName(relation);
-  let isArgument: ((key: string) => boolean) | undefined;
-  if (fn !== undefined && (call.method ?? 'GET') !== 'POST') {
-    const names = new Set(
-      findRoutines(cache, SCHEMA, fn)
-        .flatMap((r) => r.params.map((p) => p.name))
-        .filter((n) => n !== ''),
-    );
-    isArgument = (key) => names.has(key);
-  }
-  return parseApiRequest(gatewayRequest(relation, call), SCHEMA, isArgument);
+  return parseRequest(gatewayRequest(relation, call), call.cache ?? defaultCache(), configOf(call));
 }
 
 /** The read plan of GET /{relation}?{query}. */
 export function planRead(relation: string, call: Call = {}): ReadNode {
-  const cache = call.cache ?? defaultCache();
-  const api = parse(relation, { ...call, cache });
-  return readPlan({
-    cache,
-    relation: findRelation(cache, SCHEMA, api.relation),
-    select: api.select,
-    nodes: api.nodes,
-    range: api.range,
-    aliases: new AliasCounter(),
-    aggregatesEnabled: call.aggregates ?? false,
-    tenant: call.tenant,
-  });
+  return planOf('read', plan(relation, call)).read;
 }
 
 /** The statements GET /{relation}?{query} runs. */
 export function compileRead(relation: string, call: Call = {}): ReadStatements {
-  const api = parse(relation, call);
-  return readStatement(planRead(relation, call), api.accept, api.preferences.count);
+  return statementsOf(planOf('read', plan(relation, call)));
 }
 
-/** The root plan and mutation plan of a write, as runWrite builds them. */
+/** The root plan and mutation plan of a write. */
 export function planWrite(
   relation: string,
   call: Call & { method: GatewayMethod },
 ): { api: ApiRequest; root: ReadNode; plan: MutationPlan } {
-  const cache = call.cache ?? defaultCache();
-  const req = gatewayRequest(relation, call);
-  const api = parseApiRequest(req, SCHEMA);
-  const rel = findRelation(cache, SCHEMA, api.relation);
-  const root = readPlan({
-    cache,
-    relation: rel,
-    select: api.select,
-    nodes: api.nodes,
-    range: { offset: api.nodes.get('')?.offset ?? 0, limit: api.nodes.get('')?.limit },
-    aliases: new AliasCounter(),
-    aggregatesEnabled: call.aggregates ?? false,
-    tenant: call.tenant,
-  });
-  if (api.method === 'DELETE') return { api, root, plan: deletePlan(rel, root) };
-  const body = bodyRows(req.body, req.headers['content-type']);
-  if (api.method === 'PATCH') return { api, root, plan: updatePlan(api, rel, body, root) };
-  return { api, root, plan: insertPlan(api, rel, api.method === 'PUT' ? checkPut(api, rel, body, root) : body) };
+  const p: WriteAction = planOf('write', plan(relation, call));
+  return { api: p.api, root: p.read, plan: p.mutation };
 }
 
 /** The one statement a POST/PUT/PATCH/DELETE runs. */
 export function compileWrite(relation: string, call: Call & { method: GatewayMethod }): Compiled {
-  const { api, root, plan } = planWrite(relation, call);
-  const shape: ReturnShape = api.preferences.return ?? 'minimal';
-  return writeStatement(plan, root, shape, api.accept);
+  return planOf('write', plan(relation, call)).statements[0]!;
 }
 
 export function planRoutine(fn: string, call: Call = {}): RoutineCall {
-  const cache = call.cache ?? defaultCache();
-  const api = parse(`rpc/${fn}`, { ...call, cache });
-  return routinePlan(cache, api, call.body, call.headers?.['content-type']);
+  return planOf('call', plan(`rpc/${fn}`, call)).call;
 }
 
-/** The statements /rpc/{fn} runs, as runRoutine builds them. */
+/** The statements /rpc/{fn} runs. */
 export function compileRoutine(fn: string, call: Call = {}): ReadStatements {
-  const cache = call.cache ?? defaultCache();
-  const api = parse(`rpc/${fn}`, { ...call, cache });
-  const routine = routinePlan(cache, api, call.body, call.headers?.['content-type']);
-  const returns = routine.routine.returns;
-  if (returns.kind !== 'composite') return { main: scalarStatement(routine) };
-  const root = readPlan({
-    cache,
-    relation: returns.relation!,
-    select: api.select,
-    nodes: api.nodes,
-    range: api.range,
-    aliases: new AliasCounter(),
-    aggregatesEnabled: call.aggregates ?? false,
-    tenant: call.tenant,
-  });
-  return readStatement(root, api.accept, api.preferences.count, routineSource(routine, root.alias));
+  return statementsOf(planOf('call', plan(`rpc/${fn}`, call)));
 }
 
 /** What an ApiError carries to the client, for toMatchObject. */

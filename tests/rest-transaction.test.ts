@@ -1,0 +1,62 @@
+import request from 'supertest';
+import { signJwt, type TestApp } from './harness/app.js';
+import type { TestDatabase } from './harness/db.js';
+import { TEST_API_KEY } from './harness/rest.js';
+import { setUpBlog, tearDown } from './harness/suite.js';
+
+// Every kind of request runs in a transaction made from the same settings (execute.ts,
+// transactionSettings): a read, a write, a function call and the OpenAPI description of the
+// root. The pre-request function sees the transaction as the request's statements do; this one
+// reports what it sees when the caller's claims ask it to.
+
+let db: TestDatabase, t: TestApp, probe: string;
+
+beforeAll(async () => {
+  ({ db, t } = await setUpBlog(['blog.sql'], {
+    TALLY_DB_PRE_REQUEST: 'blog.report_transaction',
+    TALLY_DB_WORK_MEM: '3MB',
+    TALLY_DB_STATEMENT_TIMEOUT_MS: '4321',
+  }));
+  await db.admin.unsafe(`
+    CREATE FUNCTION blog.report_transaction() RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+      IF pg_catalog.current_setting('request.jwt.claims', true)::jsonb ->> 'report' = 'yes' THEN
+        RAISE SQLSTATE 'PT418' USING MESSAGE = pg_catalog.concat_ws(' | ',
+          'work_mem ' || pg_catalog.current_setting('work_mem'),
+          'statement_timeout ' || pg_catalog.current_setting('statement_timeout'),
+          'role ' || current_user,
+          'search_path ' || pg_catalog.current_setting('search_path'));
+      END IF;
+    END $$;
+    GRANT EXECUTE ON FUNCTION blog.report_transaction() TO blog_anon, blog_user;`);
+  probe = await signJwt({ role: 'blog_user', report: 'yes' });
+});
+afterAll(() => tearDown(db, t));
+
+/** What the pre-request function saw of the transaction of GET `path`. */
+async function seen(path: string, headers: Record<string, string> = {}): Promise<string> {
+  let req = request(t.app).get(path).set('apikey', TEST_API_KEY).set('authorization', `Bearer ${probe}`);
+  for (const [k, v] of Object.entries(headers)) req = req.set(k, v);
+  const res = await req;
+  expect(res.status).toBe(418);
+  return res.body.message as string;
+}
+
+describe('the transaction of every kind of request', () => {
+  it('is the same for the OpenAPI description as for a read: work_mem, statement timeout, role, search_path', async () => {
+    const read = await seen('/rest/v1/posts');
+    expect(read).toBe('work_mem 3MB | statement_timeout 4321ms | role blog_user | search_path "blog", public');
+    expect(await seen('/rest/v1/')).toBe(read);
+    expect(await seen('/rest/v1/', { Accept: 'application/vnd.oai.openapi+json' })).toBe(read);
+  });
+
+  it('describes the root to a caller the pre-request function accepts', async () => {
+    const res = await request(t.app)
+      .get('/rest/v1/')
+      .set('apikey', TEST_API_KEY)
+      .set('authorization', `Bearer ${await signJwt({ role: 'blog_user' })}`)
+      .expect(200);
+    expect(res.headers['content-type']).toBe('application/openapi+json; charset=utf-8');
+    expect(Object.keys(res.body.paths)).toContain('/posts');
+  });
+});

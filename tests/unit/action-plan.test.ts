@@ -1,0 +1,119 @@
+// The action plan (plan/action.ts): what one gateway call will do, made by the function the
+// gateway runs. The transaction each kind of request runs in, how it ends, what it checks before
+// it ends and the Preference-Applied header are decided here, once, for every surface.
+
+import type { ActionPlan } from '../../gateway/engine/plan/action.js';
+import { compileRead, failure, plan } from './helpers/pipeline.js';
+
+/** What a plan decides of its transaction and response, without its statements. */
+const decided = (p: ActionPlan) => ({
+  kind: p.kind,
+  tx: p.tx,
+  statements: p.statements.length,
+  end: p.end,
+  check: p.check,
+  applied: 'applied' in p ? p.applied : undefined,
+});
+
+describe('the action plan', () => {
+  it('reads READ ONLY, commits with its statements and echoes only the count it applied', () => {
+    expect(decided(plan('posts', { headers: { Prefer: 'count=planned, tx=rollback, return=minimal' } }))).toEqual({
+      kind: 'read',
+      tx: { schema: 'blog', readOnly: true, write: false },
+      statements: 2, // the read, then the EXPLAIN its planned count reads
+      end: 'commit',
+      check: undefined,
+      applied: 'count=planned',
+    });
+    expect(decided(plan('posts')).applied).toBeUndefined();
+  });
+
+  it('writes READ WRITE and ends as tx= says; a strict max-affected and the object media type check first', () => {
+    const patch = plan('posts', {
+      method: 'PATCH',
+      query: 'id=gt.1',
+      body: { title: 'x' },
+      headers: { Prefer: 'handling=strict, max-affected=2, tx=rollback, return=representation' },
+    });
+    expect(decided(patch)).toEqual({
+      kind: 'write',
+      tx: { schema: 'blog', readOnly: false, write: true },
+      statements: 1,
+      end: 'rollback',
+      check: { column: 'total_result_set', maxAffected: 2, singular: false },
+      applied: 'return=representation, tx=rollback, handling=strict, max-affected=2',
+    });
+    const single = plan('posts', {
+      method: 'DELETE',
+      query: 'id=eq.1',
+      headers: { Accept: 'application/vnd.pgrst.object+json' },
+    });
+    expect([single.end, single.check]).toEqual([
+      'commit',
+      { column: 'total_result_set', maxAffected: undefined, singular: true },
+    ]);
+    // A POST's max-affected is not PostgREST's to apply: no check, nothing echoed of it.
+    const post = plan('posts', {
+      method: 'POST',
+      body: { title: 'x' },
+      headers: { Prefer: 'handling=strict, max-affected=1' },
+    });
+    expect([post.check, decided(post).applied]).toEqual([undefined, 'handling=strict']);
+  });
+
+  it('calls a VOLATILE function READ WRITE, a STABLE one READ ONLY, and echoes tx only where it applies', () => {
+    const prefer = { Prefer: 'tx=rollback, handling=strict, max-affected=1' };
+    const volatile = plan('rpc/new_post', { method: 'POST', body: { title: 'x' }, headers: prefer });
+    expect(decided(volatile)).toEqual({
+      kind: 'call',
+      tx: { schema: 'blog', readOnly: false, write: true },
+      statements: 1,
+      end: 'rollback',
+      check: { column: 'page_total', maxAffected: 1 },
+      applied: 'tx=rollback, handling=strict, max-affected=1',
+    });
+    const stable = plan('rpc/post_count', { method: 'POST', headers: prefer });
+    expect(decided(stable)).toEqual({
+      kind: 'call',
+      tx: { schema: 'blog', readOnly: true, write: false },
+      statements: 1,
+      end: 'commit',
+      check: undefined,
+      applied: 'handling=strict, max-affected=1',
+    });
+  });
+
+  it('explains the very statement the request would run, always rolled back', () => {
+    const accept = { Accept: 'application/vnd.pgrst.plan+json' };
+    const explained = plan('posts', { method: 'DELETE', query: 'id=eq.1', headers: accept });
+    if (explained.kind !== 'explain') throw new Error('expected an explain plan');
+    expect([explained.of.kind, explained.tx, explained.end]).toEqual([
+      'write',
+      { schema: 'blog', readOnly: false, write: true },
+      'rollback',
+    ]);
+    expect(explained.statements[0]!.text).toBe(`EXPLAIN (FORMAT JSON) ${explained.of.statements[0]!.text}`);
+    expect(explained.statements[0]!.params).toEqual(explained.of.statements[0]!.params);
+  });
+
+  it("describes the schema at the root, in a READ ONLY transaction of the caller's", () => {
+    const root = plan('');
+    if (root.kind !== 'inspect') throw new Error('expected an inspect plan');
+    expect([root.tx, root.end, root.statements.length]).toEqual([
+      { schema: 'blog', readOnly: true, write: false },
+      'commit',
+      2,
+    ]);
+    expect(root.relations.map((r) => r.name)).toEqual([...root.relations.map((r) => r.name)].sort());
+    // The root takes reads only: a write to it is planned as a write to a relation named '' (404).
+    expect(failure(() => plan('', { method: 'POST', body: {} }))).toMatchObject({ status: 404, code: 'PGRST205' });
+  });
+
+  it("bounds a read's body as the configuration says: the SQL the unit tier checks is the SQL that runs", () => {
+    const free = compileRead('posts', { query: 'select=id' }).main;
+    const bounded = compileRead('posts', { query: 'select=id', maxResponseBytes: 4096 }).main;
+    expect(free.text).not.toMatch(/pgrst\.read_bytes|body_bytes/);
+    expect(bounded.text).toMatch(/octet_length\(body\) <= \$1::text::int8/);
+    expect(bounded.params).toEqual(['4096', 'pgrst.read_bytes_0', '4096']);
+  });
+});
