@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { toApiError } from './engine/errors.js';
+import { toClientError } from './errors.js';
 import { errorFields, log } from './log.js';
 
 /**
@@ -8,7 +8,7 @@ import { errorFields, log } from './log.js';
  * already under way cannot change its status: it is left as it is.
  */
 export function writeError(res: ServerResponse, err: unknown): void {
-  const { error, unexpected } = toApiError(err);
+  const { error, unexpected } = toClientError(err);
   if (unexpected) log.error(errorFields(err), 'unexpected error');
   if (res.headersSent) return;
   const body = JSON.stringify(error.body());

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue, ApiError } from '../engine/errors.js';
+import { catalogue, ApiError } from '../errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
 import { failedAuthKey, FAILED_AUTH_LIMIT_PER_MINUTE, limitRequest, tooManyFailures, WINDOW_MS } from './ratelimit.js';

@@ -31,7 +31,7 @@ export interface GatewayRequest {
 export interface AuthContext {
   /** The database role the request runs as (SET LOCAL ROLE). */
   role: string;
-  /** The JWT claims, visible to SQL as request.jwt.claims (workspace_id, scope, sub …). */
+  /** The JWT claims, visible to SQL as request.jwt.claims (role, sub, the tenant claim …). */
   claims: Record<string, unknown>;
 }
 

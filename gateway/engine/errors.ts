@@ -2,10 +2,10 @@
 // HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
 
 import { raisedError } from './raised-error.js';
-import { ApiError, catalogue, INVALID_JSON } from './errors/catalogue.js';
+import { ApiError, catalogue } from './errors/catalogue.js';
 
 // The errors themselves, every one of them, are in errors/catalogue.ts; this module maps what
-// is thrown (Postgres errors, lost connections, body-parser refusals, bugs) onto them.
+// is thrown (Postgres errors, lost connections, bugs) onto them.
 export { ApiError, catalogue, INVALID_JSON } from './errors/catalogue.js';
 
 // ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
@@ -50,7 +50,17 @@ function pgErrorStatus(code: string, anonymous: boolean): number {
   return 400;
 }
 
-export interface PgErrorContext {
+/** How a deployment words the database errors the engine answers (GatewayOptions). */
+export interface ErrorWording {
+  /** The deployment's one-sentence wording of a constraint error, when it has one. */
+  describeConstraint?: DescribeConstraint;
+  /** The hint of a write refused to a read-only role (42501). */
+  readOnlyHint?: string;
+  /** The hint of a write row-level security refused (42501): whose rows a caller may write. */
+  rowSecurityHint?: string;
+}
+
+export interface PgErrorContext extends ErrorWording {
   /** The request ran as the anonymous role (42501 is then a 401). */
   anonymous: boolean;
   /** The caller holds a read-only token and tried to write. */
@@ -58,12 +68,10 @@ export interface PgErrorContext {
   /** The engine began the transaction READ ONLY (a read): a 25006 is then the request's doing. */
   readOnlyTransaction: boolean;
   statementTimeoutMs: number;
-  /** The deployment's one-sentence wording of a constraint error, when it has one. */
-  describeConstraint?: DescribeConstraint;
 }
 
 /** A sentence naming the field and what is allowed, for a constraint or data error; else undefined. */
-export type DescribeConstraint = (err: PgErrorLike) => string | undefined;
+type DescribeConstraint = (err: PgErrorLike) => string | undefined;
 
 /** How a read past its byte budget fails (query/read.ts, withinBudget), with the bytes counted. */
 const BYTE_BUDGET_ERROR = /"pgrst read bytes (\d+) over (\d+)"/;
@@ -88,10 +96,9 @@ function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
       hint ??= 'Send an access token: Authorization: Bearer <JWT>';
     } else if (ctx.readOnlyWrite) {
       // Every surface (/rest/v1, /api/v1, MCP) says the same: the token is read-only.
-      return catalogue.readOnly(err.message); // details name the table
+      return catalogue.readOnly(err.message, ctx.readOnlyHint ?? null); // details name the table
     } else if (/row-level security/.test(err.message)) {
-      hint ??=
-        'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
+      hint ??= ctx.rowSecurityHint ?? null;
     }
   } else if (err.code === '57014') {
     message = 'The query was cancelled because it ran longer than the statement timeout';
@@ -166,26 +173,6 @@ function connectionError(err: unknown): ApiError {
 export const poolTimeout = (ms: number): ApiError => catalogue.poolTimeout(ms);
 
 /**
- * What express's body parsers throw: a body over the limit, one that does not parse, one in a
- * Content-Encoding or charset they do not decode, and one that cannot be read as sent (a gzip
- * body that is not gzip, fewer bytes than its Content-Length): all the client's doing. Their
- * errors are http-errors with a 4xx `status`.
- */
-function bodyParserError(err: unknown): ApiError | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const { type, status, expose } = err as { type?: unknown; status?: unknown; expose?: unknown };
-  if (type === 'entity.too.large' || type === 'parameters.too.many') return catalogue.bodyTooLarge();
-  if (type === 'entity.parse.failed') return catalogue.invalidBody(INVALID_JSON);
-  if (type === 'encoding.unsupported' || type === 'charset.unsupported') return catalogue.unsupportedBodyCoding();
-  if (status === 400 && expose === true)
-    return catalogue.invalidBody('Invalid request body: it could not be read as sent', null, UNREADABLE);
-  return undefined;
-}
-
-const UNREADABLE =
-  'Check that a Content-Encoding names how the body is really encoded and that Content-Length is its size';
-
-/**
  * The database itself accepts no writes (a hot standby, or default_transaction_read_only):
  * - a write refused as read-only where nothing asked for a read-only transaction (PostgREST's
  *   405 stays for a write inside a read: a volatile function over GET);
@@ -199,16 +186,15 @@ function databaseReadOnly(err: PgErrorLike, pg?: PgErrorContext): boolean {
 }
 
 /**
- * The one way anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a
- * database error as PostgREST maps it (given the request's context), a body-parser refusal its
- * 4xx, and anything else a 500 (TLY000) that the caller logs (`unexpected` is then true).
+ * How anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a database
+ * error as PostgREST maps it (given the request's context), and anything else a 500 (TLY000)
+ * that the caller logs (`unexpected` is then true). A surface adds its own failures to it
+ * (gateway/errors.ts, toClientError).
  */
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
   if (isConnectionError(err)) return { error: connectionError(err), unexpected: false };
   if (isPgError(err) && databaseReadOnly(err, pg)) return { error: catalogue.databaseReadOnly(), unexpected: false };
   if (pg && isPgError(err)) return { error: fromPgError(err, pg), unexpected: false };
-  const parsed = bodyParserError(err);
-  if (parsed) return { error: parsed, unexpected: false };
   return { error: catalogue.internal(), unexpected: true };
 }

@@ -11,7 +11,7 @@ import {
   isConnectionError,
   isPgError,
   toApiError,
-  type DescribeConstraint,
+  type ErrorWording,
   type PgErrorContext,
 } from './errors.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
@@ -45,8 +45,8 @@ export interface TransactionSettings {
   tenantClaim: string;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
   workMem?: string;
-  /** The deployment's wording of constraint errors (createGateway's option). */
-  describeConstraint?: DescribeConstraint;
+  /** The deployment's wording of database errors (createGateway's options). */
+  wording: ErrorWording;
 }
 
 /** What a plan decides of its transaction (plan/action.ts). */
@@ -64,10 +64,7 @@ export interface TransactionMode {
 export type TransactionOptions = TransactionSettings & TransactionMode & { auth: AuthContext };
 
 /** The settings every transaction of a gateway runs with: the one place they are read from the configuration. */
-export function transactionSettings(
-  config: EngineConfig,
-  describeConstraint?: DescribeConstraint,
-): TransactionSettings {
+export function transactionSettings(config: EngineConfig, wording: ErrorWording = {}): TransactionSettings {
   return {
     anonRole: config.anonRole,
     readOnlyRoles: config.readOnlyRoles,
@@ -75,7 +72,7 @@ export function transactionSettings(
     statementTimeoutMs: config.statementTimeoutMs,
     tenantClaim: config.tenantClaim,
     workMem: config.workMem,
-    describeConstraint,
+    wording,
   };
 }
 
@@ -178,7 +175,7 @@ export async function runTransaction(
     readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
     readOnlyTransaction: opts.readOnly,
     statementTimeoutMs: opts.statementTimeoutMs,
-    describeConstraint: opts.describeConstraint,
+    ...opts.wording,
   };
   const asked = performance.now();
   let lease: Lease;

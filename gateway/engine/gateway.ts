@@ -6,7 +6,7 @@
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
-import { catalogue, type DescribeConstraint } from './errors.js';
+import { catalogue, type ErrorWording } from './errors.js';
 import { runTransaction, transactionSettings, type Decide, type TransactionSettings } from './execute.js';
 import { actionPlan, tenantOf, type ActionPlan, type ReadAction } from './plan/action.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
@@ -68,9 +68,7 @@ function readKey(ctx: EngineContext, req: GatewayRequest, auth: AuthContext): st
 }
 
 /** What a deployment adds to the engine's behaviour. */
-export interface GatewayOptions {
-  /** One sentence for a constraint or data error (naming the field), the same on every surface. */
-  describeConstraint?: DescribeConstraint;
+export interface GatewayOptions extends ErrorWording {
   /**
    * The document a GET of the root answers (PostgREST's OpenAPI): the schema as the caller's
    * role may use it, written as the deployment describes itself. Without it the root is a 404.
@@ -80,8 +78,9 @@ export interface GatewayOptions {
 
 export function createGateway(ctx: EngineContext, options: GatewayOptions = {}): GatewayCall {
   const holder = schemaCacheOf(ctx);
-  const settings = transactionSettings(ctx.config, options.describeConstraint);
-  const limits = { maxResponseBytes: ctx.config.maxResponseBytes, describe: options.describe };
+  const { describe, ...wording } = options;
+  const settings = transactionSettings(ctx.config, wording);
+  const limits = { maxResponseBytes: ctx.config.maxResponseBytes, describe };
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     refuseDeepJson(req.body);
     const cache: SchemaCache = { ...(await holder.get()), viewer: auth.role };
@@ -89,7 +88,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     const key = readKey(ctx, req, auth);
     const cached = key === undefined ? undefined : compiledReadsOf(cache).get(key);
     const plan = cached ?? actionPlan(req, auth, cache, ctx.config);
-    if (plan.kind === 'inspect' && !options.describe) throw catalogue.invalidPath();
+    if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     const results = await execute(ctx, settings, auth, plan);
     return respond(plan, results, limits);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { AdminError } from '../admin/workspaces.js';
 import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
-import { ApiError, catalogue, toApiError } from '../engine/errors.js';
+import { ApiError, catalogue, toClientError } from '../errors.js';
 import type { Pool } from '../engine/pool.js';
 import { errorFields, log } from '../log.js';
 import { packageRoot } from '../paths.js';
@@ -510,7 +510,7 @@ function apiRoutes(router: Router, db: Pool): void {
 const pageErrors: ErrorRequestHandler = (err, _req, res: Response, _next: NextFunction) => {
   if (res.headersSent) return;
   const refusedRole = (err as { code?: unknown } | null)?.code === '42501' && !(err instanceof ApiError);
-  const { error, unexpected } = toApiError(refusedRole ? catalogue.notAllowed(ONLY_ADMINS) : err);
+  const { error, unexpected } = toClientError(refusedRole ? catalogue.notAllowed(ONLY_ADMINS) : err);
   if (unexpected) log.error(errorFields(err), 'unexpected error in /settings');
   send(
     res,

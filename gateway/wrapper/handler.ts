@@ -2,7 +2,7 @@ import { Router, type RequestHandler } from 'express';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest, GatewayResponse } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue, type ApiError } from '../engine/errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import type { LookupCache } from '../lookups.js';
 import { clientAddress } from '../auth/address.js';
 import { authenticateRequest } from '../auth/bearer.js';

@@ -1,13 +1,14 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ApiError, catalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
+import { ApiError, catalogue as engineCatalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
+import { appCatalogue, catalogue, toClientError } from '../../gateway/errors.js';
 import { packageRoot as root } from '../../gateway/paths.js';
-import { toApiError } from '../../gateway/engine/errors.js';
 
-// The catalogue is the one list of errors: the README's table says the same, each PostgREST
-// code has PostgREST's status, and nothing else makes an ApiError.
+// The catalogues are the one list of errors: the engine's (PostgREST's) and the app's own. The
+// README's table says the same, each PostgREST code has PostgREST's status, and nothing else
+// makes an ApiError.
 
-const entries: Entry[] = Object.values(catalogue);
+const entries: Entry[] = [...Object.values(engineCatalogue), ...Object.values(appCatalogue)];
 
 /** Code → the statuses its entries answer, as the README writes them ("406, 415"). */
 function statusesByCode(): Map<string, string> {
@@ -109,6 +110,13 @@ describe('the error catalogue', () => {
     expect([raised.status, raised.code, raised.headers]).toEqual([402, 'PAY01', { 'X-Pay': '1' }]);
   });
 
+  it("keeps the app's errors out of the engine's catalogue, with one entry per name", () => {
+    const app = Object.keys(appCatalogue);
+    expect(app.filter((name) => name in engineCatalogue)).toEqual([]);
+    expect(Object.values(engineCatalogue).filter((e) => /^TLY[12]/.test(e.code))).toEqual([]);
+    expect(Object.keys(catalogue).length).toBe(Object.keys(engineCatalogue).length + app.length);
+  });
+
   it('makes errors only through the catalogue: the constructor refuses anyone else', () => {
     const Construct = ApiError as unknown as new (...args: unknown[]) => ApiError;
     expect(() => new Construct(Symbol('error catalogue'), 400, 'X', 'm')).toThrow(TypeError);
@@ -134,9 +142,9 @@ describe('the error catalogue', () => {
   });
 });
 
-describe('toApiError, the one way anything thrown becomes an answer', () => {
+describe('toClientError, the one way anything thrown on a surface becomes an answer', () => {
   const answer = (err: unknown) => {
-    const { error, unexpected } = toApiError(err);
+    const { error, unexpected } = toClientError(err);
     return { status: error.status, code: error.code, unexpected };
   };
 
@@ -165,7 +173,7 @@ describe('toApiError, the one way anything thrown becomes an answer', () => {
   });
 
   it('answers anything else as a 500 that says nothing internal, for the caller to log', () => {
-    const { error, unexpected } = toApiError(new Error('SELECT secret FROM internals'));
+    const { error, unexpected } = toClientError(new Error('SELECT secret FROM internals'));
     expect(unexpected).toBe(true);
     expect([error.status, error.body()]).toEqual([
       500,

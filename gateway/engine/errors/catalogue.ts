@@ -1,11 +1,12 @@
-// Every error the service answers, in one closed list: code, HTTP status, message template and
-// when it happens. An ApiError is made only here (its constructor needs a token this module
-// keeps), so a new error starts with a new entry, and the README's error table is checked
-// against this list (tests/unit/error-catalogue.test.ts).
+// Every error the engine answers, in one closed list: code, HTTP status, message template and
+// when it happens. An ApiError is made only by an entry (its constructor needs a token this
+// module keeps), so a new error starts with a new entry: here for the engine, in the app's own
+// catalogue (gateway/errors.ts) for its surfaces. The README's error table is checked against
+// both lists (tests/unit/error-catalogue.test.ts).
 //
 // Codes: PostgREST's PGRST### mean exactly what they mean in PostgREST; PT### and SQLSTATEs come
-// from the database (`RAISE sqlstate 'PT402'` answers 402) or follow that convention; TLY### are
-// Tally's own: TLY0xx the server, TLY1xx the /api/v1 wrapper, TLY2xx the settings pages.
+// from the database (`RAISE sqlstate 'PT402'` answers 402) or follow that convention; TLY0xx are
+// the server's own (a bug, a body or response too large, a database that accepts no writes).
 
 /** PGRST201 lists the candidate relationships as objects, as PostgREST does. */
 export type ErrorDetails = string | null | Record<string, string>[];
@@ -61,7 +62,11 @@ export interface Entry {
   readonly when: string;
 }
 
-function entry<A extends unknown[]>(
+/**
+ * A catalogue entry: the one way to make an ApiError. The engine's entries are below; a
+ * deployment's catalogue of its own errors (gateway/errors.ts) makes its entries with it too.
+ */
+export function entry<A extends unknown[]>(
   code: string,
   status: number | string,
   when: string,
@@ -159,14 +164,6 @@ export const catalogue = {
       message: 'The select names too many columns and embedded resources',
       details: `${width} items, at most ${max}`,
       hint: 'Select fewer columns',
-    }),
-  ),
-  notOneOf: entry(
-    'PGRST100',
-    400,
-    'a query parameter of /api/v1 takes one of a fixed list of values',
-    (name: string, allowed: string[]) => ({
-      message: `${name} must be one of: ${allowed.join(', ')}`,
     }),
   ),
   mutationEmbedFilter: entry(
@@ -422,15 +419,6 @@ export const catalogue = {
   ),
 
   // ---- PostgREST's convention for statuses: PT### answers ### ----
-  apiSwitchedOff: entry(
-    'PT403',
-    403,
-    "the workspace's API switch is off (raised by the database's request check, too)",
-    () => ({
-      message: 'API access is switched off for this workspace',
-      hint: 'A workspace owner can switch it on in the workspace settings',
-    }),
-  ),
   rateLimited: entry(
     'PT429',
     429,
@@ -448,10 +436,10 @@ export const catalogue = {
     message: `${method} requires a filter: a ${method} without one would change every row`,
     hint: `Add a filter such as ?id=eq.<id>. To really ${method === 'DELETE' ? 'delete' : 'update'} every row, say so with a filter every row matches, e.g. ?id=not.is.null`,
   })),
-  readOnly: entry('42501', 403, 'a read-only token tried to write', (details: Text = null) => ({
+  readOnly: entry('42501', 403, 'a read-only token tried to write', (details: Text = null, hint: Text = null) => ({
     message: 'This token is read-only: it cannot create, change or delete data',
     details,
-    hint: 'Writes need a workspace token with the write scope (tally token create --scope write)',
+    hint,
   })),
   undefinedColumn: entry(
     '42703',
@@ -512,17 +500,6 @@ export const catalogue = {
       hint: 'This is a bug in Tally; the server log has the details',
     }),
   ),
-  unsupportedBodyCoding: entry(
-    'TLY002',
-    415,
-    'a request body in a Content-Encoding or charset the server does not decode',
-    () => ({
-      message: 'The request body is in a Content-Encoding or charset the server does not decode',
-      hint: 'Send the body as UTF-8, compressed with gzip, deflate or br or not at all',
-      // RFC 9110 §15.5.16: a 415 for a content coding names the codings that are accepted.
-      headers: { 'Accept-Encoding': 'gzip, deflate, br, identity' },
-    }),
-  ),
   databaseReadOnly: entry(
     'TLY003',
     503,
@@ -551,47 +528,4 @@ export const catalogue = {
       hint: 'Ask for fewer rows (limit and offset, or a Range header) or fewer columns (select)',
     }),
   ),
-
-  // ---- the /api/v1 wrapper (TLY1xx) ----
-  recordNotFound: entry(
-    'TLY100',
-    404,
-    'an /api/v1 path names a record id that is not in the workspace',
-    (noun: string, id: string, listPath: string) => ({
-      message: `No ${noun} with id ${id} in this workspace`,
-      hint: `GET ${listPath} lists the ids`,
-    }),
-  ),
-
-  // ---- the settings pages (TLY2xx, rendered as pages) ----
-  signedOut: entry('TLY200', 401, 'a settings form arrives without a live session', () => ({
-    message: 'Signed out',
-    details: 'Your session has ended. Sign in again and repeat the change.',
-  })),
-  formRefused: entry('TLY201', 403, 'a settings form did not come from the current session (CSRF check)', () => ({
-    message: 'Form refused',
-    details: 'This form did not come from your current session. Reload the page and try again.',
-  })),
-  notAllowed: entry(
-    'TLY202',
-    403,
-    "the member's role, or a one-time password not yet replaced, does not allow the change",
-    (details: string, title: string = 'Not allowed') => ({
-      message: title,
-      details,
-    }),
-  ),
-  pageNotFound: entry(
-    'TLY203',
-    404,
-    'a settings page names a workspace or token the member cannot see',
-    (title: string, details: string) => ({
-      message: title,
-      details,
-    }),
-  ),
-  badForm: entry('TLY204', 400, 'a settings form is incomplete or has an invalid value', (details: string) => ({
-    message: 'Bad request',
-    details,
-  })),
 } as const;

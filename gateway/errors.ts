@@ -1,0 +1,126 @@
+// The errors of Tally's own surfaces, in a catalogue of their own beside the engine's (which is
+// PostgREST's, engine/errors/catalogue.ts): the same one error shape, made by the same entries.
+// Surfaces import `catalogue` from here: the engine's entries and these. Also the surfaces' own
+// failures (Express's body parsers) and how anything thrown becomes an answer to a client.
+
+import { catalogue as engineCatalogue, entry, INVALID_JSON, type ApiError } from './engine/errors/catalogue.js';
+import { toApiError } from './engine/errors.js';
+
+export { ApiError } from './engine/errors/catalogue.js';
+
+// Codes: PT### as PostgREST's convention (the status it names), TLY0xx the server, TLY1xx the
+// /api/v1 wrapper, TLY2xx the settings pages.
+export const appCatalogue = {
+  // ---- the server ----
+  unsupportedBodyCoding: entry(
+    'TLY002',
+    415,
+    'a request body in a Content-Encoding or charset the server does not decode',
+    () => ({
+      message: 'The request body is in a Content-Encoding or charset the server does not decode',
+      hint: 'Send the body as UTF-8, compressed with gzip, deflate or br or not at all',
+      // RFC 9110 §15.5.16: a 415 for a content coding names the codings that are accepted.
+      headers: { 'Accept-Encoding': 'gzip, deflate, br, identity' },
+    }),
+  ),
+
+  // ---- workspaces and their tokens ----
+  apiSwitchedOff: entry(
+    'PT403',
+    403,
+    "the workspace's API switch is off (raised by the database's request check, too)",
+    () => ({
+      message: 'API access is switched off for this workspace',
+      hint: 'A workspace owner can switch it on in the workspace settings',
+    }),
+  ),
+
+  // ---- the /api/v1 wrapper (TLY1xx) ----
+  notOneOf: entry(
+    'PGRST100',
+    400,
+    'a query parameter of /api/v1 takes one of a fixed list of values',
+    (name: string, allowed: string[]) => ({
+      message: `${name} must be one of: ${allowed.join(', ')}`,
+    }),
+  ),
+  recordNotFound: entry(
+    'TLY100',
+    404,
+    'an /api/v1 path names a record id that is not in the workspace',
+    (noun: string, id: string, listPath: string) => ({
+      message: `No ${noun} with id ${id} in this workspace`,
+      hint: `GET ${listPath} lists the ids`,
+    }),
+  ),
+
+  // ---- the settings pages (TLY2xx, rendered as pages) ----
+  signedOut: entry('TLY200', 401, 'a settings form arrives without a live session', () => ({
+    message: 'Signed out',
+    details: 'Your session has ended. Sign in again and repeat the change.',
+  })),
+  formRefused: entry('TLY201', 403, 'a settings form did not come from the current session (CSRF check)', () => ({
+    message: 'Form refused',
+    details: 'This form did not come from your current session. Reload the page and try again.',
+  })),
+  notAllowed: entry(
+    'TLY202',
+    403,
+    "the member's role, or a one-time password not yet replaced, does not allow the change",
+    (details: string, title: string = 'Not allowed') => ({
+      message: title,
+      details,
+    }),
+  ),
+  pageNotFound: entry(
+    'TLY203',
+    404,
+    'a settings page names a workspace or token the member cannot see',
+    (title: string, details: string) => ({
+      message: title,
+      details,
+    }),
+  ),
+  badForm: entry('TLY204', 400, 'a settings form is incomplete or has an invalid value', (details: string) => ({
+    message: 'Bad request',
+    details,
+  })),
+} as const;
+
+/** Every error a surface may answer: the engine's and Tally's own. */
+export const catalogue = { ...engineCatalogue, ...appCatalogue } as const;
+
+/** Tally's wording of the engine's database errors (GatewayOptions, gateway/deployment.ts). */
+export const READ_ONLY_HINT = 'Writes need a workspace token with the write scope (tally token create --scope write)';
+export const ROW_SECURITY_HINT =
+  'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
+
+/**
+ * What express's body parsers throw: a body over the limit, one that does not parse, one in a
+ * Content-Encoding or charset they do not decode, and one that cannot be read as sent (a gzip
+ * body that is not gzip, fewer bytes than its Content-Length): all the client's doing. Their
+ * errors are http-errors with a 4xx `status`; http.ts's body reader throws the same.
+ */
+function bodyParserError(err: unknown): ApiError | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const { type, status, expose } = err as { type?: unknown; status?: unknown; expose?: unknown };
+  if (type === 'entity.too.large' || type === 'parameters.too.many') return catalogue.bodyTooLarge();
+  if (type === 'entity.parse.failed') return catalogue.invalidBody(INVALID_JSON);
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported') return catalogue.unsupportedBodyCoding();
+  if (status === 400 && expose === true)
+    return catalogue.invalidBody('Invalid request body: it could not be read as sent', null, UNREADABLE);
+  return undefined;
+}
+
+const UNREADABLE =
+  'Check that a Content-Encoding names how the body is really encoded and that Content-Length is its size';
+
+/**
+ * The one way anything thrown on a surface becomes an answer: a body-parser refusal its 4xx,
+ * anything else as the engine answers it (toApiError: an ApiError as it is, a lost database a
+ * 503, anything unexpected a 500 the caller logs, `unexpected` then true).
+ */
+export function toClientError(err: unknown): { error: ApiError; unexpected: boolean } {
+  const parsed = bodyParserError(err);
+  return parsed ? { error: parsed, unexpected: false } : toApiError(err);
+}
