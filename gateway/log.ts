@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthContext } from './engine/call.js';
-import { transactionTimings } from './engine/execute.js';
+import type { AuthContext, GatewayCall, GatewayTiming } from './engine/call.js';
+import { ApiError } from './engine/errors.js';
 import { log } from './engine/log.js';
 
 // The HTTP request log and Server-Timing, built on the engine's process logger, which is
@@ -10,6 +10,36 @@ import { log } from './engine/log.js';
 // http.ts serveRequest and sendBody.
 
 export { errorFields, log, logToStderr } from './engine/log.js';
+
+/**
+ * Database time per request, added up from the timing of each of its gateway calls
+ * (GatewayResponse.timing, ApiError.timing): keyed by the request's AuthContext, which its
+ * authentication step makes afresh for every request and every surface passes down unchanged.
+ */
+const requestTimings = new WeakMap<AuthContext, GatewayTiming>();
+
+function addTiming(auth: AuthContext, timing: GatewayTiming | undefined): void {
+  if (timing === undefined) return;
+  const t = requestTimings.get(auth);
+  if (t) {
+    t.poolMs += timing.poolMs;
+    t.dbMs += timing.dbMs;
+  } else requestTimings.set(auth, { ...timing });
+}
+
+/** The gateway call with the database time of each call counted for its request's Server-Timing and log line. */
+export function timedCall(call: GatewayCall): GatewayCall {
+  return async (req, auth) => {
+    try {
+      const res = await call(req, auth);
+      addTiming(auth, res.timing);
+      return res;
+    } catch (err) {
+      if (err instanceof ApiError) addTiming(auth, err.timing);
+      throw err;
+    }
+  };
+}
 
 /**
  * The request log line: method, route (the path without its query string, which may carry
@@ -30,7 +60,7 @@ export function logRequest(
       route,
       status,
       duration_ms: Number(process.hrtime.bigint() - start) / 1e6,
-      db_ms: auth ? transactionTimings.get(auth)?.dbMs : undefined,
+      db_ms: auth ? requestTimings.get(auth)?.dbMs : undefined,
       workspace_id: typeof workspace === 'string' ? workspace : undefined,
     },
     'request',
@@ -51,7 +81,7 @@ export function requestLog(): RequestHandler {
  * connection, then the transactions; undefined for one that ran none.
  */
 export function serverTimingOf(auth: AuthContext | undefined): string | undefined {
-  const t = auth ? transactionTimings.get(auth) : undefined;
+  const t = auth ? requestTimings.get(auth) : undefined;
   return t ? `pool;dur=${t.poolMs.toFixed(2)}, db;dur=${t.dbMs.toFixed(2)}` : undefined;
 }
 

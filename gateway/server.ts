@@ -7,7 +7,7 @@ import type { AppContext } from './context.js';
 import { catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
 import { GATEWAY_OPTIONS } from './deployment.js';
-import { requestLog, serverTiming } from './log.js';
+import { requestLog, serverTiming, timedCall } from './log.js';
 import { changesOf, createGateway } from './engine/gateway.js';
 import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
@@ -52,7 +52,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   });
 
   // The gateway call every surface translates into.
-  const call = createGateway(ctx, GATEWAY_OPTIONS);
+  const call = timedCall(createGateway(ctx, GATEWAY_OPTIONS));
 
   // The live lookup lists the app's surfaces publish.
   const lookups = new LookupCache(call, changesOf(ctx));

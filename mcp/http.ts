@@ -5,9 +5,7 @@ import { ApiError, catalogue, INVALID_JSON } from '../gateway/engine/errors.js';
 import { clientAddress } from '../gateway/auth/address.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
-import { authenticateWorkspaceRequest, oneWorkspaceToken, RecentTokens } from '../gateway/auth/workspace-token.js';
-import { TOKEN_CHECK } from '../gateway/config.js';
-import { transactionTimings } from '../gateway/engine/execute.js';
+import { oneWorkspaceToken, RecentTokens, serveWorkspaceRequest } from '../gateway/auth/workspace-token.js';
 import {
   bodyReader,
   header,
@@ -34,7 +32,7 @@ import type { McpCaller } from './tools.js';
 // sees is what the SDK answered (tests/mcp-http.test.ts pins it; the SDK's Client is the
 // conformance check). The token is looked up, counted against its rate limit and checked
 // against the API switch before any message is looked at; a token this process found valid in
-// the last minute is instead confirmed by the pre-request check of the tool's own transaction,
+// the last minute is instead checked in the transaction of each of the tool's gateway calls,
 // or looked up before the answer goes out (RecentTokens), which saves a tool call a round trip.
 // One request is one JSON-RPC message: a batch would run up to 100 tool calls for the price of
 // one request, so it is refused (the 2025-06-18 protocol dropped batches; create_expenses is
@@ -124,11 +122,16 @@ export function mcpHandler(
 ): RequestListener {
   const readBody = bodyReader(ctx.config.maxBodyBytes);
   const allowedOrigins = new Set(ctx.config.mcpAllowedOrigins);
-  // Tokens are taken on trust only where every gateway call checks them again in its transaction.
-  const recent = ctx.config.preRequest === TOKEN_CHECK ? new RecentTokens() : undefined;
+  // Tokens found valid a moment ago, checked again in the transaction of each gateway call.
+  const recent = new RecentTokens();
 
   /** The answer to one authenticated POST whose body is `body`, undefined for none; a refusal is thrown. */
-  const serve = async (req: IncomingMessage, body: unknown, caller: McpCaller): Promise<RpcAnswer | undefined> => {
+  const serve = async (
+    req: IncomingMessage,
+    body: unknown,
+    caller: McpCaller,
+    call: GatewayCall,
+  ): Promise<RpcAnswer | undefined> => {
     if (Array.isArray(body)) throw refuse(400, -32600, BATCH_REFUSED);
     const accept = header(req, 'accept');
     if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
@@ -166,29 +169,29 @@ export function mcpHandler(
         if (req.method !== 'POST')
           throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
         body = parseBody(await readBody(req, res));
-        const { token, auth, rateKey, confirm } = await authenticateWorkspaceRequest(
+        // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
+        const reply = await serveWorkspaceRequest(
           ctx,
           res,
           clientAddress(req, trustProxy),
           () => presentedToken(req, queryOf(req)),
-          { recent, identified: (known) => (caller.auth = known) },
+          { call, recent, identified: (known) => (caller.auth = known) },
+          ({ token, auth, rateKey }, checked) =>
+            serve(
+              req,
+              body,
+              {
+                auth,
+                scope: token.scope,
+                charge: (hits) => takeRequests(ctx, rateKey, hits),
+                rateLimit: () => requestsLeft(ctx, rateKey),
+              },
+              checked,
+            ),
         );
-        let reply: RpcAnswer | undefined;
-        try {
-          reply = await serve(req, body, {
-            auth,
-            scope: token.scope,
-            charge: (hits) => takeRequests(ctx, rateKey, hits),
-            rateLimit: () => requestsLeft(ctx, rateKey),
-          });
-        } finally {
-          // A token taken on trust: nothing is answered that the database has not confirmed it
-          // for, and the lookup's refusal wins over whatever the request came to.
-          if (confirm && !transactionTimings.get(auth)?.preRequestPassed) await confirm();
-        }
-        if (reply) return sendJson(res, auth, 200, reply);
+        if (reply) return sendJson(res, caller.auth, 200, reply);
         res.statusCode = 202;
-        sendBody(res, auth, undefined);
+        sendBody(res, caller.auth, undefined);
       } catch (err) {
         if (res.headersSent) throw err;
         if (err instanceof Refusal) {

@@ -433,22 +433,68 @@ describe('a token this process found valid in the last minute', () => {
     }
   });
 
-  it('is not trusted where the pre-request function is not the token check', async () => {
-    const other = startTestApp(db.url, { TALLY_DB_PRE_REQUEST: 'tally.current_workspace_id' });
-    try {
-      const { id, token: t } = await tokenFor(db.admin, ws.id, 'read');
-      const send = () =>
-        request(other.app)
-          .post(`/mcp?token=${t}`)
-          .set({ Accept: BOTH, 'Content-Type': 'application/json' })
-          .send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_expenses' } }));
-      await send().expect(200);
-      await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
-      const res = await send().expect(401);
-      expect(res.body).toMatchObject(revoked);
-    } finally {
-      await other.close();
-    }
+  // The token's check rides in every gateway call's own transaction, and a request no such
+  // check passed in is looked up before it is answered: neither depends on what the pre-request
+  // function is called, or on there being one.
+  describe.each([
+    ['a function of another name that runs the token check', 'public.request_gate'],
+    ['a function that checks no token', 'tally.current_workspace_id'],
+    ['none', ''],
+  ])('where the pre-request function is %s', (_what, preRequest) => {
+    let other: TestApp;
+    beforeAll(async () => {
+      await db.admin.unsafe(`
+        CREATE OR REPLACE FUNCTION public.request_gate() RETURNS void LANGUAGE sql AS 'SELECT tally.check_request()';
+        GRANT EXECUTE ON FUNCTION public.request_gate() TO api_read, api_write`);
+      other = startTestApp(db.url, { TALLY_DB_PRE_REQUEST: preRequest, TALLY_RATE_LIMIT_PER_MINUTE: '100000' });
+    });
+    afterAll(() => other.close());
+
+    const send = (t: string, message: object) =>
+      request(other.app)
+        .post(`/mcp?token=${t}`)
+        .set({ Accept: BOTH, 'Content-Type': 'application/json' })
+        .send(JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }));
+    const tool = (t: string, name: string, args: object = {}) =>
+      send(t, { method: 'tools/call', params: { name, arguments: args } });
+
+    it('a held token skips the lookup, and once revoked the next request is the 401 whatever it asks', async () => {
+      const attempts: [string, (t: string) => request.Test][] = [
+        ['a read tool', (t) => tool(t, 'list_expenses')],
+        ['a write tool', (t) => tool(t, 'create_contact', { name: `After revocation ${preRequest}` })],
+        ['ping', (t) => send(t, { method: 'ping' })],
+        ['tools/list', (t) => send(t, { method: 'tools/list' })],
+      ];
+      for (const [what, attempt] of attempts) {
+        const { id, token: t } = await tokenFor(db.admin, ws.id, 'write');
+        await tool(t, 'list_expenses').expect(200); // looked up, then held
+        await db.admin`UPDATE public.api_tokens SET last_used_at = ${LONG_AGO} WHERE id = ${id}`;
+        const held = await tool(t, 'list_expenses').expect(200);
+        expect(held.body.result.isError).toBeUndefined();
+        expect(await lastUsed(id)).toEqual(LONG_AGO); // confirmed in the tool's transaction, not looked up
+        await db.admin`SELECT tally.revoke_token(${id}, NULL, 'test')`;
+        const res = await attempt(t);
+        expect([what, res.status, res.body]).toEqual([what, 401, expect.objectContaining(revoked)]);
+      }
+      expect(await db.admin`SELECT 1 FROM public.contacts WHERE name LIKE 'After revocation%'`).toHaveLength(0);
+    });
+
+    it('once the API is switched off, the next request is the 403 and writes nothing', async () => {
+      const off = await workspaceWithData(db.admin, `Mcp Gate Off ${preRequest || 'none'}`);
+      const { token: t } = await tokenFor(db.admin, off.id, 'write');
+      await tool(t, 'list_expenses').expect(200);
+      await tool(t, 'list_expenses').expect(200);
+      await setApiEnabled(db.admin, off.id, false, 'test');
+      for (const attempt of [
+        () => tool(t, 'list_expenses'),
+        () => tool(t, 'create_contact', { name: 'After the gate closed' }),
+        () => send(t, { method: 'ping' }),
+      ]) {
+        const res = await attempt();
+        expect([res.status, res.body.code]).toEqual([403, 'PT403']);
+      }
+      expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'After the gate closed'`).toHaveLength(0);
+    });
   });
 });
 

@@ -1,4 +1,7 @@
 import request from 'supertest';
+import type { AuthContext, GatewayRequest } from '../gateway/engine/call.js';
+import { createGateway } from '../gateway/engine/gateway.js';
+import { compile, sql, type Fragment } from '../gateway/engine/sql.js';
 import { signJwt, type TestApp } from './harness/app.js';
 import type { TestDatabase } from './harness/db.js';
 import { TEST_API_KEY } from './harness/rest.js';
@@ -58,5 +61,44 @@ describe('the transaction of every kind of request', () => {
       .expect(200);
     expect(res.headers['content-type']).toBe('application/openapi+json; charset=utf-8');
     expect(Object.keys(res.body.paths)).toContain('/posts');
+  });
+});
+
+describe("a gateway call's own answer about its transaction", () => {
+  const read: GatewayRequest = {
+    method: 'GET',
+    relation: 'posts',
+    query: new URLSearchParams('select=id&limit=1'),
+    headers: {},
+  };
+  const user = (verify?: Fragment): AuthContext => ({
+    role: 'blog_user',
+    claims: { role: 'blog_user' },
+    ...(verify === undefined ? {} : { verify: compile(verify) }),
+  });
+
+  it('carries its database time, and whether the caller’s own check passed in it', async () => {
+    const call = createGateway(t.ctx);
+    const plain = await call(read, user());
+    expect(plain.timing).toEqual({ poolMs: expect.any(Number), dbMs: expect.any(Number) });
+    expect(plain.verified).toBe(false);
+    expect((await call(read, user(sql`SELECT 1`))).verified).toBe(true);
+  });
+
+  it('runs the caller’s check before the request’s statements: a refused caller writes nothing', async () => {
+    const call = createGateway(t.ctx);
+    const write: GatewayRequest = {
+      method: 'POST',
+      relation: 'posts',
+      query: new URLSearchParams(),
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ site: 'checked', id: 1, author_id: 1, title: 'never' }),
+    };
+    await expect(call(write, user(sql`SELECT 1 / 0`))).rejects.toMatchObject({
+      status: 400,
+      code: '22012',
+      timing: { poolMs: expect.any(Number), dbMs: expect.any(Number) },
+    });
+    expect(await db.admin`SELECT 1 FROM blog.posts WHERE site = 'checked'`).toHaveLength(0);
   });
 });

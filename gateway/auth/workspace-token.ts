@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
-import type { AuthContext } from '../engine/call.js';
+import type { AuthContext, GatewayCall } from '../engine/call.js';
+import { TOKEN_CHECK } from '../config.js';
+import { compile, ident, join, sql } from '../engine/sql.js';
 import type { AppContext } from '../context.js';
 import { catalogue, ApiError } from '../errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
@@ -146,12 +148,6 @@ export interface TokenCaller {
   auth: AuthContext;
   /** `token:<id>`, the key bearer auth derives from a JWT's `sub`: one token, one rate limit on every surface. */
   rateKey: string;
-  /**
-   * Present when the token was taken on trust (RecentTokens): looks it up, and throws what the
-   * lookup or the API switch refuses. The caller runs it before answering, unless a gateway
-   * call's pre-request check accepted `auth` (transactionTimings, engine/execute.ts).
-   */
-  confirm?: () => Promise<void>;
 }
 
 /** How long a token found valid is taken on trust: exchange_token marks a token used once a minute too. */
@@ -159,12 +155,20 @@ const RECENT_TOKEN_MS = 60_000;
 const RECENT_TOKENS = 10_000;
 
 /**
+ * The check of a token taken on trust, in the transaction of each of its gateway calls
+ * (AuthContext.verify): tally.check_request() refuses a revoked token, a foreign workspace and a
+ * switched-off API with the statuses of the lookup, whatever the pre-request function is (the
+ * engine runs it once where the pre-request function is this very check, the default).
+ */
+const TOKEN_CHECK_STATEMENT = compile(sql`SELECT ${join(TOKEN_CHECK.split('.').map(ident), sql`.`)}()`);
+
+/**
  * Workspace tokens this process found valid in the last minute, by hash: MCP's tool calls skip
- * the lookup (a round trip and a lock per client address) for them, because the transaction of
- * the tool's gateway call runs tally.check_request(), which refuses a revoked token, a foreign
- * workspace and a switched-off API with the same status. An answer no such check accepted is
- * confirmed by the lookup before it is sent, so revocation and the switch still act on the next
- * request. Only a hash that was a valid token is held, so a guess never skips the
+ * the lookup (a round trip and a lock per client address) for them, and the token is checked
+ * in the transaction of each gateway call instead (TOKEN_CHECK_STATEMENT). Only
+ * serveWorkspaceRequest takes a token from here, and it confirms by the lookup, before the
+ * answer goes out, any request no such check passed in: revocation and the switch act on the
+ * next request. Only a hash that was a valid token is held, so a guess never skips the
  * failed-authentication limit; a held token from an address blocked for failures is answered.
  */
 export class RecentTokens {
@@ -190,65 +194,107 @@ function keyOf(presented: string): string {
   return sha256(presented).toString('base64');
 }
 
-/**
- * The checks of a request that presents a workspace token itself (the exchange, MCP), in this
- * order: the failed-authentication limit of the client address (a blocked address is refused
- * before its token is looked at), the lookup (401 for a missing, unknown or revoked token, a
- * failure counted against the address), the request limit keyed by the token (its headers set
- * on `res`), then the API switch (403). `extract` finds the token in the request; a 401 it
- * throws (two tokens sent) counts as a failure too. With `recent`, a token it holds skips the
- * lookup and the address's limit and comes back with `confirm`, which the caller must honour.
- * `identified` learns the caller as soon as its token is found, so that the request log names
- * the workspace of a request the limit or the API switch refuses.
- */
-export async function authenticateWorkspaceRequest(
+/** The token a request presents (`extract`); two tokens sent count as a guess, no token at all does not. */
+async function presentedToken(
   ctx: AppContext,
-  res: ServerResponse,
-  address: string | undefined,
+  failureKey: string,
   extract: () => string | undefined,
-  { recent, identified }: { recent?: RecentTokens; identified?: (auth: AuthContext) => void } = {},
-): Promise<TokenCaller> {
-  const failureKey = failedAuthKey(address);
-  let presented: string | undefined;
+): Promise<string | undefined> {
   try {
-    presented = extract();
+    return extract();
   } catch (err) {
-    // Two tokens sent count as a guess; no token at all (an empty bearer) does not.
     if (err instanceof ApiError && err.code === 'PGRST301') await countFailure(ctx, failureKey);
     throw err;
   }
-  /**
-   * The token's state now; a usable one is remembered. A held token was valid a moment ago, so
-   * its check is no guess: it skips the address's failed-authentication limit, on every method.
-   */
-  const lookUp = async (held: boolean): Promise<WorkspaceToken> => {
-    const token = await findWorkspaceToken(ctx, presented, held ? undefined : failureKey);
-    if (token.apiEnabled && presented !== undefined) recent?.remember(presented, token);
-    return token;
-  };
-  const trusted = presented !== undefined ? recent?.recall(presented) : undefined;
-  if (trusted && recent && presented !== undefined) {
-    const known = presented;
-    const rateKey = `token:${trusted.id}`;
-    const auth = workspaceTokenAuth(trusted);
-    identified?.(auth);
-    const confirm = async () => {
-      recent.forget(known);
-      if (!(await lookUp(true)).apiEnabled) throw apiSwitchedOff();
-    };
-    try {
-      await limitRequest(ctx, res, rateKey, address);
-    } catch (err) {
-      await confirm(); // a revoked token is a 401 before it is a 429, as on the lookup's path
-      throw err;
-    }
-    return { token: trusted, auth, rateKey, confirm };
-  }
-  const token = await lookUp(false);
+}
+
+/** The token looked up (counted against the address's failures), rate limited, then the API switch. */
+async function lookedUp(
+  ctx: AppContext,
+  res: ServerResponse,
+  address: string | undefined,
+  presented: string | undefined,
+  identified: ((auth: AuthContext) => void) | undefined,
+  recent?: RecentTokens,
+): Promise<TokenCaller> {
+  const token = await findWorkspaceToken(ctx, presented, failedAuthKey(address));
+  if (token.apiEnabled && presented !== undefined) recent?.remember(presented, token);
   const rateKey = `token:${token.id}`;
   const auth = workspaceTokenAuth(token);
   identified?.(auth);
   await limitRequest(ctx, res, rateKey, address);
   if (!token.apiEnabled) throw apiSwitchedOff();
   return { token, auth, rateKey };
+}
+
+/**
+ * The checks of a request that presents a workspace token itself (the exchange), in this
+ * order: the failed-authentication limit of the client address (a blocked address is refused
+ * before its token is looked at), the lookup (401 for a missing, unknown or revoked token, a
+ * failure counted against the address), the request limit keyed by the token (its headers set
+ * on `res`), then the API switch (403). `extract` finds the token in the request; a 401 it
+ * throws (two tokens sent) counts as a failure too. `identified` learns the caller as soon as
+ * its token is found, so that the request log names the workspace of a request the limit or
+ * the API switch refuses.
+ */
+export async function authenticateWorkspaceRequest(
+  ctx: AppContext,
+  res: ServerResponse,
+  address: string | undefined,
+  extract: () => string | undefined,
+  { identified }: { identified?: (auth: AuthContext) => void } = {},
+): Promise<TokenCaller> {
+  const presented = await presentedToken(ctx, failedAuthKey(address), extract);
+  return lookedUp(ctx, res, address, presented, identified);
+}
+
+/**
+ * A request of a workspace token (MCP) served by `serve`, which answers it with gateway calls
+ * through the `call` it is given. A token `recent` holds skips the lookup and the address's
+ * failed-authentication limit (it was valid a moment ago, so its check is no guess): its calls
+ * run with the token's check in their own transaction, and unless one of them passed it, the
+ * token is looked up after `serve` and before anything is answered; the lookup's refusal wins
+ * over whatever `serve` came to. There is no other way to use a held token, so no surface can
+ * answer one it did not confirm. Any other token is authenticated as
+ * authenticateWorkspaceRequest does, and remembered.
+ */
+export async function serveWorkspaceRequest<T>(
+  ctx: AppContext,
+  res: ServerResponse,
+  address: string | undefined,
+  extract: () => string | undefined,
+  { call, recent, identified }: { call: GatewayCall; recent: RecentTokens; identified?: (auth: AuthContext) => void },
+  serve: (caller: TokenCaller, call: GatewayCall) => Promise<T>,
+): Promise<T> {
+  const presented = await presentedToken(ctx, failedAuthKey(address), extract);
+  const trusted = presented !== undefined ? recent.recall(presented) : undefined;
+  if (!trusted || presented === undefined) {
+    return serve(await lookedUp(ctx, res, address, presented, identified, recent), call);
+  }
+  const rateKey = `token:${trusted.id}`;
+  const auth: AuthContext = { ...workspaceTokenAuth(trusted), verify: TOKEN_CHECK_STATEMENT };
+  identified?.(auth);
+  const confirm = async () => {
+    recent.forget(presented);
+    const token = await findWorkspaceToken(ctx, presented);
+    if (!token.apiEnabled) throw apiSwitchedOff();
+    recent.remember(presented, token);
+  };
+  try {
+    await limitRequest(ctx, res, rateKey, address);
+  } catch (err) {
+    await confirm(); // a revoked token is a 401 before it is a 429, as on the lookup's path
+    throw err;
+  }
+  let verified = false;
+  const checked: GatewayCall = async (req, as) => {
+    const answer = await call(req, as);
+    if (as === auth && answer.verified === true) verified = true;
+    return answer;
+  };
+  try {
+    return await serve({ token: trusted, auth, rateKey }, checked);
+  } finally {
+    if (!verified) await confirm();
+  }
 }

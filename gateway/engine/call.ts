@@ -3,6 +3,8 @@
 // the MCP tools build GatewayRequests with their defaults. No surface writes SQL of its own
 // against the finance tables.
 
+import type { CompiledSql } from './sql.js';
+
 export type GatewayMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 export interface GatewayRequest {
@@ -33,6 +35,19 @@ export interface AuthContext {
   role: string;
   /** The JWT claims, visible to SQL as request.jwt.claims (role, sub, the tenant claim …). */
   claims: Record<string, unknown>;
+  /**
+   * A statement that completes the caller's authentication inside the request's own
+   * transaction, after the pre-request function and before any statement of the request: a
+   * credential a surface took on trust is checked again there, whatever the pre-request
+   * function is. Its failure fails the request; GatewayResponse.verified says it passed.
+   */
+  verify?: CompiledSql;
+}
+
+/** Time a call waited for a pooled connection and spent in its transaction, in milliseconds. */
+export interface GatewayTiming {
+  poolMs: number;
+  dbMs: number;
 }
 
 export interface GatewayResponse {
@@ -40,6 +55,10 @@ export interface GatewayResponse {
   headers: Record<string, string>;
   /** The serialised body (JSON text as Postgres produced it, or CSV); undefined for none. */
   body: string | undefined;
+  /** The call's database time (for Server-Timing and the request log); an error carries it too (ApiError.timing). */
+  timing?: GatewayTiming;
+  /** AuthContext.verify ran in the call's transaction and raised nothing. */
+  verified?: boolean;
 }
 
 /** A gateway call: resolves with the response, rejects with an ApiError for any failure. */

@@ -5,7 +5,7 @@
 // singular responses), so a refused write leaves the database as it was.
 
 import type { Row } from 'postgres';
-import type { AuthContext } from './call.js';
+import type { AuthContext, GatewayTiming } from './call.js';
 import {
   ApiError,
   isConnectionError,
@@ -76,34 +76,11 @@ export function transactionSettings(config: EngineConfig, wording: ErrorWording 
   };
 }
 
-/** Time a request spent waiting for a pooled connection and in its transactions, and their outcome. */
-export interface TransactionTiming {
-  poolMs: number;
-  dbMs: number;
-  /**
-   * The pre-request function accepted the caller in one of them (it ran and raised nothing,
-   * whatever the statements after it did). A surface that took a caller on trust asks this
-   * before it answers (RecentTokens, auth/workspace-token.ts).
-   */
-  preRequestPassed: boolean;
-}
-
-/**
- * Database time per request, for the Server-Timing header (server.ts), and whether the
- * pre-request function accepted its caller. Keyed by the request's AuthContext, which its
- * authentication step makes afresh for every request and every surface passes down unchanged,
- * so no request-scoped storage is needed; several transactions of one request (an MCP tool)
- * add up.
- */
-export const transactionTimings = new WeakMap<AuthContext, TransactionTiming>();
-
-function recordTiming(auth: AuthContext, poolMs: number, dbMs: number, preRequestPassed: boolean): void {
-  const t = transactionTimings.get(auth);
-  if (t) {
-    t.poolMs += poolMs;
-    t.dbMs += dbMs;
-    t.preRequestPassed ||= preRequestPassed;
-  } else transactionTimings.set(auth, { poolMs, dbMs, preRequestPassed });
+/** What a transaction answered: the rows of each statement, its time, and whether AuthContext.verify passed. */
+export interface TransactionResult {
+  rows: Row[][];
+  timing: GatewayTiming;
+  verified: boolean;
 }
 
 /**
@@ -169,7 +146,7 @@ export async function runTransaction(
   opts: TransactionOptions,
   statements: readonly CompiledSql[],
   decide?: Decide,
-): Promise<Row[][]> {
+): Promise<TransactionResult> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
@@ -185,15 +162,19 @@ export async function runTransaction(
     throw databaseError(err, errorContext); // the database is away: a 503 (errors.ts)
   }
   const reserved = performance.now();
+  const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
   const deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
   const conn = lease.sql;
   let open = false;
-  let accepted = false;
   let pending: Promise<unknown>[] = [];
   try {
     const claims = claimsOf(opts.auth.claims);
     const send = (s: CompiledSql) => run(conn, s, s !== claims);
-    const setup = [setupStatement(opts), claims, ...(opts.preRequest ? [preRequestStatement(opts.preRequest)] : [])];
+    const preRequest = opts.preRequest ? preRequestStatement(opts.preRequest) : undefined;
+    // The caller's own check (AuthContext.verify) after the pre-request function; once, when the
+    // pre-request function is that very statement.
+    const verify = opts.auth.verify?.text === preRequest?.text ? undefined : opts.auth.verify;
+    const setup = [setupStatement(opts), claims, ...(preRequest ? [preRequest] : []), ...(verify ? [verify] : [])];
     // A read commits, and a write whose end does not depend on its results ends, in the same
     // round trip as its statements.
     const pipelined = decide === undefined ? 'commit' : typeof decide === 'string' ? decide : undefined;
@@ -206,8 +187,8 @@ export async function runTransaction(
     if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
     const settled = await watched(Promise.allSettled(pending), deadline);
     if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
-    // The pre-request call is the last setup statement: did it run and raise nothing?
-    accepted = opts.preRequest !== undefined && settled[setup.length]?.status === 'fulfilled';
+    // The caller's check is the last setup statement: did it run and raise nothing?
+    const verified = opts.auth.verify !== undefined && settled[setup.length]?.status === 'fulfilled';
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
     const results = settled
@@ -219,7 +200,7 @@ export async function runTransaction(
       open = false;
     }
     lease.release();
-    return results;
+    return { rows: results, timing: timing(), verified };
   } catch (err) {
     // Only a connection that answered with a Postgres error is known to be in a clean state
     // after ROLLBACK; anything else (lost, stalled past the watchdog, a protocol or client
@@ -235,9 +216,7 @@ export async function runTransaction(
       if (clean) lease.release();
       else lease.destroy(pending);
     } else lease.destroy(pending);
-    throw databaseError(err, errorContext);
-  } finally {
-    recordTiming(opts.auth, reserved - asked, performance.now() - reserved, accepted);
+    throw databaseError(err, errorContext).withTiming(timing());
   }
 }
 

@@ -3,11 +3,16 @@
 // kind of request is one ActionPlan, run the same way: its statements in one transaction that
 // ends as the plan says, then the response stage shapes what they answered.
 
-import type { Row } from 'postgres';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
-import { catalogue, type ErrorWording } from './errors.js';
-import { runTransaction, transactionSettings, type Decide, type TransactionSettings } from './execute.js';
+import { ApiError, catalogue, type ErrorWording } from './errors.js';
+import {
+  runTransaction,
+  transactionSettings,
+  type Decide,
+  type TransactionResult,
+  type TransactionSettings,
+} from './execute.js';
 import { actionPlan, tenantOf, type ActionPlan, type ReadAction } from './plan/action.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
 import { affectedRows, respond, singularError, type DescribeSchema } from './response/index.js';
@@ -90,8 +95,12 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     const plan = cached ?? actionPlan(req, auth, cache, ctx.config);
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
-    const results = await execute(ctx, settings, auth, plan);
-    return respond(plan, results, limits);
+    const { rows, timing, verified } = await execute(ctx, settings, auth, plan);
+    try {
+      return { ...respond(plan, rows, limits), timing, verified };
+    } catch (err) {
+      throw err instanceof ApiError ? err.withTiming(timing) : err; // 416, a body too large: after the database
+    }
   };
 }
 
@@ -101,7 +110,7 @@ function execute(
   settings: TransactionSettings,
   auth: AuthContext,
   plan: ActionPlan,
-): Promise<Row[][]> {
+): Promise<TransactionResult> {
   return runTransaction(ctx.db, { ...settings, ...plan.tx, auth }, plan.statements, decision(plan));
 }
 

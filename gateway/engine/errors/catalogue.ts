@@ -29,6 +29,8 @@ export class ApiError extends Error {
     readonly details: ErrorDetails = null,
     readonly hint: string | null = null,
     readonly headers: Record<string, string> = {},
+    /** The database time of the call that failed with it, when it got as far as a transaction. */
+    readonly timing?: { poolMs: number; dbMs: number },
   ) {
     super(message);
     if (made !== MADE_HERE) throw new TypeError('errors are made through the catalogue');
@@ -40,7 +42,12 @@ export class ApiError extends Error {
 
   /** The same error with a hint fit for another surface (MCP says where its token goes). */
   withHint(hint: string): ApiError {
-    return new ApiError(MADE_HERE, this.status, this.code, this.message, this.details, hint, this.headers);
+    return new ApiError(MADE_HERE, this.status, this.code, this.message, this.details, hint, this.headers, this.timing);
+  }
+
+  /** The same error with the database time of the call that failed with it (GatewayTiming). */
+  withTiming(timing: { poolMs: number; dbMs: number }): ApiError {
+    return new ApiError(MADE_HERE, this.status, this.code, this.message, this.details, this.hint, this.headers, timing);
   }
 }
 
