@@ -82,147 +82,218 @@ export const WATCHDOG_MARGIN_MS = 2000;
 const SIMPLE_STATEMENT_MS = 5000;
 
 export function createPool(url: string, options: PoolOptions): Pool {
-  const slots: Slot[] = Array.from({ length: options.size }, () => ({
-    ...slotClient(url, options.client),
-    busy: false,
-  }));
-  const waiting: Waiter[] = [];
-  const held = new Map<string, number>();
-  /** Slots held by keyed reservations, at most size - reserved. */
-  let keyed = 0;
-  const shared = options.size - (options.reserved ?? 0);
+  const slots = new Slots(options.size, options.perKey, options.reserved ?? 0, () => slotClient(url, options.client));
   let ended = false;
 
-  const hold = (key: string | undefined, delta: number) => {
+  async function reserve(key?: string): Promise<Lease> {
+    if (ended) throw Object.assign(new Error('the pool has ended'), { code: 'CONNECTION_ENDED' });
+    const started = Date.now();
+    const slot = await slots.take(key, options.acquireTimeoutMs);
+    let conn: ReservedSql;
+    try {
+      conn = await connectionOf(slot, options.acquireTimeoutMs - (Date.now() - started), options.acquireTimeoutMs);
+    } catch (err) {
+      slots.free(slot, key, true);
+      throw err;
+    }
+    return leaseOf(conn, (destroy) => slots.free(slot, key, destroy));
+  }
+
+  const control = controlClient(url, options.client);
+  // A server cannot start without its control connection, so this statement's failure is rare;
+  // the server then runs as it is, only slower (see driver-classes.ts).
+  keepDriverClassesFast(control).catch((err: unknown) => {
+    if (!ended) log.warn(errorFields(err), 'could not put the database driver classes in fast mode');
+  });
+  return Object.assign(simpleStatement(reserve), {
+    reserve,
+    control,
+    stats: () => slots.stats(),
+    async end(opts: { timeout?: number } = {}) {
+      ended = true; // waiters still queued are answered by their timers
+      await Promise.all([...slots.clients().map((c) => c.end(opts)), control.end(opts)]);
+    },
+  }) as Pool;
+}
+
+/**
+ * Who holds which slot, and who gets the next free one: a keyless waiter first, then the
+ * waiting key that holds the fewest slots and is under its share. No I/O but a destroyed slot's
+ * replacement client.
+ */
+class Slots {
+  private readonly slots: Slot[];
+  private readonly waiting: Waiter[] = [];
+  private readonly held = new Map<string, number>();
+  /** Slots held by keyed reservations, at most size - reserved. */
+  private keyed = 0;
+  private readonly shared: number;
+
+  constructor(
+    size: number,
+    private readonly perKey: number,
+    reserved: number,
+    private readonly newClient: () => Pick<Slot, 'client' | 'retire'>,
+  ) {
+    this.slots = Array.from({ length: size }, () => ({ ...newClient(), busy: false }));
+    this.shared = size - reserved;
+  }
+
+  /**
+   * A slot for `key`: a free one at once when nobody waits before the caller and it may take
+   * one, else the next one given to it (dispatch); after `timeoutMs`, a 429 when the caller
+   * waited on its own share, a 504 when it waited on the pool.
+   */
+  take(key: string | undefined, timeoutMs: number): Slot | Promise<Slot> {
+    const free = this.takeFree(key);
+    if (free) return free;
+    let timer: NodeJS.Timeout | undefined;
+    return new Promise<Slot>((resolve, reject) => {
+      const waiter: Waiter = { key, grant: resolve };
+      this.waiting.push(waiter);
+      timer = setTimeout(() => {
+        const i = this.waiting.indexOf(waiter);
+        if (i < 0) return;
+        this.waiting.splice(i, 1);
+        reject(key === undefined || this.underShare(key) ? poolTimeout(timeoutMs) : tooManyConcurrent(this.perKey));
+      }, timeoutMs);
+      this.dispatch();
+    }).finally(() => clearTimeout(timer));
+  }
+
+  /** Gives a slot back (`destroy`: with a fresh client in place of its own), then to the next waiter. */
+  free(slot: Slot, key: string | undefined, destroy: boolean): void {
+    if (destroy) {
+      const old = slot.client;
+      old.end({ timeout: 0 }).catch(() => {});
+      slot.retire();
+      Object.assign(slot, this.newClient());
+    }
+    slot.busy = false;
+    this.hold(key, -1);
+    this.dispatch();
+  }
+
+  stats(): PoolStats {
+    return {
+      size: this.slots.length,
+      free: this.slots.filter((s) => !s.busy).length,
+      waiting: this.waiting.length,
+    };
+  }
+
+  clients(): Sql[] {
+    return this.slots.map((s) => s.client);
+  }
+
+  private hold(key: string | undefined, delta: number): void {
     if (key === undefined) return;
-    keyed += delta;
-    const n = (held.get(key) ?? 0) + delta;
-    if (n > 0) held.set(key, n);
-    else held.delete(key);
-  };
-  const underShare = (key: string) => (held.get(key) ?? 0) < options.perKey;
-  const eligible = (key: string | undefined) => key === undefined || (keyed < shared && underShare(key));
+    this.keyed += delta;
+    const n = (this.held.get(key) ?? 0) + delta;
+    if (n > 0) this.held.set(key, n);
+    else this.held.delete(key);
+  }
+
+  private underShare(key: string): boolean {
+    return (this.held.get(key) ?? 0) < this.perKey;
+  }
+
+  private eligible(key: string | undefined): boolean {
+    return key === undefined || (this.keyed < this.shared && this.underShare(key));
+  }
 
   /** The waiter a free slot goes to: the first keyless one, else the eligible key holding fewest. */
-  function next(): number {
+  private next(): number {
     let best = -1;
     let fewest = Infinity;
-    for (const [i, { key }] of waiting.entries()) {
+    for (const [i, { key }] of this.waiting.entries()) {
       if (key === undefined) return i;
-      if (!eligible(key)) continue;
-      const n = held.get(key) ?? 0;
+      if (!this.eligible(key)) continue;
+      const n = this.held.get(key) ?? 0;
       if (n < fewest) [best, fewest] = [i, n];
     }
     return best;
   }
 
   /** Gives free slots to waiters (next()) while any may take one. */
-  function dispatch(): void {
-    for (const slot of slots) {
+  private dispatch(): void {
+    for (const slot of this.slots) {
       if (slot.busy) continue;
-      const i = next();
-      const w = waiting[i];
+      const i = this.next();
+      const w = this.waiting[i];
       if (w === undefined) return;
-      waiting.splice(i, 1);
-      w.grant(occupy(slot, w.key));
+      this.waiting.splice(i, 1);
+      w.grant(this.occupy(slot, w.key));
     }
   }
 
   /** A free slot at once, when nobody waits before the caller and it may take one. */
-  function takeFree(key: string | undefined): Slot | undefined {
-    if ((waiting.length > 0 && key !== undefined) || !eligible(key)) return undefined;
-    const slot = slots.find((s) => !s.busy);
-    return slot && occupy(slot, key);
+  private takeFree(key: string | undefined): Slot | undefined {
+    if ((this.waiting.length > 0 && key !== undefined) || !this.eligible(key)) return undefined;
+    const slot = this.slots.find((s) => !s.busy);
+    return slot && this.occupy(slot, key);
   }
 
-  function occupy(slot: Slot, key: string | undefined): Slot {
+  private occupy(slot: Slot, key: string | undefined): Slot {
     slot.busy = true;
-    hold(key, 1);
+    this.hold(key, 1);
     return slot;
   }
+}
 
-  function free(slot: Slot, key: string | undefined, destroy: boolean): void {
-    if (destroy) {
-      const old = slot.client;
-      old.end({ timeout: 0 }).catch(() => {});
-      slot.retire();
-      Object.assign(slot, slotClient(url, options.client));
-    }
-    slot.busy = false;
-    hold(key, -1);
-    dispatch();
+/**
+ * The slot's connection, reserved: it may still have to be made (or remade), within `leftMs` of
+ * the acquisition's deadline. An open one is reserved at once (postgres.js's reserve() then
+ * resolves without waiting), which the race with an already resolved promise tells without
+ * arming a timer.
+ */
+async function connectionOf(slot: Slot, leftMs: number, deadlineMs: number): Promise<ReservedSql> {
+  const reserving = slot.client.reserve();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const now = await Promise.race([reserving, NOT_YET]);
+    if (now !== NOT_YET_VALUE) return now;
+    return await Promise.race([
+      reserving,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(poolTimeout(deadlineMs)), Math.max(1, leftMs));
+      }),
+    ]);
+  } catch (err) {
+    reserving.catch(() => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
   }
+}
 
-  async function reserve(key?: string): Promise<Lease> {
-    if (ended) throw Object.assign(new Error('the pool has ended'), { code: 'CONNECTION_ENDED' });
-    const started = Date.now();
-    let timer: NodeJS.Timeout | undefined;
-    const slot =
-      takeFree(key) ??
-      (await new Promise<Slot>((resolve, reject) => {
-        const waiter: Waiter = { key, grant: resolve };
-        waiting.push(waiter);
-        timer = setTimeout(() => {
-          const i = waiting.indexOf(waiter);
-          if (i < 0) return;
-          waiting.splice(i, 1);
-          // Waiting on its own share is the caller's doing: 429; waiting on the pool is a 504.
-          reject(
-            key === undefined || underShare(key)
-              ? poolTimeout(options.acquireTimeoutMs)
-              : tooManyConcurrent(options.perKey),
-          );
-        }, options.acquireTimeoutMs);
-        dispatch();
-      }).finally(() => clearTimeout(timer)));
+/** A reserved connection as a Lease: `free` gives its slot back, once, destroyed or not. */
+function leaseOf(conn: ReservedSql, free: (destroy: boolean) => void): Lease {
+  let done = false;
+  return {
+    sql: conn,
+    release() {
+      if (done) return;
+      done = true;
+      conn.release();
+      free(false);
+    },
+    destroy(pending = []) {
+      if (done) return;
+      done = true;
+      // Ask Postgres to cancel what the backend runs (postgres.js sends a cancel request with
+      // the backend's key on a connection of its own), then close ours: the backend ends as
+      // soon as it reads again. A stopped backend gets both once it runs again.
+      // The cancel request is best effort: with Postgres away it fails, and nobody waits on it.
+      for (const q of pending) Promise.resolve((q as { cancel?: () => unknown }).cancel?.()).catch(() => {});
+      free(true);
+    },
+  };
+}
 
-    // The slot's connection may still have to be made (or remade): bounded by the same deadline.
-    // An open one is reserved at once (postgres.js's reserve() then resolves without waiting),
-    // which the race with an already resolved promise tells without arming a timer.
-    const reserving = slot.client.reserve();
-    let conn: ReservedSql;
-    try {
-      const now = await Promise.race([reserving, NOT_YET]);
-      if (now !== NOT_YET_VALUE) conn = now;
-      else {
-        const left = Math.max(1, options.acquireTimeoutMs - (Date.now() - started));
-        conn = await Promise.race([
-          reserving,
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(poolTimeout(options.acquireTimeoutMs)), left);
-          }),
-        ]);
-      }
-    } catch (err) {
-      reserving.catch(() => {});
-      free(slot, key, true);
-      throw err;
-    } finally {
-      clearTimeout(timer);
-    }
-    let done = false;
-    return {
-      sql: conn,
-      release() {
-        if (done) return;
-        done = true;
-        conn.release();
-        free(slot, key, false);
-      },
-      destroy(pending = []) {
-        if (done) return;
-        done = true;
-        // Ask Postgres to cancel what the backend runs (postgres.js sends a cancel request with
-        // the backend's key on a connection of its own), then close ours: the backend ends as
-        // soon as it reads again. A stopped backend gets both once it runs again.
-        // The cancel request is best effort: with Postgres away it fails, and nobody waits on it.
-        for (const q of pending) Promise.resolve((q as { cancel?: () => unknown }).cancel?.()).catch(() => {});
-        free(slot, key, true);
-      },
-    };
-  }
-
-  async function simple<T extends readonly object[]>(
+/** The pool as a tagged template: one statement on a leased connection, with a deadline. */
+function simpleStatement(reserve: () => Promise<Lease>) {
+  return async function simple<T extends readonly object[]>(
     strings: TemplateStringsArray,
     ...values: unknown[]
   ): Promise<RowList<T>> {
@@ -237,32 +308,17 @@ export function createPool(url: string, options: PoolOptions): Pool {
       else lease.destroy([query]);
       throw err;
     }
-  }
+  };
+}
 
-  const named = options.client.connection as Record<string, string> | undefined;
-  const control = postgres(url, {
-    ...options.client,
+/** The control client: one connection of its own, named so in pg_stat_activity. */
+function controlClient(url: string, clientOptions: PoolOptions['client']): Sql {
+  const named = clientOptions.connection as Record<string, string> | undefined;
+  return postgres(url, {
+    ...clientOptions,
     max: 1,
     connection: { ...named, application_name: 'tally-control' } as never,
   });
-  // A server cannot start without its control connection, so this statement's failure is rare;
-  // the server then runs as it is, only slower (see driver-classes.ts).
-  keepDriverClassesFast(control).catch((err: unknown) => {
-    if (!ended) log.warn(errorFields(err), 'could not put the database driver classes in fast mode');
-  });
-  return Object.assign(simple, {
-    reserve,
-    control,
-    stats: (): PoolStats => ({
-      size: slots.length,
-      free: slots.filter((s) => !s.busy).length,
-      waiting: waiting.length,
-    }),
-    async end(opts: { timeout?: number } = {}) {
-      ended = true; // waiters still queued are answered by their timers
-      await Promise.all([...slots.map((s) => s.client.end(opts)), control.end(opts)]);
-    },
-  }) as Pool;
 }
 
 /**
