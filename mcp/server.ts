@@ -99,12 +99,11 @@ function catalogFor(lookups: Lookups): Catalog {
   const byName = new Map<string, CompiledTool>();
   const definitions: { tool: Tool; definition: ToolDefinition }[] = [];
   for (const tool of tools) {
-    const { properties, required } = tool.input(fields, lookups);
     // Strict: a misspelt argument is an error, not silently ignored.
     const schema: JsonSchema = {
       type: 'object',
-      properties,
-      ...(required?.length ? { required } : {}),
+      properties: tool.input(fields, lookups),
+      ...(tool.required.length ? { required: tool.required } : {}),
       additionalProperties: false,
     };
     byName.set(tool.name, { tool, schema, validate: ajv.compile(schema) });

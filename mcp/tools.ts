@@ -69,17 +69,49 @@ interface ToolResult {
 
 type Fields = ReturnType<typeof financeFields>;
 
+/** A tool as the server lists and calls it: arguments validated against its input schema first. */
 export interface Tool {
   name: string;
   title: string;
   description: string;
   annotations: ToolAnnotations;
-  /** Properties and required arguments; the object is closed (an unknown argument is an error). */
-  input(fields: Fields, lookups: Lookups): { properties: Record<string, JsonSchema>; required?: string[] };
+  /** The arguments a call must give. */
+  required: readonly string[];
+  /** The arguments' schemas; the object is closed (an unknown argument is an error). */
+  input(fields: Fields, lookups: Lookups): Record<string, JsonSchema>;
   output: Record<string, JsonSchema>;
-  // Arguments arrive validated against input(); each tool narrows them itself.
-  run(args: Record<string, any>, ctx: ToolContext): Promise<ToolResult>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  run(args: Record<string, unknown>, ctx: ToolContext): Promise<ToolResult>;
 }
+
+/** A tool whose arguments are `A`: its schema names exactly A's keys, and `required` exactly its required ones. */
+interface ToolSpec<A, R extends readonly string[], P> extends Omit<Tool, 'required' | 'input' | 'run'> {
+  required: R;
+  input(fields: Fields, lookups: Lookups): P;
+  run(args: A, ctx: ToolContext): Promise<ToolResult>;
+}
+
+type RequiredKeys<A> = { [K in keyof A]-?: undefined extends A[K] ? never : K }[keyof A] & string;
+type Missing<A, R extends readonly string[]> = Exclude<RequiredKeys<A>, R[number]>;
+type Optional<A, R extends readonly string[]> = Exclude<R[number], RequiredKeys<A>>;
+type Unknown<A, P> = Exclude<keyof P, keyof A>;
+/** `unknown` when the spec agrees with A, else a property whose name says what is wrong (a compile error). */
+type Agrees<A, R extends readonly string[], P> = ([Missing<A, R>] extends [never]
+  ? unknown
+  : { required_misses: Missing<A, R> }) &
+  ([Optional<A, R>] extends [never] ? unknown : { required_names_an_optional_argument: Optional<A, R> }) &
+  ([Unknown<A, P>] extends [never] ? unknown : { input_names_an_unknown_argument: Unknown<A, P> });
+
+/**
+ * A tool with typed arguments: `tool<Args>()({...})`. The compiler holds its schema to `Args`
+ * (every argument has a schema, none more; `required` lists exactly the arguments that are not
+ * optional), and `run` gets `Args`: the server validated the call against that schema before.
+ */
+const tool =
+  <A>() =>
+  <const R extends readonly (keyof A & string)[], P extends { [K in keyof A]-?: JsonSchema }>(
+    spec: ToolSpec<A, R, P> & Agrees<A, R, P>,
+  ): Tool =>
+    spec as unknown as Tool;
 
 /** Read tools are what a read-only token sees. */
 export const isReadTool = (tool: Tool): boolean => tool.annotations.readOnlyHint === true;
@@ -111,7 +143,7 @@ const money = (n: number): string => MONEY.format(n);
 const round = (n: number): number => Math.round(n * 10_000) / 10_000;
 
 /** Only the fields the caller gave: update_* changes nothing else. */
-function given(args: Record<string, unknown>, fields: string[]): Record<string, unknown> {
+function given<A extends object>(args: A, fields: readonly (keyof A & string)[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const f of fields) if (args[f] !== undefined) out[f] = args[f];
   if (Object.keys(out).length === 0) throw new ToolError(`Give at least one field to change: ${fields.join(', ')}.`);
@@ -119,20 +151,16 @@ function given(args: Record<string, unknown>, fields: string[]): Record<string, 
 }
 
 /** Some of a table's fields. */
-function pick(fields: Record<string, JsonSchema>, names: string[]): Record<string, JsonSchema> {
-  return Object.fromEntries(names.map((n) => [n, defined(fields[n], `the field ${n}`)]));
+function pick<T extends Record<string, JsonSchema>, K extends keyof T & string>(fields: T, names: K[]): Pick<T, K> {
+  return Object.fromEntries(names.map((n) => [n, defined(fields[n], `the field ${n}`)])) as Pick<T, K>;
 }
 
 /** Date range and enum filters shared by the list tools (paging is TableClient.page). */
-function listQuery(
-  args: Record<string, unknown>,
-  columns: string,
-  filters: Record<string, string | undefined>,
-): URLSearchParams {
+function listQuery(args: DateRange, columns: string, filters: Record<string, string | undefined>): URLSearchParams {
   const q = new URLSearchParams({ select: columns, order: 'occurred_at.desc,id.desc' });
   for (const [column, value] of Object.entries(filters)) if (value !== undefined) q.append(column, `eq.${value}`);
-  if (typeof args.start_date === 'string') q.append('occurred_at', `gte.${rangeStart(args.start_date)}`);
-  if (typeof args.end_date === 'string') {
+  if (args.start_date !== undefined) q.append('occurred_at', `gte.${rangeStart(args.start_date)}`);
+  if (args.end_date !== undefined) {
     const [op, value] = rangeEnd(args.end_date);
     q.append('occurred_at', `${op}.${value}`);
   }
@@ -218,16 +246,47 @@ async function fundExists(db: TableClient, id: string): Promise<boolean> {
   return (await db.list('funds', new URLSearchParams({ select: 'id', id: `eq.${id}` }))).length > 0;
 }
 
-const EXPENSE_FIELDS = ['name', 'amount', 'category_id', 'method_id', 'occurred_at', 'note'];
+const EXPENSE_FIELDS = ['name', 'amount', 'category_id', 'method_id', 'occurred_at', 'note'] as const;
+
+// The tools' arguments. Each tool's schema is held to its type by tool<…>() above.
+type Paging = { limit?: number; offset?: number };
+type DateRange = { start_date?: string; end_date?: string };
+type ById = { id: string };
+type ExpenseArgs = {
+  name: string;
+  amount: number;
+  category_id: string;
+  method_id: string;
+  occurred_at?: string;
+  note?: string;
+};
+type FundTransactionArgs = {
+  fund_id: string;
+  name: string;
+  amount: number;
+  category_id: string;
+  method_id: string;
+  occurred_at?: string;
+};
+type ContactArgs = {
+  name: string;
+  nickname?: string;
+  phone?: string;
+  email?: string;
+  gender?: string;
+  nationality?: string;
+};
+type NoArgs = Record<never, never>;
 
 export const tools: Tool[] = [
-  {
+  tool<ExpenseArgs>()({
     name: 'create_expense',
     title: 'Record an expense',
     description:
       'Records a personal expense in the workspace and returns it with its id. For several expenses at once use create_expenses.',
     annotations: CREATE,
-    input: (f) => ({ properties: f.expense, required: ['name', 'amount', 'category_id', 'method_id'] }),
+    required: ['name', 'amount', 'category_id', 'method_id'],
+    input: (f) => f.expense,
     output: { expense },
     async run(args, { db }) {
       const row = await db.insert<Expense>('personal_transactions', given(args, EXPENSE_FIELDS), EXPENSE_COLUMNS);
@@ -236,8 +295,8 @@ export const tools: Tool[] = [
         summary: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.`,
       };
     },
-  },
-  {
+  }),
+  tool<Paging & DateRange & { category_id?: string; method_id?: string; search?: string }>()({
     name: 'list_expenses',
     title: 'List expenses',
     description:
@@ -246,20 +305,19 @@ export const tools: Tool[] = [
       'offset; has_more and next_offset say whether and where the next page starts, and total is exact on the last page only ' +
       '(null while more follow: the whole table is never counted). For sums over a period use spending_summary.',
     annotations: READ,
+    required: [],
     input: (f) => ({
-      properties: {
-        ...paging,
-        category_id: {
-          ...f.expense.category_id,
-          description: `Only this category. ${f.expense.category_id.description as string}`,
-        },
-        method_id: {
-          ...f.expense.method_id,
-          description: `Only this payment method. ${f.expense.method_id.description as string}`,
-        },
-        ...dateFilters,
-        search: { ...search, description: 'Case-insensitive text to find in the name or note' },
+      ...paging,
+      category_id: {
+        ...f.expense.category_id,
+        description: `Only this category. ${f.expense.category_id.description as string}`,
       },
+      method_id: {
+        ...f.expense.method_id,
+        description: `Only this payment method. ${f.expense.method_id.description as string}`,
+      },
+      ...dateFilters,
+      search: { ...search, description: 'Case-insensitive text to find in the name or note' },
     }),
     output: { expenses: array(expense), ...pageOutput },
     async run(args, { db }) {
@@ -272,20 +330,18 @@ export const tools: Tool[] = [
         summary: pageText(page, 'expenses') + (page.rows.length ? ` This page sums to ${money(sum)}.` : ''),
       };
     },
-  },
-  {
+  }),
+  tool<ById & Partial<Omit<ExpenseArgs, 'note'>> & { note?: string | null }>()({
     name: 'update_expense',
     title: 'Update an expense',
     description:
       'Changes the given fields of an expense; fields left out stay as they are, note: null clears the note. An unknown id is an error.',
     annotations: UPDATE,
+    required: ['id'],
     input: (f) => ({
-      properties: {
-        id: uuid('The expense id (list_expenses shows them)'),
-        ...f.expense,
-        note: nullable(f.expense.note),
-      },
-      required: ['id'],
+      id: uuid('The expense id (list_expenses shows them)'),
+      ...f.expense,
+      note: nullable(f.expense.note),
     }),
     output: { expense },
     async run(args, { db }) {
@@ -298,13 +354,14 @@ export const tools: Tool[] = [
       if (!row) throw notFound('expense', args.id, 'list_expenses');
       return { structured: { expense: row }, summary: `Updated expense "${row.name}" (${row.id}).` };
     },
-  },
-  {
+  }),
+  tool<ById>()({
     name: 'delete_expense',
     title: 'Delete an expense',
     description: 'Permanently deletes an expense and returns what was deleted. An unknown id is an error.',
     annotations: DELETE,
-    input: () => ({ properties: { id: uuid('The expense id (list_expenses shows them)') }, required: ['id'] }),
+    required: ['id'],
+    input: () => ({ id: uuid('The expense id (list_expenses shows them)') }),
     output: { deleted: expense },
     async run(args, { db }) {
       const row = await db.remove<Expense>('personal_transactions', args.id, EXPENSE_COLUMNS);
@@ -314,15 +371,16 @@ export const tools: Tool[] = [
         summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).`,
       };
     },
-  },
-  {
+  }),
+  tool<NoArgs>()({
     name: 'list_funds',
     title: 'List funds',
     description:
       'Lists every fund of the workspace with its target, and real-time totals computed from its transactions: balance, ' +
       'income, expenses and progress toward the target.',
     annotations: READ,
-    input: () => ({ properties: {} }),
+    required: [],
+    input: () => ({}),
     output: { funds: array(fundWithTotals) },
     async run(_args, { db }) {
       // One gateway call: the computed field summary is fund_summary() for each fund.
@@ -341,24 +399,22 @@ export const tools: Tool[] = [
         summary: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.',
       };
     },
-  },
-  {
+  }),
+  tool<{ fund_id: string; ledger_limit?: number; ledger_offset?: number }>()({
     name: 'get_fund',
     title: 'Get a fund',
     description:
       'One fund: its fields and budget target, its totals, its participants and one page of its ledger (newest first): ' +
       'ledger_limit (1-1000, default 50) and ledger_offset, with ledger_has_more and ledger_next_offset.',
     annotations: READ,
+    required: ['fund_id'],
     input: () => ({
-      properties: {
-        fund_id: uuid('The fund id (list_funds shows them)'),
-        ledger_limit: { ...limit, description: 'How many ledger entries to return, 1 to 1000 (default 50)' },
-        ledger_offset: {
-          ...offset,
-          description: 'How many ledger entries to skip: the ledger_next_offset of the previous call (default 0)',
-        },
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      ledger_limit: { ...limit, description: 'How many ledger entries to return, 1 to 1000 (default 50)' },
+      ledger_offset: {
+        ...offset,
+        description: 'How many ledger entries to skip: the ledger_next_offset of the previous call (default 0)',
       },
-      required: ['fund_id'],
     }),
     output: {
       fund: fundWithTotals,
@@ -371,8 +427,8 @@ export const tools: Tool[] = [
       },
     },
     async run(args, { db }) {
-      const ledgerLimit: number = args.ledger_limit ?? DEFAULT_LIMIT;
-      const ledgerOffset: number = args.ledger_offset ?? 0;
+      const ledgerLimit = args.ledger_limit ?? DEFAULT_LIMIT;
+      const ledgerOffset = args.ledger_offset ?? 0;
       const q = new URLSearchParams({
         select: `${FUND_COLUMNS},summary,fund_transactions(${FUND_TRANSACTION_COLUMNS}),fund_participants(joined_at,contacts(${CONTACT_COLUMNS}))`,
         id: `eq.${args.fund_id}`,
@@ -405,17 +461,15 @@ export const tools: Tool[] = [
           `${participants.length} participants; ${pageText(ledger, 'ledger entries').replace('next_offset', 'ledger_next_offset')}`,
       };
     },
-  },
-  {
+  }),
+  tool<{ name: string; kind?: string; currency?: string; target_amount?: number; description?: string }>()({
     name: 'create_fund',
     title: 'Create a fund',
     description:
       'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
     annotations: CREATE,
-    input: (f) => ({
-      properties: pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']),
-      required: ['name'],
-    }),
+    required: ['name'],
+    input: (f) => pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']),
     output: { fund },
     async run(args, { db }) {
       const row = await db.insert<FundRow>(
@@ -428,22 +482,26 @@ export const tools: Tool[] = [
         summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.`,
       };
     },
-  },
-  {
+  }),
+  tool<{
+    fund_id: string;
+    name?: string;
+    status?: string;
+    target_amount?: number | null;
+    description?: string | null;
+  }>()({
     name: 'update_fund',
     title: 'Update a fund',
     description:
       "Changes the given fields of a fund. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule).",
     annotations: UPDATE,
+    required: ['fund_id'],
     input: (f) => ({
-      properties: {
-        fund_id: uuid('The fund id (list_funds shows them)'),
-        name: f.fund.name,
-        status: f.fund.status,
-        target_amount: nullable(f.fund.target_amount),
-        description: nullable(f.fund.description),
-      },
-      required: ['fund_id'],
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      name: f.fund.name,
+      status: f.fund.status,
+      target_amount: nullable(f.fund.target_amount),
+      description: nullable(f.fund.description),
     }),
     output: { fund },
     async run(args, { db }) {
@@ -456,17 +514,15 @@ export const tools: Tool[] = [
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
       return { structured: { fund: row }, summary: `Updated fund "${row.name}" (${row.status}).` };
     },
-  },
-  {
+  }),
+  tool<FundTransactionArgs>()({
     name: 'create_fund_transaction',
     title: 'Record a fund transaction',
     description:
       'Records income (a contribution: positive amount) or an expense payout (negative amount) against a fund.',
     annotations: CREATE,
-    input: (f) => ({
-      properties: f.fundTransaction,
-      required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'],
-    }),
+    required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'],
+    input: (f) => f.fundTransaction,
     output: { transaction: fundTransaction },
     async run(args, { db }) {
       const row = await db.insert<FundTransaction>(
@@ -479,8 +535,8 @@ export const tools: Tool[] = [
         summary: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).`,
       };
     },
-  },
-  {
+  }),
+  tool<Paging & DateRange & { fund_id?: string; category_id?: string }>()({
     name: 'list_fund_transactions',
     title: 'List fund transactions',
     description:
@@ -488,16 +544,15 @@ export const tools: Tool[] = [
       'category_id, start_date/end_date (ISO date = whole UTC day, inclusive; or a date-time). Pages: limit (1-1000, default 50) ' +
       'and offset, with has_more and next_offset; total is exact on the last page only.',
     annotations: READ,
+    required: [],
     input: (f) => ({
-      properties: {
-        fund_id: uuid('Only transactions of this fund (list_funds shows the ids)'),
-        ...paging,
-        category_id: {
-          ...f.fundTransaction.category_id,
-          description: `Only this category. ${f.fundTransaction.category_id.description as string}`,
-        },
-        ...dateFilters,
+      fund_id: uuid('Only transactions of this fund (list_funds shows the ids)'),
+      ...paging,
+      category_id: {
+        ...f.fundTransaction.category_id,
+        description: `Only this category. ${f.fundTransaction.category_id.description as string}`,
       },
+      ...dateFilters,
     }),
     output: { transactions: array(fundTransaction), ...pageOutput },
     async run(args, { db }) {
@@ -516,16 +571,14 @@ export const tools: Tool[] = [
         summary: pageText(page, 'fund transactions'),
       };
     },
-  },
-  {
+  }),
+  tool<ById>()({
     name: 'delete_fund_transaction',
     title: 'Delete a fund transaction',
     description: 'Permanently deletes a fund transaction and returns what was deleted. An unknown id is an error.',
     annotations: DELETE,
-    input: () => ({
-      properties: { id: uuid('The fund transaction id (list_fund_transactions shows them)') },
-      required: ['id'],
-    }),
+    required: ['id'],
+    input: () => ({ id: uuid('The fund transaction id (list_fund_transactions shows them)') }),
     output: { deleted: fundTransaction },
     async run(args, { db }) {
       const row = await db.remove<FundTransaction>('fund_transactions', args.id, FUND_TRANSACTION_COLUMNS);
@@ -535,17 +588,16 @@ export const tools: Tool[] = [
         summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).`,
       };
     },
-  },
-  {
+  }),
+  tool<Paging & { search?: string }>()({
     name: 'list_contacts',
     title: 'List contacts',
     description:
       'Lists the roster of members and participants by name; search is a case-insensitive substring of name, nickname or phone. ' +
       'Pages: limit (1-1000, default 50) and offset, with has_more and next_offset.',
     annotations: READ,
-    input: () => ({
-      properties: { search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging },
-    }),
+    required: [],
+    input: () => ({ search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging }),
     output: { contacts: array(contact), ...pageOutput },
     async run(args, { db }) {
       const q = new URLSearchParams({ select: CONTACT_COLUMNS, order: 'name.asc,id.asc' });
@@ -554,13 +606,14 @@ export const tools: Tool[] = [
       const names = page.rows.length ? `: ${page.rows.map((c) => c.name).join(', ')}` : '';
       return { structured: { contacts: page.rows, ...pageFields(page) }, summary: pageText(page, 'contacts') + names };
     },
-  },
-  {
+  }),
+  tool<ContactArgs>()({
     name: 'create_contact',
     title: 'Add a contact',
     description: 'Adds a member or participant to the workspace roster.',
     annotations: CREATE,
-    input: (f) => ({ properties: f.contact, required: ['name'] }),
+    required: ['name'],
+    input: (f) => f.contact,
     output: { contact },
     async run(args, { db }) {
       const row = await db.insert<Contact>(
@@ -570,22 +623,20 @@ export const tools: Tool[] = [
       );
       return { structured: { contact: row }, summary: `Added contact "${row.name}" with id ${row.id}.` };
     },
-  },
-  {
+  }),
+  tool<ById & { name?: string; nickname?: string | null; phone?: string | null; email?: string | null }>()({
     name: 'update_contact',
     title: 'Update a contact',
     description:
       'Changes the given fields of a contact; fields left out stay as they are, null clears an optional one. An unknown id is an error.',
     annotations: UPDATE,
+    required: ['id'],
     input: (f) => ({
-      properties: {
-        id: uuid('The contact id (list_contacts shows them)'),
-        name: f.contact.name,
-        nickname: nullable(f.contact.nickname),
-        phone: nullable(f.contact.phone),
-        email: nullable(f.contact.email),
-      },
-      required: ['id'],
+      id: uuid('The contact id (list_contacts shows them)'),
+      name: f.contact.name,
+      nickname: nullable(f.contact.nickname),
+      phone: nullable(f.contact.phone),
+      email: nullable(f.contact.email),
     }),
     output: { contact },
     async run(args, { db }) {
@@ -598,18 +649,19 @@ export const tools: Tool[] = [
       if (!row) throw notFound('contact', args.id, 'list_contacts');
       return { structured: { contact: row }, summary: `Updated contact "${row.name}" (${row.id}).` };
     },
-  },
+  }),
 
   // ---- Beyond the core tools ---------------------------------------------------------------
 
-  {
+  tool<NoArgs>()({
     name: 'get_workspace',
     title: 'About this workspace',
     description:
       "The workspace this token belongs to: its name and currency, the token's scope (read or write), how much of the rate limit " +
       'is left, and the live lists of expense categories, fund categories, payment methods and fund kinds. Also the resource tally://workspace.',
     annotations: READ,
-    input: () => ({ properties: {} }),
+    required: [],
+    input: () => ({}),
     output: workspaceOutput(),
     async run(_args, ctx) {
       const structured = await workspaceInfo(ctx);
@@ -621,34 +673,32 @@ export const tools: Tool[] = [
           (rate ? `, ${rate.remaining} of ${rate.limit} requests left this minute.` : ', no rate limit (stdio).'),
       };
     },
-  },
-  {
+  }),
+  tool<{ expenses: ExpenseArgs[] }>()({
     name: 'create_expenses',
     title: 'Record many expenses',
     description:
       'Records 1 to 100 expenses in one call, all or nothing: when one is invalid, none is written and the error names it ' +
       "(expenses.3.amount …). Each expense counts as one request against the token's rate limit.",
     annotations: CREATE,
+    required: ['expenses'],
     input: (f) => ({
-      properties: {
-        expenses: {
-          type: 'array',
-          minItems: 1,
-          maxItems: 100,
-          description: 'The expenses, each with the fields of create_expense',
-          items: {
-            type: 'object',
-            properties: f.expense,
-            required: ['name', 'amount', 'category_id', 'method_id'],
-            additionalProperties: false,
-          },
+      expenses: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 100,
+        description: 'The expenses, each with the fields of create_expense',
+        items: {
+          type: 'object',
+          properties: f.expense,
+          required: ['name', 'amount', 'category_id', 'method_id'],
+          additionalProperties: false,
         },
       },
-      required: ['expenses'],
     }),
     output: { expenses: array(expense, 'The recorded expenses, in the order given'), count: { type: 'integer' } },
     async run(args, { db, caller }) {
-      const items = args.expenses as Record<string, unknown>[];
+      const items = args.expenses;
       await caller.charge?.(items.length - 1); // the call itself was counted already
       // One INSERT statement (Prefer: missing=default: a field one item leaves out takes its default).
       const rows = await db.insertMany<Expense>('personal_transactions', items, EXPENSE_COLUMNS);
@@ -658,26 +708,25 @@ export const tools: Tool[] = [
         summary: `Recorded ${rows.length} expenses totalling ${money(sum)}.`,
       };
     },
-  },
-  {
+  }),
+  tool<DateRange>()({
     name: 'spending_summary',
     title: 'Spending summary',
     description:
       'Sums the personal expenses between two dates (whole UTC days, both included; leave one out for no bound) by category, by ' +
       'payment method and by month, largest first, computed by Postgres over every matching expense. Answers "what did I spend on food last month?".',
     annotations: READ,
+    required: [],
     input: () => ({
-      properties: {
-        start_date: {
-          type: 'string',
-          format: 'date',
-          description: 'First day, e.g. 2026-03-01 (default: no lower bound)',
-        },
-        end_date: {
-          type: 'string',
-          format: 'date',
-          description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)',
-        },
+      start_date: {
+        type: 'string',
+        format: 'date',
+        description: 'First day, e.g. 2026-03-01 (default: no lower bound)',
+      },
+      end_date: {
+        type: 'string',
+        format: 'date',
+        description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)',
       },
     }),
     output: {
@@ -719,19 +768,17 @@ export const tools: Tool[] = [
         summary: `${s.count} expenses from ${period} total ${money(s.total)}${top ? ` (largest: ${top})` : ''}.`,
       };
     },
-  },
-  {
+  }),
+  tool<ById & Partial<Omit<FundTransactionArgs, 'fund_id'>>>()({
     name: 'update_fund_transaction',
     title: 'Update a fund transaction',
     description:
       'Changes the given fields of a fund transaction (it stays in its fund); fields left out stay as they are. An unknown id is an error.',
     annotations: UPDATE,
+    required: ['id'],
     input: (f) => ({
-      properties: {
-        id: uuid('The fund transaction id (list_fund_transactions shows them)'),
-        ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
-      },
-      required: ['id'],
+      id: uuid('The fund transaction id (list_fund_transactions shows them)'),
+      ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
     }),
     output: { transaction: fundTransaction },
     async run(args, { db }) {
@@ -744,19 +791,17 @@ export const tools: Tool[] = [
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
       return { structured: { transaction: row }, summary: `Updated fund transaction "${row.name}" (${row.id}).` };
     },
-  },
-  {
+  }),
+  tool<{ fund_id: string; contact_id: string }>()({
     name: 'add_fund_participant',
     title: 'Add a participant to a fund',
     description:
       'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
     annotations: CREATE,
+    required: ['fund_id', 'contact_id'],
     input: () => ({
-      properties: {
-        fund_id: uuid('The fund id (list_funds shows them)'),
-        contact_id: uuid('The contact id (list_contacts shows them)'),
-      },
-      required: ['fund_id', 'contact_id'],
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      contact_id: uuid('The contact id (list_contacts shows them)'),
     }),
     output: {
       participant: {
@@ -780,7 +825,7 @@ export const tools: Tool[] = [
         summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.`,
       };
     },
-  },
+  }),
 ];
 
 function workspaceOutput(): Record<string, JsonSchema> {
