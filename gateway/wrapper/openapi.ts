@@ -204,73 +204,9 @@ export function openApiDocument(
   serverUrl: string,
   ratePerMinute: number,
 ): Record<string, unknown> {
-  const paths: Record<string, unknown> = {
-    '/token': {
-      post: {
-        operationId: 'exchange_token',
-        tags: ['auth'],
-        summary: 'Exchange a workspace token for a one-hour access token',
-        description:
-          'The workspace token (tally_ws_…) goes in Authorization: Bearer, in the x-api-token header, or in the body field token. ' +
-          'Every other operation needs the access token it returns, as Authorization: Bearer.',
-        security: [{ workspaceToken: [] }, { workspaceTokenHeader: [] }, {}],
-        requestBody: { required: false, content: content(ref('TokenRequest')) },
-        responses: {
-          200: { description: 'The access token', content: content(ref('TokenResponse')) },
-          400: response('BadRequest'),
-          401: errorResponse('The workspace token is missing, malformed or revoked'),
-          403: errorResponse('The workspace API switch is off'),
-          429: response('TooManyRequests'),
-        },
-      },
-    },
-  };
+  const paths: Record<string, unknown> = { ...tokenPaths() };
   for (const resource of RESOURCES) Object.assign(paths, resourcePaths(resource, schemas));
-  paths['/categories'] = {
-    get: {
-      operationId: 'list_categories',
-      tags: ['lookups'],
-      summary: 'List the categories (live; they grow without a release)',
-      parameters: [
-        {
-          name: 'domain',
-          in: 'query',
-          required: false,
-          description: 'Only the categories of expenses or of fund transactions',
-          schema: { type: 'string', enum: Object.keys(CATEGORY_DOMAINS) },
-        },
-      ],
-      responses: {
-        200: { description: 'The categories', content: content({ type: 'array', items: ref('Category') }) },
-        400: response('BadRequest'),
-        ...COMMON_ERRORS,
-      },
-    },
-  };
-  paths['/payment_methods'] = {
-    get: {
-      operationId: 'list_payment_methods',
-      tags: ['lookups'],
-      summary: 'List the payment methods (live)',
-      responses: {
-        200: { description: 'The payment methods', content: content({ type: 'array', items: ref('PaymentMethod') }) },
-        ...COMMON_ERRORS,
-      },
-    },
-  };
-  paths['/openapi.json'] = {
-    get: {
-      operationId: 'openapi',
-      tags: ['meta'],
-      summary: 'This document, with the live category and method lists',
-      security: [],
-      responses: {
-        200: { description: 'OpenAPI 3.1 document', content: { 'application/json': { schema: { type: 'object' } } } },
-        429: response('TooManyRequests'),
-      },
-    },
-  };
-
+  Object.assign(paths, lookupPaths(), metaPaths());
   return {
     openapi: '3.1.0',
     info: {
@@ -293,49 +229,135 @@ export function openApiDocument(
       { name: 'meta', description: 'This description' },
     ],
     paths,
-    components: {
-      securitySchemes: {
-        bearerAuth: {
-          type: 'http',
-          scheme: 'bearer',
-          bearerFormat: 'JWT',
-          description: 'The access token of POST /token (valid one hour)',
-        },
-        workspaceToken: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'A workspace token (tally_ws_…), for POST /token only',
-        },
-        workspaceTokenHeader: {
-          type: 'apiKey',
-          in: 'header',
-          name: 'x-api-token',
-          description: 'A workspace token, for POST /token only',
+    components: components(schemas, ratePerMinute),
+  };
+}
+
+/** POST /token, the exchange. */
+function tokenPaths(): Record<string, unknown> {
+  return {
+    '/token': {
+      post: {
+        operationId: 'exchange_token',
+        tags: ['auth'],
+        summary: 'Exchange a workspace token for a one-hour access token',
+        description:
+          'The workspace token (tally_ws_…) goes in Authorization: Bearer, in the x-api-token header, or in the body field token. ' +
+          'Every other operation needs the access token it returns, as Authorization: Bearer.',
+        security: [{ workspaceToken: [] }, { workspaceTokenHeader: [] }, {}],
+        requestBody: { required: false, content: content(ref('TokenRequest')) },
+        responses: {
+          200: { description: 'The access token', content: content(ref('TokenResponse')) },
+          400: response('BadRequest'),
+          401: errorResponse('The workspace token is missing, malformed or revoked'),
+          403: errorResponse('The workspace API switch is off'),
+          429: response('TooManyRequests'),
         },
       },
-      schemas: { ...schemas },
-      responses: {
-        BadRequest: errorResponse(
-          'Malformed JSON, a wrong type, a missing or unknown field, a number out of bounds or a value not in its list; the message names the field',
-        ),
-        Unauthorized: errorResponse(
-          'The access token is missing, malformed, revoked or expired (a workspace token must be exchanged first)',
+    },
+  };
+}
+
+/** The live lookup lists: GET /categories and GET /payment_methods. */
+function lookupPaths(): Record<string, unknown> {
+  return {
+    '/categories': {
+      get: {
+        operationId: 'list_categories',
+        tags: ['lookups'],
+        summary: 'List the categories (live; they grow without a release)',
+        parameters: [
           {
-            'WWW-Authenticate': { description: 'Bearer challenge', schema: { type: 'string' } },
+            name: 'domain',
+            in: 'query',
+            required: false,
+            description: 'Only the categories of expenses or of fund transactions',
+            schema: { type: 'string', enum: Object.keys(CATEGORY_DOMAINS) },
           },
-        ),
-        Forbidden: errorResponse('The token is read-only (for a write), or the workspace API switch is off'),
-        NotFound: errorResponse('No record with this id in the workspace'),
-        Conflict: errorResponse(
-          'The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)',
-        ),
-        TooManyRequests: errorResponse(
-          `Rate limit exceeded (${ratePerMinute} requests per minute per workspace token, all surfaces together)`,
-          {
-            'Retry-After': { description: 'Seconds to wait before the next request', schema: { type: 'integer' } },
-          },
-        ),
+        ],
+        responses: {
+          200: { description: 'The categories', content: content({ type: 'array', items: ref('Category') }) },
+          400: response('BadRequest'),
+          ...COMMON_ERRORS,
+        },
       },
+    },
+    '/payment_methods': {
+      get: {
+        operationId: 'list_payment_methods',
+        tags: ['lookups'],
+        summary: 'List the payment methods (live)',
+        responses: {
+          200: { description: 'The payment methods', content: content({ type: 'array', items: ref('PaymentMethod') }) },
+          ...COMMON_ERRORS,
+        },
+      },
+    },
+  };
+}
+
+/** This document. */
+function metaPaths(): Record<string, unknown> {
+  return {
+    '/openapi.json': {
+      get: {
+        operationId: 'openapi',
+        tags: ['meta'],
+        summary: 'This document, with the live category and method lists',
+        security: [],
+        responses: {
+          200: { description: 'OpenAPI 3.1 document', content: { 'application/json': { schema: { type: 'object' } } } },
+          429: response('TooManyRequests'),
+        },
+      },
+    },
+  };
+}
+
+/** The security schemes, the record schemas and the error responses every path refers to. */
+function components(schemas: WrapperSchemas, ratePerMinute: number): Record<string, unknown> {
+  return {
+    securitySchemes: {
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        bearerFormat: 'JWT',
+        description: 'The access token of POST /token (valid one hour)',
+      },
+      workspaceToken: {
+        type: 'http',
+        scheme: 'bearer',
+        description: 'A workspace token (tally_ws_…), for POST /token only',
+      },
+      workspaceTokenHeader: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'x-api-token',
+        description: 'A workspace token, for POST /token only',
+      },
+    },
+    schemas: { ...schemas },
+    responses: {
+      BadRequest: errorResponse(
+        'Malformed JSON, a wrong type, a missing or unknown field, a number out of bounds or a value not in its list; the message names the field',
+      ),
+      Unauthorized: errorResponse(
+        'The access token is missing, malformed, revoked or expired (a workspace token must be exchanged first)',
+        {
+          'WWW-Authenticate': { description: 'Bearer challenge', schema: { type: 'string' } },
+        },
+      ),
+      Forbidden: errorResponse('The token is read-only (for a write), or the workspace API switch is off'),
+      NotFound: errorResponse('No record with this id in the workspace'),
+      Conflict: errorResponse(
+        'The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)',
+      ),
+      TooManyRequests: errorResponse(
+        `Rate limit exceeded (${ratePerMinute} requests per minute per workspace token, all surfaces together)`,
+        {
+          'Retry-After': { description: 'Seconds to wait before the next request', schema: { type: 'integer' } },
+        },
+      ),
     },
   };
 }
