@@ -22,10 +22,14 @@ beforeAll(async () => {
 });
 afterAll(() => tearDown(db, t));
 
-const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string, jwt = jwtA) =>
-  request(t.app)
-    [method](`/rest/v1/${path}`)
-    .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwt}`, Prefer: 'return=representation' });
+const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string, jwt = jwtA) => {
+  const agent = request(t.app);
+  return agent[method](`/rest/v1/${path}`).set({
+    apikey: TEST_API_KEY,
+    Authorization: `Bearer ${jwt}`,
+    Prefer: 'return=representation',
+  });
+};
 
 interface Activity {
   id: string;
