@@ -263,19 +263,33 @@ function changeSession(req: Request, res: Response): Session {
 
 // ---- Sign-in, sign-out, password ---------------------------------------------------------
 
-function signInRoutes(router: Router, { db, config }: AppContext): void {
-  const limits = {
-    perAddress: config.signInFailuresPerAddress,
-    perAccount: config.signInFailuresPerAccount,
+function signInRoutes(router: Router, ctx: AppContext): void {
+  const limits: SignInLimits = {
+    perAddress: ctx.config.signInFailuresPerAddress,
+    perAccount: ctx.config.signInFailuresPerAccount,
     windowSeconds: SIGN_IN_WINDOW_SECONDS,
   };
+  router.get('/login', loginForm);
+  router.post('/login', signIn(ctx, limits));
+  router.post('/logout', signOut(ctx.db));
+  router.get('/password', passwordForm);
+  router.post('/password', choosePassword(ctx.db, limits));
+}
 
-  router.get('/login', (req, res) => {
-    if (session(res)) return res.redirect(303, '/settings/api');
-    send(res, 200, loginPage({ token: loginToken(req, res) }));
-  });
+type SignInLimits = Parameters<typeof countSignInAttempt>[3];
 
-  router.post('/login', async (req, res) => {
+/** The sentence of a 429 after too many failed attempts: when to try again. */
+const tryAgainIn = (what: string, wait: number): string =>
+  `Too many failed ${what}. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`;
+
+const loginForm: RequestHandler = (req, res) => {
+  if (session(res)) return res.redirect(303, '/settings/api');
+  send(res, 200, loginPage({ token: loginToken(req, res) }));
+};
+
+/** Email and password in, a new session out: the form's token, then the failure limit, then the password. */
+function signIn({ db, config }: AppContext, limits: SignInLimits): RequestHandler {
+  return async (req, res) => {
     if (!validLoginToken(req, field(req, 'csrf'))) {
       return send(
         res,
@@ -293,15 +307,7 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     const wait = await countSignInAttempt(db, address, email, limits);
     if (wait > 0) {
       res.set('Retry-After', String(wait));
-      return send(
-        res,
-        429,
-        loginPage({
-          token,
-          email,
-          error: `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`,
-        }),
-      );
+      return send(res, 429, loginPage({ token, email, error: tryAgainIn('sign-ins', wait) }));
     }
     const user = await credentials(db, email);
     if (!(await checkPassword(user?.password_hash, password)) || !user) {
@@ -320,24 +326,29 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     );
     setSessionCookie(req, res, secret, expiresAt);
     res.redirect(303, '/settings/api');
-  });
+  };
+}
 
-  router.post('/logout', async (req, res) => {
+function signOut(db: Pool): RequestHandler {
+  return async (req, res) => {
     if (session(res)) {
       const s = changeSession(req, res);
       await endSession(db, s.hash);
     }
     clearSessionCookie(req, res);
     res.redirect(303, '/settings/login');
-  });
+  };
+}
 
-  router.get('/password', (req, res) => {
-    const s = pageSession(req, res);
-    if (!s) return;
-    send(res, 200, passwordPage({ session: s }));
-  });
+const passwordForm: RequestHandler = (req, res) => {
+  const s = pageSession(req, res);
+  if (!s) return;
+  send(res, 200, passwordPage({ session: s }));
+};
 
-  router.post('/password', async (req, res) => {
+/** A new password for the session's member: after the one-time password, or proving the current one. */
+function choosePassword(db: Pool, limits: SignInLimits): RequestHandler {
+  return async (req, res) => {
     const s = changeSession(req, res);
     // A session signed in with a one-time password proved it a moment ago: the form asks for
     // the new password only (the session can do nothing else until it is chosen).
@@ -362,14 +373,7 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
       const wait = await countSignInAttempt(db, address, s.email, limits);
       if (wait > 0) {
         res.set('Retry-After', String(wait));
-        return send(
-          res,
-          429,
-          passwordPage({
-            session: s,
-            error: `Too many failed attempts. Try again in ${Math.ceil(wait / 60)} minute${wait > 60 ? 's' : ''}.`,
-          }),
-        );
+        return send(res, 429, passwordPage({ session: s, error: tryAgainIn('attempts', wait) }));
       }
       if (!user || user.user_id !== s.userId || !(await checkPassword(user.password_hash, current))) {
         return send(res, 401, passwordPage({ session: s, error: 'Your current password is not correct.' }));
@@ -377,7 +381,7 @@ function signInRoutes(router: Router, { db, config }: AppContext): void {
     }
     await changePassword(db, s, await hashPassword(chosen), address);
     res.redirect(303, '/settings/api?done=password');
-  });
+  };
 }
 
 // ---- A workspace's API access: tokens and the switch -------------------------------------
