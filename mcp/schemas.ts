@@ -107,3 +107,27 @@ export const array = (items: JsonSchema, description?: string): JsonSchema => ({
   items,
   ...(description ? { description } : {}),
 });
+
+/** The tables whose changes the activity log records (sql/161_activity.sql). */
+export const TRACKED_TABLES = ['personal_transactions', 'funds', 'fund_transactions', 'contacts', 'fund_participants'];
+export const ACTIVITY_COLUMNS = 'id,at,table_name,record_id,action,before,after,actor,token_id,scope,surface,undo_of';
+const recordOrNull: JsonSchema = { type: ['object', 'null'], additionalProperties: true };
+export const change: JsonSchema = {
+  type: 'object',
+  description: "A change of one of the workspace's records",
+  properties: {
+    id: { type: 'string', format: 'uuid', description: 'The change; undo_change takes it' },
+    at: { type: 'string', format: 'date-time' },
+    table_name: { type: 'string', enum: TRACKED_TABLES },
+    record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
+    action: { type: 'string', enum: ['insert', 'update', 'delete'] },
+    before: { ...recordOrNull, description: 'The record before the change (null for an insert)' },
+    after: { ...recordOrNull, description: 'The record after the change (null for a delete)' },
+    actor: { type: 'string', enum: ['token', 'member', 'database'] },
+    token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
+    scope: { type: ['string', 'null'] },
+    surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
+    undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },
+  },
+  required: ['id', 'at', 'table_name', 'record_id', 'action', 'actor', 'surface'],
+};

@@ -23,11 +23,14 @@ import {
   rangeEnd,
   rangeStart,
   search,
+  ACTIVITY_COLUMNS,
+  TRACKED_TABLES,
+  change,
 } from './schemas.js';
 import { defined } from '../gateway/engine/invariant.js';
 
 // The tools: the 14 core ones, then get_workspace, create_expenses, spending_summary,
-// update_fund_transaction and add_fund_participant, which go beyond it. Each is a thin
+// update_fund_transaction, add_fund_participant, list_activity and undo_change, which go beyond it. Each is a thin
 // translation into one or a few gateway calls under the caller's role and workspace claim:
 // RLS, scopes, revocation and the API switch hold as on the REST surfaces. Input schemas are
 // built from the field rules of gateway/fields.ts, the wrapper's.
@@ -222,6 +225,33 @@ function withTotals<T extends FundRow>(row: T) {
   };
 }
 
+/** The schema of the activity id an update_* or delete_* result names. */
+const changeId = uuid('The change this call made: undo_change with this id puts the record back');
+
+/**
+ * The change a write just made, from the activity log, for its result: `activity_id`, and a
+ * sentence saying how to undo it. The write and this read are two calls; the record's latest
+ * change is the write's unless the record changed again in between.
+ */
+async function undoable(
+  db: TableClient,
+  table: string,
+  id: string,
+): Promise<{ fields: { activity_id?: string }; text: string }> {
+  const [last] = await db.list<{ id: string }>(
+    'activity',
+    new URLSearchParams({
+      select: 'id',
+      table_name: `eq.${table}`,
+      record_id: `eq.${id}`,
+      order: 'at.desc',
+      limit: '1',
+    }),
+  );
+  if (!last) return { fields: {}, text: '' };
+  return { fields: { activity_id: last.id }, text: ` To undo it: undo_change with activity_id ${last.id}.` };
+}
+
 const notFound = (noun: string, id: string, lister: string) =>
   new ToolError(`No ${noun} with id ${id} in this workspace (${lister} shows the ids).`);
 
@@ -240,6 +270,13 @@ interface FundTransaction {
 interface Contact {
   id: string;
   name: string;
+}
+/** A row of public.activity, as list_activity and undo_change answer it. */
+interface Change {
+  id: string;
+  table_name: string;
+  record_id: string;
+  action: string;
 }
 
 async function fundExists(db: TableClient, id: string): Promise<boolean> {
@@ -343,7 +380,7 @@ export const tools: Tool[] = [
       ...f.expense,
       note: nullable(f.expense.note),
     }),
-    output: { expense },
+    output: { expense, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.update<Expense>(
         'personal_transactions',
@@ -352,7 +389,11 @@ export const tools: Tool[] = [
         EXPENSE_COLUMNS,
       );
       if (!row) throw notFound('expense', args.id, 'list_expenses');
-      return { structured: { expense: row }, summary: `Updated expense "${row.name}" (${row.id}).` };
+      const undo = await undoable(db, 'personal_transactions', row.id);
+      return {
+        structured: { expense: row, ...undo.fields },
+        summary: `Updated expense "${row.name}" (${row.id}).${undo.text}`,
+      };
     },
   }),
   tool<ById>()({
@@ -362,13 +403,14 @@ export const tools: Tool[] = [
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The expense id (list_expenses shows them)') }),
-    output: { deleted: expense },
+    output: { deleted: expense, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.remove<Expense>('personal_transactions', args.id, EXPENSE_COLUMNS);
       if (!row) throw notFound('expense', args.id, 'list_expenses');
+      const undo = await undoable(db, 'personal_transactions', row.id);
       return {
-        structured: { deleted: row },
-        summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).`,
+        structured: { deleted: row, ...undo.fields },
+        summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).${undo.text}`,
       };
     },
   }),
@@ -503,7 +545,7 @@ export const tools: Tool[] = [
       target_amount: nullable(f.fund.target_amount),
       description: nullable(f.fund.description),
     }),
-    output: { fund },
+    output: { fund, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.update<FundRow>(
         'funds',
@@ -512,7 +554,11 @@ export const tools: Tool[] = [
         FUND_COLUMNS,
       );
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
-      return { structured: { fund: row }, summary: `Updated fund "${row.name}" (${row.status}).` };
+      const undo = await undoable(db, 'funds', row.id);
+      return {
+        structured: { fund: row, ...undo.fields },
+        summary: `Updated fund "${row.name}" (${row.status}).${undo.text}`,
+      };
     },
   }),
   tool<FundTransactionArgs>()({
@@ -579,13 +625,14 @@ export const tools: Tool[] = [
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The fund transaction id (list_fund_transactions shows them)') }),
-    output: { deleted: fundTransaction },
+    output: { deleted: fundTransaction, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.remove<FundTransaction>('fund_transactions', args.id, FUND_TRANSACTION_COLUMNS);
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
+      const undo = await undoable(db, 'fund_transactions', row.id);
       return {
-        structured: { deleted: row },
-        summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).`,
+        structured: { deleted: row, ...undo.fields },
+        summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).${undo.text}`,
       };
     },
   }),
@@ -638,7 +685,7 @@ export const tools: Tool[] = [
       phone: nullable(f.contact.phone),
       email: nullable(f.contact.email),
     }),
-    output: { contact },
+    output: { contact, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.update<Contact>(
         'contacts',
@@ -647,7 +694,11 @@ export const tools: Tool[] = [
         CONTACT_COLUMNS,
       );
       if (!row) throw notFound('contact', args.id, 'list_contacts');
-      return { structured: { contact: row }, summary: `Updated contact "${row.name}" (${row.id}).` };
+      const undo = await undoable(db, 'contacts', row.id);
+      return {
+        structured: { contact: row, ...undo.fields },
+        summary: `Updated contact "${row.name}" (${row.id}).${undo.text}`,
+      };
     },
   }),
 
@@ -780,7 +831,7 @@ export const tools: Tool[] = [
       id: uuid('The fund transaction id (list_fund_transactions shows them)'),
       ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
     }),
-    output: { transaction: fundTransaction },
+    output: { transaction: fundTransaction, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.update<FundTransaction>(
         'fund_transactions',
@@ -789,7 +840,11 @@ export const tools: Tool[] = [
         FUND_TRANSACTION_COLUMNS,
       );
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
-      return { structured: { transaction: row }, summary: `Updated fund transaction "${row.name}" (${row.id}).` };
+      const undo = await undoable(db, 'fund_transactions', row.id);
+      return {
+        structured: { transaction: row, ...undo.fields },
+        summary: `Updated fund transaction "${row.name}" (${row.id}).${undo.text}`,
+      };
     },
   }),
   tool<{ fund_id: string; contact_id: string }>()({
@@ -823,6 +878,58 @@ export const tools: Tool[] = [
       return {
         structured: { participant: row },
         summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.`,
+      };
+    },
+  }),
+  tool<Paging & { table?: string; record_id?: string; since?: string }>()({
+    name: 'list_activity',
+    title: 'List changes: who changed what',
+    description:
+      "Lists the changes of the workspace's records, newest first: every create, update and delete, made through any " +
+      'surface or by SQL in the database, with the record before and after, when, who (the token and its scope, or the ' +
+      'database) and through which surface. Filters: table, record_id, since (a date or date-time). Pages like the other ' +
+      'lists. undo_change takes the id of a change.',
+    annotations: READ,
+    required: [],
+    input: () => ({
+      ...paging,
+      table: { type: 'string', enum: TRACKED_TABLES, description: 'Only changes of this table' },
+      record_id: {
+        type: 'string',
+        minLength: 1,
+        maxLength: 200,
+        description: "Only changes of this record (its id; a fund participant's is fund_id/contact_id)",
+      },
+      since: dateOrDateTime('Only changes at or after this moment (a date means from 00:00 UTC of that day)'),
+    }),
+    output: { changes: array(change), ...pageOutput },
+    async run(args, { db }) {
+      const q = new URLSearchParams({ select: ACTIVITY_COLUMNS, order: 'at.desc,id.desc' });
+      if (args.table !== undefined) q.append('table_name', `eq.${args.table}`);
+      if (args.record_id !== undefined) q.append('record_id', `eq.${args.record_id}`);
+      if (args.since !== undefined) q.append('at', `gte.${rangeStart(args.since)}`);
+      const page = await db.page<Change>('activity', q, args.limit ?? DEFAULT_LIMIT, args.offset ?? 0);
+      return { structured: { changes: page.rows, ...pageFields(page) }, summary: pageText(page, 'changes') };
+    },
+  }),
+  tool<{ activity_id: string }>()({
+    name: 'undo_change',
+    title: 'Undo a change',
+    description:
+      'Puts the record of a change (an id from list_activity, or the activity_id an update_* or delete_* result names) back ' +
+      'as it was before it: a deleted record comes back with its id (a fund with the transactions and participants its ' +
+      'delete took), an update is reverted, a created record is deleted. Refused, naming the later change, when the ' +
+      'record changed again since. The undo is itself a change in the log.',
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    required: ['activity_id'],
+    input: () => ({ activity_id: uuid('The id of the change to undo (list_activity shows them)') }),
+    output: { undone: uuid('The change undone'), changes: array(change, 'The changes the undo made') },
+    async run(args, { db }) {
+      const changes = await db.rpc<Change[]>('undo_change', { activity_id: args.activity_id });
+      const what = changes.map((c) => `${c.action} of ${c.table_name} ${c.record_id}`).join(', ');
+      return {
+        structured: { undone: args.activity_id, changes },
+        summary: `Undid change ${args.activity_id}: ${what || 'nothing left to change'}.`,
       };
     },
   }),

@@ -65,7 +65,7 @@ describe('access on every surface, two instances', () => {
     for (const app of [a.app, b.app]) {
       expect((await rest(app, jwt).expect(200)).body).toHaveLength(1);
       expect((await wrapper(app, jwt).expect(200)).body).toHaveLength(1);
-      expect((await mcp(app, t.token).expect(200)).body.result.tools).toHaveLength(19); // a write token: the 14 core tools and 5 more
+      expect((await mcp(app, t.token).expect(200)).body.result.tools).toHaveLength(21); // a write token: the 14 core tools and 7 more
     }
 
     await revokeToken(db.admin, t.id, ws.id, 'test');

@@ -272,3 +272,59 @@ describe('retention', () => {
     }
   });
 });
+
+describe('through MCP: list_activity, undo_change, and the activity id of an update or delete', () => {
+  const callTool = async (name: string, args: Record<string, unknown>) => {
+    const res = await request(t.app)
+      .post(`/mcp?token=${tokenA}`)
+      .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
+      .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
+      .expect(200);
+    return res.body.result as {
+      isError?: boolean;
+      structuredContent: Record<string, unknown>;
+      content: { text: string }[];
+    };
+  };
+
+  it('an agent deletes the wrong expense, finds the change and puts it back with one call', async () => {
+    const created = await callTool('create_expense', expense('Agent mistake', 42));
+    const id = (created.structuredContent.expense as { id: string }).id;
+    const deleted = await callTool('delete_expense', { id });
+    expect(deleted.isError).toBeUndefined();
+    const activityId = deleted.structuredContent.activity_id as string;
+    expect(deleted.content[0]!.text).toContain(`To undo it: undo_change with activity_id ${activityId}.`);
+    expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE id = ${id}`).toHaveLength(0);
+
+    const listed = await callTool('list_activity', { table: 'personal_transactions', record_id: id });
+    const changes = listed.structuredContent.changes as Activity[];
+    expect(changes.map((c) => [c.id === activityId, c.action, c.surface])).toEqual([
+      [true, 'delete', 'mcp'],
+      [false, 'insert', 'mcp'],
+    ]);
+
+    const undone = await callTool('undo_change', { activity_id: activityId });
+    expect(undone.isError).toBeUndefined();
+    expect(undone.structuredContent).toMatchObject({
+      undone: activityId,
+      changes: [expect.objectContaining({ action: 'insert', undo_of: activityId, surface: 'mcp' })],
+    });
+    expect(await db.admin`SELECT amount::float AS amount FROM public.personal_transactions WHERE id = ${id}`).toEqual([
+      { amount: 42 },
+    ]);
+
+    const again = await callTool('undo_change', { activity_id: activityId });
+    expect(again.isError).toBe(true);
+    expect(again.content[0]!.text).toContain('changed again since');
+  });
+
+  it('an update names its change, and undo_change reverts it', async () => {
+    const updated = await callTool('update_contact', { id: a.contactId, nickname: 'Oops' });
+    const activityId = updated.structuredContent.activity_id as string;
+    expect(activityId).toMatch(/^[0-9a-f-]{36}$/);
+    await callTool('undo_change', { activity_id: activityId });
+    expect(await db.admin`SELECT nickname FROM public.contacts WHERE id = ${a.contactId}`).toEqual([
+      { nickname: null },
+    ]);
+  });
+});

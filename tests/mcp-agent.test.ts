@@ -268,6 +268,7 @@ describe('scope-aware tools', () => {
     expect(names).toEqual([
       'get_fund',
       'get_workspace',
+      'list_activity',
       'list_contacts',
       'list_expenses',
       'list_fund_transactions',

@@ -40,7 +40,7 @@ describe('tally mcp (stdio)', () => {
     const client = new Client({ name: 'desktop', version: '1' });
     await client.connect(transport(token));
     try {
-      expect((await client.listTools()).tools).toHaveLength(19);
+      expect((await client.listTools()).tools).toHaveLength(21);
       const created = (await client.callTool({
         name: 'create_contact',
         arguments: { name: 'Via stdio' },
@@ -118,6 +118,7 @@ describe('tally mcp (stdio)', () => {
       expect(names).toEqual([
         'get_fund',
         'get_workspace',
+        'list_activity',
         'list_contacts',
         'list_expenses',
         'list_fund_transactions',

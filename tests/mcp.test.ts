@@ -33,6 +33,7 @@ const TOOLS = defined.map((t) => t.name).sort();
 const READ_TOOLS = [
   'get_fund',
   'get_workspace',
+  'list_activity',
   'list_contacts',
   'list_expenses',
   'list_fund_transactions',
