@@ -406,24 +406,27 @@ describe('counts and media types', () => {
 });
 
 describe('insert', () => {
-  it('POST: the body is one jsonb parameter; without a representation only a count comes back', () => {
+  it('POST of one object: INSERT … VALUES from the one jsonb parameter; without a representation only a count comes back', () => {
     expect(compileWrite('tags', { method: 'POST', body: { id: 1, name: 'a' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
 
-  it('POST with return=representation shapes the returned rows by select', () => {
+  it('POST of an array: INSERT … SELECT over its elements, in order; return=representation shapes the rows by select', () => {
     expect(
       compileWrite('tags', {
         method: 'POST',
-        body: [{ id: 1, name: 'a' }],
+        body: [
+          { id: 1, name: 'a' },
+          { id: 2, name: 'b' },
+        ],
         headers: { Prefer: 'return=representation' },
         query: 'select=id',
       }),
     ).toEqual({
       text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING "pgrst_0".*), pgrst_rows AS (SELECT "pgrst_src"."id" AS "id" FROM pgrst_source AS "pgrst_src") SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_rows AS "_postgrest_t"`,
-      params: ['[{"id":1,"name":"a"}]'],
+      params: ['[{"id":1,"name":"a"},{"id":2,"name":"b"}]'],
     });
   });
 
@@ -435,22 +438,22 @@ describe('insert', () => {
         headers: { Prefer: 'missing=default' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("post_id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $1::text THEN "pgrst_rec"."post_id" ELSE NULL END, CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($3::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
-      params: ['post_id', 'body', '[{"post_id":1,"body":"x"}]'],
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("post_id", "body") VALUES (CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $2::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."post_id" ELSE NULL END, CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $3::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."body" ELSE NULL END) RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      params: ['[{"post_id":1,"body":"x"}]', 'post_id', 'body'],
     });
   });
 
   it('an empty object inserts the first column default', () => {
     // The catalog's default expression is spliced into the text as Postgres printed it (catalog text, never client text).
     expect(compileWrite('comments', { method: 'POST', body: {} })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id") SELECT nextval('blog.comments_id_seq'::regclass) FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
-      params: ['[{}]'],
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id") VALUES (nextval('blog.comments_id_seq'::regclass)) RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      params: [],
     });
   });
 
   it('a table without a primary key has no Location', () => {
     expect(compileWrite('logs', { method: 'POST', body: { line: 'x' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."logs" AS "pgrst_0" ("line") SELECT "pgrst_rec"."line" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."logs", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."logs" AS "pgrst_0" ("line") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."logs", ($1::text::pg_catalog.jsonb -> 0)))."line") RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
       params: ['[{"line":"x"}]'],
     });
   });
@@ -463,7 +466,7 @@ describe('insert', () => {
         headers: { Prefer: 'resolution=merge-duplicates' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -477,14 +480,14 @@ describe('insert', () => {
         headers: { Prefer: 'resolution=ignore-duplicates' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("name") DO NOTHING RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("name") DO NOTHING RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
 
   it('PUT is an upsert on the primary key', () => {
     expect(compileWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") SELECT "pgrst_rec"."id", "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -726,8 +729,8 @@ describe('edge cases', () => {
 
   it('POST with columns= writes only those columns', () => {
     expect(compileWrite('tags', { method: 'POST', query: 'columns=name', body: [{ name: 'a', id: 9 }] })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("name") SELECT "pgrst_rec"."name" FROM pg_catalog.jsonb_array_elements($1::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."tags", pg_catalog.jsonb_build_object($2::text, "pgrst_body"."elem" -> $3::text)) AS "pgrst_rec" ORDER BY "pgrst_body"."ord" RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
-      params: ['[{"name":"a","id":9}]', 'name', 'name'],
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", pg_catalog.jsonb_build_object($1::text, ($2::text::pg_catalog.jsonb -> 0) -> $3::text)))."name") RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      params: ['name', '[{"name":"a","id":9}]', 'name'],
     });
   });
 
@@ -739,8 +742,8 @@ describe('edge cases', () => {
         headers: { Prefer: 'resolution=merge-duplicates,missing=default,return=headers-only' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id", "body") SELECT CASE WHEN "pgrst_body"."elem" ? $1::text THEN "pgrst_rec"."id" ELSE nextval('blog.comments_id_seq'::regclass) END, CASE WHEN "pgrst_body"."elem" ? $2::text THEN "pgrst_rec"."body" ELSE NULL END FROM pg_catalog.jsonb_array_elements($3::text::pg_catalog.jsonb) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::"blog"."comments", "pgrst_body"."elem") AS "pgrst_rec" ORDER BY "pgrst_body"."ord" ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "body" = EXCLUDED."body" RETURNING "pgrst_0"."id" AS "pgrst_k0", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array("pgrst_src"."pgrst_k0"::text))::text FROM pgrst_source AS "pgrst_src") AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
-      params: ['id', 'body', '[{"id":1,"body":"x"}]'],
+      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id", "body") VALUES (CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $2::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."id" ELSE nextval('blog.comments_id_seq'::regclass) END, CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $3::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."body" ELSE NULL END) ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "body" = EXCLUDED."body" RETURNING "pgrst_0"."id" AS "pgrst_k0", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, (SELECT pg_catalog.json_agg(pg_catalog.json_build_array("pgrst_src"."pgrst_k0"::text))::text FROM pgrst_source AS "pgrst_src") AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      params: ['[{"id":1,"body":"x"}]', 'id', 'body'],
     });
   });
 });

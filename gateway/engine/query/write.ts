@@ -1,6 +1,13 @@
 // Write statements: one INSERT/UPDATE/DELETE in a data-modifying CTE, whose returned rows are
 // shaped by the same select tree as a read (embeds included). The body is one JSON parameter
-// expanded by jsonb_populate_record, so a bulk insert is one statement, all rows or none.
+// read by jsonb_populate_record, so a bulk insert is one statement, all rows or none.
+//
+// A body of one row is inserted with VALUES, an array of rows by INSERT … SELECT over its
+// elements. Both are one statement; they differ on a sharded database: Citus routes an INSERT …
+// VALUES to the one shard of the row's workspace and commits it there in one phase, while it runs
+// any INSERT … SELECT whose source is not a table through the coordinator (the rows copied to the
+// shard as an intermediate result) and commits that in two phases (PREPARE TRANSACTION on the
+// worker), which costs a request several more round trips.
 
 import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { DeletePlan, InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
@@ -36,7 +43,7 @@ const KEYS_PER_CALL = 50;
 function bodyRecord(
   plan: InsertPlan | UpdatePlan,
   elem: Fragment,
-): { record: Fragment; value: (c: Column) => Fragment } {
+): { record: Fragment; value: (c: Column) => Fragment; inline: (c: Column) => Fragment } {
   const table = qualified(plan.relation.schema, plan.relation.name);
   const represented = plan.columns.filter((c) => c.representation?.fromJson);
   let source: Fragment;
@@ -49,12 +56,15 @@ function bodyRecord(
     }
     source = calls.length > 0 ? join(calls, sql` || `) : sql`'{}'::pg_catalog.jsonb`;
   } else source = represented.reduce((e, c) => sql`(${e} - ${text(c.name)})`, elem);
+  const populated = sql`pg_catalog.jsonb_populate_record(NULL::${table}, ${source})`;
+  const fromBody = (c: Column, otherwise: () => Fragment) =>
+    c.representation?.fromJson
+      ? callOf(c.representation.fromJson, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`)
+      : otherwise();
   return {
-    record: sql`pg_catalog.jsonb_populate_record(NULL::${table}, ${source}) AS "pgrst_rec"`,
-    value: (c) =>
-      c.representation?.fromJson
-        ? callOf(c.representation.fromJson, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`)
-        : sql`"pgrst_rec".${ident(c.name)}`,
+    record: sql`${populated} AS "pgrst_rec"`,
+    value: (c) => fromBody(c, () => sql`"pgrst_rec".${ident(c.name)}`),
+    inline: (c) => fromBody(c, () => sql`(${populated}).${ident(c.name)}`),
   };
 }
 
@@ -63,14 +73,18 @@ const defaultOf = (c: Column): Fragment => (c.defaultExpr === null ? sql`NULL` :
 
 function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment, returning: Fragment): Fragment {
   const rel = plan.relation;
-  const rec = bodyRecord(plan, ELEM);
+  const body = jsonb(plan.bodyJson);
+  // One row: its object (the body's one element) read in VALUES; else each element in turn.
+  const one = plan.rowCount === 1;
+  const elem = one ? sql`(${body} -> 0)` : ELEM;
+  const rec = bodyRecord(plan, elem);
   // No column named (`{}`): one row of defaults, written through the first writable column.
   const cols = plan.columns.length > 0 ? plan.columns : rel.columnList.filter((c) => !c.generated).slice(0, 1);
   const values = cols.map((c) => {
     if (plan.columns.length === 0) return defaultOf(c);
-    const value = rec.value(c);
+    const value = one ? rec.inline(c) : rec.value(c);
     if (!plan.missingDefault) return value;
-    return sql`CASE WHEN ${ELEM} ? ${text(c.name)} THEN ${value} ELSE ${defaultOf(c)} END`;
+    return sql`CASE WHEN ${elem} ? ${text(c.name)} THEN ${value} ELSE ${defaultOf(c)} END`;
   });
   let conflict = sql``;
   if (plan.onConflict) {
@@ -80,7 +94,9 @@ function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment, returning
         : sql`DO UPDATE SET ${join(plan.columns.map((c) => sql`${ident(c.name)} = EXCLUDED.${ident(c.name)}`))}`;
     conflict = sql` ON CONFLICT (${join(plan.onConflict.columns.map(ident))}) ${action}`;
   }
-  return sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))}) SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${jsonb(plan.bodyJson)}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${returning}`;
+  const into = sql`INSERT INTO ${table} AS ${alias} (${join(cols.map((c) => ident(c.name)))})`;
+  if (one) return sql`${into} VALUES (${join(values)})${conflict} RETURNING ${returning}`;
+  return sql`${into} SELECT ${join(values)} FROM pg_catalog.jsonb_array_elements(${body}) WITH ORDINALITY AS "pgrst_body"("elem", "ord") CROSS JOIN LATERAL ${rec.record} ORDER BY "pgrst_body"."ord"${conflict} RETURNING ${returning}`;
 }
 
 /**

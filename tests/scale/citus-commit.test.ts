@@ -1,0 +1,163 @@
+import postgres, { type Notice, type Sql } from 'postgres';
+import request from 'supertest';
+import { jwtKeys } from '../../gateway/auth/jwt.js';
+import { loadConfig } from '../../gateway/config.js';
+import type { AppContext } from '../../gateway/context.js';
+import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { createPool } from '../../gateway/engine/pool.js';
+import { createApp, type App } from '../../gateway/server.js';
+import { TEST_JWT_SECRET } from '../harness/app.js';
+import { tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
+import { TEST_API_KEY } from '../harness/rest.js';
+import { startCitusCluster, type CitusCluster } from './harness/citus.js';
+
+// One workspace's write commits on its shard in one phase. Citus commits a transaction that
+// wrote through more than one connection, or through its coordinator's COPY of intermediate
+// results (the plan of an INSERT … SELECT whose source is not a table), in two phases: PREPARE
+// TRANSACTION on each worker, a row in the coordinator's pg_dist_transaction, COMMIT PREPARED;
+// several round trips more per request. Proven here from Citus itself, two ways: the commands
+// the coordinator sent to the workers (citus.log_remote_commands) hold no PREPARE TRANSACTION,
+// and pg_dist_transaction gains no row (its clean-up, which deletes rows, is switched off for
+// the run). An array of rows, which still commits in two phases, shows that both would see one.
+
+const DB = 'tally_commit';
+
+let cluster: CitusCluster;
+let owner: Sql;
+let app: App;
+let ctx: AppContext;
+let a: WorkspaceFixture;
+let writeA: { id: string; token: string };
+let jwtA: string;
+let remote: string[] = [];
+
+beforeAll(async () => {
+  cluster = await startCitusCluster({ workers: 2 });
+  const ownerUrl = await cluster.createDatabase(DB);
+  await migrate(ownerUrl);
+  await applyPolicies(ownerUrl);
+  owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
+  // The maintenance daemon's recovery of prepared transactions deletes pg_dist_transaction's
+  // rows; off, so that a two-phase commit during the test stays counted.
+  await owner`ALTER SYSTEM SET citus.recover_2pc_interval = -1`;
+  await owner`SELECT pg_reload_conf()`;
+  a = await workspaceWithData(owner, 'Commit A');
+  writeA = await tokenFor(owner, a.id, 'write');
+  const config = loadConfig({
+    TALLY_JWT_SECRET: TEST_JWT_SECRET,
+    DATABASE_URL: ownerUrl,
+    TALLY_PUBLISHABLE_KEYS: TEST_API_KEY,
+    TALLY_RATE_LIMIT_PER_MINUTE: '100000',
+  });
+  const serverUrl = new URL(ownerUrl);
+  serverUrl.username = 'authenticator';
+  const db = createPool(serverUrl.toString(), {
+    size: 2,
+    acquireTimeoutMs: 10_000,
+    perKey: 2,
+    client: {
+      prepare: true,
+      connect_timeout: 10,
+      connection: { application_name: 'tally', 'citus.log_remote_commands': 'on', client_min_messages: 'notice' },
+      onnotice: (n: Notice) => {
+        if (String(n.message).startsWith('issuing ')) remote.push(String(n.message));
+      },
+    } as never,
+  });
+  ctx = { config, db, jwt: jwtKeys(TEST_JWT_SECRET) };
+  app = createApp(ctx);
+  const exchanged = await request(app).post('/api/v1/token').set('Authorization', `Bearer ${writeA.token}`).expect(200);
+  jwtA = exchanged.body.access_token as string;
+}, 600_000);
+
+afterAll(async () => {
+  await ctx?.db.end({ timeout: 5 });
+  await owner?.end();
+  await cluster?.stop();
+});
+
+const rest = (method: 'post' | 'patch' | 'delete', path: string) => {
+  const agent = request(app);
+  return agent[method](`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+};
+
+const mcp = (name: string, args: Record<string, unknown>) =>
+  request(app)
+    .post(`/mcp?token=${writeA.token}`)
+    .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
+    .send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }));
+
+const preparedCount = async () =>
+  (await owner<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_dist_transaction`)[0]!.n;
+
+/** How one request committed on the workers: what it sent them, and pg_dist_transaction's growth. */
+async function commitOf(what: string, send: () => Promise<request.Response>) {
+  // The token's last use is written at most once a minute: written by this request too.
+  await owner`UPDATE api_tokens SET last_used_at = NULL WHERE id = ${writeA.id}`;
+  remote = [];
+  const before = await preparedCount();
+  const res = await send();
+  expect({ what, status: res.status < 400 && !res.body?.result?.isError ? 'ok' : res.text }).toEqual({
+    what,
+    status: 'ok',
+  });
+  const wrote = remote.some((c) => /^issuing (INSERT|UPDATE|DELETE|WITH|COPY)\b/.test(c));
+  const prepared = remote.filter((c) => /PREPARE TRANSACTION|COMMIT PREPARED/.test(c)).length;
+  return { what, wrote, prepared, recorded: (await preparedCount()) - before };
+}
+
+const expense = { amount: 4, category_id: 'food-drinks', method_id: 'cash' };
+
+test('one row written by a request of one workspace commits on its shard in one phase', async () => {
+  const results = [
+    await commitOf('POST one row', () => rest('post', 'personal_transactions').send({ ...expense, name: 'Tea' })),
+    await commitOf('POST one row, its representation back', () =>
+      rest('post', 'personal_transactions?select=id,name')
+        .set('Prefer', 'return=representation')
+        .send([{ ...expense, name: 'Coffee' }]),
+    ),
+    await commitOf('upsert of one row', () =>
+      rest('post', 'personal_transactions?on_conflict=workspace_id,id')
+        .set('Prefer', 'resolution=merge-duplicates,missing=default')
+        .send({ ...expense, id: a.expenseId, name: 'Lunch, upserted' }),
+    ),
+    await commitOf('PATCH', () => rest('patch', `personal_transactions?id=eq.${a.expenseId}`).send({ note: 'n' })),
+    await commitOf('DELETE', () => rest('delete', `personal_transactions?name=eq.Tea`)),
+    await commitOf('a fund transaction', () =>
+      rest('post', 'fund_transactions').send({
+        fund_id: a.fundId,
+        name: 'In',
+        amount: 5,
+        category_id: 'fund-income',
+        method_id: 'cash',
+      }),
+    ),
+    await commitOf('/api/v1 POST personal_transactions', () =>
+      request(app)
+        .post('/api/v1/personal_transactions')
+        .set('Authorization', `Bearer ${jwtA}`)
+        .send({ ...expense, name: 'Bread' }),
+    ),
+    await commitOf('MCP create_expense', () => mcp('create_expense', { ...expense, name: 'Mcp lunch' })),
+  ];
+  expect(results).toEqual(results.map((r) => ({ what: r.what, wrote: true, prepared: 0, recorded: 0 })));
+  // The token exchange writes on the coordinator alone (the token's last use, the rate limit).
+  const exchange = await commitOf('token exchange', () =>
+    request(app).post('/api/v1/token').set('Authorization', `Bearer ${writeA.token}`),
+  );
+  expect(exchange).toEqual({ what: 'token exchange', wrote: false, prepared: 0, recorded: 0 });
+  const [used] = await owner<
+    { used: boolean }[]
+  >`SELECT last_used_at IS NOT NULL AS used FROM api_tokens WHERE id = ${writeA.id}`;
+  expect(used!.used).toBe(true);
+});
+
+test('an array of rows still commits in two phases, and both instruments see it', async () => {
+  const bulk = await commitOf('POST two rows', () =>
+    rest('post', 'personal_transactions').send([
+      { ...expense, name: 'Bulk 1' },
+      { ...expense, name: 'Bulk 2' },
+    ]),
+  );
+  expect(bulk).toEqual({ what: 'POST two rows', wrote: true, prepared: 2, recorded: 1 });
+});
