@@ -1,6 +1,9 @@
-// Configuration from the environment (the README's configuration table lists it). Parsed once at start; a bad
-// value stops the start with a one-line message instead of surfacing later as a 500.
+// Configuration from the environment (the README's configuration table lists it, and a test
+// holds the two together). Every variable is parsed here, once, with zod, and nowhere else reads
+// the environment for a setting; a bad value stops the start with one line naming the variable
+// and what it accepts, instead of surfacing later as a 500 or being silently taken as a default.
 
+import { z } from 'zod';
 import type { HttpLimits } from './connections.js';
 import type { EngineConfig } from './engine/config.js';
 
@@ -28,7 +31,7 @@ export interface Config extends EngineConfig, HttpLimits {
   poolAcquireTimeoutMs: number;
   poolPerTenant: number;
   poolReserved: number;
-  logLevel: string;
+  logLevel: LogLevel;
   /** Lifetime of a sign-in session of the settings pages. */
   settingsSessionHours: number;
   /** Failed settings sign-ins per (email, client address) / per client address in 15 minutes before growing delays. */
@@ -40,52 +43,73 @@ export interface Config extends EngineConfig, HttpLimits {
   mcpAllowedOrigins: string[];
   /** Statements are prepared on their connection (PostgREST's db-prepared-statements); off behind a transaction pooler. */
   preparedStatements: boolean;
+  /** Behind one reverse proxy: client addresses come from X-Forwarded-For, session cookies are Secure. */
+  trustProxy: boolean;
+  /** The workspace token `tally mcp` (MCP on stdio) serves. */
+  workspaceToken: string | undefined;
+  /** The variables the environment gave a value (the others took their defaults). */
+  given: ReadonlySet<Setting>;
 }
 
 export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>;
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
-  const value = Number(raw);
-  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
-  return value;
-}
-
-function flag(env: Env, name: string, fallback = false): boolean {
-  const raw = (env[name] ?? '').trim().toLowerCase();
-  if (raw === '') return fallback;
-  if (raw === 'false' || raw === '0' || raw === 'off') return false;
-  if (raw === 'true' || raw === '1' || raw === 'on') return true;
-  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
-}
-
-function list(raw: string | undefined): string[] {
-  return (raw ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
 const identifier = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
-/** An origin as browsers send it (scheme, host, port; no path), or a ConfigError naming it. */
-function origin(raw: string): string {
-  let url: URL | undefined;
-  try {
-    url = new URL(raw);
-  } catch {
-    url = undefined;
-  }
-  if (!url || !/^https?:$/.test(url.protocol) || url.origin !== raw.replace(/\/$/, ''))
-    throw new ConfigError(
-      `TALLY_MCP_ALLOWED_ORIGINS must list origins such as https://app.example.com (no path), got "${raw}"`,
-    );
-  return url.origin;
-}
+/** A variable's text, trimmed; unset and empty are the same: the default. */
+const raw = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+/** A whole number within bounds; undefined when unset (the default is applied below). */
+const integer = (min: number, max: number) =>
+  raw.pipe(
+    z
+      .string()
+      .regex(/^\d+$/, `must be a whole number from ${min} to ${max}`)
+      .transform(Number)
+      .pipe(z.number().min(min, `must be from ${min} to ${max}`).max(max, `must be from ${min} to ${max}`))
+      .optional(),
+  );
+
+const TRUE = ['true', '1', 'yes', 'on'];
+const FALSE = ['false', '0', 'no', 'off'];
+/** A switch: true/false, 1/0, yes/no or on/off, in any case; anything else is refused, never taken as off. */
+const boolean = (fallback: boolean) =>
+  raw.transform((v, ctx) => {
+    if (v === undefined) return fallback;
+    const word = v.toLowerCase();
+    if (TRUE.includes(word)) return true;
+    if (FALSE.includes(word)) return false;
+    ctx.addIssue({ code: 'custom', message: `must be one of ${[...TRUE, ...FALSE].join(', ')}` });
+    return z.NEVER;
+  });
+
+/** A comma-separated list (blanks dropped); undefined when the variable is unset. */
+const list = (itemOk: RegExp, what: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v) =>
+      v === undefined
+        ? undefined
+        : v
+            .split(',')
+            .map((s) => s.trim())
+            .filter((s) => s.length > 0),
+    )
+    .refine((items) => items === undefined || items.every((s) => itemOk.test(s)), `must be ${what}, comma separated`);
+
+const name = (what: string) => raw.refine((v) => v === undefined || identifier.test(v), `must be ${what}`);
+
+/** A secret as it was given (blanks are part of it); unset or empty: none. */
+const verbatim = z
+  .string()
+  .optional()
+  .transform((v) => v || undefined);
+const secret = verbatim.refine((v) => v === undefined || v.length >= 32, 'must be at least 32 characters long');
 
 /**
  * A postgres:// URL of the environment, its password percent-encoded where it holds characters
@@ -94,22 +118,129 @@ function origin(raw: string): string {
  * The password is what lies between the user's `:` and the last `@`; a `%` that starts an
  * escape is kept, so an encoded password stays as it is.
  */
-function postgresUrl(env: Env, name: string): string | undefined {
-  const raw = env[name] || undefined;
-  if (raw === undefined) return undefined;
-  if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError(`${name} must be a postgres:// or postgresql:// URL`);
-  const m = /^(postgres(?:ql)?:\/\/[^:@/?#]*:)(.*)(@[^@]*)$/s.exec(raw);
-  if (!m) return raw;
+const postgresUrl = raw.transform((value, ctx) => {
+  if (value === undefined) return undefined;
+  if (!/^postgres(ql)?:\/\//.test(value)) {
+    ctx.addIssue({ code: 'custom', message: 'must be a postgres:// or postgresql:// URL' });
+    return z.NEVER;
+  }
+  const m = /^(postgres(?:ql)?:\/\/[^:@/?#]*:)(.*)(@[^@]*)$/s.exec(value);
+  if (!m) return value;
   const [, head = '', password = '', tail = ''] = m;
   const encoded = password.replace(/%(?![0-9A-Fa-f]{2})|[^A-Za-z0-9\-._~!$&'()*+,;=%]/g, (c) => encodeURIComponent(c));
-  const url = head + encoded + tail;
   try {
     // A URL holds one host; libpq's list of several (h1:5432,h2:5432) is checked by its first.
     new URL(head + encoded + tail.replace(/^@([^/?#,]*)[^/?#]*/, '@$1'));
   } catch {
-    throw new ConfigError(`${name} is not a valid URL (host, port or database)`);
+    ctx.addIssue({ code: 'custom', message: 'is not a valid URL (host, port or database)' });
+    return z.NEVER;
   }
-  return url;
+  return head + encoded + tail;
+});
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * Every variable Tally reads, and how. The README's configuration table has a row for each
+ * (tests/readme.test.ts compares them). Defaults that depend on another variable are applied in
+ * loadConfig.
+ */
+const ENVIRONMENT = z.object({
+  DATABASE_URL: postgresUrl,
+  TALLY_DB_URI: postgresUrl,
+  TALLY_DB_API_ROLES: list(identifier, 'role names'),
+  TALLY_DB_READ_ONLY_ROLES: list(identifier, 'role names'),
+  TALLY_HOME: raw,
+  TALLY_EMBEDDED_PG_PORT: integer(1, 65535),
+  PORT: integer(0, 65535),
+  HOST: raw,
+  TALLY_DB_SCHEMAS: list(identifier, 'schema names').refine(
+    (s) => s === undefined || s.length > 0,
+    'must name at least one schema',
+  ),
+  TALLY_DB_ANON_ROLE: name('a role name'),
+  TALLY_DB_PRE_REQUEST: z
+    .string()
+    .optional()
+    .transform((v) => v?.trim())
+    .refine((v) => !v || v.split('.').every((p) => identifier.test(p)), 'must be a function name (or empty for none)'),
+  TALLY_JWT_SECRET: secret,
+  TALLY_JWT_SECRET_PREVIOUS: secret,
+  TALLY_PUBLISHABLE_KEYS: list(/./, 'keys'),
+  TALLY_RATE_LIMIT_PER_MINUTE: integer(1, 10_000_000),
+  TALLY_HTTP_CONNECTIONS_PER_ADDRESS: integer(0, 1_000_000),
+  TALLY_HTTP_HEADERS_TIMEOUT_MS: integer(100, 600_000),
+  TALLY_HTTP_REQUEST_TIMEOUT_MS: integer(100, 3_600_000),
+  TALLY_MAX_BODY_BYTES: integer(1024, 1024 * 1024 * 1024),
+  TALLY_DB_STATEMENT_TIMEOUT_MS: integer(0, 3_600_000),
+  TALLY_DB_POOL: integer(1, 1000),
+  TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: integer(100, 600_000),
+  TALLY_DB_POOL_RESERVED: integer(0, 999),
+  TALLY_DB_POOL_PER_TENANT: integer(1, 1000),
+  TALLY_DB_TENANT_CLAIM: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined || v.trim() !== '', 'must name a JWT claim'),
+  TALLY_DB_TENANT_COLUMN: z
+    .string()
+    .optional()
+    .refine(
+      (v) => v === undefined || v.trim() === '' || identifier.test(v.trim()),
+      'must be a column name (or empty for none)',
+    ),
+  TALLY_DB_MAX_EMBED_DEPTH: integer(0, 100),
+  TALLY_DB_MAX_SELECT_WIDTH: integer(1, 1600),
+  TALLY_DB_MAX_RESPONSE_BYTES: integer(1024, 1024 * 1024 * 1024),
+  TALLY_DB_WORK_MEM: raw.refine(
+    (v) => v === undefined || /^\d{1,7}(kB|MB|GB)$/.test(v),
+    'must be a size such as 4MB or 512kB',
+  ),
+  TALLY_DB_AGGREGATES_ENABLED: boolean(false),
+  TALLY_DB_PLAN_ENABLED: boolean(false),
+  TALLY_DB_PREPARED_STATEMENTS: boolean(true),
+  TALLY_SETTINGS_SESSION_HOURS: integer(1, 24 * 30),
+  TALLY_SIGN_IN_FAILURES_PER_ACCOUNT: integer(1, 1000),
+  TALLY_SIGN_IN_FAILURES_PER_ADDRESS: integer(1, 100_000),
+  TALLY_ACTIVITY_RETENTION_DAYS: integer(1, 36_500),
+  TALLY_MCP_ALLOWED_ORIGINS: list(/./, 'origins').transform((items, ctx) =>
+    items?.map((raw) => {
+      const url = URL.canParse(raw) ? new URL(raw) : undefined;
+      if (!url || !/^https?:$/.test(url.protocol) || url.origin !== raw.replace(/\/$/, ''))
+        ctx.addIssue({
+          code: 'custom',
+          message: `must list origins such as https://app.example.com (no path), "${raw}" is not one`,
+        });
+      return url?.origin ?? raw;
+    }),
+  ),
+  TALLY_TRUST_PROXY: boolean(false),
+  TALLY_TOKEN: verbatim,
+  LOG_LEVEL: raw.pipe(z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.join(', ')}` }).optional()),
+  /** Renamed: its old name stops the start with the new one, rather than being ignored. */
+  TALLY_DB_POOL_PER_TOKEN: z
+    .undefined({ error: 'is now TALLY_DB_POOL_PER_TENANT (connections one workspace may hold)' })
+    .optional(),
+});
+
+/** The variables of the configuration, as the README's table lists them. */
+export type Setting = keyof typeof ENVIRONMENT.shape;
+export const SETTINGS = Object.keys(ENVIRONMENT.shape).filter((s) => s !== 'TALLY_DB_POOL_PER_TOKEN') as Setting[];
+
+/** Variables whose value an error line must not repeat: secrets, and URLs that hold a password. */
+const SECRET: ReadonlySet<string> = new Set([
+  'DATABASE_URL',
+  'TALLY_DB_URI',
+  'TALLY_JWT_SECRET',
+  'TALLY_JWT_SECRET_PREVIOUS',
+  'TALLY_TOKEN',
+]);
+
+/** A problem of the environment as one line: the variable, what it accepts, and what it was. */
+function problem(variable: string, message: string, env: Env): ConfigError {
+  const value = env[variable];
+  const got = value === undefined || value === '' || SECRET.has(variable) ? '' : `, got "${value}"`;
+  return new ConfigError(`${variable} ${message}${got}`);
 }
 
 /**
@@ -125,122 +256,87 @@ const LOCAL_RATE_LIMIT = 600;
 export const TOKEN_CHECK = 'tally.check_request';
 
 export function loadConfig(env: Env = process.env): Config {
-  const schemas = list(env.TALLY_DB_SCHEMAS ?? 'public');
-  if (schemas.length === 0) throw new ConfigError('TALLY_DB_SCHEMAS must name at least one schema');
-  for (const s of schemas)
-    if (!identifier.test(s)) throw new ConfigError(`TALLY_DB_SCHEMAS: "${s}" is not a schema name`);
-  const anonRole = (env.TALLY_DB_ANON_ROLE ?? 'anon').trim();
-  if (!identifier.test(anonRole)) throw new ConfigError(`TALLY_DB_ANON_ROLE: "${anonRole}" is not a role name`);
-  const apiRoles = list(env.TALLY_DB_API_ROLES ?? 'anon,api_read,api_write');
-  for (const r of apiRoles)
-    if (!identifier.test(r)) throw new ConfigError(`TALLY_DB_API_ROLES: "${r}" is not a role name`);
+  const parsed = ENVIRONMENT.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw problem(String(issue.path[0]), issue.message, env);
+  }
+  const e = parsed.data;
+  const given = new Set(SETTINGS.filter((s) => env[s] !== undefined && env[s].trim() !== ''));
+  const fail = (variable: Setting, message: string) => {
+    throw problem(variable, message, env);
+  };
+
+  const anonRole = e.TALLY_DB_ANON_ROLE ?? 'anon';
+  const apiRoles = e.TALLY_DB_API_ROLES ?? ['anon', 'api_read', 'api_write'];
   if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
   // Unset: api_read, where it is an API role (a database of its own may have other roles).
-  const readOnlyRoles =
-    env.TALLY_DB_READ_ONLY_ROLES === undefined
-      ? apiRoles.filter((r) => r === 'api_read')
-      : list(env.TALLY_DB_READ_ONLY_ROLES);
+  const readOnlyRoles = e.TALLY_DB_READ_ONLY_ROLES ?? apiRoles.filter((r) => r === 'api_read');
   for (const r of readOnlyRoles)
     if (!apiRoles.includes(r))
-      throw new ConfigError(`TALLY_DB_READ_ONLY_ROLES: "${r}" is not one of TALLY_DB_API_ROLES`);
-  const preRequestRaw = (env.TALLY_DB_PRE_REQUEST ?? TOKEN_CHECK).trim();
-  if (preRequestRaw !== '' && !preRequestRaw.split('.').every((p) => identifier.test(p))) {
-    throw new ConfigError(`TALLY_DB_PRE_REQUEST: "${preRequestRaw}" is not a function name`);
-  }
-  const jwtSecret = env.TALLY_JWT_SECRET || undefined;
-  const jwtPreviousSecret = env.TALLY_JWT_SECRET_PREVIOUS || undefined;
-  for (const [name, value] of [
-    ['TALLY_JWT_SECRET', jwtSecret],
-    ['TALLY_JWT_SECRET_PREVIOUS', jwtPreviousSecret],
-  ] as const) {
-    if (value !== undefined && value.length < 32) throw new ConfigError(`${name} must be at least 32 characters long`);
-  }
-  const databaseUrl = postgresUrl(env, 'DATABASE_URL');
-  const dbUri = postgresUrl(env, 'TALLY_DB_URI');
-  const workMem = (env.TALLY_DB_WORK_MEM ?? '4MB').trim();
-  if (!/^\d{1,7}(kB|MB|GB)$/.test(workMem))
-    throw new ConfigError(`TALLY_DB_WORK_MEM must be a size such as 4MB or 512kB, got "${workMem}"`);
-  const poolSize = integer(env, 'TALLY_DB_POOL', 10, 1, 1000);
-  if (env.TALLY_DB_POOL_PER_TOKEN !== undefined)
-    throw new ConfigError(
-      'TALLY_DB_POOL_PER_TOKEN is now TALLY_DB_POOL_PER_TENANT (connections one workspace may hold)',
-    );
+      fail('TALLY_DB_READ_ONLY_ROLES', `must name roles of TALLY_DB_API_ROLES ("${r}" is not one)`);
+  const preRequest = e.TALLY_DB_PRE_REQUEST ?? TOKEN_CHECK;
+
+  const poolSize = e.TALLY_DB_POOL ?? 10;
   // A fifth of the pool for the server's own statements, and half of the rest per tenant.
-  const poolReserved = integer(
-    env,
-    'TALLY_DB_POOL_RESERVED',
-    poolSize > 1 ? Math.max(1, Math.floor(poolSize / 5)) : 0,
-    0,
-    poolSize - 1,
-  );
-  const httpHeadersTimeoutMs = integer(env, 'TALLY_HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
-  const httpRequestTimeoutMs = integer(env, 'TALLY_HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  const poolReserved = e.TALLY_DB_POOL_RESERVED ?? (poolSize > 1 ? Math.max(1, Math.floor(poolSize / 5)) : 0);
+  if (poolReserved > poolSize - 1)
+    fail('TALLY_DB_POOL_RESERVED', `must be from 0 to ${poolSize - 1} (TALLY_DB_POOL − 1)`);
+  const poolPerTenant = e.TALLY_DB_POOL_PER_TENANT ?? Math.max(1, Math.floor((poolSize - poolReserved) / 2));
+  if (poolPerTenant > poolSize - poolReserved)
+    fail(
+      'TALLY_DB_POOL_PER_TENANT',
+      `must be from 1 to ${poolSize - poolReserved} (TALLY_DB_POOL − TALLY_DB_POOL_RESERVED)`,
+    );
+  const httpHeadersTimeoutMs = e.TALLY_HTTP_HEADERS_TIMEOUT_MS ?? 10_000;
+  const httpRequestTimeoutMs = e.TALLY_HTTP_REQUEST_TIMEOUT_MS ?? 30_000;
   if (httpRequestTimeoutMs < httpHeadersTimeoutMs)
-    throw new ConfigError('TALLY_HTTP_REQUEST_TIMEOUT_MS must be at least TALLY_HTTP_HEADERS_TIMEOUT_MS');
-  const tenantClaim = (env.TALLY_DB_TENANT_CLAIM ?? 'workspace_id').trim();
-  if (tenantClaim === '') throw new ConfigError('TALLY_DB_TENANT_CLAIM must name a JWT claim');
-  // The column a tenant table's rows name their tenant in (compared with TALLY_DB_TENANT_CLAIM).
-  const tenantColumn = (env.TALLY_DB_TENANT_COLUMN ?? 'workspace_id').trim();
-  if (tenantColumn !== '' && !identifier.test(tenantColumn))
-    throw new ConfigError(`TALLY_DB_TENANT_COLUMN must be a column name (or empty for none), got "${tenantColumn}"`);
+    fail('TALLY_HTTP_REQUEST_TIMEOUT_MS', 'must be at least TALLY_HTTP_HEADERS_TIMEOUT_MS');
+  const tenantColumn = (e.TALLY_DB_TENANT_COLUMN ?? 'workspace_id').trim();
+
   return {
-    databaseUrl,
-    dbUri,
-    home: env.TALLY_HOME || '.tally',
-    embeddedPort: integer(env, 'TALLY_EMBEDDED_PG_PORT', 54329, 1, 65535),
-    port: integer(env, 'PORT', 3000, 0, 65535),
-    host: env.HOST || '127.0.0.1',
-    schemas,
+    databaseUrl: e.DATABASE_URL,
+    dbUri: e.TALLY_DB_URI,
+    home: e.TALLY_HOME ?? '.tally',
+    embeddedPort: e.TALLY_EMBEDDED_PG_PORT ?? 54329,
+    port: e.PORT ?? 3000,
+    host: e.HOST ?? '127.0.0.1',
+    schemas: e.TALLY_DB_SCHEMAS ?? ['public'],
     anonRole,
     apiRoles,
     readOnlyRoles,
-    preRequest: preRequestRaw === '' ? undefined : preRequestRaw,
-    jwtSecret,
-    jwtPreviousSecret,
-    publishableKeys: list(env.TALLY_PUBLISHABLE_KEYS),
-    rateLimitPerMinute: integer(
-      env,
-      'TALLY_RATE_LIMIT_PER_MINUTE',
-      databaseUrl ? DEPLOYED_RATE_LIMIT : LOCAL_RATE_LIMIT,
-      1,
-      10_000_000,
-    ),
-    maxBodyBytes: integer(env, 'TALLY_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    statementTimeoutMs: integer(env, 'TALLY_DB_STATEMENT_TIMEOUT_MS', 10_000, 0, 3_600_000),
+    preRequest: preRequest === '' ? undefined : preRequest,
+    jwtSecret: e.TALLY_JWT_SECRET,
+    jwtPreviousSecret: e.TALLY_JWT_SECRET_PREVIOUS,
+    publishableKeys: e.TALLY_PUBLISHABLE_KEYS ?? [],
+    rateLimitPerMinute: e.TALLY_RATE_LIMIT_PER_MINUTE ?? (e.DATABASE_URL ? DEPLOYED_RATE_LIMIT : LOCAL_RATE_LIMIT),
+    maxBodyBytes: e.TALLY_MAX_BODY_BYTES ?? 1024 * 1024,
+    statementTimeoutMs: e.TALLY_DB_STATEMENT_TIMEOUT_MS ?? 10_000,
     poolSize,
-    poolAcquireTimeoutMs: integer(env, 'TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS', 3000, 100, 600_000),
+    poolAcquireTimeoutMs: e.TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS ?? 3000,
     poolReserved,
-    poolPerTenant: integer(
-      env,
-      'TALLY_DB_POOL_PER_TENANT',
-      Math.max(1, Math.floor((poolSize - poolReserved) / 2)),
-      1,
-      poolSize - poolReserved,
-    ),
-    tenantClaim,
+    poolPerTenant,
+    tenantClaim: (e.TALLY_DB_TENANT_CLAIM ?? 'workspace_id').trim(),
     httpHeadersTimeoutMs,
     httpRequestTimeoutMs,
     // Behind a reverse proxy every connection comes from the proxy: no limit by default there.
-    httpConnectionsPerAddress: integer(
-      env,
-      'TALLY_HTTP_CONNECTIONS_PER_ADDRESS',
-      env.TALLY_TRUST_PROXY === '1' ? 0 : 256,
-      0,
-      1_000_000,
-    ),
-    maxEmbedDepth: integer(env, 'TALLY_DB_MAX_EMBED_DEPTH', 3, 0, 100),
-    maxSelectWidth: integer(env, 'TALLY_DB_MAX_SELECT_WIDTH', 200, 1, 1600),
-    maxResponseBytes: integer(env, 'TALLY_DB_MAX_RESPONSE_BYTES', 16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    workMem,
-    logLevel: env.LOG_LEVEL || 'info',
-    settingsSessionHours: integer(env, 'TALLY_SETTINGS_SESSION_HOURS', 12, 1, 24 * 30),
-    signInFailuresPerAccount: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ACCOUNT', 5, 1, 1000),
-    signInFailuresPerAddress: integer(env, 'TALLY_SIGN_IN_FAILURES_PER_ADDRESS', 20, 1, 100_000),
-    aggregatesEnabled: flag(env, 'TALLY_DB_AGGREGATES_ENABLED'),
-    planEnabled: flag(env, 'TALLY_DB_PLAN_ENABLED'),
+    httpConnectionsPerAddress: e.TALLY_HTTP_CONNECTIONS_PER_ADDRESS ?? (e.TALLY_TRUST_PROXY ? 0 : 256),
+    maxEmbedDepth: e.TALLY_DB_MAX_EMBED_DEPTH ?? 3,
+    maxSelectWidth: e.TALLY_DB_MAX_SELECT_WIDTH ?? 200,
+    maxResponseBytes: e.TALLY_DB_MAX_RESPONSE_BYTES ?? 16 * 1024 * 1024,
+    workMem: e.TALLY_DB_WORK_MEM ?? '4MB',
+    logLevel: e.LOG_LEVEL ?? 'info',
+    settingsSessionHours: e.TALLY_SETTINGS_SESSION_HOURS ?? 12,
+    signInFailuresPerAccount: e.TALLY_SIGN_IN_FAILURES_PER_ACCOUNT ?? 5,
+    signInFailuresPerAddress: e.TALLY_SIGN_IN_FAILURES_PER_ADDRESS ?? 20,
+    aggregatesEnabled: e.TALLY_DB_AGGREGATES_ENABLED,
+    planEnabled: e.TALLY_DB_PLAN_ENABLED,
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
-    preparedStatements: flag(env, 'TALLY_DB_PREPARED_STATEMENTS', true),
-    mcpAllowedOrigins: list(env.TALLY_MCP_ALLOWED_ORIGINS).map(origin),
-    activityRetentionDays: integer(env, 'TALLY_ACTIVITY_RETENTION_DAYS', 365, 1, 36_500),
+    activityRetentionDays: e.TALLY_ACTIVITY_RETENTION_DAYS ?? 365,
+    mcpAllowedOrigins: e.TALLY_MCP_ALLOWED_ORIGINS ?? [],
+    preparedStatements: e.TALLY_DB_PREPARED_STATEMENTS,
+    trustProxy: e.TALLY_TRUST_PROXY,
+    workspaceToken: e.TALLY_TOKEN,
+    given,
   };
 }

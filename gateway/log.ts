@@ -9,7 +9,7 @@ import { log } from './engine/log.js';
 // through the middlewares below, /rest/v1 and /api/v1 (plain node:http handlers) through
 // http.ts serveRequest and sendBody.
 
-export { errorFields, log, logToStderr } from './engine/log.js';
+export { errorFields, log, logToStderr, setLogLevel } from './engine/log.js';
 
 /**
  * Database time per request, added up from the timing of each of its gateway calls

@@ -20,7 +20,7 @@ export type App = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The surfaces to serve: all of them by default; `tally serve` leaves out the app's without its state. */
 export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App {
-  const trustProxy = process.env.TALLY_TRUST_PROXY === '1';
+  const trustProxy = ctx.config.trustProxy;
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar

@@ -58,7 +58,7 @@ function sdkServer(call: GatewayCall, caller: McpCaller, lookups: Lookups) {
 }
 
 export async function serveStdio(config: Config): Promise<void> {
-  const presented = process.env.TALLY_TOKEN;
+  const presented = config.workspaceToken;
   if (!presented) {
     throw catalogue.noCredential(
       'No workspace token: set TALLY_TOKEN',

@@ -257,13 +257,7 @@ describe('rate limits', () => {
       expect(await db.admin`SELECT hits FROM tally.rate_limits WHERE key LIKE 'authfail:%'`).toEqual([{ hits: 1 }]);
 
       // Behind a trusted proxy, addresses come from X-Forwarded-For: another client is not blocked.
-      process.env.TALLY_TRUST_PROXY = '1';
-      let proxied: TestApp;
-      try {
-        proxied = start();
-      } finally {
-        delete process.env.TALLY_TRUST_PROXY;
-      }
+      const proxied = start({ TALLY_TRUST_PROXY: 'true' });
       for (let i = 0; i < FAILED_AUTH_LIMIT_PER_MINUTE; i++) {
         await exchange(proxied.app, newWorkspaceToken()).set('X-Forwarded-For', '203.0.113.7').expect(401);
       }

@@ -249,7 +249,7 @@ describe('retention', () => {
   it('keeps TALLY_ACTIVITY_RETENTION_DAYS of activity (365 by default) and prunes what is older', async () => {
     expect(loadConfig({}).activityRetentionDays).toBe(365);
     expect(() => loadConfig({ TALLY_ACTIVITY_RETENTION_DAYS: '0' })).toThrow(
-      'TALLY_ACTIVITY_RETENTION_DAYS must be between 1 and 36500, got 0',
+      'TALLY_ACTIVITY_RETENTION_DAYS must be from 1 to 36500, got "0"',
     );
     const aged = async (days: number) =>
       (

@@ -16,12 +16,7 @@ describe('input at the edges', () => {
 
   beforeAll(async () => {
     ({ db, t, a, jwtA: jwt, tokenA: token } = await setUpFinance(restEnv()));
-    process.env.TALLY_TRUST_PROXY = '1';
-    try {
-      proxied = startTestApp(db.url, restEnv());
-    } finally {
-      delete process.env.TALLY_TRUST_PROXY;
-    }
+    proxied = startTestApp(db.url, restEnv({ TALLY_TRUST_PROXY: 'true' }));
   });
   afterAll(async () => {
     await proxied.close();

@@ -107,9 +107,7 @@ describe('settings pages', () => {
     });
 
     it('marks the cookie Secure when the request came over HTTPS', async () => {
-      process.env.TALLY_TRUST_PROXY = '1';
-      const https = startTestApp(db.url);
-      delete process.env.TALLY_TRUST_PROXY;
+      const https = startTestApp(db.url, { TALLY_TRUST_PROXY: 'true' });
       try {
         const agent = request.agent(https.app);
         const login = await agent.get('/settings/login').set('X-Forwarded-Proto', 'https').expect(200);
@@ -594,13 +592,8 @@ describe('failed sign-in limits', () => {
       await addMember(db.admin, wsId, `${who}@example.com`, 'member', PASSWORD, 'test');
     // Two servers on one database: the counters are shared, as between two processes. Behind a
     // trusted proxy, so that tests can come from several client addresses.
-    process.env.TALLY_TRUST_PROXY = '1';
-    try {
-      a = startTestApp(db.url, limits);
-      b = startTestApp(db.url, limits);
-    } finally {
-      delete process.env.TALLY_TRUST_PROXY;
-    }
+    a = startTestApp(db.url, { ...limits, TALLY_TRUST_PROXY: 'true' });
+    b = startTestApp(db.url, { ...limits, TALLY_TRUST_PROXY: 'true' });
   });
   afterAll(async () => {
     await a.close();

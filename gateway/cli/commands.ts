@@ -15,6 +15,7 @@ import { HOME_FILES, runningEmbeddedPort } from '../db/embedded.js';
 import { packageRoot } from '../paths.js';
 import { ApiError } from '../engine/errors.js';
 import { SURFACES } from '../surfaces.js';
+import { setLogLevel } from '../log.js';
 import type { Sql } from 'postgres';
 import { generateTypes } from '../typescript-types.js';
 
@@ -443,7 +444,9 @@ async function run(argv: string[]): Promise<void> {
   };
   const flag = (name: string): boolean => flags[name] === true;
   try {
-    await handler({ positionals, sub, rest, config: loadConfig(), str, need, flag });
+    const config = loadConfig();
+    setLogLevel(config.logLevel);
+    await handler({ positionals, sub, rest, config, str, need, flag });
   } catch (err) {
     // A usage mistake points at the help of the command it was made in.
     if (err instanceof UsageError && err.command === undefined) err.command = command;

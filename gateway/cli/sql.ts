@@ -13,7 +13,7 @@ import { embeddedUrl } from '../db/embedded.js';
 /** The owner's connection URL; in embedded mode, whether a server is running on it. */
 export async function databaseUrl(config: Config): Promise<{ url: string; running: boolean }> {
   if (config.databaseUrl) return { url: config.databaseUrl, running: true };
-  return embeddedUrl({ home: config.home, port: config.embeddedPort });
+  return embeddedUrl({ home: config.home, port: config.embeddedPort, homeGiven: config.given.has('TALLY_HOME') });
 }
 
 export const NOT_RUNNING =

@@ -121,7 +121,7 @@ async function demoCredentials(config: Config, sql: Sql): Promise<DemoCredential
 
 /** Where the rate limit comes from, for a banner that must not surprise anyone with a 429. */
 function rateLimitOrigin(config: Config): string {
-  if (process.env.TALLY_RATE_LIMIT_PER_MINUTE) return ' (TALLY_RATE_LIMIT_PER_MINUTE)';
+  if (config.given.has('TALLY_RATE_LIMIT_PER_MINUTE')) return ' (TALLY_RATE_LIMIT_PER_MINUTE)';
   if (config.databaseUrl) return '';
   return ` (the embedded database's default; ${DEPLOYED_RATE_LIMIT} with DATABASE_URL; TALLY_RATE_LIMIT_PER_MINUTE sets it)`;
 }

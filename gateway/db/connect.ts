@@ -20,7 +20,12 @@ export async function openDatabase(
   options: { create?: boolean; log?: (line: string) => void } = {},
 ): Promise<Database> {
   if (config.databaseUrl) return { url: config.databaseUrl, embedded: false, stop: async () => {} };
-  const db = await startEmbedded({ home: config.home, port: config.embeddedPort, ...options });
+  const db = await startEmbedded({
+    home: config.home,
+    port: config.embeddedPort,
+    homeGiven: config.given.has('TALLY_HOME'),
+    ...options,
+  });
   return { url: db.url, embedded: true, stop: db.stop };
 }
 

@@ -84,19 +84,24 @@ export function runningEmbeddedPort(home: string): Promise<number | undefined> {
  * without the TALLY_HOME of `tally up`, would otherwise make a new, empty database there and
  * then say that it is not migrated. Only `tally up` creates one.
  */
-function requireEmbeddedDatabase(home: string): void {
+function requireEmbeddedDatabase(home: string, homeGiven: boolean): void {
   const dataDir = join(resolve(home), 'pgdata');
   if (existsSync(join(dataDir, 'PG_VERSION'))) return;
   throw new Error(
-    `no Tally database in ${resolve(home)} (TALLY_HOME${process.env.TALLY_HOME ? '' : ' is unset: .tally in the current folder'}): ` +
+    `no Tally database in ${resolve(home)} (TALLY_HOME${homeGiven ? '' : ' is unset: .tally in the current folder'}): ` +
       'set TALLY_HOME to the folder "tally up" printed, or DATABASE_URL for a Postgres of your own; "npm start" (tally up) creates one',
   );
 }
 
 /** The owner's URL of the embedded database, and whether a server runs on its data folder now. */
-export async function embeddedUrl(options: { home: string; port: number }): Promise<{ url: string; running: boolean }> {
+export async function embeddedUrl(options: {
+  home: string;
+  port: number;
+  /** Whether TALLY_HOME chose the home folder (an error then names it so). */
+  homeGiven?: boolean;
+}): Promise<{ url: string; running: boolean }> {
   const home = resolve(options.home);
-  requireEmbeddedDatabase(home);
+  requireEmbeddedDatabase(home, options.homeGiven ?? false);
   const { postgresPassword } = await localSecrets(home);
   const port = await runningPort(join(home, 'pgdata'));
   return { url: urlFor(postgresPassword, port ?? options.port, DATABASE), running: port !== undefined };
@@ -107,11 +112,13 @@ export async function startEmbedded(options: {
   port: number;
   /** Make a new database when the home folder has none (`tally up`, the benchmark); else refuse. */
   create?: boolean;
+  /** Whether TALLY_HOME chose the home folder (an error then names it so). */
+  homeGiven?: boolean;
   log?: (line: string) => void;
 }): Promise<EmbeddedDatabase> {
   const home = resolve(options.home);
   const dataDir = join(home, 'pgdata');
-  if (!options.create) requireEmbeddedDatabase(home);
+  if (!options.create) requireEmbeddedDatabase(home, options.homeGiven ?? false);
   const { postgresPassword } = await localSecrets(home);
 
   const port = await runningPort(dataDir);

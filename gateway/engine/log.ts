@@ -1,12 +1,14 @@
 import { pino } from 'pino';
 
-// The engine's logger: one JSON logger for the process (LOG_LEVEL). Log lines name what
+// The engine's logger: one JSON logger for the process, at the level the configuration gives
+// (setLogLevel; info until then). Log lines name what
 // happened and where, never a secret: no token, JWT, apikey, password, query string or request
 // body is ever a field. The HTTP request log (gateway/log.ts) builds on it.
 
 // Lines are buffered up to 4 KB and written at least every second, and on exit: one write(2)
 // per request was ~8% of a read's CPU under load.
 const FLUSH_MS = 1000;
+let level = 'info';
 const create = (fd: 1 | 2) => {
   const destination = pino.destination({ dest: fd, sync: false, minLength: 4096 });
   setInterval(() => destination.flush(), FLUSH_MS).unref();
@@ -19,7 +21,7 @@ const create = (fd: 1 | 2) => {
   });
   return pino(
     {
-      level: process.env.LOG_LEVEL || 'info',
+      level,
       base: { service: 'tally' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
@@ -29,6 +31,12 @@ const create = (fd: 1 | 2) => {
 
 /** The process logger; a live binding, so logToStderr() reaches every module that imported it. */
 export let log = create(1);
+
+/** The least severe level that is written (pino's: fatal, error, warn, info, debug, trace, silent). */
+export function setLogLevel(next: string): void {
+  level = next;
+  log.level = next;
+}
 
 /** For a process whose standard output carries a protocol (MCP on stdio). */
 export function logToStderr(): void {

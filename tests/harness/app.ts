@@ -3,6 +3,7 @@ import { loadConfig, type Config } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
 import { configuredPool } from '../../gateway/db/connect.js';
 import { createApp, type App } from '../../gateway/server.js';
+import { setLogLevel } from '../../gateway/log.js';
 import { serverUrl } from './db.js';
 import { SignJWT } from 'jose';
 
@@ -22,8 +23,10 @@ export function startTestApp(databaseUrl: string, env: Record<string, string> = 
     TALLY_JWT_SECRET: TEST_JWT_SECRET,
     DATABASE_URL: databaseUrl,
     TALLY_DB_POOL: '4',
+    LOG_LEVEL: process.env.LOG_LEVEL, // the suite's (tests/harness/quiet.mjs)
     ...env,
   });
+  setLogLevel(config.logLevel);
   const ctx: AppContext = {
     config,
     db: configuredPool(serverUrl(databaseUrl), config),
