@@ -7,15 +7,13 @@ import { migrate } from '../gateway/db/migrate.js';
 import { preflight } from '../gateway/db/preflight.js';
 import { accessToken, signJwt, startTestApp, TEST_JWT_SECRET, type TestApp } from './harness/app.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { TENANT_TABLES, tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { first } from './harness/present.js';
 
 // Least privilege: the server's database login can become the API roles and nothing else, a
 // JWT signed with the real secret cannot name another role or skip the workspace token behind
 // it, and a freshly migrated database isolates workspaces before any policy file is applied.
-
-const TENANT_TABLES = ['personal_transactions', 'contacts', 'funds', 'fund_transactions', 'fund_participants'];
 
 describe('least privilege', () => {
   let db: TestDatabase;
@@ -309,7 +307,7 @@ describe('a database migrated without "tally policies apply"', () => {
   it('already forces RLS on every tenant table and shows a token its own workspace only', async () => {
     const forced = await db.admin<{ relname: string }[]>`
       SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relrowsecurity AND relforcerowsecurity ORDER BY 1`;
-    expect(forced.map((r) => r.relname)).toEqual(['activity', ...TENANT_TABLES].sort());
+    expect(forced.map((r) => r.relname)).toEqual([...TENANT_TABLES].sort());
     const ws = await workspaceWithData(db.admin);
     const other = await workspaceWithData(db.admin);
     const { id } = await tokenFor(db.admin, ws.id, 'write');

@@ -1,11 +1,10 @@
 import { asRole, createTestDatabase, onCitus, sqlState, type TestDatabase } from './harness/db.js';
-import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { TENANT_TABLES, tenantTablesOf, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first } from './harness/present.js';
 
 // Row-level security at the SQL level: a request of workspace A, as the gateway runs it (API
 // role + JWT claims in one transaction), never sees, changes or points into workspace B.
 
-const TENANT_TABLES = ['personal_transactions', 'funds', 'fund_transactions', 'contacts', 'fund_participants'];
 const INTERNAL_TABLES = [
   'workspaces',
   'workspace_members',
@@ -27,6 +26,10 @@ describe('workspace isolation in the database', () => {
     b = await workspaceWithData(db.admin, 'Beta');
   });
   afterAll(() => db.drop());
+
+  it("iterates over the database's tenant tables, every one", async () => {
+    expect(await tenantTablesOf(db.admin)).toEqual(TENANT_TABLES);
+  });
 
   it.each(TENANT_TABLES)('%s: the claims of A see only rows of A', async (table) => {
     const rows = await asRole(

@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
+import { TENANT_TABLES, tenantTablesOf } from './harness/fixtures.js';
 
 // The gateway's set is whatever sql/gateway/ holds, in file order.
 const GATEWAY_SET = readdirSync(new URL('../sql/gateway/', import.meta.url))
@@ -126,20 +127,16 @@ describe('migrations', () => {
       SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity,
              (SELECT count(*)::int FROM pg_policy p WHERE p.polrelid = c.oid) AS policies
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = 'public' AND c.relkind = 'r'
-         AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id')
-         AND c.relname NOT IN ('workspace_members', 'billing_accounts', 'api_tokens')
+       WHERE n.nspname = 'public' AND c.relname = ANY(${await tenantTablesOf(db.admin)})
        ORDER BY 1`;
     expect(rows).toEqual(
-      ['activity', 'contacts', 'fund_participants', 'fund_transactions', 'funds', 'personal_transactions'].map(
-        (relname) => ({
-          relname,
-          relrowsecurity: true,
-          relforcerowsecurity: true,
-          // The activity log: what a workspace reads, and what the owner's trigger writes.
-          policies: relname === 'activity' ? 2 : 1,
-        }),
-      ),
+      TENANT_TABLES.map((relname) => ({
+        relname,
+        relrowsecurity: true,
+        relforcerowsecurity: true,
+        // The activity log: what a workspace reads, and what the owner's trigger writes.
+        policies: relname === 'activity' ? 2 : 1,
+      })),
     );
   });
 });

@@ -5,6 +5,31 @@ import { first } from './present.js';
 
 // Small, explicit data for tests: a workspace with one of everything, written as the owner.
 
+/**
+ * The tenant tables: the tables of public with a workspace_id that an API role may read, each
+ * isolated by a policy. The one list the suites iterate over; tests/isolation.test.ts fails
+ * when it is not the database's (tenantTablesOf), and when workspaceWithData leaves one empty.
+ */
+export const TENANT_TABLES = [
+  'activity',
+  'contacts',
+  'fund_participants',
+  'fund_transactions',
+  'funds',
+  'personal_transactions',
+];
+
+/** The tenant tables the database has, by the definition above, sorted. */
+export async function tenantTablesOf(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ relname: string }[]>`
+    SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+       AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
+       AND (has_table_privilege('api_read', c.oid, 'SELECT') OR has_table_privilege('api_write', c.oid, 'SELECT'))
+     ORDER BY c.relname`;
+  return rows.map((r) => r.relname);
+}
+
 export interface WorkspaceFixture {
   id: string;
   name: string;
