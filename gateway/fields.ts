@@ -4,8 +4,11 @@ import type { Lookups } from './lookups.js';
 // /api/v1 wrapper's request schemas (validated by ajv, published in its OpenAPI) and the MCP
 // tools' input schemas (validated by the same ajv, published in tools/list) are built; and the
 // one sentence each database constraint answers with, on every surface, when a write gets past
-// the schemas (/rest/v1 has none) and Postgres refuses it. The SQL CHECKs in sql/002_finance.sql
-// enforce the same bounds; a test (tests/mcp-agent.test.ts) fails when a constraint has no sentence here.
+// the schemas (/rest/v1 has none) and Postgres refuses it. The SQL CHECKs of the migrations
+// enforce the same rules, so every surface answers a value alike: tests/field-rules.test.ts reads
+// the constraints from pg_constraint and fails when a rule here and its constraint differ (a
+// bound or pattern on one side only, or a value one accepts and the other refuses), and
+// tests/mcp-agent.test.ts when a constraint has no sentence here.
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -17,6 +20,14 @@ const AMOUNT_LIMIT = 1e12;
 /** Amounts keep at most 4 decimals (scale(amount) <= 4); ajv checks it with multipleOfPrecision. */
 const AMOUNT_STEP = 0.0001;
 const PHONE_PATTERN = '^\\+?[0-9 ().-]{3,32}$';
+/**
+ * An email address: one @, no blanks, and a domain with at least one dot. Letters of any script
+ * are allowed (zoë@example.com, an internationalised address); a domain without a dot
+ * (ann@localhost) is refused, as no mail from outside reaches it. The same pattern is the CHECK
+ * contacts_email_format (sql/150_field_rules_of_every_surface.sql); JSON Schema's `format: email` (ASCII only)
+ * and the database's old pattern (any domain) disagreed on both examples.
+ */
+const EMAIL_PATTERN = '^[^@\\s]+@[^@\\s.]+(\\.[^@\\s.]+)+$';
 
 /** An enum read from a table; an empty table accepts nothing rather than anything. */
 function liveEnum(values: string[], description: string): JsonSchema {
@@ -120,7 +131,13 @@ export function financeFields(lookups: Lookups) {
       pattern: PHONE_PATTERN,
       description: 'Phone number: 3 to 32 digits with optional +, spaces, dots, dashes, parentheses',
     },
-    email: { type: 'string', format: 'email', maxLength: 320, description: 'Email address' },
+    email: {
+      type: 'string',
+      pattern: EMAIL_PATTERN,
+      maxLength: 320,
+      description:
+        'Email address such as ana@example.com: one @, no spaces, a domain with a dot; at most 320 characters',
+    },
     gender: text(50, 'Gender (set on creation)'),
     nationality: text(100, 'Nationality (set on creation)'),
   };
@@ -239,6 +256,8 @@ export const CONSTRAINT_MESSAGES: Record<string, string> = {
   funds_currency_iso4217: 'currency must be an ISO 4217 code of three capital letters, such as EUR',
   funds_description_length: 'description must be at most 2000 characters',
   funds_end_not_before_start: 'end_date must not be before start_date',
+  funds_start_date_finite: 'start_date must be a real day, such as 2026-03-14 (not infinity)',
+  funds_end_date_finite: 'end_date must be a real day, such as 2026-03-14 (not infinity)',
   funds_contribution_schedule_complete:
     'contribution_amount, contribution_frequency and contribution_due_day must be given together',
   funds_contribution_weekday:

@@ -221,7 +221,10 @@ describe('/api/v1 request validation', () => {
       'start_date must be an ISO 8601 date',
     );
     await refused(await post('/funds', { name: 'Trip', kind: 'Sailing' }), 'kind must be one of: Badminton, Travel');
-    await refused(await post('/contacts', { name: 'Ann', email: 'not-an-email' }), 'email must be an email address');
+    await refused(
+      await post('/contacts', { name: 'Ann', email: 'not-an-email' }),
+      'email has the wrong format: Email address such as ana@example.com',
+    );
     const empty = await request(t.app)
       .patch(`/api/v1/funds/${a.fundId}`)
       .set('Authorization', `Bearer ${jwt}`)
