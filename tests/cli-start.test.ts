@@ -53,6 +53,22 @@ describe('the command line before any database', () => {
     expect(r.stderr).toMatch(/^tally: Node\.js 20\.12 or later is needed; this is 18\.19\.0 \(.+\)\n$/);
   });
 
+  it('refuses an option or a word the command does not declare, before reading any setting', async () => {
+    // Every option was once accepted by every command: this printed the URL and exited 0.
+    const cases: [string[], string][] = [
+      [['db', 'url', '--scope', 'read', '--currency', 'EUR'], "tally: unknown option '--scope' (see tally help db)\n"],
+      [['workspace', 'list', '--yes'], "tally: unknown option '--yes' (see tally help workspace)\n"],
+      [['up', 'now'], "tally: too many arguments for 'up'. Expected 0 arguments but got 1. (see tally help up)\n"],
+      [['token', 'revoke'], "tally: missing required argument 'TOKEN_ID' (see tally help token)\n"],
+      [['workspace', 'frob'], 'tally: unknown command "workspace frob" (see tally help workspace)\n'],
+    ];
+    for (const [argv, stderr] of cases) {
+      // A setting that would stop any command that read it: none of these gets that far.
+      const r = await tally(argv, { TALLY_DB_POOL: 'many' });
+      expect([argv, r.code, r.stderr, r.stdout]).toEqual([argv, 1, stderr, '']);
+    }
+  });
+
   it('answers --version, help, help COMMAND and COMMAND --help', async () => {
     const { version } = JSON.parse(await readFile(join(packageRoot, 'package.json'), 'utf8')) as { version: string };
     expect((await tally(['--version'], {})).stdout).toBe(`tally ${version}\n`);

@@ -1,4 +1,5 @@
-import { parseArgs } from 'node:util';
+import { Command, CommanderError, type Option, type OptionValues } from 'commander';
+import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, type Config } from '../config.js';
 import { adminClient, openDatabase, provisionServerLogin } from '../db/connect.js';
 import { applyPolicies, migrate } from '../db/migrate.js';
@@ -19,75 +20,13 @@ import { setLogLevel } from '../log.js';
 import type { Sql } from 'postgres';
 import { generateTypes } from '../typescript-types.js';
 
-// The `tally` command line, one function per command group. Every command works with DATABASE_URL and in embedded
-// mode; a command that only needs the database uses the running embedded server, or starts one
-// for its own duration. Errors are one line and a non-zero exit, never a stack trace.
-
-/** Every command: its synopsis and what it does, for --help, `tally help` and `tally help COMMAND`. */
-const COMMAND_HELP: [synopsis: string, what: string][] = [
-  ['up', 'migrate, apply policies, seed a demo workspace on first run, serve'],
-  ['serve', 'serve only'],
-  [
-    'migrate [up|down] [--count N] [--gateway-only]',
-    "run migrations (default: all pending, up); --gateway-only: only the gateway's own state, for a database of your own",
-  ],
-  ['policies apply', 'apply the RLS policies in policies/'],
-  ['workspace create NAME [--currency C]', 'create a workspace (ISO 4217 currency, default USD)'],
-  ['workspace list', 'workspaces with their API switch'],
-  ['workspace api WORKSPACE on|off', "switch a workspace's API access"],
-  ['token create --workspace W --scope read|write [--label L]', 'prints the token once, last line'],
-  ['token list [--workspace W]', 'tokens (never their secret)'],
-  ['token revoke TOKEN_ID', 'revoke a token (acts on the next request)'],
-  ['key create [--label L]', 'prints a publishable key once, last line'],
-  ['key list', 'publishable keys'],
-  ['key revoke KEY_ID', 'revoke a publishable key'],
-  [
-    'member add --workspace W --email E --role owner|admin|member',
-    "a new member's one-time password is printed last; a password piped on standard input is used instead (and replaces a known member's password, which is otherwise kept)",
-  ],
-  [
-    'sql [FILE] [-c SQL]',
-    "run SQL as the database owner (a file, -c, or standard input), then reload the servers' schema cache",
-  ],
-  ['psql [-- PSQL_ARGS]', "open the system's psql on the database, as the owner"],
-  ['db url', "print the owner's connection URL"],
-  [
-    'gen types [--role R]',
-    'print the TypeScript Database type of the exposed schemas for supabase-js (createClient<Database>), as role R sees them (default the write role; anon or an API role)',
-  ],
-  [
-    'reset [--yes]',
-    'delete the embedded database and its secrets in TALLY_HOME (tally up then starts afresh); without --yes it only says what it would delete',
-  ],
-  ...SURFACES.flatMap((s): [string, string][] => (s.command ? [[s.command.name, s.command.usage]] : [])),
-  ['help [COMMAND]', "this list, or one command's"],
-];
-
-/** Wraps `text` to lines of at most `width` characters. */
-function wrap(text: string, width: number): string[] {
-  const lines: string[] = [];
-  let line = '';
-  for (const word of text.split(' ')) {
-    if (line && line.length + 1 + word.length > width) {
-      lines.push(line);
-      line = word;
-    } else line = line ? `${line} ${word}` : word;
-  }
-  return line ? [...lines, line] : lines;
-}
-
-/** The usage of every command, or of those whose first word is `command`. */
-function usage(command?: string): string {
-  const entries = COMMAND_HELP.filter(([synopsis]) => command === undefined || synopsis.split(' ')[0] === command);
-  const body = entries.flatMap(([synopsis, what]) => {
-    const text = wrap(what, 60);
-    if (synopsis.length > 36) return [`  ${synopsis}`, ...text.map((l) => ' '.repeat(39) + l)];
-    return text.map((l, i) => (i === 0 ? `  ${synopsis.padEnd(37)}${l}` : ' '.repeat(39) + l));
-  });
-  const env =
-    'Where the database is: DATABASE_URL (a Postgres of your own), else the embedded one in TALLY_HOME (default .tally in the current folder).';
-  return [`usage: tally ${command ?? '<command>'}${command ? ' …' : ''}`, ...body, '', ...wrap(env, 98)].join('\n');
-}
+// The `tally` command line. Every command works with DATABASE_URL and in embedded mode; a
+// command that only needs the database uses the running embedded server, or starts one for its
+// own duration. Errors are one line and a non-zero exit, never a stack trace.
+//
+// commander parses the arguments: each command declares its own arguments and options, so an
+// option of another command (`tally db url --scope read`) is refused instead of ignored, and
+// the help of each command is made from those declarations (usage below), so it cannot drift.
 
 class UsageError extends Error {
   constructor(
@@ -96,35 +35,6 @@ class UsageError extends Error {
     public command?: string,
   ) {
     super(message);
-  }
-}
-
-type Flags = Record<string, string | boolean | undefined>;
-
-function args(argv: string[]): { positionals: string[]; flags: Flags } {
-  try {
-    const { positionals, values } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        workspace: { type: 'string' },
-        scope: { type: 'string' },
-        label: { type: 'string' },
-        currency: { type: 'string' },
-        count: { type: 'string' },
-        email: { type: 'string' },
-        role: { type: 'string' },
-        command: { type: 'string', short: 'c' },
-        'gateway-only': { type: 'boolean' },
-        yes: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-        version: { type: 'boolean', short: 'v' },
-      },
-    });
-    return { positionals, flags: values };
-  } catch (err) {
-    throw new UsageError((err as Error).message);
   }
 }
 
@@ -155,30 +65,26 @@ async function passwordFromStdin(): Promise<string | undefined> {
   return line === '' ? undefined : line;
 }
 
-/** What every command gets: its words, flags and the configuration. */
-interface Invocation {
-  positionals: string[];
-  sub: string | undefined;
-  rest: string[];
-  config: Config;
-  str(name: string): string | undefined;
-  need(name: string): string;
-  flag(name: string): boolean;
+/** The configuration, read when a command runs (never for help or a usage mistake). */
+function configuration(): Config {
+  const config = loadConfig();
+  setLogLevel(config.logLevel);
+  return config;
 }
 
-type Command = (inv: Invocation) => Promise<void>;
-
-async function sqlCommand({ sub, config, str }: Invocation): Promise<void> {
-  const inline = str('command');
-  if (inline !== undefined && sub !== undefined) throw new UsageError('tally sql takes a FILE or -c SQL, not both');
-  const script = inline ?? (sub !== undefined && sub !== '-' ? await readFile(sub, 'utf8') : await stdinText());
+async function sqlCommand(file: string | undefined, { command: inline }: OptionValues): Promise<void> {
+  if (inline !== undefined && file !== undefined) throw new UsageError('tally sql takes a FILE or -c SQL, not both');
+  const script =
+    (inline as string | undefined) ??
+    (file !== undefined && file !== '-' ? await readFile(file, 'utf8') : await stdinText());
   if (script === undefined) throw new UsageError('tally sql needs a FILE, -c SQL or SQL on standard input');
-  const lines = await runSql(config, script);
+  const lines = await runSql(configuration(), script);
   process.stdout.write(lines.map((l) => l + '\n').join(''));
 }
 
-async function psqlCommand({ positionals, config }: Invocation): Promise<void> {
-  const code = await openPsql(config, positionals.slice(1));
+async function psqlCommand(psqlArgs: string[]): Promise<void> {
+  const config = configuration();
+  const code = await openPsql(config, psqlArgs);
   if (code === undefined) {
     const { url, running } = await databaseUrl(config);
     process.stderr.write(`tally: ${PSQL_MISSING}\n${running ? '' : `tally: ${NOT_RUNNING}\n`}`);
@@ -189,30 +95,32 @@ async function psqlCommand({ positionals, config }: Invocation): Promise<void> {
   process.exit(code);
 }
 
-async function dbCommand({ sub, config }: Invocation): Promise<void> {
-  if (sub !== 'url') throw new UsageError(`unknown command "db ${sub ?? ''}"`);
-  const { url, running } = await databaseUrl(config);
+async function dbUrlCommand(): Promise<void> {
+  const { url, running } = await databaseUrl(configuration());
   if (!running) process.stderr.write(`tally: ${NOT_RUNNING}\n`);
   process.stdout.write(url + '\n');
 }
 
-async function genCommand({ sub, config, str }: Invocation): Promise<void> {
-  if (sub !== 'types') throw new UsageError(`unknown command "gen ${sub ?? ''}"`);
+async function genTypesCommand(options: OptionValues): Promise<void> {
+  const config = configuration();
   const roles = [...new Set([config.anonRole, ...config.apiRoles])];
-  const role = str('role') ?? (config.apiRoles.includes('api_write') ? 'api_write' : config.apiRoles.at(-1)!);
+  const role =
+    (options.role as string | undefined) ??
+    (config.apiRoles.includes('api_write') ? 'api_write' : config.apiRoles.at(-1)!);
   if (!roles.includes(role)) throw new UsageError(`--role must be one of ${roles.join(', ')}`);
   process.stdout.write(await withAdmin(config, (sql) => generateTypes(sql, config.schemas, role)));
 }
 
-async function migrateCommand({ sub, config, str, flag }: Invocation): Promise<void> {
+async function migrateCommand(sub: string | undefined, options: OptionValues): Promise<void> {
   if (sub !== undefined && sub !== 'up' && sub !== 'down') throw new UsageError(`unknown command "migrate ${sub}"`);
   const direction = sub === 'down' ? 'down' : 'up';
-  const countRaw = str('count');
+  const countRaw = options.count as string | undefined;
   if (countRaw !== undefined && !/^\d+$/.test(countRaw)) throw new UsageError('--count must be a whole number');
   const count = countRaw ? Number(countRaw) : direction === 'down' ? 1 : Infinity;
+  const config = configuration();
   const db = await openDatabase(config);
   try {
-    const ran = await migrate(db.url, direction, count, flag('gateway-only') ? ['gateway'] : undefined);
+    const ran = await migrate(db.url, direction, count, options.gatewayOnly ? ['gateway'] : undefined);
     if (direction === 'up') await provisionServerLogin(config, db);
     process.stdout.write(
       ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n',
@@ -222,9 +130,8 @@ async function migrateCommand({ sub, config, str, flag }: Invocation): Promise<v
   }
 }
 
-async function policiesCommand({ sub, config }: Invocation): Promise<void> {
-  if (sub !== 'apply') throw new UsageError(`unknown command "policies ${sub ?? ''}"`);
-  const db = await openDatabase(config);
+async function policiesApplyCommand(): Promise<void> {
+  const db = await openDatabase(configuration());
   try {
     const files = await applyPolicies(db.url);
     process.stdout.write(`applied ${files.length} policy files: ${files.join(', ')}\n`);
@@ -233,108 +140,81 @@ async function policiesCommand({ sub, config }: Invocation): Promise<void> {
   }
 }
 
-async function workspaceCommand({ sub, rest, config, str }: Invocation): Promise<void> {
-  switch (sub) {
-    case 'create': {
-      const [wsName] = rest;
-      if (!wsName) throw new UsageError('workspace create needs a NAME');
-      const ws = await withAdmin(config, (sql) => createWorkspace(sql, wsName, str('currency'), 'cli'));
-      process.stdout.write(`created workspace "${ws.name}" (${ws.currency})\n${ws.id}\n`);
-      return;
-    }
-    case 'list': {
-      const all = await withAdmin(config, listWorkspaces);
-      for (const ws of all)
-        process.stdout.write(`${ws.id}  ${ws.currency}  api ${ws.api_enabled ? 'on ' : 'off'}  ${ws.name}\n`);
-      return;
-    }
-    case 'api': {
-      const [ref, state] = rest;
-      if (!ref || (state !== 'on' && state !== 'off')) throw new UsageError('workspace api needs WORKSPACE and on|off');
-      await withAdmin(config, async (sql) => {
-        const ws = await findWorkspace(sql, ref);
-        await setApiEnabled(sql, ws.id, state === 'on', 'cli');
-        process.stdout.write(`API access of workspace "${ws.name}" is ${state}\n`);
-      });
-      return;
-    }
-    default:
-      throw new UsageError(`unknown command "workspace ${sub ?? ''}"`);
+async function workspaceCreateCommand(name: string, options: OptionValues): Promise<void> {
+  const ws = await withAdmin(configuration(), (sql) =>
+    createWorkspace(sql, name, options.currency as string | undefined, 'cli'),
+  );
+  process.stdout.write(`created workspace "${ws.name}" (${ws.currency})\n${ws.id}\n`);
+}
+
+async function workspaceListCommand(): Promise<void> {
+  const all = await withAdmin(configuration(), listWorkspaces);
+  for (const ws of all)
+    process.stdout.write(`${ws.id}  ${ws.currency}  api ${ws.api_enabled ? 'on ' : 'off'}  ${ws.name}\n`);
+}
+
+async function workspaceApiCommand(ref: string, state: string): Promise<void> {
+  if (state !== 'on' && state !== 'off') throw new UsageError('workspace api needs WORKSPACE and on|off');
+  await withAdmin(configuration(), async (sql) => {
+    const ws = await findWorkspace(sql, ref);
+    await setApiEnabled(sql, ws.id, state === 'on', 'cli');
+    process.stdout.write(`API access of workspace "${ws.name}" is ${state}\n`);
+  });
+}
+
+async function tokenCreateCommand(options: OptionValues): Promise<void> {
+  const scope = parseScope(options.scope as string);
+  const ref = options.workspace as string;
+  const { id, token, ws } = await withAdmin(configuration(), async (sql) => {
+    const ws = await findWorkspace(sql, ref);
+    return { ...(await createToken(sql, ws.id, scope, (options.label as string | undefined) ?? '', 'cli')), ws };
+  });
+  process.stdout.write(`created ${scope} token ${id} for workspace "${ws.name}"; it is shown only now:\n${token}\n`);
+}
+
+async function tokenListCommand(options: OptionValues): Promise<void> {
+  const ref = options.workspace as string | undefined;
+  const tokens = await withAdmin(configuration(), async (sql) =>
+    listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined),
+  );
+  for (const t of tokens) {
+    process.stdout.write(
+      `${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace "${t.workspace_name}" (${t.workspace_id})  ${t.label}\n`,
+    );
   }
 }
 
-async function tokenCommand({ sub, rest, config, str, need }: Invocation): Promise<void> {
-  switch (sub) {
-    case 'create': {
-      const scope = parseScope(need('scope'));
-      const ref = need('workspace');
-      const { id, token, ws } = await withAdmin(config, async (sql) => {
-        const ws = await findWorkspace(sql, ref);
-        return { ...(await createToken(sql, ws.id, scope, str('label') ?? '', 'cli')), ws };
-      });
-      process.stdout.write(
-        `created ${scope} token ${id} for workspace "${ws.name}"; it is shown only now:\n${token}\n`,
-      );
-      return;
-    }
-    case 'list': {
-      const ref = str('workspace');
-      const tokens = await withAdmin(config, async (sql) =>
-        listTokens(sql, ref ? (await findWorkspace(sql, ref)).id : undefined),
-      );
-      for (const t of tokens) {
-        process.stdout.write(
-          `${t.id}  ${t.scope.padEnd(5)}  ${t.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(t.created_at)}  last used ${fmtDate(t.last_used_at)}  workspace "${t.workspace_name}" (${t.workspace_id})  ${t.label}\n`,
-        );
-      }
-      return;
-    }
-    case 'revoke': {
-      const [id] = rest;
-      if (!id) throw new UsageError('token revoke needs a TOKEN_ID, from tally token list');
-      await withAdmin(config, (sql) => revokeToken(sql, id, null, 'cli'));
-      process.stdout.write(`revoked token ${id}\n`);
-      return;
-    }
-    default:
-      throw new UsageError(`unknown command "token ${sub ?? ''}"`);
-  }
+async function tokenRevokeCommand(id: string): Promise<void> {
+  await withAdmin(configuration(), (sql) => revokeToken(sql, id, null, 'cli'));
+  process.stdout.write(`revoked token ${id}\n`);
 }
 
-async function keyCommand({ sub, rest, config, str }: Invocation): Promise<void> {
-  switch (sub) {
-    case 'create': {
-      const { id, key } = await withAdmin(config, (sql) => createKey(sql, str('label') ?? '', 'cli'));
-      process.stdout.write(`created publishable key ${id}; it is shown only now:\n${key}\n`);
-      return;
-    }
-    case 'list': {
-      const keys = await withAdmin(config, listKeys);
-      for (const k of keys)
-        process.stdout.write(
-          `${k.id}  ${k.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(k.created_at)}  ${k.label}\n`,
-        );
-      return;
-    }
-    case 'revoke': {
-      const [id] = rest;
-      if (!id) throw new UsageError('key revoke needs a KEY_ID, from tally key list');
-      await withAdmin(config, (sql) => revokeKey(sql, id, 'cli'));
-      process.stdout.write(`revoked key ${id}\n`);
-      return;
-    }
-    default:
-      throw new UsageError(`unknown command "key ${sub ?? ''}"`);
-  }
+async function keyCreateCommand(options: OptionValues): Promise<void> {
+  const { id, key } = await withAdmin(configuration(), (sql) =>
+    createKey(sql, (options.label as string | undefined) ?? '', 'cli'),
+  );
+  process.stdout.write(`created publishable key ${id}; it is shown only now:\n${key}\n`);
 }
 
-async function memberCommand({ sub, config, need }: Invocation): Promise<void> {
-  if (sub !== 'add') throw new UsageError(`unknown command "member ${sub ?? ''}"`);
-  const role = parseRole(need('role'));
-  const ref = need('workspace');
-  const email = need('email');
+async function keyListCommand(): Promise<void> {
+  const keys = await withAdmin(configuration(), listKeys);
+  for (const k of keys)
+    process.stdout.write(
+      `${k.id}  ${k.revoked_at ? 'revoked' : 'active '}  created ${fmtDate(k.created_at)}  ${k.label}\n`,
+    );
+}
+
+async function keyRevokeCommand(id: string): Promise<void> {
+  await withAdmin(configuration(), (sql) => revokeKey(sql, id, 'cli'));
+  process.stdout.write(`revoked key ${id}\n`);
+}
+
+async function memberAddCommand(options: OptionValues): Promise<void> {
+  const role = parseRole(options.role as string);
+  const ref = options.workspace as string;
+  const email = options.email as string;
   const password = await passwordFromStdin();
-  const { added, ws } = await withAdmin(config, async (sql) => {
+  const { added, ws } = await withAdmin(configuration(), async (sql) => {
     const ws = await findWorkspace(sql, ref);
     return { added: await addMember(sql, ws.id, email, role, password, 'cli'), ws };
   });
@@ -352,7 +232,8 @@ async function memberCommand({ sub, config, need }: Invocation): Promise<void> {
  * Deletes the embedded database and its generated secrets, so that the next `tally up` starts
  * afresh; only with --yes, and never under a running server.
  */
-async function resetCommand({ config, flag }: Invocation): Promise<void> {
+async function resetCommand(options: OptionValues): Promise<void> {
+  const config = configuration();
   if (config.databaseUrl) {
     throw new UsageError(
       'tally reset deletes the embedded database only; with DATABASE_URL, drop that database yourself',
@@ -370,7 +251,7 @@ async function resetCommand({ config, flag }: Invocation): Promise<void> {
       `a Tally server uses the database in ${home} (port ${port}): stop it first (Ctrl-C in its shell)`,
     );
   }
-  if (!flag('yes')) {
+  if (!options.yes) {
     process.stderr.write(
       `tally reset deletes ${targets.join(', ')}: every workspace, token, key and member in it.\n` +
         'Nothing was deleted: run "tally reset --yes" to do it.\n',
@@ -381,82 +262,249 @@ async function resetCommand({ config, flag }: Invocation): Promise<void> {
   process.stdout.write(`deleted the Tally database in ${home}; "tally up" (npm start) creates a new one\n`);
 }
 
-/** A command with no words after it. */
-const alone =
-  (name: string, fn: Command): Command =>
-  async (inv) => {
-    if (inv.sub !== undefined) throw new UsageError(`unknown command "${name} ${inv.sub}"`);
-    return fn(inv);
-  };
+// ---- the commands, each with its own arguments and options ----------------------------------
 
-/** The command groups, by their first word; surfaces add their own (surfaces.ts). */
-const COMMANDS: Record<string, Command> = {
-  up: alone('up', ({ config }) => up(config, { prepare: true })),
-  serve: alone('serve', ({ config }) => up(config, { prepare: false })),
-  migrate: migrateCommand,
-  policies: policiesCommand,
-  workspace: workspaceCommand,
-  token: tokenCommand,
-  key: keyCommand,
-  member: memberCommand,
-  sql: sqlCommand,
-  psql: psqlCommand,
-  db: dbCommand,
-  gen: genCommand,
-  reset: alone('reset', resetCommand),
-  ...Object.fromEntries(
-    SURFACES.flatMap((s) =>
-      s.command ? [[s.command.name, alone(s.command.name, ({ config }) => s.command!.run(config))]] : [],
-    ),
-  ),
-};
+/** A group of commands (`tally token …`): refuses a word that is none of them. */
+function group(program: Command, name: string): Command {
+  return program
+    .command(name)
+    .argument('[command]')
+    .allowExcessArguments()
+    .action((_sub: string | undefined, _options: OptionValues, cmd: Command) => {
+      throw new UsageError(`unknown command "${[name, ...cmd.args].join(' ')}"`);
+    });
+}
+
+function commands(): Command {
+  const program = new Command('tally')
+    .helpCommand(false)
+    .option('-v, --version', 'the version')
+    .argument('[command]')
+    .allowExcessArguments()
+    .action((_command: string | undefined, options: OptionValues, cmd: Command) => {
+      if (options.version) process.stdout.write(`tally ${packageVersion()}\n`);
+      else if (cmd.args.length === 0) process.stdout.write(usage() + '\n');
+      else throw new UsageError(`unknown command "${cmd.args.join(' ')}"`, '');
+    });
+
+  program
+    .command('up')
+    .description('migrate, apply policies, seed a demo workspace on first run, serve')
+    .action(() => up(configuration(), { prepare: true }));
+  program
+    .command('serve')
+    .description('serve only')
+    .action(() => up(configuration(), { prepare: false }));
+  program
+    .command('migrate')
+    .description(
+      "run migrations (default: all pending, up); --gateway-only: only the gateway's own state, for a database of your own",
+    )
+    .argument('[up|down]')
+    .option('--count <N>')
+    .option('--gateway-only')
+    .action(migrateCommand);
+  group(program, 'policies')
+    .command('apply')
+    .description('apply the RLS policies in policies/')
+    .action(policiesApplyCommand);
+
+  const workspace = group(program, 'workspace');
+  workspace
+    .command('create')
+    .description('create a workspace (ISO 4217 currency, default USD)')
+    .argument('<NAME>')
+    .option('--currency <C>')
+    .action(workspaceCreateCommand);
+  workspace.command('list').description('workspaces with their API switch').action(workspaceListCommand);
+  workspace
+    .command('api')
+    .description("switch a workspace's API access")
+    .argument('<WORKSPACE>')
+    .argument('<on|off>')
+    .action(workspaceApiCommand);
+
+  const token = group(program, 'token');
+  token
+    .command('create')
+    .description('prints the token once, last line')
+    .requiredOption('--workspace <W>')
+    .requiredOption('--scope <read|write>')
+    .option('--label <L>')
+    .action(tokenCreateCommand);
+  token.command('list').description('tokens (never their secret)').option('--workspace <W>').action(tokenListCommand);
+  token
+    .command('revoke')
+    .description('revoke a token (acts on the next request)')
+    .argument('<TOKEN_ID>')
+    .action(tokenRevokeCommand);
+
+  const key = group(program, 'key');
+  key
+    .command('create')
+    .description('prints a publishable key once, last line')
+    .option('--label <L>')
+    .action(keyCreateCommand);
+  key.command('list').description('publishable keys').action(keyListCommand);
+  key.command('revoke').description('revoke a publishable key').argument('<KEY_ID>').action(keyRevokeCommand);
+
+  group(program, 'member')
+    .command('add')
+    .description(
+      "a new member's one-time password is printed last; a password piped on standard input is used instead (and replaces a known member's password, which is otherwise kept)",
+    )
+    .requiredOption('--workspace <W>')
+    .requiredOption('--email <E>')
+    .requiredOption('--role <owner|admin|member>')
+    .action(memberAddCommand);
+
+  program
+    .command('sql')
+    .description("run SQL as the database owner (a file, -c, or standard input), then reload the servers' schema cache")
+    .argument('[FILE]')
+    .option('-c, --command <SQL>')
+    .action(sqlCommand);
+  program
+    .command('psql')
+    .description("open the system's psql on the database, as the owner")
+    .argument('[PSQL_ARGS...]')
+    .action(psqlCommand);
+  group(program, 'db').command('url').description("print the owner's connection URL").action(dbUrlCommand);
+  group(program, 'gen')
+    .command('types')
+    .description(
+      'print the TypeScript Database type of the exposed schemas for supabase-js (createClient<Database>), as role R sees them (default the write role; anon or an API role)',
+    )
+    .option('--role <R>')
+    .action(genTypesCommand);
+  program
+    .command('reset')
+    .description(
+      'delete the embedded database and its secrets in TALLY_HOME (tally up then starts afresh); without --yes it only says what it would delete',
+    )
+    .option('--yes')
+    .action(resetCommand);
+  for (const s of SURFACES) {
+    const command = s.command;
+    if (command)
+      program
+        .command(command.name)
+        .description(command.usage)
+        .action(() => command.run(configuration()));
+  }
+  program
+    .command('help')
+    .description("this list, or one command's")
+    .argument('[COMMAND]')
+    .action((about: string | undefined) => {
+      if (about !== undefined && !program.commands.some((c) => c.name() === about))
+        throw new UsageError(`unknown command "${about}"`, '');
+      process.stdout.write(usage(about) + '\n');
+    });
+
+  // A usage mistake found while a command runs points at that command's help too.
+  program.hook('preAction', (_program, action) => {
+    running = topOf(action);
+  });
+  // Every command: its own help (-h, --help), and errors as one line pointing at that help.
+  const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+  for (const c of all(program)) {
+    c.helpOption('-h, --help')
+      .configureHelp({ formatHelp: (cmd) => usage(topOf(cmd)) + '\n' })
+      .configureOutput({ outputError: () => undefined })
+      .exitOverride((err) => {
+        throw err.exitCode === 0 ? err : new UsageError(commanderMessage(err), topOf(c));
+      });
+  }
+  leaves = all(program).filter((c) => c !== program && c.commands.length === 0);
+  // Only the program and the groups take any word (to refuse it by name); a command, no more
+  // words than it declares (the groups' setting is inherited by the commands made from them).
+  for (const c of leaves) c.allowExcessArguments(false);
+  return program;
+}
+
+/** The first word of a command's path (`token` for `token create`); undefined for the program. */
+function topOf(cmd: Command): string | undefined {
+  let c = cmd;
+  while (c.parent?.parent) c = c.parent;
+  return c.parent ? c.name() : undefined;
+}
+
+/** commander's message, as one of ours: `--scope is required`, `unknown option '--bogus'`. */
+function commanderMessage(err: CommanderError): string {
+  const message = err.message.replace(/^error: /, '');
+  if (err.code === 'commander.missingMandatoryOptionValue') {
+    const flag = /'(--[a-z-]+)/.exec(message)?.[1];
+    if (flag) return `${flag} is required`;
+  }
+  return message;
+}
+
+// ---- help, made from the declarations above --------------------------------------------------
+
+/** The commands a person runs (not the groups), in the order declared. */
+let leaves: Command[] = [];
+
+/** `token create --workspace W --scope read|write [--label L]`, from a command's declarations. */
+function synopsis(cmd: Command): string {
+  const words: string[] = [];
+  for (let c: Command | null = cmd; c?.parent; c = c.parent) words.unshift(c.name());
+  for (const a of cmd.registeredArguments) {
+    const name = a.name();
+    words.push(a.variadic ? `[-- ${name}]` : a.required ? name : `[${name}]`);
+  }
+  for (const o of cmd.options as readonly Option[]) {
+    const value = /<([^>]+)>/.exec(o.flags)?.[1];
+    const text = `${o.short ?? o.long}${value ? ` ${value}` : ''}`;
+    words.push(o.mandatory ? text : `[${text}]`);
+  }
+  return words.join(' ');
+}
+
+/** Wraps `text` to lines of at most `width` characters. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return line ? [...lines, line] : lines;
+}
+
+/** The usage of every command, or of those whose first word is `command`. */
+function usage(command?: string): string {
+  const entries = leaves
+    .filter((c) => command === undefined || topOf(c) === command)
+    .map((c): [string, string] => [synopsis(c), c.description()]);
+  const body = entries.flatMap(([synopsis, what]) => {
+    const text = wrap(what, 60);
+    if (synopsis.length > 36) return [`  ${synopsis}`, ...text.map((l) => ' '.repeat(39) + l)];
+    return text.map((l, i) => (i === 0 ? `  ${synopsis.padEnd(37)}${l}` : ' '.repeat(39) + l));
+  });
+  const env =
+    'Where the database is: DATABASE_URL (a Postgres of your own), else the embedded one in TALLY_HOME (default .tally in the current folder).';
+  return [`usage: tally ${command ?? '<command>'}${command ? ' …' : ''}`, ...body, '', ...wrap(env, 98)].join('\n');
+}
+
+/** The command whose action runs. */
+let running: string | undefined;
 
 async function run(argv: string[]): Promise<void> {
-  let parsed: ReturnType<typeof args>;
   try {
-    parsed = args(argv);
+    await commands().parseAsync(argv, { from: 'user' });
   } catch (err) {
-    const command = argv.find((a) => !a.startsWith('-'));
-    if (err instanceof UsageError && command !== undefined && Object.hasOwn(COMMANDS, command)) err.command = command;
-    throw err;
-  }
-  const { positionals, flags } = parsed;
-  const [command, sub, ...rest] = positionals;
-  if (flags.version) {
-    process.stdout.write(`tally ${await packageVersion()}\n`);
-    return;
-  }
-  const known = (name: string | undefined): name is string => name !== undefined && Object.hasOwn(COMMANDS, name);
-  if (command === 'help' || !command || flags.help) {
-    const about = command === 'help' ? sub : command;
-    if (about !== undefined && about !== 'help' && !known(about)) throw new UsageError(`unknown command "${about}"`);
-    process.stdout.write(usage(about) + '\n');
-    return;
-  }
-  if (!known(command)) throw new UsageError(`unknown command "${positionals.join(' ')}"`);
-  const handler = COMMANDS[command]!;
-  const str = (name: string): string | undefined =>
-    typeof flags[name] === 'string' ? (flags[name] as string) : undefined;
-  const need = (name: string): string => {
-    const v = str(name);
-    if (!v) throw new UsageError(`--${name} is required`, command);
-    return v;
-  };
-  const flag = (name: string): boolean => flags[name] === true;
-  try {
-    const config = loadConfig();
-    setLogLevel(config.logLevel);
-    await handler({ positionals, sub, rest, config, str, need, flag });
-  } catch (err) {
-    // A usage mistake points at the help of the command it was made in.
-    if (err instanceof UsageError && err.command === undefined) err.command = command;
+    if (err instanceof CommanderError && err.exitCode === 0) return; // help was shown
+    if (err instanceof UsageError && err.command === undefined) err.command = running;
     throw err;
   }
 }
 
 /** The package's version, from its package.json. */
-async function packageVersion(): Promise<string> {
-  const pkg = JSON.parse(await readFile(join(packageRoot, 'package.json'), 'utf8')) as { version: string };
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string };
   return pkg.version;
 }
 
