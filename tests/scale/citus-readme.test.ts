@@ -86,7 +86,7 @@ describe("the README's Citus steps", () => {
           FROM pg_dist_partition GROUP BY 1 ORDER BY 1`;
       expect(placed).toEqual([
         { kind: 'coordinator', n: 6 },
-        { kind: 'distributed', n: 5 },
+        { kind: 'distributed', n: 6 }, // the five workspace tables and their activity log
         { kind: 'reference', n: 4 },
       ]);
       const nodes = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_dist_node WHERE groupid <> 0`;
