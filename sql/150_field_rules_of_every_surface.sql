@@ -14,14 +14,13 @@ ALTER TABLE public.contacts DROP CONSTRAINT contacts_email_format;
 ALTER TABLE public.contacts
   ADD CONSTRAINT contacts_email_format
   CHECK (email ~ '^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$' AND char_length(email) <= 320) NOT VALID;
-ALTER TABLE public.funds
-  ADD CONSTRAINT funds_start_date_finite CHECK (isfinite(start_date)) NOT VALID,
-  ADD CONSTRAINT funds_end_date_finite CHECK (isfinite(end_date)) NOT VALID;
+-- One constraint per statement: Citus refuses ADD CONSTRAINT beside other subcommands.
+ALTER TABLE public.funds ADD CONSTRAINT funds_start_date_finite CHECK (isfinite(start_date)) NOT VALID;
+ALTER TABLE public.funds ADD CONSTRAINT funds_end_date_finite CHECK (isfinite(end_date)) NOT VALID;
 
 -- Down Migration
-ALTER TABLE public.funds
-  DROP CONSTRAINT IF EXISTS funds_end_date_finite,
-  DROP CONSTRAINT IF EXISTS funds_start_date_finite;
+ALTER TABLE public.funds DROP CONSTRAINT IF EXISTS funds_end_date_finite;
+ALTER TABLE public.funds DROP CONSTRAINT IF EXISTS funds_start_date_finite;
 ALTER TABLE public.contacts DROP CONSTRAINT contacts_email_format;
 ALTER TABLE public.contacts
   ADD CONSTRAINT contacts_email_format CHECK (email ~ '^[^@\s]+@[^@\s]+$' AND char_length(email) <= 320) NOT VALID;
