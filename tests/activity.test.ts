@@ -51,6 +51,20 @@ const activityOf = (table: string, recordId: string) =>
   db.admin<Activity[]>`
     SELECT * FROM public.activity WHERE table_name = ${table} AND record_id = ${recordId} ORDER BY at`;
 
+/** One MCP tools/call with workspace A's write token; its result. */
+const callTool = async (name: string, args: Record<string, unknown>) => {
+  const res = await request(t.app)
+    .post(`/mcp?token=${tokenA}`)
+    .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
+    .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
+    .expect(200);
+  return res.body.result as {
+    isError?: boolean;
+    structuredContent: Record<string, unknown>;
+    content: { text: string }[];
+  };
+};
+
 const expense = (name: string, amount = 10) => ({ name, amount, category_id: 'other', method_id: 'cash' });
 
 describe('every change is recorded, with who made it', () => {
@@ -82,17 +96,8 @@ describe('every change is recorded, with who made it', () => {
       .set({ Authorization: `Bearer ${jwtA}` })
       .send(expense('Through the wrapper'))
       .expect(201);
-    const mcp = await request(t.app)
-      .post(`/mcp?token=${tokenA}`)
-      .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
-      .send({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'create_expense', arguments: expense('Through MCP') },
-      })
-      .expect(200);
-    expect(mcp.body.result.isError).toBeUndefined();
+    const mcp = await callTool('create_expense', expense('Through MCP'));
+    expect(mcp.isError).toBeUndefined();
     const [viaMcp] = await db.admin<{ id: string }[]>`
       SELECT id FROM public.personal_transactions WHERE name = 'Through MCP'`;
     for (const [id, surface] of [
@@ -274,19 +279,6 @@ describe('retention', () => {
 });
 
 describe('through MCP: list_activity, undo_change, and the activity id of an update or delete', () => {
-  const callTool = async (name: string, args: Record<string, unknown>) => {
-    const res = await request(t.app)
-      .post(`/mcp?token=${tokenA}`)
-      .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
-      .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
-      .expect(200);
-    return res.body.result as {
-      isError?: boolean;
-      structuredContent: Record<string, unknown>;
-      content: { text: string }[];
-    };
-  };
-
   it('an agent deletes the wrong expense, finds the change and puts it back with one call', async () => {
     const created = await callTool('create_expense', expense('Agent mistake', 42));
     const id = (created.structuredContent.expense as { id: string }).id;
