@@ -31,12 +31,16 @@ export function tally(argv: string[], env: Record<string, string | undefined>, i
   });
 }
 
-/** Starts a long-running command (`tally up`) and resolves once its output matches `ready`. */
+/**
+ * Starts a long-running command (`tally up`) and resolves once its output matches `ready`.
+ * `output` keeps growing after that: a line logged after the ready line (the log is written in
+ * batches) is there too, where a copy taken at resolve time lost it.
+ */
 export function tallyServer(
   argv: string[],
   env: Record<string, string | undefined>,
   ready: RegExp,
-): Promise<{ child: ChildProcess; output: string }> {
+): Promise<{ child: ChildProcess; readonly output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args(argv), {
       cwd: packageRoot,
@@ -52,7 +56,12 @@ export function tallyServer(
       output += d;
       if (ready.test(output)) {
         clearTimeout(timer);
-        resolve({ child, output });
+        resolve({
+          child,
+          get output() {
+            return output;
+          },
+        });
       }
     };
     child.stdout!.on('data', onData);

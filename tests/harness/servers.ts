@@ -10,8 +10,8 @@ export interface Servers {
   /** Each process's base URL, e.g. http://127.0.0.1:PORT. */
   bases: string[];
   children: ChildProcess[];
-  /** Every line each process wrote so far. */
-  output: string[];
+  /** Every line each process wrote so far (read anew on each access). */
+  readonly output: string[];
   /** SIGTERM to every process still running, and waits for each to exit. */
   close(): Promise<void>;
 }
@@ -43,17 +43,13 @@ export async function startServers(
       ),
     ),
   );
-  const output = started.map((s) => s.output);
-  started.forEach((s, i) => {
-    const add = (d: Buffer) => (output[i] = `${output[i] ?? ''}${String(d)}`);
-    s.child.stdout?.on('data', add);
-    s.child.stderr?.on('data', add);
-  });
   const children = started.map((s) => s.child);
   return {
     bases: started.map((s) => /Tally is up on (\S+)/.exec(s.output)![1]!),
     children,
-    output,
+    get output() {
+      return started.map((s) => s.output);
+    },
     async close() {
       await Promise.all(
         children.map((c) => {
