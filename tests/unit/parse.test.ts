@@ -724,8 +724,9 @@ describe('Accept', () => {
       code: 'PGRST107',
       message: 'None of these media types are available: text/html, image/png',
       details: null,
-      hint: 'Ask for application/json, application/vnd.pgrst.object+json or text/csv',
+      hint: 'Ask for application/json, application/vnd.pgrst.object+json, text/csv or application/geo+json',
     });
+    expect(parseAccept('application/geo+json')).toEqual({ media: 'geojson' });
     expect(failure(() => parseAccept('application/vnd.pgrst.plan+json; options=destroy'))).toMatchObject({
       status: 406,
       code: 'PGRST107',

@@ -252,6 +252,13 @@ export function bodySql(media: MediaType): Fragment {
     case 'csv':
       // PostgREST's CSV: a header from the first row's keys, then each row's record text.
       return sql`(SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg(substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2), E'\\n'), '')`;
+    case 'geojson':
+      // PostgREST's GeoJSON: a FeatureCollection of PostGIS's ST_AsGeoJSON(record), which takes
+      // the row's first geometry column as the geometry and the others as properties (22023
+      // "geometry column is missing" without one). Unqualified, as the one function the engine
+      // does not own: PostGIS lives in whichever schema it was created in, found through the
+      // transaction's search_path (the exposed schema and public); without PostGIS, 42883.
+      return sql`pg_catalog.json_build_object('type', 'FeatureCollection', 'features', coalesce(pg_catalog.json_agg(ST_AsGeoJSON("_postgrest_t")::json), '[]'))::text`;
   }
 }
 

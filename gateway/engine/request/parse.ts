@@ -272,6 +272,7 @@ const MEDIA: Record<string, MediaType> = {
   'application/vnd.pgrst.object': 'object',
   'text/csv': 'csv',
   'text/*': 'csv',
+  'application/geo+json': 'geojson',
 };
 
 const PLAN_MEDIA: Record<string, PlanMedia['format']> = {
@@ -319,5 +320,8 @@ export function parseAccept(header: string | undefined): { media: MediaType; pla
       }
     }
   }
-  throw catalogue.notAcceptable(header, 'Ask for application/json, application/vnd.pgrst.object+json or text/csv');
+  throw catalogue.notAcceptable(
+    header,
+    'Ask for application/json, application/vnd.pgrst.object+json, text/csv or application/geo+json',
+  );
 }

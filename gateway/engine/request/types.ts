@@ -106,7 +106,7 @@ export interface Preferences {
   invalid: string[];
 }
 
-export type MediaType = 'json' | 'object' | 'csv';
+export type MediaType = 'json' | 'object' | 'csv' | 'geojson';
 
 export const PLAN_OPTIONS = ['analyze', 'verbose', 'settings', 'buffers', 'wal'] as const;
 export type PlanOption = (typeof PLAN_OPTIONS)[number];

@@ -11,11 +11,16 @@ import { ESTIMATE_THRESHOLD } from '../query/read.js';
 import type { ApiRequest, MediaType } from '../request/types.js';
 import type { Relation, Routine } from '../schema-cache/types.js';
 
-const CONTENT_TYPES: Record<MediaType, string> = {
-  json: 'application/json; charset=utf-8',
-  object: 'application/vnd.pgrst.object+json; charset=utf-8',
-  csv: 'text/csv; charset=utf-8',
+/** Each media type's name, as a plan's `for` names it; its Content-Type adds the charset. */
+const MEDIA_NAMES: Record<MediaType, string> = {
+  json: 'application/json',
+  object: 'application/vnd.pgrst.object+json',
+  csv: 'text/csv',
+  geojson: 'application/geo+json',
 };
+const CONTENT_TYPES = Object.fromEntries(
+  Object.entries(MEDIA_NAMES).map(([media, name]) => [media, `${name}; charset=utf-8`]),
+) as Record<MediaType, string>;
 
 function contentRange(offset: number, pageTotal: number, total: number | undefined): string {
   const t = total === undefined ? '*' : String(total);
@@ -197,12 +202,6 @@ function writeResult(plan: WriteAction, results: Row[][]): GatewayResponse {
   }
   return { status, headers, body: undefined };
 }
-
-const MEDIA_NAMES: Record<ExplainAction['media']['for'], string> = {
-  json: 'application/json',
-  object: 'application/vnd.pgrst.object+json',
-  csv: 'text/csv',
-};
 
 function explainResult({ media }: ExplainAction, results: Row[][]): GatewayResponse {
   const rows = defined(results[0], 'the EXPLAIN rows');

@@ -20,27 +20,42 @@ const AUTHENTICATOR_PASSWORD = 'authenticator-password-for-the-scale-suite';
 function missing(): string | undefined {
   if (!existsSync(join(BIN, 'postgres')) || !existsSync(join(BIN, 'pg_basebackup')))
     return `Debian's PostgreSQL 15 is missing (${BIN}): apt-get install postgresql-15`;
-  if (!onPath('pgbouncer') && process.getuid?.() === 0) {
-    // Installed as root, under the lock every apt user of this machine takes; on a fresh machine
-    // the package lists come first. A failure leaves the one line below.
-    const apt = (...args: string[]) =>
-      execFileSync('flock', ['/tmp/tally-apt.lock', 'apt-get', ...args], {
-        stdio: 'ignore',
-        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-      });
+  if (!aptInstalled('pgbouncer', () => onPath('pgbouncer')))
+    return "Debian's pgbouncer is missing: apt-get install pgbouncer (as root)";
+  return undefined;
+}
+
+/** What the machine lacks for PostGIS on Debian's PostgreSQL 15, in one line, or undefined. */
+export function postgisMissing(): string | undefined {
+  const control = '/usr/share/postgresql/15/extension/postgis.control';
+  if (!aptInstalled('postgresql-15-postgis-3', () => existsSync(control)))
+    return "PostGIS for Debian's PostgreSQL 15 is missing: apt-get install postgresql-15-postgis-3 (as root)";
+  return undefined;
+}
+
+/**
+ * Whether `present()` holds, after installing `pkg` with apt when it did not and this is root:
+ * under the lock every apt user of this machine takes, the package lists first on a fresh
+ * machine. A failure is the caller's one line.
+ */
+function aptInstalled(pkg: string, present: () => boolean): boolean {
+  if (present() || process.getuid?.() !== 0) return present();
+  const apt = (...args: string[]) =>
+    execFileSync('flock', ['/tmp/tally-apt.lock', 'apt-get', ...args], {
+      stdio: 'ignore',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
+  try {
+    apt('install', '-y', '-qq', pkg);
+  } catch {
     try {
-      apt('install', '-y', '-qq', 'pgbouncer');
+      apt('update', '-qq');
+      apt('install', '-y', '-qq', pkg);
     } catch {
-      try {
-        apt('update', '-qq');
-        apt('install', '-y', '-qq', 'pgbouncer');
-      } catch {
-        // said below
-      }
+      // said by the caller
     }
   }
-  if (!onPath('pgbouncer')) return "Debian's pgbouncer is missing: apt-get install pgbouncer (as root)";
-  return undefined;
+  return present();
 }
 
 function onPath(command: string): boolean {
