@@ -46,6 +46,24 @@ describe('PostgREST conformance: functions, data representations and errors', ()
     expect(head.text ?? '').toBe('');
   });
 
+  it("selects, filters and orders the rows of a function of another schema's table, with its computed fields", async () => {
+    // Before, such rows were sent as they came: select, filters and order were silently ignored.
+    const rows = await get('rpc/all_authors?select=name,initials&initials=neq.T&order=name.desc');
+    expect(rows.status).toBe(200);
+    expect(rows.body).toEqual([
+      { name: 'Woolf', initials: 'W' },
+      { name: 'Austen', initials: 'A' },
+    ]);
+    const embedded = await get('books?select=title,writer(name,initials)&id=in.(1,2)&order=id');
+    expect(embedded.status).toBe(200);
+    expect(embedded.body).toEqual([
+      { title: 'Emma', writer: { name: 'Austen', initials: 'A' } },
+      { title: 'War and Peace', writer: { name: 'Tolstoy', initials: 'T' } },
+    ]);
+    // The other schema's table is no resource of its own.
+    expect((await get('conf_private.authors')).status).toBe(404);
+  });
+
   it('answers a raised sqlstate PT402 with status 402 and the message, detail and hint', async () => {
     const res = await get('rpc/pay');
     expect(res.status).toBe(402);

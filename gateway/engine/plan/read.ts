@@ -104,8 +104,13 @@ const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', o2o: 'one-to-one',
 function relationshipFor(cache: SchemaCache, source: Relation, name: string, hint: string | undefined): Relationship {
   // Relations the request's role may not read are not offered: neither embedded nor named.
   const visible = (rel: Relation) => readableColumns(rel, cache.viewer).length > 0;
+  // Both ends of a foreign key are in the request's schema; a computed relationship's function is
+  // (the source's schema), and its rows may be of a relation of any schema, as in PostgREST.
   const all = (cache.relationships.get(source.oid) ?? []).filter(
-    (r) => r.target.schema === source.schema && visible(r.target) && (!r.junction || visible(r.junction.relation)),
+    (r) =>
+      (r.computed ? r.computed.schema : r.target.schema) === source.schema &&
+      visible(r.target) &&
+      (!r.junction || visible(r.junction.relation)),
   );
   const single = (cols: string[], h: string) => cols.length === 1 && cols[0] === h;
   const candidates = all.filter((r) => {

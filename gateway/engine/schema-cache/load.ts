@@ -14,6 +14,7 @@ interface RelationRow {
   name: string;
   relkind: string;
   description: string | null;
+  exposed: boolean;
 }
 interface ColumnRow {
   relid: number;
@@ -257,9 +258,13 @@ const QUERIES: {
  */
 const relationsQuery = (schemas: Fragment) => sql`
     SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
-           pg_catalog.obj_description(c.oid, 'pg_class') AS description
+           pg_catalog.obj_description(c.oid, 'pg_class') AS description, n.nspname = ANY(${schemas}) AS exposed
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE n.nspname = ANY(${schemas}) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c') AND NOT c.relispartition`;
+     WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c') AND NOT c.relispartition
+       AND (n.nspname = ANY(${schemas}) OR c.reltype IN (
+         SELECT t FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace,
+                LATERAL (VALUES (p.prorettype), (p.proargtypes[0])) AS types (t)
+          WHERE pn.nspname = ANY(${schemas}) AND p.prokind = 'f'))`;
 
 /**
  * Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has
@@ -338,10 +343,12 @@ function relationsOf(
       uniqueKeys: [],
       computed: new Map(),
       description: r.description,
+      ...(r.exposed ? {} : { hidden: true as const }),
     };
     byOid.set(r.oid, rel);
-    // A composite type shapes function results; it is not a resource of its own.
-    if (rel.kind !== 'composite') relations.set(relationKey(r.schema, r.name), rel);
+    // A composite type shapes function results, and so does a relation of a schema that is not
+    // exposed; neither is a resource of its own.
+    if (rel.kind !== 'composite' && r.exposed) relations.set(relationKey(r.schema, r.name), rel);
   }
   for (const c of columnRows) {
     const rel = byOid.get(c.relid)!;
@@ -450,8 +457,9 @@ function exposuresOf(byOid: Map<number, Relation>, viewOrigins: ViewOrigins): Ex
   return (relid, cols) => {
     const out: { rel: Relation; cols: string[] }[] = [];
     const self = byOid.get(relid);
-    if (self) out.push({ rel: self, cols });
+    if (self && !self.hidden) out.push({ rel: self, cols });
     for (const [viewOid, origins] of viewOrigins) {
+      if (byOid.get(viewOid)?.hidden) continue;
       let combos: string[][] = [[]];
       for (const c of cols) {
         const names = [...origins].filter(([, o]) => o.relid === relid && o.column === c).map(([n]) => n);

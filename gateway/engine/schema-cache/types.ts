@@ -49,6 +49,13 @@ export interface Relation {
   uniqueKeys: string[][];
   computed: Map<string, ComputedField>;
   description: string | null;
+  /**
+   * A relation of a schema that is not exposed, known as the row type of an exposed function's
+   * argument or result (computed fields, computed relationships, /rpc results): its rows take
+   * select, filters and order there, but it is no resource, and no foreign key of it is a
+   * relationship (its exposed views' are).
+   */
+  hidden?: true;
 }
 
 type Cardinality = 'm2o' | 'o2m' | 'o2o' | 'm2m';
