@@ -106,6 +106,29 @@ describe('PostgREST conformance: embedding', () => {
     expect(sent.body).toEqual([{ name: 'Ann', messages: [{ body: 'hi' }] }]);
   });
 
+  it('lists the candidates of an ambiguous embed in the order PostgREST does: by referencing table, then constraint', async () => {
+    // departments is the older table, so its key comes first though its name sorts last.
+    const res = await get('agents?select=*,departments(*)');
+    expect(res.status).toBe(300);
+    expect(res.body).toEqual({
+      code: 'PGRST201',
+      message: "Could not embed because more than one relationship was found for 'agents' and 'departments'",
+      details: [
+        {
+          cardinality: 'one-to-many',
+          embedding: 'agents with departments',
+          relationship: 'departments_head_id_fkey using agents(id) and departments(head_id)',
+        },
+        {
+          cardinality: 'many-to-one',
+          embedding: 'agents with departments',
+          relationship: 'agents_department_id_fkey using agents(department_id) and departments(id)',
+        },
+      ],
+      hint: "Try changing 'departments' to one of the following: 'departments!departments_head_id_fkey', 'departments!agents_department_id_fkey'. Find the desired relationship in the 'details' key.",
+    });
+  });
+
   it("answers 400 PGRST200 with PostgREST's message and details", async () => {
     const res = await get('projects?select=*,nothing(*)');
     expect(res.status).toBe(400);

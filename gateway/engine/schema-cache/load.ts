@@ -180,7 +180,7 @@ const QUERIES: {
         FROM pg_catalog.pg_constraint con
         JOIN pg_catalog.pg_class c ON c.oid = con.conrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        WHERE ${USER_SCHEMAS} AND con.contype IN ('p', 'u', 'f') AND con.conparentid = 0
-       ORDER BY con.conname`,
+       ORDER BY con.conrelid, con.conname`,
   computedFields: (p) => sql`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array
