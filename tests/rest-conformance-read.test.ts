@@ -33,6 +33,19 @@ const notEmbedded = (resource: string) => ({
 
 const AREAS: Record<string, Case[]> = {
   'logic trees': [
+    {
+      name: 'no conditions',
+      method: 'GET',
+      path: 'entities?or=()',
+      status: 400,
+      json: {
+        code: 'PGRST100',
+        message: '"failed to parse logic tree (())" (line 1, column 4)',
+        details:
+          'unexpected ")" expecting field name (* or [a..z0..9_$]), negation operator (not) or logic operator (and, or)',
+        hint: null,
+      },
+    },
     get('or', 'entities?or=(id.eq.1,id.eq.2)&select=id', ids(1, 2)),
     get('negated or', 'entities?not.or=(id.eq.1,id.eq.2)&select=id', ids(3, 4)),
     get('or with a plain filter', 'entities?or=(id.eq.1,id.eq.2)&name=eq.entity 1&select=id', ids(1)),

@@ -516,9 +516,19 @@ describe('logic trees', () => {
       details: 'expecting "(" … ")"',
       hint: 'Write it as or=(column.operator.value,…)',
     });
-    expect(failure(() => parseLogic('or', false, '()'))).toMatchObject({
+    // An empty tree in PostgREST's words, at the column of the ")" in `or()`, nested too.
+    const unexpectedClose =
+      'unexpected ")" expecting field name (* or [a..z0..9_$]), negation operator (not) or logic operator (and, or)';
+    expect(failure(() => parseLogic('or', false, '()'))).toEqual({
+      status: 400,
       code: 'PGRST100',
-      details: 'empty logic tree',
+      message: '"failed to parse logic tree (())" (line 1, column 4)',
+      details: unexpectedClose,
+      hint: null,
+    });
+    expect(failure(() => parseLogic('and', true, '(id.eq.1, or(  ))'))).toMatchObject({
+      message: '"failed to parse logic tree ((id.eq.1, or(  )))" (line 1, column 23)',
+      details: unexpectedClose,
     });
     expect(failure(() => parseLogic('and', false, '(idonly)'))).toMatchObject({
       code: 'PGRST100',

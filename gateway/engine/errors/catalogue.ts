@@ -145,6 +145,15 @@ export const catalogue = {
       hint,
     }),
   ),
+  parseAt: entry(
+    'PGRST100',
+    400,
+    'a query parameter does not parse, at a place PostgREST names by line and column',
+    (what: string, column: number, details: string) => ({
+      message: `"failed to parse ${what}" (line 1, column ${column})`,
+      details,
+    }),
+  ),
   pathEncoding: entry('PGRST100', 400, 'the request path is not valid percent-encoding', () => ({
     message: 'Invalid percent-encoding in the request path',
     hint: 'Encode "%" in a path as %25',

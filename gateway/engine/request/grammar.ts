@@ -332,7 +332,7 @@ export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Cond
   if (!t.startsWith('(') || !t.endsWith(')')) {
     throw catalogue.parse(`logic tree (${raw})`, 'expecting "(" … ")"', `Write it as ${op}=(column.operator.value,…)`);
   }
-  return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw) };
+  return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw, `${negate ? 'not.' : ''}${op}`) };
 }
 
 /**
@@ -354,12 +354,20 @@ function withoutExtraCloses(t: string): string {
   return t;
 }
 
-function logicChildren(inner: string, whole: string): Condition[] {
+/** The element PostgREST's parser expects first inside a tree's parentheses. */
+const LOGIC_ELEMENT = 'field name (* or [a..z0..9_$]), negation operator (not) or logic operator (and, or)';
+
+/** `key` is the parameter's name (`or`, `not.and`), which PostgREST parses with the value. */
+function logicChildren(inner: string, whole: string, key: string, part = whole): Condition[] {
   if (inner.trim() === '') {
-    throw catalogue.parse(
+    // PostgREST's words and place: the column (1-based) of the ")" in `or(…)` as it parses it,
+    // the parameter's name and value joined.
+    const open = whole.indexOf(part) + part.indexOf('(');
+    const close = open + 1 + (whole.slice(open + 1).length - whole.slice(open + 1).trimStart().length);
+    throw catalogue.parseAt(
       `logic tree (${whole})`,
-      'empty logic tree',
-      'Put at least one filter inside the parentheses',
+      key.length + close + 1,
+      `unexpected ")" expecting ${LOGIC_ELEMENT}`,
     );
   }
   return splitTopLevel(inner, 'logic tree').map((part) => {
@@ -371,7 +379,7 @@ function logicChildren(inner: string, whole: string): Condition[] {
         kind: 'logic',
         op: m[2] as 'and' | 'or',
         negate: m[1] !== undefined,
-        children: logicChildren(group(m, 3), whole),
+        children: logicChildren(group(m, 3), whole, key, p),
       };
     const dot = p.indexOf('.');
     if (dot <= 0) {
