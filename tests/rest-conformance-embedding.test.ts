@@ -100,6 +100,14 @@ describe('PostgREST conformance: embedding', () => {
       { body: 'hi', from: { name: 'Ann' }, to: { name: 'Ben' } },
       { body: 'hello', from: { name: 'Ben' }, to: { name: 'Ann' } },
     ]);
+    // One name for two embeds: PostgREST's 42712, where the second silently replaced the first.
+    const twice = await get('messages?select=people!sender(name),people!receiver(name)');
+    expect(twice.status).toBe(400);
+    expect(twice.body).toMatchObject({
+      code: '42712',
+      message: 'table name "messages_people_1" specified more than once',
+      details: null,
+    });
     const byColumn = await get('messages?select=body,sender(name)&id=eq.1');
     expect(byColumn.body).toEqual([{ body: 'hi', sender: { name: 'Ann' } }]);
     const sent = await get('people?select=name,messages!sender(body)&id=eq.1');

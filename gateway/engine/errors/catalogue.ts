@@ -466,6 +466,15 @@ export const catalogue = {
       hint,
     }),
   ),
+  embeddedTwice: entry(
+    '42712',
+    400,
+    'a select embeds two resources under one name (no alias tells them apart)',
+    (table: string, key: string) => ({
+      message: `table name "${table}" specified more than once`,
+      hint: `Give each embedding of '${key}' an alias of its own, e.g. a:${key}!<hint>(…),b:${key}!<hint>(…)`,
+    }),
+  ),
   undefinedType: entry('42704', 400, 'a cast names a type that does not exist', (name: string) => ({
     message: `type "${name}" does not exist`,
     hint: 'Cast to a built-in type such as text, integer, numeric or date',

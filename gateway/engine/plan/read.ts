@@ -242,6 +242,11 @@ function buildNode(
     } else {
       const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
       const key = item.alias ?? item.name;
+      // Two embeds under one name would be one key of the row, the second hiding the first:
+      // refused as PostgREST refuses it, naming the table alias its SQL gives both.
+      if (!item.spread && node.embeds.some((e) => !e.spread && e.key === key)) {
+        throw catalogue.embeddedTwice(`${rel.name}_${key}_${path === '' ? 1 : path.split('.').length + 1}`, key);
+      }
       const childPath = path === '' ? key : `${path}.${key}`;
       const child = buildNode(input, relationship.target, item.select, childPath, used);
       const embed: Embed = {
