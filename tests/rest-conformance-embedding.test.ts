@@ -137,6 +137,23 @@ describe('PostgREST conformance: embedding', () => {
     });
   });
 
+  it('counts related rows with rel(count), also nested and aliased, with aggregates off', async () => {
+    // Before: 42703 "column projects.count does not exist".
+    const res = await get('clients?select=name,projects(count)&order=id');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([
+      { name: 'Microsoft', projects: [{ count: 2 }] },
+      { name: 'Apple', projects: [{ count: 2 }] },
+    ]);
+    const nested = await get('people?select=name,sent:messages!sender(n:count)&order=id');
+    expect(nested.body).toEqual([
+      { name: 'Ann', sent: [{ n: 1 }] },
+      { name: 'Ben', sent: [{ n: 1 }] },
+    ]);
+    // At the top level `count` stays a column name.
+    expect((await get('people?select=count')).body).toMatchObject({ code: '42703' });
+  });
+
   it("answers 400 PGRST200 with PostgREST's message and details", async () => {
     const res = await get('projects?select=*,nothing(*)');
     expect(res.status).toBe(400);

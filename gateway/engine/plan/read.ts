@@ -199,6 +199,20 @@ export function readPlan(input: ReadPlanInput): ReadNode {
   return root;
 }
 
+/** A bare `count` in an embed's select whose relation has no column or computed field of that name. */
+function relatedCount(item: SelectItem, rel: Relation, path: string): boolean {
+  return (
+    path !== '' &&
+    item.kind === 'field' &&
+    item.field.name === 'count' &&
+    item.field.json.length === 0 &&
+    item.cast === undefined &&
+    item.aggregate === undefined &&
+    !rel.columns.has('count') &&
+    !rel.computed.has('count')
+  );
+}
+
 function buildNode(
   input: ReadPlanInput,
   rel: Relation,
@@ -219,7 +233,12 @@ function buildNode(
   used.add(path);
   for (const item of items) {
     if (item.kind === 'star') node.select.push({ kind: 'star' });
-    else if (item.kind === 'count') {
+    else if (relatedCount(item, rel, path)) {
+      // `rel(count)`: the embedded rows counted, the older spelling of `rel(count())` that
+      // supabase-js users write to count related rows; a count bounded like the embed itself,
+      // so it needs no aggregates switched on.
+      node.select.push({ kind: 'count', key: item.alias ?? 'count', cast: undefined });
+    } else if (item.kind === 'count') {
       if (!input.aggregatesEnabled) throw aggregatesDisabled();
       node.select.push({
         kind: 'count',
