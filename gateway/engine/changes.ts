@@ -6,10 +6,15 @@
 // notices, and on a Citus coordinator, where NOTIFY cannot run inside a distributed transaction.
 // LISTEN pgrst stays as a faster path where it works (PostgREST's channel: `tally migrate` and
 // a DBA's NOTIFY).
+//
+// The poll has a connection of its own (Pool.watch) and a deadline: on the control connection it
+// queued behind schema loads, and a connection that stalled (a stopped backend, a pooler that
+// hands out no server connection) held every later poll behind it, so changes went unseen for
+// as long as that lasted. A poll past its deadline is given up with its connection.
 
-import type { Sql } from 'postgres';
+import { isConnectionError, isPgError } from './errors.js';
 import { errorFields, log } from './log.js';
-import { watched } from './pool.js';
+import { watched, type Pool } from './pool.js';
 import { compile, run, sql } from './sql.js';
 
 /**
@@ -22,8 +27,12 @@ export const CHANGE_BOUND_MS = 5000;
 
 const VERSION = compile(sql`SELECT tally.change_version() AS version`);
 
-/** A poll that does not answer within this long is given up; the next one asks again. */
-const POLL_DEADLINE_MS = 5000;
+/**
+ * A poll that does not answer within this long is given up, with its connection; the next one
+ * asks on a fresh one. Short enough that a stalled poll, the interval and a new connection stay
+ * within CHANGE_BOUND_MS.
+ */
+const POLL_DEADLINE_MS = 1500;
 
 export class ChangeWatch {
   private readonly listeners = new Set<() => void>();
@@ -34,7 +43,7 @@ export class ChangeWatch {
   private failing = false;
 
   constructor(
-    private readonly db: Sql,
+    private readonly db: Pick<Pool, 'control' | 'watch'>,
     private readonly intervalMs = CHANGE_POLL_MS,
   ) {}
 
@@ -54,7 +63,7 @@ export class ChangeWatch {
   }
 
   private async start(): Promise<void> {
-    this.db
+    this.db.control
       .listen('pgrst', (payload) => {
         if (payload === '' || payload === 'reload schema') this.changed();
       })
@@ -68,7 +77,7 @@ export class ChangeWatch {
     if (this.polling) return;
     this.polling = true;
     try {
-      const [row] = await watched(run<{ version: string }[]>(this.db, VERSION), POLL_DEADLINE_MS);
+      const [row] = await watched(run<{ version: string }[]>(this.db.watch.sql, VERSION), POLL_DEADLINE_MS);
       const version = row?.version;
       if (this.failing) log.info('reading the database change version again');
       this.failing = false;
@@ -76,6 +85,7 @@ export class ChangeWatch {
       this.version = version;
     } catch (err) {
       if ((err as { code?: unknown }).code === 'CONNECTION_ENDED') return this.stop();
+      if (!isPgError(err) || isConnectionError(err)) this.db.watch.renew();
       // Said once while it lasts; the version last read stays, and the first answer after
       // tells whether anything changed meanwhile.
       if (!this.failing) {

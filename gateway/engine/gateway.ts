@@ -27,7 +27,7 @@ const watches = new WeakMap<EngineContext, ChangeWatch>();
 /** The database changes a server context watches: one watch per context, for every cache of it. */
 export function changesOf(ctx: EngineContext): ChangeWatch {
   let w = watches.get(ctx);
-  if (!w) watches.set(ctx, (w = new ChangeWatch(ctx.db.control)));
+  if (!w) watches.set(ctx, (w = new ChangeWatch(ctx.db)));
   return w;
 }
 

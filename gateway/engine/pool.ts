@@ -67,7 +67,19 @@ export interface Pool {
   stats(): PoolStats;
   /** A client of its own (not a pool slot) for LISTEN and the schema cache's catalog reads. */
   control: Sql;
+  /** The change watch's connection (changes.ts), apart from everything else; see WatchClient. */
+  watch: WatchClient;
   end(options?: { timeout?: number }): Promise<void>;
+}
+
+/**
+ * One connection the change watch alone uses, so that its poll never queues behind a schema load
+ * on the control connection or behind requests in the pool. `renew()` gives up on the current
+ * connection (a poll on it stalled) and makes the next poll on a fresh one.
+ */
+interface WatchClient {
+  readonly sql: Sql;
+  renew(): void;
 }
 
 /**
@@ -105,13 +117,27 @@ export function createPool(url: string, options: PoolOptions): Pool {
   keepDriverClassesFast(control).catch((err: unknown) => {
     if (!ended) log.warn(errorFields(err), 'could not put the database driver classes in fast mode');
   });
+  const newWatch = () => slotClient(url, named(options.client, 'tally-changes'));
+  let watch = newWatch();
   return Object.assign(simpleStatement(reserve), {
     reserve,
     control,
+    watch: {
+      get sql() {
+        return watch.client;
+      },
+      renew() {
+        if (ended) return;
+        watch.retire();
+        watch.client.end({ timeout: 0 }).catch(() => {});
+        watch = newWatch();
+      },
+    },
     stats: () => slots.stats(),
     async end(opts: { timeout?: number } = {}) {
       ended = true; // waiters still queued are answered by their timers
-      await Promise.all([...slots.clients().map((c) => c.end(opts)), control.end(opts)]);
+      watch.retire();
+      await Promise.all([...slots.clients().map((c) => c.end(opts)), control.end(opts), watch.client.end(opts)]);
     },
   }) as Pool;
 }
@@ -313,12 +339,13 @@ function simpleStatement(reserve: () => Promise<Lease>) {
 
 /** The control client: one connection of its own, named so in pg_stat_activity. */
 function controlClient(url: string, clientOptions: PoolOptions['client']): Sql {
-  const named = clientOptions.connection as Record<string, string> | undefined;
-  return postgres(url, {
-    ...clientOptions,
-    max: 1,
-    connection: { ...named, application_name: 'tally-control' } as never,
-  });
+  return postgres(url, { ...named(clientOptions, 'tally-control'), max: 1 });
+}
+
+/** Client options whose connections show as `name` in pg_stat_activity. */
+function named(clientOptions: PoolOptions['client'], name: string): PoolOptions['client'] {
+  const connection = clientOptions.connection as Record<string, string> | undefined;
+  return { ...clientOptions, connection: { ...connection, application_name: name } as never };
 }
 
 /**
