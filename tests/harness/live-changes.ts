@@ -32,6 +32,16 @@ async function timesUntilSeen(
 }
 
 /**
+ * A probe's response, unless the rate limit refused it: a 429 is not "not seen yet" (it hid a
+ * change for up to a minute), so the servers probed need a limit their probes stay under.
+ */
+async function answered(response: Promise<Response>): Promise<Response> {
+  const res = await response;
+  if (res.status === 429) throw new Error(`the rate limit refused a probe of ${res.url}: raise the servers' limit`);
+  return res;
+}
+
+/**
  * Makes each change as the owner and measures when each process serves it. `headers` authorise
  * /rest/v1 reads (apikey and a JWT of an API role); `prefix` makes the names unique per run.
  */
@@ -46,10 +56,10 @@ export async function liveChangeTimes(
   const column = `${prefix.replace(/-/g, '_')}_receipt`;
   const table = `${prefix.replace(/-/g, '_')}_notes`;
   const published = async (base: string) => {
-    const doc = await (await fetch(`${base}/openapi.json`)).text();
+    const doc = await (await answered(fetch(`${base}/openapi.json`))).text();
     return doc.includes(`"${category}"`) && doc.includes(`"${method}"`);
   };
-  const status = async (url: string) => (await fetch(url, { headers })).status;
+  const status = async (url: string) => (await answered(fetch(url, { headers }))).status;
   return {
     lookups: await timesUntilSeen(
       bases,
