@@ -1,10 +1,10 @@
 // The errors of Tally's own surfaces, in a catalogue of their own beside the engine's (which is
 // PostgREST's, engine/errors/catalogue.ts): the same one error shape, made by the same entries.
-// Surfaces import `catalogue` from here: the engine's entries and these. Also the surfaces' own
-// failures (Express's body parsers) and how anything thrown becomes an answer to a client.
+// Surfaces import `catalogue` from here: the engine's entries and these. Anything thrown becomes
+// an answer as the engine's toApiError says (error-response.ts); a body's refusals are made
+// from these entries where the body is read (body.ts).
 
-import { catalogue as engineCatalogue, entry, INVALID_JSON, type ApiError } from './engine/errors/catalogue.js';
-import { toApiError } from './engine/errors.js';
+import { catalogue as engineCatalogue, entry } from './engine/errors/catalogue.js';
 
 export { ApiError } from './engine/errors/catalogue.js';
 
@@ -94,33 +94,3 @@ export const catalogue = { ...engineCatalogue, ...appCatalogue } as const;
 export const READ_ONLY_HINT = 'Writes need a workspace token with the write scope (tally token create --scope write)';
 export const ROW_SECURITY_HINT =
   'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
-
-/**
- * What express's body parsers throw: a body over the limit, one that does not parse, one in a
- * Content-Encoding or charset they do not decode, and one that cannot be read as sent (a gzip
- * body that is not gzip, fewer bytes than its Content-Length): all the client's doing. Their
- * errors are http-errors with a 4xx `status`; http.ts's body reader throws the same.
- */
-function bodyParserError(err: unknown): ApiError | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const { type, status, expose } = err as { type?: unknown; status?: unknown; expose?: unknown };
-  if (type === 'entity.too.large' || type === 'parameters.too.many') return catalogue.bodyTooLarge();
-  if (type === 'entity.parse.failed') return catalogue.invalidBody(INVALID_JSON);
-  if (type === 'encoding.unsupported' || type === 'charset.unsupported') return catalogue.unsupportedBodyCoding();
-  if (status === 400 && expose === true)
-    return catalogue.invalidBody('Invalid request body: it could not be read as sent', null, UNREADABLE);
-  return undefined;
-}
-
-const UNREADABLE =
-  'Check that a Content-Encoding names how the body is really encoded and that Content-Length is its size';
-
-/**
- * The one way anything thrown on a surface becomes an answer: a body-parser refusal its 4xx,
- * anything else as the engine answers it (toApiError: an ApiError as it is, a lost database a
- * 503, anything unexpected a 500 the caller logs, `unexpected` then true).
- */
-export function toClientError(err: unknown): { error: ApiError; unexpected: boolean } {
-  const parsed = bodyParserError(err);
-  return parsed ? { error: parsed, unexpected: false } : toApiError(err);
-}

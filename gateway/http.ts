@@ -1,50 +1,129 @@
-// The pieces of a plain node:http surface (one that answers before Express, server.ts): the
-// request itself (the log line, the path check, errors), its headers, its body, and a body
-// sent as it is. /rest/v1 and /api/v1 are both built from them.
+// The one request shell: every request the server answers, whichever surface answers it (a
+// plain node:http handler or Express), goes through serve() below, which does once what every
+// surface needs: the path check, the client address, the request log line, Server-Timing from
+// the database time of the request's gateway calls, and anything thrown in the one error shape.
+// A surface gets the request as an Exchange; bodies are read by body.ts. Also the small pieces
+// the node:http surfaces share: CORS, the query string, a header, a body sent as it is.
 
-import express from 'express';
-import { isUtf8 } from 'node:buffer';
-import { TextDecoder } from 'node:util';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthContext } from './engine/call.js';
-import { catalogue } from './engine/errors.js';
-import { parseJsonText } from './engine/request/json.js';
+import { clientAddress } from './auth/address.js';
+import type { AuthContext, GatewayCall, GatewayTiming } from './engine/call.js';
+import { ApiError, catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
-import { logRequest, serverTimingOf } from './log.js';
+import { log } from './log.js';
 
-/** What a request has learned of its caller so far: for the log line and Server-Timing. */
-export interface Caller {
-  auth?: AuthContext;
+/** Answers one request that the shell has taken in (thrown errors are answered by the shell). */
+export type Handler = (x: Exchange) => Promise<void> | void;
+
+const EXCHANGE = Symbol('exchange');
+
+/** One request and what its surface learns of it: its caller, and the database time it took. */
+export class Exchange {
+  /** The request's path as it arrived, without its query string (Express rewrites req.url as it routes). */
+  readonly path: string;
+  /** The caller, once the surface's authentication step knows it: for the log line. */
+  auth: AuthContext | undefined;
+  /** The database time of the request's gateway calls so far (GatewayResponse.timing, ApiError.timing). */
+  timing: GatewayTiming | undefined;
+  readonly start = process.hrtime.bigint();
+  #address: string | undefined | null = null;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    private readonly gateway: GatewayCall,
+    private readonly trustProxy: boolean,
+  ) {
+    this.path = pathOf(req);
+  }
+
+  /** The client's address (auth/address.ts): the socket's peer, or behind a trusted proxy the one it names. */
+  get address(): string | undefined {
+    if (this.#address === null) this.#address = clientAddress(this.req, this.trustProxy);
+    return this.#address;
+  }
+
+  /** The gateway call, its database time counted for this request's Server-Timing and log line. */
+  readonly call: GatewayCall = async (request, auth) => {
+    try {
+      const response = await this.gateway(request, auth);
+      this.addTiming(response.timing);
+      return response;
+    } catch (err) {
+      if (err instanceof ApiError) this.addTiming(err.timing);
+      throw err;
+    }
+  };
+
+  private addTiming(timing: GatewayTiming | undefined): void {
+    if (timing === undefined) return;
+    if (this.timing) {
+      this.timing.poolMs += timing.poolMs;
+      this.timing.dbMs += timing.dbMs;
+    } else this.timing = { ...timing };
+  }
+
+  /** The Server-Timing value: waiting for a pooled connection, then the transactions; undefined for none. */
+  serverTiming(): string | undefined {
+    const t = this.timing;
+    return t ? `pool;dur=${t.poolMs.toFixed(2)}, db;dur=${t.dbMs.toFixed(2)}` : undefined;
+  }
+}
+
+/** The Exchange of a request the shell took in: how an Express surface reaches it. */
+export function exchangeOf(req: IncomingMessage): Exchange {
+  const x = (req as { [EXCHANGE]?: Exchange })[EXCHANGE];
+  if (!x) throw new Error('a request outside the request shell (gateway/http.ts serve)');
+  return x;
 }
 
 /**
- * Answers one request with `run`, given its path (without the query string) and its Caller,
- * whose `auth` `run` sets once authenticated: the request log line when the response ends, a
- * malformed percent-escape in the path as the 400 every surface gives (before anything else),
- * and anything thrown in the one error shape, with the Server-Timing of what ran.
+ * The server's request listener: each request taken in as an Exchange, then answered by
+ * `handle`. Before it, a malformed percent-escape in the path is the 400 every surface gives
+ * (routers decode paths for their parameters, and would make it a 500); after it, when the
+ * response ends, the request log line. Server-Timing is added when the headers are written, so
+ * it is on every answer that ran a database transaction, errors included, whoever wrote it.
  */
-export function serveRequest(
-  req: IncomingMessage,
-  res: ServerResponse,
-  run: (path: string, caller: Caller) => Promise<void>,
-): void {
-  const start = process.hrtime.bigint();
-  const path = pathOf(req);
-  const caller: Caller = {};
-  res.once('finish', () => logRequest(req, path, res.statusCode, start, caller.auth));
-  const handle = async (): Promise<void> => {
-    try {
-      decodeURIComponent(path);
-    } catch {
-      throw catalogue.pathEncoding();
-    }
-    await run(path, caller);
+export function serve(gateway: GatewayCall, trustProxy: boolean, handle: Handler) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const x = new Exchange(req, res, gateway, trustProxy);
+    (req as { [EXCHANGE]?: Exchange })[EXCHANGE] = x;
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+      const timing = x.serverTiming();
+      if (timing) this.setHeader('Server-Timing', timing);
+      return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+    } as typeof res.writeHead;
+    res.once('finish', () => logRequest(x));
+    const run = async (): Promise<void> => {
+      try {
+        decodeURIComponent(x.path);
+      } catch {
+        throw catalogue.pathEncoding();
+      }
+      await handle(x);
+    };
+    run().catch((err: unknown) => writeError(res, err));
   };
-  handle().catch((err: unknown) => {
-    const timing = serverTimingOf(caller.auth);
-    if (timing && !res.headersSent) res.setHeader('Server-Timing', timing);
-    writeError(res, err);
-  });
+}
+
+/**
+ * The request log line: method, route (the path without its query string, which may carry
+ * ?token=), status, duration, database time and the workspace of the caller when known.
+ */
+function logRequest(x: Exchange): void {
+  const workspace = x.auth?.claims?.workspace_id;
+  log.info(
+    {
+      method: x.req.method,
+      route: x.path,
+      status: x.res.statusCode,
+      duration_ms: Number(process.hrtime.bigint() - x.start) / 1e6,
+      db_ms: x.timing?.dbMs,
+      workspace_id: typeof workspace === 'string' ? workspace : undefined,
+    },
+    'request',
+  );
 }
 
 /**
@@ -75,7 +154,7 @@ const CORS_EXPOSED =
   'Content-Encoding, Content-Location, Content-Range, Content-Type, Date, Location, Server, Transfer-Encoding, Range-Unit';
 
 /** A request's path, without its query string. */
-export function pathOf(req: IncomingMessage): string {
+function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   return q >= 0 ? url.slice(0, q) : url;
@@ -106,128 +185,8 @@ export const header = (req: IncomingMessage, name: string): string | undefined =
   return typeof value === 'string' ? value : undefined;
 };
 
-/**
- * Reads a request body as text, whatever its type, up to `limit` bytes: body-parser's reader,
- * so a larger body is the same 413 (PGRST413, errors.ts) as on every surface, and a body in a
- * Content-Encoding or charset it does not read the same 415. Text that is not valid in its
- * charset is a 400: decoding it would put U+FFFD where the client's bytes were, and store that.
- * The common body, plain UTF-8 of a declared length within the limit, is read by plainBody
- * below with the same outcome: body-parser's content-type parsing, charset decoder and stream
- * handling were about 7% of the CPU of a one-row POST.
- */
-export function bodyReader(limit: number): (req: IncomingMessage, res: ServerResponse) => Promise<string | undefined> {
-  const readBytes = express.raw({ type: () => true, limit });
-  return (req, res) =>
-    plainBody(req, limit) ??
-    new Promise((resolve, reject) =>
-      readBytes(req as never, res as never, (err?: unknown) => {
-        if (err) return reject(err);
-        const body = (req as { body?: unknown }).body;
-        try {
-          resolve(Buffer.isBuffer(body) ? decodeText(body, charsetOf(req.headers['content-type'])) : undefined);
-        } catch (decodeErr) {
-          reject(decodeErr);
-        }
-      }),
-    );
-}
-
-/** The charset parameter of a Content-Type, lower case; UTF-8 when there is none. */
-function charsetOf(contentType: string | undefined): string {
-  const m = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType ?? '');
-  return (m?.[1] ?? 'utf-8').toLowerCase();
-}
-
-/** Bytes as text in a charset: an unknown charset is a 415, bytes not valid in it a 400. */
-function decodeText(bytes: Buffer, charset: string): string {
-  let decoder: TextDecoder;
-  try {
-    decoder = new TextDecoder(charset, { fatal: true });
-  } catch {
-    throw Object.assign(new Error(`unsupported charset "${charset.toUpperCase()}"`), {
-      status: 415,
-      statusCode: 415,
-      expose: true,
-      type: 'charset.unsupported',
-    });
-  }
-  try {
-    return decoder.decode(bytes);
-  } catch {
-    throw notText(charset);
-  }
-}
-
-/** A body whose bytes are not text in its charset. */
-const notText = (charset: string) =>
-  catalogue.invalidBody(`Invalid request body: the body is not valid ${charset.toUpperCase()} text`);
-
-/** A charset parameter body-parser would decode as UTF-8, or none (UTF-8 is its default). */
-const UTF8_OR_NO_CHARSET = /^[^;]*(;\s*charset\s*=\s*"?utf-?8"?\s*)?$/i;
-
-/**
- * The body of a request that declares its length (within `limit`), no Content-Encoding and no
- * charset but UTF-8, read as body-parser reads it: UTF-8, a leading byte-order mark dropped, and
- * a client that stops before its Content-Length the same 400. Undefined for any other request.
- */
-function plainBody(req: IncomingMessage, limit: number): Promise<string> | undefined {
-  const { 'content-length': declared, 'content-encoding': coding, 'transfer-encoding': chunked } = req.headers;
-  if (declared === undefined || chunked !== undefined || !/^\d{1,15}$/.test(declared)) return undefined;
-  const length = Number(declared);
-  if (length > limit || (coding !== undefined && coding.toLowerCase() !== 'identity')) return undefined;
-  if (!UTF8_OR_NO_CHARSET.test(req.headers['content-type'] ?? '')) return undefined;
-  // A client gone before the body was asked for (during authentication): no event will come.
-  if (req.destroyed) return Promise.reject(unreadable('request aborted', 'aborted'));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let received = 0;
-    const done = () => {
-      req.off('data', onData).off('end', onEnd).off('error', onGone).off('close', onGone);
-    };
-    const onData = (chunk: Buffer) => {
-      received += chunk.length;
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      done();
-      if (received !== length) return reject(unreadable('request size did not match content length', 'size.invalid'));
-      const bytes = Buffer.concat(chunks, received);
-      if (!isUtf8(bytes)) return reject(notText('utf-8'));
-      const text = bytes.toString('utf8');
-      resolve(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
-    };
-    // A client that goes before the end of its body: Node destroys the request with an error
-    // (ECONNRESET), then closes it. It is the client's doing, a 400, not a lost database.
-    const onGone = () => {
-      done();
-      reject(unreadable('request aborted', 'aborted'));
-    };
-    req.on('data', onData).once('end', onEnd).once('error', onGone).once('close', onGone);
-  });
-}
-
-/** A body that could not be read as sent, as raw-body (body-parser's reader) reports it: a 400. */
-const unreadable = (message: string, type: string) =>
-  Object.assign(new Error(message), { status: 400, statusCode: 400, expose: true, type: `request.${type}` });
-
-/** Whether a Content-Type names JSON: application/json or a +json type; no header counts as JSON. */
-export function isJson(contentType: string | undefined): boolean {
-  const [mediaType = ''] = (contentType ?? 'application/json').split(';');
-  const type = mediaType.trim().toLowerCase();
-  return type === 'application/json' || type.endsWith('+json');
-}
-
-/**
- * A JSON body's value, read as the engine reads one (engine/request/json.ts): malformed JSON, an
- * object with a key twice and (with exactNumbers) a number a double cannot hold are the 400
- * (PGRST102) that every surface gives for them.
- */
-export const parseJson = parseJsonText;
-
-/** Ends a response with the body as it is (JSON or CSV text as Postgres serialised it), and its Server-Timing. */
-export function sendBody(res: ServerResponse, auth: AuthContext | undefined, body: string | undefined): void {
-  const timing = serverTimingOf(auth);
-  if (timing) res.setHeader('Server-Timing', timing);
+/** Ends a response with the body as it is (JSON or CSV text as Postgres serialised it). */
+export function sendBody(res: ServerResponse, body: string | undefined): void {
   if (body === undefined) return void res.end();
   res.setHeader('Content-Length', Buffer.byteLength(body));
   res.end(body); // no body goes out for HEAD: node:http leaves it off
@@ -236,12 +195,11 @@ export function sendBody(res: ServerResponse, auth: AuthContext | undefined, bod
 /** Ends a response with a value as JSON (`type`: the Content-Type, for a protocol that fixes it). */
 export function sendJson(
   res: ServerResponse,
-  auth: AuthContext | undefined,
   status: number,
   value: unknown,
   type = 'application/json; charset=utf-8',
 ): void {
   res.statusCode = status;
   res.setHeader('Content-Type', type);
-  sendBody(res, auth, JSON.stringify(value));
+  sendBody(res, JSON.stringify(value));
 }

@@ -1,6 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { RequestListener } from 'node:http';
-import { writeError } from './error-response.js';
+import type { Handler } from './http.js';
 
 // A surface that most processes never serve (the settings pages, Swagger UI, MCP) is loaded on
 // its first request, not at start: its modules and their dependencies stay out of memory until
@@ -27,13 +26,8 @@ export function lazyHandler(load: () => Promise<RequestHandler>): RequestHandler
   };
 }
 
-/** lazyHandler for a plain node:http listener (server.ts): a failed load is answered in the error shape. */
-export function lazyListener(load: () => Promise<RequestListener>): RequestListener {
+/** lazyHandler for a node:http surface's Handler (server.ts): a failed load is answered by the request shell. */
+export function lazyServe(load: () => Promise<Handler>): Handler {
   const loaded = loadOnce(load);
-  return (req, res) => {
-    loaded().then(
-      (listener) => listener(req, res),
-      (err: unknown) => writeError(res, err),
-    );
-  };
+  return async (x) => (await loaded())(x);
 }

@@ -1,19 +1,19 @@
-import { clientAddress } from './auth/address.js';
 import express, { type ErrorRequestHandler } from 'express';
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { limitConnectionsPerAddress, serverOptions, type HttpLimits } from './connections.js';
 import type { AppContext } from './context.js';
 import { catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
 import { GATEWAY_OPTIONS } from './deployment.js';
-import { requestLog, serverTiming, timedCall } from './log.js';
 import { changesOf, createGateway } from './engine/gateway.js';
+import { exchangeOf, serve, type Handler } from './http.js';
 import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
 
-// The one HTTP server: every surface (surfaces.ts) is mounted here. A surface with a handler of
-// its own (/rest/v1, /api/v1) answers the requests under its path; Express answers the rest.
+// The one HTTP server: every request goes through the request shell (http.ts serve), then to
+// the surface (surfaces.ts) that answers its path: one with a handler of its own (/rest/v1,
+// /api/v1, /mcp) answers the requests under its path; Express answers the rest.
 
 /** The server's request listener: what node:http's createServer (and supertest) take. */
 export type App = (req: IncomingMessage, res: ServerResponse) => void;
@@ -25,25 +25,13 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   app.disable('x-powered-by');
   app.set('query parser', 'simple'); // raw strings only: each surface parses its own grammar
   app.set('trust proxy', trustProxy ? 1 : false);
-  // req.ip is the one client address every surface uses (auth/address.ts).
+  // req.ip is the request's one client address (the shell's, auth/address.ts) on Express too.
   Object.defineProperty(app.request, 'ip', {
     configurable: true,
     enumerable: true,
     get(this: IncomingMessage) {
-      return clientAddress(this, trustProxy);
+      return exchangeOf(this).address;
     },
-  });
-  app.use(requestLog());
-  app.use(serverTiming());
-  // Routers decode the path for their parameters and static files; a malformed percent-escape
-  // there would surface as a 500. Every surface gets the same 400 instead, before any of them.
-  app.use((req, _res, next) => {
-    try {
-      decodeURIComponent(req.path);
-    } catch {
-      return next(catalogue.pathEncoding());
-    }
-    next();
   });
 
   // Browsers ask for it on every page (the settings pages): no icon, and no 404 in their logs.
@@ -51,26 +39,27 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
     res.set('Cache-Control', 'public, max-age=86400').status(204).end();
   });
 
-  // The gateway call every surface translates into.
-  const call = timedCall(createGateway(ctx, GATEWAY_OPTIONS));
+  // The gateway call every surface translates into (each request's own through its Exchange).
+  const call = createGateway(ctx, GATEWAY_OPTIONS);
 
   // The live lookup lists the app's surfaces publish.
   const lookups = new LookupCache(call, changesOf(ctx));
-  const services = { ctx, call, lookups, trustProxy, app: surfaces.some((s) => s.app) };
-  const own: { prefix: string; handle: RequestListener }[] = [];
+  const services = { ctx, lookups, app: surfaces.some((s) => s.app) };
+  const toExpress: Handler = (x) => app(x.req, x.res);
+  const own: { prefix: string; handle: Handler }[] = [];
   for (const surface of surfaces) {
     surface.mount?.(app, services);
     if (surface.handler)
-      own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services, app) });
+      own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services, toExpress) });
   }
 
   app.use((_req, _res, next) => next(catalogue.invalidPath('GET / lists what this server serves')));
   app.use(errorHandler);
-  return (req, res) => {
-    const url = req.url ?? '/';
-    for (const { prefix, handle } of own) if (isUnder(url, prefix)) return void handle(req, res);
-    app(req, res);
-  };
+  return serve(call, trustProxy, (x) => {
+    const url = x.req.url ?? '/';
+    for (const { prefix, handle } of own) if (isUnder(url, prefix)) return handle(x);
+    return toExpress(x);
+  });
 }
 
 /** Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do. */

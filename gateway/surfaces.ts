@@ -1,12 +1,11 @@
 import type { Express } from 'express';
-import type { RequestListener } from 'node:http';
-import type { GatewayCall } from './engine/call.js';
 import type { Config } from './config.js';
 import type { AppContext } from './context.js';
 import { exchangeRouter } from './auth/exchange.js';
 import { healthRouter } from './health.js';
 import { homeRouter } from './home.js';
-import { lazyHandler, lazyListener } from './lazy.js';
+import type { Handler } from './http.js';
+import { lazyHandler, lazyServe } from './lazy.js';
 import type { LookupCache } from './lookups.js';
 import { logToStderr } from './log.js';
 import { REST_PATH, restHandler } from './rest/handler.js';
@@ -19,12 +18,8 @@ import { wrapperExpressRoutes, wrapperHandler } from './wrapper/handler.js';
 /** What the server gives every surface it mounts. */
 interface Services {
   ctx: AppContext;
-  /** The one gateway call every surface translates into. */
-  call: GatewayCall;
   /** The finance app's live lookup lists (categories, methods, fund kinds). */
   lookups: LookupCache;
-  /** Client addresses come from X-Forwarded-For, set by one trusted reverse proxy. */
-  trustProxy: boolean;
   /** The finance app's surfaces are served (the database holds the app's state). */
   app: boolean;
 }
@@ -41,10 +36,12 @@ export interface Surface {
   /**
    * and/or a plain node:http handler that answers every request under `path` (compared as
    * Express compares paths, without regard to case) before Express sees it: for the surfaces
-   * whose requests are the bulk of the traffic. `express` is the Express application, for a
-   * request under `path` that an Express surface answers.
+   * whose requests are the bulk of the traffic. Either way the request has been through the
+   * request shell (http.ts serve): the Exchange it gets has the client address, the gateway
+   * call that counts its database time, and the caller for the log line. `express` hands a
+   * request under `path` that an Express surface answers to Express.
    */
-  handler?: { path: string; make(services: Services, express: RequestListener): RequestListener };
+  handler?: { path: string; make(services: Services, express: Handler): Handler };
   /** A command of its own on the command line (`tally NAME`), loaded when it runs. */
   command?: { name: string; usage: string; run(config: Config): Promise<void> };
 }
@@ -54,7 +51,7 @@ export const SURFACES: Surface[] = [
   {
     name: 'rest',
     app: false,
-    handler: { path: REST_PATH, make: (s) => restHandler(s.ctx, s.call, s.trustProxy) },
+    handler: { path: REST_PATH, make: (s) => restHandler(s.ctx) },
   },
   { name: 'health', app: false, mount: (app, s) => app.use(healthRouter(s.ctx.db)) },
   // The landing page at /: what the server serves, with links.
@@ -71,8 +68,7 @@ export const SURFACES: Surface[] = [
     app: true,
     handler: {
       path: '/mcp',
-      make: (s) =>
-        lazyListener(async () => (await import('../mcp/http.js')).mcpHandler(s.ctx, s.call, s.lookups, s.trustProxy)),
+      make: (s) => lazyServe(async () => (await import('../mcp/http.js')).mcpHandler(s.ctx, s.lookups)),
     },
     command: {
       name: 'mcp',
@@ -90,7 +86,7 @@ export const SURFACES: Surface[] = [
     app: true,
     handler: {
       path: '/api/v1',
-      make: (s, express) => wrapperHandler(s.ctx, s.call, s.lookups, s.trustProxy, express),
+      make: (s, express) => wrapperHandler(s.ctx, s.lookups, express),
     },
     mount: (app, s) => app.use(wrapperExpressRoutes(s.ctx, s.lookups)),
   },

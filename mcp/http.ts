@@ -1,20 +1,12 @@
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
-import type { AuthContext, GatewayCall } from '../gateway/engine/call.js';
+import type { GatewayCall } from '../gateway/engine/call.js';
 import { ApiError, catalogue, INVALID_JSON } from '../gateway/engine/errors.js';
-import { clientAddress } from '../gateway/auth/address.js';
+import { bodyReader, parseJson } from '../gateway/body.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { oneWorkspaceToken, RecentTokens, serveWorkspaceRequest } from '../gateway/auth/workspace-token.js';
-import {
-  bodyReader,
-  header,
-  parseJson,
-  queryOf,
-  sendBody,
-  sendJson as sendJsonAs,
-  serveRequest,
-} from '../gateway/http.js';
+import { header, queryOf, sendBody, sendJson as sendJsonAs, type Handler } from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
 import { answer, parseMessage, rpcError, SUPPORTED_PROTOCOL_VERSIONS, type RpcAnswer } from './jsonrpc.js';
 import { toolErrorText } from './server.js';
@@ -25,7 +17,8 @@ import type { McpCaller } from './tools.js';
 // is MCP's Streamable HTTP in its stateless JSON-response mode: one POST carries one JSON-RPC
 // message and gets its answer as JSON, so any number of Tally processes can serve one client.
 //
-// A plain node:http handler (the server hands it every request under /mcp before Express),
+// A plain node:http handler (the server hands it every request under /mcp before Express,
+// through the request shell, gateway/http.ts),
 // answering the messages itself (jsonrpc.ts) rather than with the SDK's Server and transport:
 // those cost a Server, a transport and a web Request and Response per request, and with
 // Express around them an MCP request cost four times the CPU of a /rest/v1 read. What a client
@@ -111,15 +104,10 @@ function isJson(contentType: string | undefined): boolean {
 }
 
 /** A JSON answer with the Content-Type the SDK's transport sent (no charset). */
-const sendJson = (res: ServerResponse, auth: AuthContext | undefined, status: number, body: unknown): void =>
-  sendJsonAs(res, auth, status, body, 'application/json');
+const sendJson = (res: ServerResponse, status: number, body: unknown): void =>
+  sendJsonAs(res, status, body, 'application/json');
 
-export function mcpHandler(
-  ctx: AppContext,
-  call: GatewayCall,
-  lookups: LookupCache,
-  trustProxy: boolean,
-): RequestListener {
+export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
   const readBody = bodyReader(ctx.config.maxBodyBytes);
   const allowedOrigins = new Set(ctx.config.mcpAllowedOrigins);
   // Tokens found valid a moment ago, checked again in the transaction of each gateway call.
@@ -154,68 +142,67 @@ export function mcpHandler(
     return answer(message, call, caller, () => lookups.get());
   };
 
-  return (req, res) =>
-    serveRequest(req, res, async (path, caller) => {
-      let body: unknown;
-      try {
-        if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
-        if (!originAllowed(req, allowedOrigins))
-          throw refuse(
-            403,
-            -32000,
-            `Forbidden: Origin ${JSON.stringify(req.headers.origin).slice(0, 200)} may not call /mcp (TALLY_MCP_ALLOWED_ORIGINS lists the browser origins that may)`,
-          );
-        // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
-        if (req.method !== 'POST')
-          throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
-        body = parseBody(await readBody(req, res));
-        // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
-        const reply = await serveWorkspaceRequest(
-          ctx,
-          res,
-          clientAddress(req, trustProxy),
-          () => presentedToken(req, queryOf(req)),
-          { call, recent, identified: (known) => (caller.auth = known) },
-          ({ token, auth, rateKey }, checked) =>
-            serve(
-              req,
-              body,
-              {
-                auth,
-                scope: token.scope,
-                charge: (hits) => takeRequests(ctx, rateKey, hits),
-                rateLimit: () => requestsLeft(ctx, rateKey),
-              },
-              checked,
-            ),
+  return async (x) => {
+    const { req, res, path } = x;
+    let body: unknown;
+    try {
+      if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
+      if (!originAllowed(req, allowedOrigins))
+        throw refuse(
+          403,
+          -32000,
+          `Forbidden: Origin ${JSON.stringify(req.headers.origin).slice(0, 200)} may not call /mcp (TALLY_MCP_ALLOWED_ORIGINS lists the browser origins that may)`,
         );
-        if (reply) return sendJson(res, caller.auth, 200, reply);
-        res.statusCode = 202;
-        sendBody(res, caller.auth, undefined);
-      } catch (err) {
-        if (res.headersSent) throw err;
-        if (err instanceof Refusal) {
-          for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
-          return sendJson(res, caller.auth, err.status, err.body);
-        }
-        // A rate-limited tools/call is still a tool result an agent can act on (the body is
-        // parsed first for this); anything else, a refused token included, keeps its HTTP
-        // status and the one error shape (serveRequest), before any tool runs.
-        if (err instanceof ApiError && err.status === 429) {
-          const id = toolCallId(body);
-          if (id !== undefined) {
-            for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
-            const text = toolErrorText(err);
-            return sendJson(res, caller.auth, 200, {
-              jsonrpc: '2.0',
-              id,
-              result: { content: [{ type: 'text', text }], isError: true },
-            });
-          }
-        }
-        if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302')
-          throw err.withHint(MCP_TOKEN_HINT);
-        throw err;
+      // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
+      if (req.method !== 'POST')
+        throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
+      body = parseBody(await readBody(req, res));
+      // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
+      const reply = await serveWorkspaceRequest(
+        ctx,
+        res,
+        x.address,
+        () => presentedToken(req, queryOf(req)),
+        { call: x.call, recent, identified: (known) => (x.auth = known) },
+        ({ token, auth, rateKey }, checked) =>
+          serve(
+            req,
+            body,
+            {
+              auth,
+              scope: token.scope,
+              charge: (hits) => takeRequests(ctx, rateKey, hits),
+              rateLimit: () => requestsLeft(ctx, rateKey),
+            },
+            checked,
+          ),
+      );
+      if (reply) return sendJson(res, 200, reply);
+      res.statusCode = 202;
+      sendBody(res, undefined);
+    } catch (err) {
+      if (res.headersSent) throw err;
+      if (err instanceof Refusal) {
+        for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+        return sendJson(res, err.status, err.body);
       }
-    });
+      // A rate-limited tools/call is still a tool result an agent can act on (the body is
+      // parsed first for this); anything else, a refused token included, keeps its HTTP
+      // status and the one error shape (the request shell), before any tool runs.
+      if (err instanceof ApiError && err.status === 429) {
+        const id = toolCallId(body);
+        if (id !== undefined) {
+          for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+          const text = toolErrorText(err);
+          return sendJson(res, 200, {
+            jsonrpc: '2.0',
+            id,
+            result: { content: [{ type: 'text', text }], isError: true },
+          });
+        }
+      }
+      if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302') throw err.withHint(MCP_TOKEN_HINT);
+      throw err;
+    }
+  };
 }

@@ -107,7 +107,7 @@ describe('a body that cannot be read as sent', () => {
     expect(res.body).toEqual([expect.objectContaining({ name: 'zipped' })]);
   });
 
-  // A body of a declared length in UTF-8 is read without body-parser (http.ts plainBody); one
+  // A body of a declared length in UTF-8 is read without body-parser (body.ts plainBody); one
   // sent in chunks goes through body-parser. Both read it alike.
   it('a body that starts with a UTF-8 byte-order mark is read without it, sized or chunked', async () => {
     const server = await listen(s.t.app, 0, '127.0.0.1', s.t.ctx.config);

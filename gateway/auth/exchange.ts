@@ -1,4 +1,6 @@
-import express, { Router, type Request } from 'express';
+import { Router, type Request } from 'express';
+import { optionalJsonReader } from '../body.js';
+import { exchangeOf } from '../http.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
@@ -55,14 +57,16 @@ function presentedToken(req: Request): string | undefined {
 
 export function exchangeRouter(ctx: AppContext): Router {
   const router = Router();
-  // The body is optional: only a JSON content type is parsed; malformed JSON is a 400 in the
-  // error shape (server.ts errorHandler).
-  const json = express.json({ limit: Math.min(ctx.config.maxBodyBytes, 64 * 1024), strict: false });
+  // The body is optional: only a JSON content type is read (body.ts); malformed JSON is a 400 in
+  // the error shape.
+  const readJson = optionalJsonReader(Math.min(ctx.config.maxBodyBytes, 64 * 1024));
 
-  router.post(EXCHANGE_PATHS, json, async (req, res, next) => {
+  router.post(EXCHANGE_PATHS, async (req, res, next) => {
     try {
-      const { token } = await authenticateWorkspaceRequest(ctx, res, req.ip, () => presentedToken(req), {
-        identified: (auth) => (res.locals.auth = auth), // for the request log, refusals included
+      const x = exchangeOf(req);
+      req.body = await readJson(req, res);
+      const { token } = await authenticateWorkspaceRequest(ctx, res, x.address, () => presentedToken(req), {
+        identified: (auth) => (x.auth = auth), // for the request log, refusals included
       });
       const accessToken = await signAccessToken(ctx.jwt, {
         role: roleForScope(token.scope),

@@ -188,8 +188,8 @@ function databaseReadOnly(err: PgErrorLike, pg?: PgErrorContext): boolean {
 /**
  * How anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a database
  * error as PostgREST maps it (given the request's context), and anything else a 500 (TLY000)
- * that the caller logs (`unexpected` is then true). A surface adds its own failures to it
- * (gateway/errors.ts, toClientError).
+ * that the caller logs (`unexpected` is then true). Every surface answers errors with it
+ * (gateway/error-response.ts); a body's refusals are ApiErrors where it is read (gateway/body.ts).
  */
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };

@@ -4,16 +4,17 @@
 // A plain node:http handler, not an Express router: every /rest/v1 request is an apikey, a JWT,
 // the rate limit and one gateway call, and Express's per-request work (its request and response
 // extensions, the router's layers, middleware around each step) was about a third of a read's
-// CPU. The server (server.ts) hands it every request under /rest/v1 before Express sees it.
+// CPU. The server (server.ts) hands it every request under /rest/v1 before Express sees it,
+// through the request shell (http.ts) every surface goes through.
 
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { ApiKeys } from '../auth/apikey.js';
-import { clientAddress } from '../auth/address.js';
 import { authenticateRequest } from '../auth/bearer.js';
-import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest } from '../engine/call.js';
+import { bodyReader } from '../body.js';
+import type { AuthContext, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
-import { answerCors, bodyReader, header, queryOf, sendBody, serveRequest } from '../http.js';
+import { answerCors, header, queryOf, sendBody, type Exchange, type Handler } from '../http.js';
 
 export const REST_PATH = '/rest/v1';
 
@@ -25,13 +26,14 @@ const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 
  * description: Swagger 2.0, or 3.1 by Accept), `/{relation}` and `/rpc/{function}`; anything
  * else is PostgREST's 404.
  */
-export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: boolean): RequestListener {
+export function restHandler(ctx: AppContext): Handler {
   const apiKeys = new ApiKeys(ctx.db, ctx.config.publishableKeys);
   // Bodies are read raw, up to the limit, and parsed by the gateway (JSON, form or CSV).
   const readBody = bodyReader(ctx.config.maxBodyBytes);
 
-  const serve = async (req: IncomingMessage, res: ServerResponse, path: string, auth: AuthContext) => {
-    const target = routeOf(path);
+  const serve = async (x: Exchange, auth: AuthContext) => {
+    const { req, res } = x;
+    const target = routeOf(x.path.slice(REST_PATH.length));
     if (target === undefined) throw catalogue.invalidPath();
     const method = (req.method ?? '').toUpperCase() as GatewayMethod;
     // The root is the schema's OpenAPI description (Swagger 2.0, or 3.1 by Accept), GET only.
@@ -39,22 +41,20 @@ export function restHandler(ctx: AppContext, call: GatewayCall, trustProxy: bool
     if (!METHODS.has(method)) throw catalogue.unsupportedMethod(req.method ?? '');
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH';
     const raw = hasBody ? await readBody(req, res) : undefined;
-    const response = await call(gatewayRequest(req, method, target, raw), auth);
+    const response = await x.call(gatewayRequest(req, method, target, raw), auth);
     res.statusCode = response.status;
     for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
-    sendBody(res, auth, response.body);
+    sendBody(res, response.body);
   };
 
   // A CORS preflight is answered first (it carries no credentials); then the apikey, the JWT,
   // and the shared rate limit: per workspace token, or per client address when either check
   // failed or there is no token.
-  return (req, res) => {
-    if (answerCors(req, res)) return;
-    serveRequest(req, res, async (path, caller) => {
-      const check = () => apiKeys.check(header(req, 'apikey'));
-      caller.auth = await authenticateRequest(ctx, req, res, clientAddress(req, trustProxy), check);
-      await serve(req, res, path.slice(REST_PATH.length), caller.auth);
-    });
+  return async (x) => {
+    if (answerCors(x.req, x.res)) return;
+    const check = () => apiKeys.check(header(x.req, 'apikey'));
+    const auth = (x.auth = await authenticateRequest(ctx, x.req, x.res, x.address, check));
+    await serve(x, auth);
   };
 }
 

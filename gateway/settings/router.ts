@@ -12,7 +12,9 @@ import { join } from 'node:path';
 import { AdminError } from '../admin/workspaces.js';
 import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
-import { ApiError, catalogue, toClientError } from '../errors.js';
+import { ApiError, catalogue } from '../errors.js';
+import { toApiError } from '../engine/errors.js';
+import { formReader } from '../body.js';
 import type { Pool } from '../engine/pool.js';
 import { errorFields, log } from '../log.js';
 import { packageRoot } from '../paths.js';
@@ -177,11 +179,20 @@ const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddre
 const originOf = (req: Request): string => `${req.protocol}://${req.get('host') ?? 'localhost'}`;
 const session = (res: Response): Session | undefined => res.locals.session as Session | undefined;
 
+/** A form's fields in req.body (body.ts, the one body reader): small forms, at most 20 fields. */
+const readForm = formReader(16 * 1024, 20);
+const formFields: RequestHandler = (req, res, next) => {
+  readForm(req, res).then((fields) => {
+    req.body = fields;
+    next();
+  }, next);
+};
+
 export function settingsRouter(ctx: AppContext): Router {
   const router = express.Router();
   router.use(securityHeaders);
   router.get('/static/:file', staticAsset);
-  router.use(express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 20 }));
+  router.use(formFields);
   router.use(loadSession(ctx.db));
   router.use(passwordFirst);
   router.get('/', (_req, res) => res.redirect(303, '/settings/api'));
@@ -514,7 +525,7 @@ function apiRoutes(router: Router, db: Pool): void {
 const pageErrors: ErrorRequestHandler = (err, _req, res: Response, _next: NextFunction) => {
   if (res.headersSent) return;
   const refusedRole = (err as { code?: unknown } | null)?.code === '42501' && !(err instanceof ApiError);
-  const { error, unexpected } = toClientError(refusedRole ? catalogue.notAllowed(ONLY_ADMINS) : err);
+  const { error, unexpected } = toApiError(refusedRole ? catalogue.notAllowed(ONLY_ADMINS) : err);
   if (unexpected) log.error(errorFields(err), 'unexpected error in /settings');
   send(
     res,

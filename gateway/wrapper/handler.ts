@@ -1,36 +1,16 @@
 import { Router, type RequestHandler } from 'express';
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import type { AuthContext, GatewayCall, GatewayMethod, GatewayRequest, GatewayResponse } from '../engine/call.js';
+import type { ServerResponse } from 'node:http';
+import type { AuthContext, GatewayMethod, GatewayRequest, GatewayResponse } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue, type ApiError } from '../errors.js';
 import type { LookupCache } from '../lookups.js';
-import { clientAddress } from '../auth/address.js';
 import { authenticateRequest } from '../auth/bearer.js';
 import { limitRequest, rateLimit } from '../auth/ratelimit.js';
-import {
-  answerCors,
-  bodyReader,
-  header,
-  isJson,
-  parseJson,
-  pathOf,
-  queryOf,
-  sendBody,
-  sendJson,
-  serveRequest,
-} from '../http.js';
+import { bodyReader, isJson, parseJson, type BodyReader } from '../body.js';
+import { answerCors, header, queryOf, sendBody, sendJson, type Exchange, type Handler } from '../http.js';
 import { docsHandlers } from './docs.js';
 import { openApiDocument } from './openapi.js';
-import {
-  CATEGORY_DOMAINS,
-  CATEGORY_QUERY,
-  FUND_DETAIL_QUERY,
-  FUND_SUMMARY_RELATION,
-  FUND_SUMMARY_SELECT,
-  PAYMENT_METHOD_QUERY,
-  RESOURCES,
-  type Resource,
-} from './resources.js';
+import { LOOKUP_LISTS, RESOURCES, type LookupList, type Resource } from './resources.js';
 import { findRoute, route, segmentsOf, type Route } from './routes.js';
 import { schemasFor, validateBody } from './validate.js';
 import type { RequestSchemaName } from './schemas.js';
@@ -46,7 +26,7 @@ import { oneRow } from '../engine/invariant.js';
 // Express's per-request work (its request and response extensions, router layers, the
 // middleware around each step) was a third of a list's CPU. The server (server.ts) hands it
 // every request under /api/v1 before Express sees it; the two paths it does not answer itself
-// it hands on to Express (EXPRESS below). Every other request needs a JWT, even one for a path
+// it hands on to Express (forExpress below). Every other request needs a JWT, even one for a path
 // that does not exist.
 
 const BASE = '/api/v1';
@@ -69,14 +49,13 @@ function forExpress(method: string, segments: string[]): boolean {
   return name === 'docs' || (name === 'token' && more.length === 0 && method === 'POST');
 }
 
-/** What a route's handler gets: the request, its path parameters, and the caller. */
+/** What a route's handler gets: the request (its Exchange), its path parameters, and the caller. */
 interface Call {
-  req: IncomingMessage;
-  res: ServerResponse;
+  x: Exchange;
   params: string[];
   auth: AuthContext;
 }
-type Handler = (c: Call) => Promise<void>;
+type RouteHandler = (c: Call) => Promise<void>;
 
 /**
  * The caller's auth with `surface: "api"` in its claims, so that the activity log says a change
@@ -91,8 +70,8 @@ function onWrapper(auth: AuthContext): AuthContext {
 }
 
 /** The wrapper needs a JWT: no Authorization header is a 401 here, not the anon role. */
-function requireJwt(req: IncomingMessage): void {
-  if (req.headers.authorization === undefined) {
+function requireJwt(x: Exchange): void {
+  if (x.req.headers.authorization === undefined) {
     throw catalogue.noCredential(
       'Authorization required: send "Authorization: Bearer <access token>"',
       'Exchange a workspace token for an access token at POST /api/v1/token first',
@@ -101,8 +80,26 @@ function requireJwt(req: IncomingMessage): void {
   }
 }
 
-function withDefaults(query: URLSearchParams, defaults: Record<string, string>): URLSearchParams {
-  for (const [key, value] of Object.entries(defaults)) if (!query.has(key)) query.set(key, value);
+/** One gateway call under the request's auth, its database time counted for the request. */
+const gateway = (
+  c: Call,
+  req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
+): Promise<GatewayResponse> => c.x.call({ headers: {}, ...req }, c.auth);
+
+/** The rows of a GET, for a resource's detail (resources.ts Fetch). */
+const fetchFor =
+  (c: Call) =>
+  async (relation: string, query: URLSearchParams): Promise<Record<string, unknown>[]> =>
+    rows(await gateway(c, { method: 'GET', relation, query }));
+
+/** A list's query: the client's, with the resource's defaults and its filters' shorthands. */
+function listQuery(c: Call, resource: Resource): URLSearchParams {
+  const query = queryOf(c.x.req);
+  for (const [key, value] of Object.entries(resource.listDefaults)) if (!query.has(key)) query.set(key, value);
+  for (const filter of resource.filters) {
+    const value = query.get(filter.name);
+    if (filter.bareUuid && value !== null && UUID.test(value)) query.set(filter.name, `eq.${value}`);
+  }
   return query;
 }
 
@@ -125,11 +122,11 @@ function rows<T = Record<string, unknown>>(g: GatewayResponse): T[] {
 function passThrough(c: Call, g: GatewayResponse): void {
   for (const [name, canonical] of PASSED_HEADERS) {
     const value = g.headers[name] ?? g.headers[canonical];
-    if (value !== undefined) c.res.setHeader(name, value);
+    if (value !== undefined) c.x.res.setHeader(name, value);
   }
-  if (!c.res.hasHeader('content-type')) c.res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  c.res.statusCode = g.status;
-  sendBody(c.res, c.auth, g.body ?? '[]');
+  if (!c.x.res.hasHeader('content-type')) c.x.res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  c.x.res.statusCode = g.status;
+  sendBody(c.x.res, g.body ?? '[]');
 }
 
 /**
@@ -137,7 +134,7 @@ function passThrough(c: Call, g: GatewayResponse): void {
  * /openapi.json on Express (wrapperExpressRoutes). The caller counted it against the limit.
  */
 function describer(ctx: AppContext, lookups: LookupCache) {
-  return async (_req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  return async (res: ServerResponse): Promise<void> => {
     const doc = openApiDocument(
       schemasFor(await lookups.get()).schemas,
       // A path, not the Host header's origin: a document that echoed a client's Host would
@@ -146,7 +143,7 @@ function describer(ctx: AppContext, lookups: LookupCache) {
       ctx.config.rateLimitPerMinute,
     );
     res.setHeader('Cache-Control', 'no-cache');
-    sendJson(res, undefined, 200, doc);
+    sendJson(res, 200, doc);
   };
 }
 
@@ -154,8 +151,8 @@ function describer(ctx: AppContext, lookups: LookupCache) {
 export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache): Router {
   const router = Router();
   const describe = describer(ctx, lookups);
-  router.get('/openapi.json', rateLimit(ctx), ((req, res, next) => {
-    describe(req, res).catch(next);
+  router.get('/openapi.json', rateLimit(ctx), ((_req, res, next) => {
+    describe(res).catch(next);
   }) as RequestHandler);
   router.use(`${BASE}/docs`, ...docsHandlers(`${BASE}/openapi.json`));
   return router;
@@ -202,209 +199,136 @@ function notRouted<H>(routes: Route<H>[], method: string, segments: string[]): A
   );
 }
 
-/** Answers every request under /api/v1; `express` is the rest of the server, for forExpress's. */
-export function wrapperHandler(
-  ctx: AppContext,
-  call: GatewayCall,
-  lookups: LookupCache,
-  trustProxy: boolean,
-  express: RequestListener,
-): RequestListener {
-  const readBody = bodyReader(ctx.config.maxBodyBytes);
-  const describe = describer(ctx, lookups);
+/**
+ * A JSON body checked against a request schema, and its text as sent: the gateway writes that
+ * text, so a number reaches Postgres exactly as the client wrote it (validation sees its
+ * double). Without a Content-Type the body is read as JSON, as PostgREST reads it; another
+ * type is a 415 that says how to send JSON (`curl -d` alone sends form data), where it was
+ * once taken for a missing body. None, or one that is not JSON, is the 400 that names it.
+ */
+async function jsonBody(c: Call, read: BodyReader, lookups: LookupCache, schema: RequestSchemaName): Promise<string> {
+  const type = header(c.x.req, 'content-type');
+  if (type !== undefined && !isJson(type)) {
+    throw catalogue.unsupportedContentType(
+      type,
+      'Send the body as JSON with "Content-Type: application/json" (curl: -H "Content-Type: application/json")',
+    );
+  }
+  const raw = await read(c.x.req, c.x.res);
+  const value = raw === undefined || raw === '' ? undefined : parseJson(raw);
+  validateBody(schemasFor(await lookups.get()), schema, value);
+  return raw!;
+}
 
-  /** One gateway call under the request's auth. */
-  const gateway = (
-    c: Call,
-    req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
-  ): Promise<GatewayResponse> => call({ headers: {}, ...req }, c.auth);
+/** A request's checked JSON body for a request schema. */
+type BodyOf = (c: Call, schema: RequestSchemaName) => Promise<string>;
 
-  /**
-   * A JSON body checked against a request schema, and its text as sent: the gateway writes that
-   * text, so a number reaches Postgres exactly as the client wrote it (validation sees its
-   * double). Without a Content-Type the body is read as JSON, as PostgREST reads it; another
-   * type is a 415 that says how to send JSON (`curl -d` alone sends form data), where it was
-   * once taken for a missing body. None, or one that is not JSON, is the 400 that names it.
-   */
-  const jsonBody = async (c: Call, schema: RequestSchemaName): Promise<string> => {
-    const type = header(c.req, 'content-type');
-    if (type !== undefined && !isJson(type)) {
-      throw catalogue.unsupportedContentType(
-        type,
-        'Send the body as JSON with "Content-Type: application/json" (curl: -H "Content-Type: application/json")',
-      );
-    }
-    const raw = await readBody(c.req, c.res);
-    const value = raw === undefined || raw === '' ? undefined : parseJson(raw);
-    validateBody(schemasFor(await lookups.get()), schema, value);
-    return raw!;
+const RETURN_ROW = { prefer: 'return=representation', 'content-type': 'application/json' };
+
+/** The routes of one resource (resources.ts): a list, one record, and the writes it offers. */
+function resourceRoutes(resource: Resource, bodyOf: BodyOf): Route<RouteHandler>[] {
+  const { path, relation, create, update, detail } = resource;
+  const collection = `/${path}`;
+  const member = `/${path}/:id`;
+  const list: RouteHandler = async (c) => {
+    const headers = { prefer: header(c.x.req, 'prefer'), range: header(c.x.req, 'range') };
+    passThrough(c, await gateway(c, { method: 'GET', relation, query: listQuery(c, resource), headers }));
   };
-
-  const routes: Route<Handler>[] = [];
-
-  for (const resource of RESOURCES) {
-    const collection = `/${resource.path}`;
-    const member = `/${resource.path}/:id`;
-
+  const one: RouteHandler = async (c) => {
+    const id = recordId(c, resource);
+    const query = new URLSearchParams({ select: '*', id: `eq.${id}` });
+    const [row] = detail
+      ? [await detail.read(fetchFor(c), id)]
+      : rows(await gateway(c, { method: 'GET', relation, query }));
+    if (!row) throw notFound(resource, id);
+    sendJson(c.x.res, 200, row);
+  };
+  const routes = [route('GET', collection, list), route('GET', member, one)];
+  if (create)
     routes.push(
-      route('GET', collection, async (c) => {
-        const query = withDefaults(queryOf(c.req), resource.listDefaults);
-        // fund_id=<uuid> (the documented shorthand of this one filter) is read as fund_id=eq.<uuid>.
-        const fundId = query.get('fund_id');
-        if (resource.path === 'fund_transactions' && fundId !== null && UUID.test(fundId))
-          query.set('fund_id', `eq.${fundId}`);
-        const headers: GatewayRequest['headers'] = { prefer: header(c.req, 'prefer'), range: header(c.req, 'range') };
-        passThrough(c, await gateway(c, { method: 'GET', relation: resource.relation, query, headers }));
+      route('POST', collection, async (c) => {
+        const body = await bodyOf(c, create);
+        const query = new URLSearchParams({ select: '*' });
+        const g = await gateway(c, { method: 'POST', relation, query, body, headers: RETURN_ROW });
+        const row = oneRow(rows<{ id: string }>(g), 'the created record');
+        c.x.res.setHeader('Location', `${BASE}/${path}/${encodeURIComponent(row.id)}`);
+        sendJson(c.x.res, 201, row);
       }),
     );
+  if (update)
+    routes.push(
+      route('PATCH', member, async (c) => {
+        const id = recordId(c, resource);
+        sendJson(c.x.res, 200, await changeOne(c, 'PATCH', resource, id, await bodyOf(c, update)));
+      }),
+    );
+  if (resource.remove)
+    routes.push(
+      route('DELETE', member, async (c) =>
+        sendJson(c.x.res, 200, await changeOne(c, 'DELETE', resource, recordId(c, resource))),
+      ),
+    );
+  return routes;
+}
 
-    if (resource.path !== 'funds') {
-      routes.push(
-        route('GET', member, async (c) => {
-          const id = recordId(c, resource);
-          const g = await gateway(c, {
-            method: 'GET',
-            relation: resource.relation,
-            query: new URLSearchParams({ select: '*', id: `eq.${id}` }),
-          });
-          const [row] = rows(g);
-          if (!row) throw notFound(resource, id);
-          sendJson(c.res, c.auth, 200, row);
-        }),
-      );
+/** PATCH or DELETE of one record by id: the changed (or deleted) record, or 404. */
+async function changeOne(
+  c: Call,
+  method: GatewayMethod,
+  resource: Resource,
+  id: string,
+  body?: string,
+): Promise<unknown> {
+  const query = new URLSearchParams({ select: '*', id: `eq.${id}` });
+  const headers = body ? RETURN_ROW : { prefer: 'return=representation' };
+  const [row] = rows(await gateway(c, { method, relation: resource.relation, query, body, headers }));
+  if (!row) throw notFound(resource, id);
+  return row;
+}
+
+/** GET /{path} of a live lookup list: its fixed query, narrowed by its choice parameter. */
+function lookupRoute({ path, query: fixed, choice }: LookupList): Route<RouteHandler> {
+  return route('GET', `/${path}`, async (c) => {
+    const query = new URLSearchParams(fixed);
+    const chosen = choice && queryOf(c.x.req).get(choice.param);
+    if (choice && chosen !== null && chosen !== undefined) {
+      const flag = choice.flags[chosen];
+      if (!flag) throw catalogue.notOneOf(choice.param, Object.keys(choice.flags));
+      query.set(flag, 'is.true');
     }
+    sendJson(c.x.res, 200, rows(await gateway(c, { method: 'GET', relation: path, query })));
+  });
+}
 
-    const { create, update } = resource;
-    if (create) {
-      routes.push(
-        route('POST', collection, async (c) => {
-          const body = await jsonBody(c, create);
-          const g = await gateway(c, {
-            method: 'POST',
-            relation: resource.relation,
-            query: new URLSearchParams({ select: '*' }),
-            body,
-            headers: { prefer: 'return=representation', 'content-type': 'application/json' },
-          });
-          const row = oneRow(rows<{ id: string }>(g), 'the created record');
-          c.res.setHeader('Location', `${BASE}/${resource.path}/${encodeURIComponent(row.id)}`);
-          sendJson(c.res, c.auth, 201, row);
-        }),
-      );
-    }
-    if (update) {
-      routes.push(
-        route('PATCH', member, async (c) => {
-          const id = recordId(c, resource);
-          const body = await jsonBody(c, update);
-          sendJson(c.res, c.auth, 200, await write(c, 'PATCH', resource, id, body));
-        }),
-      );
-    }
-    if (resource.remove) {
-      routes.push(
-        route('DELETE', member, async (c) => {
-          sendJson(c.res, c.auth, 200, await write(c, 'DELETE', resource, recordId(c, resource)));
-        }),
-      );
-    }
-  }
-
-  /** PATCH or DELETE of one record by id: the changed (or deleted) record, or 404. */
-  async function write(
-    c: Call,
-    method: GatewayMethod,
-    resource: Resource,
-    id: string,
-    body?: string,
-  ): Promise<unknown> {
-    const g = await gateway(c, {
-      method,
-      relation: resource.relation,
-      query: new URLSearchParams({ select: '*', id: `eq.${id}` }),
-      body,
-      headers: body
-        ? { prefer: 'return=representation', 'content-type': 'application/json' }
-        : { prefer: 'return=representation' },
-    });
-    const [row] = rows(g);
-    if (!row) throw notFound(resource, id);
-    return row;
-  }
-
-  const fund = RESOURCES.find((r) => r.path === 'funds')!;
-  routes.push(
-    route('GET', '/funds/:id', async (c) => {
-      const id = recordId(c, fund);
-      const query = new URLSearchParams({ ...FUND_DETAIL_QUERY, id: `eq.${id}` });
-      // The figures are the function's (GET /rpc/fund_summary), so they equal what MCP and /rest/v1/rpc say.
-      const [g, s] = await Promise.all([
-        gateway(c, { method: 'GET', relation: 'funds', query }),
-        gateway(c, {
-          method: 'GET',
-          relation: FUND_SUMMARY_RELATION,
-          query: new URLSearchParams({ fund_id: id, select: FUND_SUMMARY_SELECT }),
-        }),
-      ]);
-      const [row] = rows<
-        Record<string, unknown> & { fund_participants?: { joined_at: string; contacts: Record<string, unknown> }[] }
-      >(g);
-      if (!row) throw notFound(fund, id);
-      const { fund_participants: joins = [], ...rest } = row;
-      const summary = JSON.parse(s.body ?? 'null') as { balance: number } & Record<string, unknown>;
-      sendJson(c.res, c.auth, 200, {
-        ...rest,
-        balance: summary.balance,
-        summary,
-        participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })),
-      });
-    }),
-  );
-
-  routes.push(
-    route('GET', '/categories', async (c) => {
-      const query = new URLSearchParams(CATEGORY_QUERY);
-      const domain = queryOf(c.req).get('domain');
-      if (domain !== null) {
-        const flag = CATEGORY_DOMAINS[domain];
-        if (!flag) throw catalogue.notOneOf('domain', Object.keys(CATEGORY_DOMAINS));
-        query.set(flag, 'is.true');
-      }
-      sendJson(c.res, c.auth, 200, rows(await gateway(c, { method: 'GET', relation: 'categories', query })));
-    }),
-  );
-
-  routes.push(
-    route('GET', '/payment_methods', async (c) => {
-      const query = new URLSearchParams(PAYMENT_METHOD_QUERY);
-      sendJson(c.res, c.auth, 200, rows(await gateway(c, { method: 'GET', relation: 'payment_methods', query })));
-    }),
-  );
-
+/** Answers every request under /api/v1; `express` hands forExpress's on to Express. */
+export function wrapperHandler(ctx: AppContext, lookups: LookupCache, express: Handler): Handler {
+  const read = bodyReader(ctx.config.maxBodyBytes);
+  const bodyOf: BodyOf = (c, schema) => jsonBody(c, read, lookups, schema);
+  const routes = [...RESOURCES.flatMap((r) => resourceRoutes(r, bodyOf)), ...LOOKUP_LISTS.map(lookupRoute)];
   // The document is public, counted per address like any anonymous call.
-  const publicRoutes = [route('GET', '/openapi.json', describe)];
+  const describe = describer(ctx, lookups);
 
-  return (req, res) => {
-    const method = req.method ?? '';
-    const segments = segmentsOf(pathOf(req).slice(BASE.length));
-    if (answerCors(req, res)) return;
-    if (forExpress(method, segments)) return express(req, res);
-    serveRequest(req, res, async (_path, caller) => {
-      const address = clientAddress(req, trustProxy);
-      const open = findRoute(publicRoutes, method, segments);
-      if (open) {
-        await limitRequest(ctx, res, undefined, address);
-        return open.handler(req, res);
-      }
-      // The exchange answers POST only, with a workspace token: any other method there is told
-      // so before it is taken for a request that needs an access token.
-      if (segments.length === 1 && segments[0]!.toLowerCase() === 'token') {
-        throw catalogue.unsupportedMethod(method, ['POST'], EXCHANGE_HINT);
-      }
-      caller.auth = onWrapper(await authenticateRequest(ctx, req, res, address, () => requireJwt(req)));
-      const found = findRoute(routes, method, segments);
-      if (!found) throw notRouted(routes, method, segments);
-      await found.handler({ req, res, params: found.params, auth: caller.auth });
-    });
+  return async (x) => {
+    const method = x.req.method ?? '';
+    const segments = segmentsOf(x.path.slice(BASE.length));
+    if (answerCors(x.req, x.res)) return;
+    if (forExpress(method, segments)) return express(x);
+    if (findRoute(PUBLIC_ROUTES, method, segments)) {
+      await limitRequest(ctx, x.res, undefined, x.address);
+      return describe(x.res);
+    }
+    // The exchange answers POST only, with a workspace token: any other method there is told
+    // so before it is taken for a request that needs an access token.
+    if (segments.length === 1 && segments[0]!.toLowerCase() === 'token') {
+      throw catalogue.unsupportedMethod(method, ['POST'], EXCHANGE_HINT);
+    }
+    const auth = onWrapper(await authenticateRequest(ctx, x.req, x.res, x.address, () => requireJwt(x)));
+    x.auth = auth;
+    const found = findRoute(routes, method, segments);
+    if (!found) throw notRouted(routes, method, segments);
+    await found.handler({ x, params: found.params, auth });
   };
 }
+
+/** The routes that need no JWT: the OpenAPI document. */
+const PUBLIC_ROUTES = [route('GET', '/openapi.json', true)];

@@ -140,28 +140,17 @@ function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<stri
     };
   }
   const member: Record<string, unknown> = { parameters: [idParameter(noun)] };
-  member.get =
-    resource.path === 'funds'
-      ? {
-          operationId: 'get_fund',
-          tags: [tag],
-          summary: 'Get one fund with its balance, ledger (newest first) and participants',
-          responses: {
-            200: { description: 'The fund', content: content(ref('FundDetail')) },
-            404: response('NotFound'),
-            ...COMMON_ERRORS,
-          },
-        }
-      : {
-          operationId: `get_${resource.path}`,
-          tags: [tag],
-          summary: `Get one ${noun}`,
-          responses: {
-            200: { description: `The ${noun}`, content: content(ref(resource.record)) },
-            404: response('NotFound'),
-            ...COMMON_ERRORS,
-          },
-        };
+  const detail = resource.detail;
+  member.get = {
+    operationId: detail?.operationId ?? `get_${resource.path}`,
+    tags: [tag],
+    summary: detail?.summary ?? `Get one ${noun}`,
+    responses: {
+      200: { description: `The ${noun}`, content: content(ref(detail?.schema ?? resource.record)) },
+      404: response('NotFound'),
+      ...COMMON_ERRORS,
+    },
+  };
   if (resource.update) {
     member.patch = {
       operationId: `update_${resource.path}`,

@@ -1,8 +1,31 @@
 import type { RequestSchemaName } from './schemas.js';
 
-// The resources of the /api/v1 wrapper: which table each path is, its list defaults and
-// which operations it offers. The routes and the OpenAPI document are both built from this
-// table, so what is documented is what is served.
+// The resources of the /api/v1 wrapper: which table each path is, its list defaults, which
+// operations it offers, and what one of them answers beyond the table's row; and the live lookup
+// lists. The routes (handler.ts, one generic loop) and the OpenAPI document are both built from
+// these tables, so what is documented is what is served, and a new resource is an entry here.
+
+/** Rows of a relation the caller may read, by a query in PostgREST's grammar (one gateway GET). */
+type Fetch = (relation: string, query: URLSearchParams) => Promise<Record<string, unknown>[]>;
+
+/** A named filter shown in the document besides the free-form ones (PostgREST grammar). */
+interface Filter {
+  name: string;
+  description: string;
+  example: string;
+  /** A bare UUID is read as eq.<uuid> (the documented shorthand of this filter). */
+  bareUuid?: true;
+}
+
+/** GET /{path}/{id} of a resource whose record is more than its row. */
+interface Detail {
+  operationId: string;
+  summary: string;
+  /** Response schema of the record. */
+  schema: string;
+  /** The record, or undefined when there is none with the id. */
+  read(fetch: Fetch, id: string): Promise<Record<string, unknown> | undefined>;
+}
 
 export interface Resource {
   /** The path segment under /api/v1, also the table's name. */
@@ -19,8 +42,9 @@ export interface Resource {
   create?: RequestSchemaName;
   update?: RequestSchemaName;
   remove: boolean;
-  /** Named filters shown in the document besides the free-form ones (PostgREST grammar). */
-  filters: { name: string; description: string; example: string }[];
+  filters: Filter[];
+  /** One record is more than its row (otherwise the row, `select=*`). */
+  detail?: Detail;
 }
 
 export const RESOURCES: Resource[] = [
@@ -56,6 +80,12 @@ export const RESOURCES: Resource[] = [
     update: 'FundUpdate',
     remove: false,
     filters: [{ name: 'status', description: 'Filter on the status, e.g. eq.In Progress', example: 'eq.Upcoming' }],
+    detail: {
+      operationId: 'get_fund',
+      summary: 'Get one fund with its balance, ledger (newest first) and participants',
+      schema: 'FundDetail',
+      read: fundDetail,
+    },
   },
   {
     path: 'fund_transactions',
@@ -73,6 +103,7 @@ export const RESOURCES: Resource[] = [
         name: 'fund_id',
         description: 'The fund, written eq.<fund uuid> (a bare uuid is read as eq.<uuid>)',
         example: 'eq.00000000-0000-4000-8000-000000000000',
+        bareUuid: true,
       },
       { name: 'category_id', description: 'Filter on the category, e.g. eq.hotel', example: 'eq.hotel' },
     ],
@@ -98,17 +129,47 @@ export const RESOURCES: Resource[] = [
  * GET rpc/fund_summary (sql/040_fund_summary.sql): the numbers the MCP tools and /rest/v1/rpc
  * give too.
  */
-export const FUND_DETAIL_QUERY: Record<string, string> = {
+const FUND_DETAIL_QUERY: Record<string, string> = {
   select: '*,fund_transactions(*),fund_participants(joined_at,contacts(*))',
   'fund_transactions.order': 'occurred_at.desc,id.desc',
   'fund_participants.order': 'joined_at.asc,contact_id.asc',
 };
+const FUND_SUMMARY_SELECT = 'balance,income,expenses,progress,participant_count';
 
-/** The function and the figures GET /funds/{id} adds: GET /rpc/fund_summary?fund_id=…&select=… */
-export const FUND_SUMMARY_RELATION = 'rpc/fund_summary';
-export const FUND_SUMMARY_SELECT = 'balance,income,expenses,progress,participant_count';
+type FundRow = Record<string, unknown> & {
+  fund_participants?: { joined_at: string; contacts: Record<string, unknown> }[];
+};
+
+async function fundDetail(fetch: Fetch, id: string): Promise<Record<string, unknown> | undefined> {
+  const [[row], [summary]] = await Promise.all([
+    fetch('funds', new URLSearchParams({ ...FUND_DETAIL_QUERY, id: `eq.${id}` })),
+    fetch('rpc/fund_summary', new URLSearchParams({ fund_id: id, select: FUND_SUMMARY_SELECT })),
+  ]);
+  if (!row) return undefined;
+  const { fund_participants: joins = [], ...rest } = row as FundRow;
+  return {
+    ...rest,
+    balance: summary?.balance,
+    summary: summary ?? null,
+    participants: joins.map((p) => ({ ...p.contacts, joined_at: p.joined_at })),
+  };
+}
+
+/** A live lookup list: GET /{path}, one fixed query, and a parameter that picks rows by a flag column. */
+export interface LookupList {
+  path: string;
+  query: Record<string, string>;
+  choice?: { param: string; flags: Record<string, string> };
+}
 
 /** GET /categories?domain=…: which flag column each domain reads. */
 export const CATEGORY_DOMAINS: Record<string, string> = { expenses: 'for_expenses', funds: 'for_funds' };
-export const CATEGORY_QUERY = { select: 'id,name,for_expenses,for_funds', order: 'id.asc' };
-export const PAYMENT_METHOD_QUERY = { select: 'id,name', order: 'id.asc' };
+
+export const LOOKUP_LISTS: LookupList[] = [
+  {
+    path: 'categories',
+    query: { select: 'id,name,for_expenses,for_funds', order: 'id.asc' },
+    choice: { param: 'domain', flags: CATEGORY_DOMAINS },
+  },
+  { path: 'payment_methods', query: { select: 'id,name', order: 'id.asc' } },
+];

@@ -1,7 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ApiError, catalogue as engineCatalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
-import { appCatalogue, catalogue, toClientError } from '../../gateway/errors.js';
+import { appCatalogue, catalogue } from '../../gateway/errors.js';
+import { toApiError } from '../../gateway/engine/errors.js';
 import { packageRoot as root } from '../../gateway/paths.js';
 
 // The catalogues are the one list of errors: the engine's (PostgREST's) and the app's own. The
@@ -142,13 +143,13 @@ describe('the error catalogue', () => {
   });
 });
 
-describe('toClientError, the one way anything thrown on a surface becomes an answer', () => {
+describe('toApiError, the one way anything thrown on a surface becomes an answer', () => {
   const answer = (err: unknown) => {
-    const { error, unexpected } = toClientError(err);
+    const { error, unexpected } = toApiError(err);
     return { status: error.status, code: error.code, unexpected };
   };
 
-  it('keeps an ApiError, maps a lost database to 503 and body-parser refusals to their 4xx', () => {
+  it('keeps an ApiError and maps a lost database to 503', () => {
     expect(answer(catalogue.singular(2))).toEqual({ status: 406, code: 'PGRST116', unexpected: false });
     expect(answer(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }))).toEqual({
       status: 503,
@@ -160,20 +161,10 @@ describe('toClientError, the one way anything thrown on a surface becomes an ans
       code: 'PGRST001',
       unexpected: false,
     });
-    expect(answer(Object.assign(new Error('too big'), { type: 'entity.too.large' }))).toEqual({
-      status: 413,
-      code: 'TLY001',
-      unexpected: false,
-    });
-    expect(answer(Object.assign(new Error('bad'), { type: 'entity.parse.failed' }))).toEqual({
-      status: 400,
-      code: 'PGRST102',
-      unexpected: false,
-    });
   });
 
   it('answers anything else as a 500 that says nothing internal, for the caller to log', () => {
-    const { error, unexpected } = toClientError(new Error('SELECT secret FROM internals'));
+    const { error, unexpected } = toApiError(new Error('SELECT secret FROM internals'));
     expect(unexpected).toBe(true);
     expect([error.status, error.body()]).toEqual([
       500,
