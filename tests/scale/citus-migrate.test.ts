@@ -1,12 +1,13 @@
 import postgres, { type Sql } from 'postgres';
 import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
-import { workspaceWithData } from '../harness/fixtures.js';
+import { TENANT_TABLES, workspaceWithData } from '../harness/fixtures.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 
 // `tally migrate` and `tally policies apply` make the Citus deployment by themselves, and the
 // whole migration set runs on plain PostgreSQL 15 and on a Citus coordinator with two workers.
 
-const TENANT = ['contacts', 'fund_participants', 'fund_transactions', 'funds', 'personal_transactions'];
+/** The tenant tables with the workspace policy; the activity log has policies of its own (checked apart). */
+const TENANT = TENANT_TABLES.filter((t) => t !== 'activity');
 const REFERENCE = ['categories', 'fund_kinds', 'payment_methods', 'workspaces'];
 const COORDINATOR_LOCAL = [
   'api_tokens',

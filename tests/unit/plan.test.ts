@@ -4,7 +4,8 @@
 import type { Embed, ReadNode, SelectOut } from '../../gateway/engine/plan/types.js';
 import { blogSchema } from './helpers/schema.js';
 import type { InsertPlan, MutationPlan } from '../../gateway/engine/plan/write.js';
-import { failure, planRead, planRoutine, planWrite } from './helpers/pipeline.js';
+import { failure, plan, planRead, planRoutine, planWrite } from './helpers/pipeline.js';
+import { RESERVED_KEYS } from '../../gateway/engine/request/types.js';
 import { present } from '../harness/present.js';
 
 /** The plan of a POST or PUT, which is an insert. */
@@ -548,6 +549,14 @@ describe('routine plan', () => {
 
   it('marks a VOLATILE function over POST read-write', () => {
     expect(planRoutine('rename_user', { method: 'POST', body: { uid: 1, new_name: 'x' } }).readOnly).toBe(false);
+  });
+
+  it('leaves every reserved query key out of the arguments a missing function is searched with', () => {
+    // One list (RESERVED_KEYS) says which keys are never arguments, for a call and for its 404.
+    const query = [...Object.keys(RESERVED_KEYS).map((k) => `${k}=x`), 'a=1'].join('&');
+    expect(failure(() => plan('rpc/nope', { query })).message).toBe(
+      'Could not find the function blog.nope(a) in the schema cache',
+    );
   });
 
   it('answers PGRST202 for unknown arguments, PGRST203 for ambiguity, and plans GET on VOLATILE', () => {

@@ -17,7 +17,7 @@ import { explainStatement } from '../query/explain.js';
 import { inspectStatements } from '../query/inspect.js';
 import { checkSelectLimits } from '../request/limits.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
-import type { ApiRequest, PlanMedia, Preferences } from '../request/types.js';
+import { isReservedKey, type ApiRequest, type PlanMedia, type Preferences } from '../request/types.js';
 import type { Relation, Routine, SchemaCache } from '../schema-cache/types.js';
 import { AliasCounter, findRelation, readPlan } from './read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './routine.js';
@@ -185,9 +185,7 @@ export function parseRequest(
         fn,
         req.method === 'POST'
           ? argumentKeys({ method: 'POST' } as ApiRequest, req.body, req.headers['content-type'])
-          : [...new Set(req.query.keys())].filter(
-              (k) => !['select', 'order', 'limit', 'offset', 'and', 'or', 'apikey'].includes(k),
-            ),
+          : [...new Set(req.query.keys())].filter((k) => !isReservedKey(k)),
       );
     }
     if (req.method !== 'POST') isArgument = (key) => names.has(key);
