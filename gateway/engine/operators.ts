@@ -1,8 +1,8 @@
 // PostgREST's filter operators, each once: how its value is written and the SQL it becomes. The
-// Operator type, the request grammar (request/grammar.ts), the SQL compiler (query/sql.ts) and
+// Operator type, the request grammar (request/grammar.ts), the SQL compiler (query/expressions.ts) and
 // the operator lists of hints and OpenAPI descriptions all read this table, so a new operator is
 // one entry here: an entry without its SQL does not type-check, and a new shape of operator
-// without its SQL builder in query/sql.ts does not either.
+// without its SQL builder in query/expressions.ts does not either.
 
 import { sql, type Fragment } from './sql.js';
 

@@ -16,7 +16,7 @@ import {
 } from '../sql.js';
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
 import type { AggregateFn, MediaType } from '../request/types.js';
-import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './sql.js';
+import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './expressions.js';
 import { defined } from '../invariant.js';
 
 export interface CompiledNode {

@@ -6,7 +6,7 @@
 import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { RoutineCall } from '../plan/types.js';
 import type { RowSource, Statement } from './read.js';
-import { typed } from './sql.js';
+import { typed } from './expressions.js';
 
 const ARGS = ident('pgrst_args');
 

@@ -15,7 +15,7 @@ import type { ReadNode } from '../plan/types.js';
 import type { MediaType } from '../request/types.js';
 import type { Column, Relation } from '../schema-cache/types.js';
 import { bodySql, compileNode, tenantSql, type Statement } from './read.js';
-import { aliasRow, callOf, conditionSql, rowOf, type RowRef } from './sql.js';
+import { aliasRow, callOf, conditionSql, rowOf, type RowRef } from './expressions.js';
 
 // The written rows come back as their columns (RETURNING alias.*), never as a whole-row value:
 // on a sharded database (Citus) that value would be of the shard's row type, not the table's.

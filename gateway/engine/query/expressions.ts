@@ -1,7 +1,8 @@
 // Expression builders shared by reads and writes: fields, filters and conditions as SQL
-// fragments (../engine/sql.ts). Identifiers come from the schema cache through ident(), types
-// and representation functions as its catalog text, and client values only ever as parameters
-// (sent as text, cast in SQL to the type the schema cache names).
+// fragments (../sql.ts, the one place SQL text is put together). Identifiers come from the
+// schema cache through ident(), types and representation functions as its catalog text, and
+// client values only ever as parameters (sent as text, cast in SQL to the type the schema cache
+// names).
 
 import { catalog, catalogArrayOf, join, qualified, ident, sql, text, type CatalogText, type Fragment } from '../sql.js';
 import type { FieldExpr, PlanCondition } from '../plan/types.js';
