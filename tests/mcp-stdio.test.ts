@@ -6,6 +6,7 @@ import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.j
 import { tally } from './harness/cli.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
+import { READ_TOOLS } from './harness/mcp-tools.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, token from TALLY_TOKEN.
 
@@ -115,16 +116,7 @@ describe('tally mcp (stdio)', () => {
     await read.connect(transport((await tokenFor(db.admin, ws.id, 'read')).token));
     try {
       const names = (await read.listTools()).tools.map((t) => t.name).sort();
-      expect(names).toEqual([
-        'get_fund',
-        'get_workspace',
-        'list_activity',
-        'list_contacts',
-        'list_expenses',
-        'list_fund_transactions',
-        'list_funds',
-        'spending_summary',
-      ]);
+      expect(names).toEqual(READ_TOOLS);
       const info = (await read.callTool({ name: 'get_workspace', arguments: {} })) as CallToolResult;
       expect(info.structuredContent).toMatchObject({ name: 'Stdio', currency: 'EUR', scope: 'read', rate_limit: null });
       const refused = (await read.callTool({

@@ -7,6 +7,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
 import { waitFor } from './harness/wait.js';
+import { READ_TOOLS } from './harness/mcp-tools.js';
 import { tools as defined } from '../mcp/tools.js';
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
@@ -29,17 +30,6 @@ const CORE_TOOLS = [
 ];
 // Every tool of mcp/tools.ts is listed: the core ones above, and those it adds beyond them.
 const TOOLS = defined.map((t) => t.name).sort();
-// Which tools a read token sees is kept by hand: a write tool marked read-only by mistake fails here.
-const READ_TOOLS = [
-  'get_fund',
-  'get_workspace',
-  'list_activity',
-  'list_contacts',
-  'list_expenses',
-  'list_fund_transactions',
-  'list_funds',
-  'spending_summary',
-];
 
 let db: TestDatabase;
 let app: TestApp;
