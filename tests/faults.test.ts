@@ -254,14 +254,29 @@ async function poolBackends(state?: string): Promise<number[]> {
   return rows.map((r) => r.pid);
 }
 
+/**
+ * Sends `signal` to each backend still running, and returns those it reached. A backend the
+ * watchdog of an earlier round let go may end between the listing and the signal (ESRCH).
+ */
+function signalBackends(pids: number[], signal: NodeJS.Signals): number[] {
+  return pids.filter((pid) => {
+    try {
+      process.kill(pid, signal);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+      throw err;
+    }
+  });
+}
+
 describe('a backend that stops answering (SIGSTOP past the statement timeout, then SIGCONT)', () => {
   it('costs the pool nothing: the stalled connections are destroyed and replaced, many times over', async () => {
     for (let round = 0; round < 6; round++) {
       // Make the pool's connections exist, then stop every one of them.
       await Promise.all(Array.from({ length: 4 }, () => get('/rest/v1/personal_transactions?select=id&limit=1')));
-      const stopped = await poolBackends('idle');
+      const stopped = signalBackends(await poolBackends('idle'), 'SIGSTOP');
       expect(stopped.length).toBeGreaterThan(0);
-      for (const pid of stopped) process.kill(pid, 'SIGSTOP');
       try {
         // Requests on stopped backends are answered (a 503 once the watchdog gives up on them),
         // never left waiting; a request on a fresh slot may succeed.
@@ -275,7 +290,7 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
         // The pool is whole while the backends are still stopped: the stuck ones were replaced.
         await expectFullPool();
       } finally {
-        for (const pid of stopped) process.kill(pid, 'SIGCONT');
+        signalBackends(stopped, 'SIGCONT');
       }
     }
     // The stopped backends end once they run again: no connection is left behind in Postgres.
@@ -290,9 +305,8 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
     // nothing to give /readyz's probe, whoever asks (the reserved slots included).
     const size = t.ctx.db.stats().size;
     const leases = await Promise.all(Array.from({ length: size }, () => t.ctx.db.reserve()));
-    const stopped = await poolBackends();
+    const stopped = signalBackends(await poolBackends(), 'SIGSTOP');
     expect(stopped.length).toBeGreaterThanOrEqual(size);
-    for (const pid of stopped) process.kill(pid, 'SIGSTOP');
     const inFlight = leases.map((lease) => lease.sql`SELECT 1`.then(() => lease.release()));
     try {
       await until('every slot to be held', () => t.ctx.db.stats().free === 0);
@@ -301,7 +315,7 @@ describe('a backend that stops answering (SIGSTOP past the statement timeout, th
       expect(res.headers.get('retry-after')).toBe('5');
       expect(await res.json()).toMatchObject({ status: 'unavailable', pool: { size, free: 0 } });
     } finally {
-      for (const pid of stopped) process.kill(pid, 'SIGCONT');
+      signalBackends(stopped, 'SIGCONT');
     }
     await Promise.all(inFlight);
     await expectFullPool();
