@@ -6,9 +6,16 @@ import { bodyReader, parseJson } from '../gateway/body.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { oneWorkspaceToken, RecentTokens, serveWorkspaceRequest } from '../gateway/auth/workspace-token.js';
-import { header, queryOf, sendBody, sendJson as sendJsonAs, type Handler } from '../gateway/http.js';
+import { header, queryOf, sendBody, sendJson as sendJsonAs, type Exchange, type Handler } from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
-import { answer, parseMessage, rpcError, SUPPORTED_PROTOCOL_VERSIONS, type RpcAnswer } from './jsonrpc.js';
+import {
+  answer,
+  parseMessage,
+  rpcError,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  type Message,
+  type RpcAnswer,
+} from './jsonrpc.js';
 import { toolErrorText } from './server.js';
 import type { McpCaller } from './tools.js';
 
@@ -107,6 +114,65 @@ function isJson(contentType: string | undefined): boolean {
 const sendJson = (res: ServerResponse, status: number, body: unknown): void =>
   sendJsonAs(res, status, body, 'application/json');
 
+/** The request's one JSON-RPC message, after the transport's checks of its headers and body; a refusal is thrown. */
+function messageOf(req: IncomingMessage, body: unknown): Message {
+  if (Array.isArray(body)) throw refuse(400, -32600, BATCH_REFUSED);
+  const accept = header(req, 'accept');
+  if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
+    throw refuse(406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
+  if (!isJson(header(req, 'content-type')))
+    throw refuse(415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+  const message = parseMessage(body);
+  if (!message) throw refuse(400, -32700, 'Parse error: Invalid JSON-RPC message');
+  const version = header(req, 'mcp-protocol-version');
+  if (message.id === undefined || message.method !== 'initialize') {
+    if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version))
+      throw refuse(
+        400,
+        -32000,
+        `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
+      );
+  }
+  return message;
+}
+
+/** Refuses what is not a JSON-RPC POST to /mcp from an allowed page, before its body is read. */
+function checkTransport(x: Exchange, allowedOrigins: ReadonlySet<string>): void {
+  const { req, path } = x;
+  if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
+  if (!originAllowed(req, allowedOrigins))
+    throw refuse(
+      403,
+      -32000,
+      `Forbidden: Origin ${JSON.stringify(req.headers.origin).slice(0, 200)} may not call /mcp (TALLY_MCP_ALLOWED_ORIGINS lists the browser origins that may)`,
+    );
+  // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
+  if (req.method !== 'POST')
+    throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
+}
+
+/**
+ * Answers a failure the MCP way where there is one: a transport refusal as its JSON-RPC error,
+ * and a rate-limited tools/call (the body is parsed first for this) as a tool result an agent can
+ * act on. Anything else, a refused token included, keeps its HTTP status and the one error shape
+ * (thrown on to the request shell), before any tool runs.
+ */
+function answerFailure(res: ServerResponse, err: unknown, body: unknown): void {
+  if (res.headersSent) throw err;
+  if (err instanceof Refusal) {
+    for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+    return sendJson(res, err.status, err.body);
+  }
+  const id = err instanceof ApiError && err.status === 429 ? toolCallId(body) : undefined;
+  if (err instanceof ApiError && id !== undefined) {
+    for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
+    const text = toolErrorText(err);
+    return sendJson(res, 200, { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], isError: true } });
+  }
+  if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302') throw err.withHint(MCP_TOKEN_HINT);
+  throw err;
+}
+
 export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
   const readBody = bodyReader(ctx.config.maxBodyBytes);
   const allowedOrigins = new Set(ctx.config.mcpAllowedOrigins);
@@ -120,42 +186,17 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
     caller: McpCaller,
     call: GatewayCall,
   ): Promise<RpcAnswer | undefined> => {
-    if (Array.isArray(body)) throw refuse(400, -32600, BATCH_REFUSED);
-    const accept = header(req, 'accept');
-    if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
-      throw refuse(406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
-    if (!isJson(header(req, 'content-type')))
-      throw refuse(415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
-    const message = parseMessage(body);
-    if (!message) throw refuse(400, -32700, 'Parse error: Invalid JSON-RPC message');
-    const version = header(req, 'mcp-protocol-version');
-    if (message.id === undefined || message.method !== 'initialize') {
-      if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version))
-        throw refuse(
-          400,
-          -32000,
-          `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
-        );
-    }
+    const message = messageOf(req, body);
     // A notification or a response alone: accepted, nothing to answer.
     if (message.id === undefined) return undefined;
     return answer(message, call, caller, () => lookups.get());
   };
 
   return async (x) => {
-    const { req, res, path } = x;
+    const { req, res } = x;
     let body: unknown;
     try {
-      if (path !== MCP_PATH && path !== MCP_PATH + '/') throw catalogue.invalidPath();
-      if (!originAllowed(req, allowedOrigins))
-        throw refuse(
-          403,
-          -32000,
-          `Forbidden: Origin ${JSON.stringify(req.headers.origin).slice(0, 200)} may not call /mcp (TALLY_MCP_ALLOWED_ORIGINS lists the browser origins that may)`,
-        );
-      // Stateless: there is no stream to resume (GET) and no session to end (DELETE).
-      if (req.method !== 'POST')
-        throw refuse(405, -32000, 'Method not allowed: send JSON-RPC messages with POST', { Allow: 'POST' });
+      checkTransport(x, allowedOrigins);
       body = parseBody(await readBody(req, res));
       // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
       const reply = await serveWorkspaceRequest(
@@ -181,28 +222,7 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
       res.statusCode = 202;
       sendBody(res, undefined);
     } catch (err) {
-      if (res.headersSent) throw err;
-      if (err instanceof Refusal) {
-        for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
-        return sendJson(res, err.status, err.body);
-      }
-      // A rate-limited tools/call is still a tool result an agent can act on (the body is
-      // parsed first for this); anything else, a refused token included, keeps its HTTP
-      // status and the one error shape (the request shell), before any tool runs.
-      if (err instanceof ApiError && err.status === 429) {
-        const id = toolCallId(body);
-        if (id !== undefined) {
-          for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
-          const text = toolErrorText(err);
-          return sendJson(res, 200, {
-            jsonrpc: '2.0',
-            id,
-            result: { content: [{ type: 'text', text }], isError: true },
-          });
-        }
-      }
-      if (err instanceof ApiError && err.status === 401 && err.code === 'PGRST302') throw err.withHint(MCP_TOKEN_HINT);
-      throw err;
+      answerFailure(res, err, body);
     }
   };
 }
