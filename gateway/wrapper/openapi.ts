@@ -93,6 +93,11 @@ const CONTENT_RANGE = {
 const article = (noun: string): string => `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
 
 function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<string, unknown> {
+  return { [`/${resource.path}`]: collectionPath(resource, schemas), [`/${resource.path}/{id}`]: memberPath(resource) };
+}
+
+/** /{path}: the list, and the create where the resource offers it. */
+function collectionPath(resource: Resource, schemas: WrapperSchemas): Record<string, unknown> {
   const tag = resource.path;
   const noun = resource.noun;
   const collection: Record<string, unknown> = {
@@ -139,6 +144,13 @@ function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<stri
       },
     };
   }
+  return collection;
+}
+
+/** /{path}/{id}: one record, and its change and deletion where the resource offers them. */
+function memberPath(resource: Resource): Record<string, unknown> {
+  const tag = resource.path;
+  const noun = resource.noun;
   const member: Record<string, unknown> = { parameters: [idParameter(noun)] };
   const detail = resource.detail;
   member.get = {
@@ -179,7 +191,7 @@ function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<stri
       },
     };
   }
-  return { [`/${resource.path}`]: collection, [`/${resource.path}/{id}`]: member };
+  return member;
 }
 
 const errorResponse = (description: string, headers?: Record<string, unknown>) => ({
