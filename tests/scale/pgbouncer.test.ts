@@ -2,13 +2,15 @@ import postgres from 'postgres';
 import { accessToken } from '../harness/app.js';
 import { apiSwitchAcross, rateLimitAcross, revocationAcross, surfaces } from '../harness/access-checks.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
+import { sigtermUnderLoad, writtenUnderLoad } from '../harness/drain.js';
 import { expectWithinBound, liveChangeTimes } from '../harness/live-changes.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startServers, type Servers } from '../harness/servers.js';
 import { waitFor } from '../harness/wait.js';
 import { startPgBouncer, type PgBouncerSetup } from './harness/pgbouncer.js';
 
-// Three Tally processes behind Debian's PgBouncer in transaction mode (the README's set-up), and
+// Three Tally processes behind Debian's PgBouncer in transaction mode (the README's set-up): the
+// access checks, live changes and SIGTERM under load as on one Postgres (tests/processes*.ts), and
 // Tally in front of a hot standby. With prepared statements left on (the default), a pooler
 // that hands each transaction another server connection answered a valid token 401, 500s and
 // stalls: it is detected at start-up and they are switched off.
@@ -51,28 +53,43 @@ describe('three Tally processes behind PgBouncer in transaction mode', () => {
     await apiSwitchAcross(pg.admin, servers.bases, ws.id);
   });
 
-  it('see a new category and payment method, a new column and a new table within the bound', async () => {
-    // Processes of their own, with a limit the probes stay under (those above keep the default
-    // of 60 a minute, which the rate limit check counts on); the probes ask every 20 ms.
-    const probed = await startServers(
-      3,
-      pg.ownerUrl,
-      { TALLY_PUBLISHABLE_KEYS: TEST_API_KEY, TALLY_RATE_LIMIT_PER_MINUTE: '100000' },
-      pg.bouncerUrl,
-    );
-    try {
-      const t = await tokenFor(pg.admin, ws.id, 'read');
-      const jwt = await accessToken({ role: 'api_read', workspace_id: ws.id, scope: 'read', sub: t.id });
-      const times = await liveChangeTimes(
-        pg.admin,
-        probed.bases,
-        { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` },
-        'bouncer',
+  describe('with a limit their load stays under', () => {
+    // Processes of their own: those above keep the default of 60 a minute, which the rate limit
+    // check counts on; the probes below ask every 20 ms, and the load writes as fast as it can.
+    let busy: Servers;
+    const headersOf = async (scope: 'read' | 'write') => {
+      const t = await tokenFor(pg.admin, ws.id, scope);
+      const jwt = await accessToken({ role: `api_${scope}`, workspace_id: ws.id, scope, sub: t.id });
+      return { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` };
+    };
+
+    beforeAll(async () => {
+      busy = await startServers(
+        3,
+        pg.ownerUrl,
+        { TALLY_PUBLISHABLE_KEYS: TEST_API_KEY, TALLY_RATE_LIMIT_PER_MINUTE: '1000000' },
+        pg.bouncerUrl,
       );
-      expectWithinBound(times);
-    } finally {
-      await probed.close();
-    }
+    });
+    afterAll(async () => {
+      await busy?.close();
+    });
+
+    it('see a new category and payment method, a new column and a new table within the bound', async () => {
+      expectWithinBound(await liveChangeTimes(pg.admin, busy.bases, await headersOf('read'), 'bouncer'));
+    });
+
+    it('lose no request when one of them gets SIGTERM under keep-alive load', async () => {
+      const outcome = await sigtermUnderLoad(busy, {
+        ...(await headersOf('write')),
+        'content-type': 'application/json',
+        prefer: 'return=minimal',
+      });
+      expect(outcome.lost).toEqual([]);
+      expect(outcome.code).toBe(0);
+      expect(outcome.refused).toBeGreaterThan(0); // the process did stop while the load ran
+      expect(await writtenUnderLoad(pg.admin, ws.id)).toBe(outcome.acknowledged);
+    });
   });
 });
 
