@@ -286,7 +286,25 @@ function commands(): Command {
       else if (cmd.args.length === 0) process.stdout.write(usage() + '\n');
       else throw new UsageError(`unknown command "${cmd.args.join(' ')}"`, '');
     });
+  // Declared in the order the help lists them.
+  serverCommands(program);
+  accessCommands(program);
+  databaseCommands(program);
+  for (const s of SURFACES) {
+    const command = s.command;
+    if (command)
+      program
+        .command(command.name)
+        .description(command.usage)
+        .action(() => command.run(configuration()));
+  }
+  helpCommand(program);
+  oneLineErrors(program);
+  return program;
+}
 
+/** Running the server and preparing its database: up, serve, migrate, policies. */
+function serverCommands(program: Command): void {
   program
     .command('up')
     .description('migrate, apply policies, seed a demo workspace on first run, serve')
@@ -308,7 +326,10 @@ function commands(): Command {
     .command('apply')
     .description('apply the RLS policies in policies/')
     .action(policiesApplyCommand);
+}
 
+/** Who may use the API: workspaces, their tokens, publishable keys, members. */
+function accessCommands(program: Command): void {
   const workspace = group(program, 'workspace');
   workspace
     .command('create')
@@ -357,7 +378,10 @@ function commands(): Command {
     .requiredOption('--email <E>')
     .requiredOption('--role <owner|admin|member>')
     .action(memberAddCommand);
+}
 
+/** The database itself: SQL, psql, its URL, its TypeScript types, and starting afresh. */
+function databaseCommands(program: Command): void {
   program
     .command('sql')
     .description("run SQL as the database owner (a file, -c, or standard input), then reload the servers' schema cache")
@@ -384,14 +408,9 @@ function commands(): Command {
     )
     .option('--yes')
     .action(resetCommand);
-  for (const s of SURFACES) {
-    const command = s.command;
-    if (command)
-      program
-        .command(command.name)
-        .description(command.usage)
-        .action(() => command.run(configuration()));
-  }
+}
+
+function helpCommand(program: Command): void {
   program
     .command('help')
     .description("this list, or one command's")
@@ -401,12 +420,14 @@ function commands(): Command {
         throw new UsageError(`unknown command "${about}"`, '');
       process.stdout.write(usage(about) + '\n');
     });
+}
 
+/** Every command: its own help (-h, --help), and a usage mistake as one line pointing at that help. */
+function oneLineErrors(program: Command): void {
   // A usage mistake found while a command runs points at that command's help too.
   program.hook('preAction', (_program, action) => {
     running = topOf(action);
   });
-  // Every command: its own help (-h, --help), and errors as one line pointing at that help.
   const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
   for (const c of all(program)) {
     c.helpOption('-h, --help')
@@ -420,7 +441,6 @@ function commands(): Command {
   // Only the program and the groups take any word (to refuse it by name); a command, no more
   // words than it declares (the groups' setting is inherited by the commands made from them).
   for (const c of leaves) c.allowExcessArguments(false);
-  return program;
 }
 
 /** The first word of a command's path (`token` for `token create`); undefined for the program. */
