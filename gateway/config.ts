@@ -332,6 +332,8 @@ export function loadConfig(env: Env = process.env): Config {
     aggregatesEnabled: e.TALLY_DB_AGGREGATES_ENABLED,
     planEnabled: e.TALLY_DB_PLAN_ENABLED,
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
+    // Tally's keys of idempotent creates, per workspace (sql/163_idempotency_keys.sql).
+    idempotency: { claim: 'tally.idempotency_claim', save: 'tally.idempotency_save' },
     activityRetentionDays: e.TALLY_ACTIVITY_RETENTION_DAYS ?? 365,
     mcpAllowedOrigins: e.TALLY_MCP_ALLOWED_ORIGINS ?? [],
     preparedStatements: e.TALLY_DB_PREPARED_STATEMENTS,

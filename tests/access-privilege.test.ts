@@ -210,6 +210,9 @@ describe('least privilege', () => {
           'check_request',
           'current_workspace_currency',
           'current_workspace_id',
+          // A keyed create claims its key and stores its answer, for the workspace of its claims only.
+          'idempotency_claim',
+          'idempotency_save',
           'jwt_claims',
         ]),
       ]);

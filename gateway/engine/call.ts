@@ -20,7 +20,7 @@ export interface GatewayRequest {
   /** PostgREST's query grammar: select, order, limit, offset, filters, on_conflict, columns. */
   query: URLSearchParams;
   /** Request headers that shape the call, lower-case names: prefer, accept, range, content-type,
-   *  accept-profile, content-profile. */
+   *  accept-profile, content-profile, idempotency-key. */
   headers: Record<string, string | undefined>;
   /**
    * The body of a write as text (JSON, CSV or form, by its content-type), or a JSON value a

@@ -37,6 +37,25 @@ export interface EngineConfig {
    * shard. Row-level security stays what decides which rows a caller sees. Undefined: none.
    */
   tenantColumn: string | undefined;
+  /**
+   * Where a tenant's idempotency keys are kept (plan/action.ts, `Idempotency-Key`): the functions
+   * that claim a key in a write's transaction and store its response there. Undefined: the
+   * header is not read.
+   */
+  idempotency?: IdempotencyStore;
+}
+
+/**
+ * Two functions of the database, by qualified name, both run as the caller in the write's own
+ * transaction and both scoped to the caller's tenant by its claims:
+ * `claim(key text, fingerprint text)` answers one row (claimed boolean, stored_fingerprint text,
+ * stored_status integer, stored_headers jsonb, stored_body text): claimed, or what the first
+ * request with the key stored, after waiting for a transaction that holds the key;
+ * `save(key text, status integer, headers jsonb, body text)` stores the response.
+ */
+export interface IdempotencyStore {
+  claim: string;
+  save: string;
 }
 
 /** What a gateway call runs against: its configuration and the pool of the server's login. */

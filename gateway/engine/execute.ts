@@ -77,17 +77,32 @@ export function transactionSettings(config: EngineConfig, wording: ErrorWording 
 }
 
 /** What a transaction answered: the rows of each statement, its time, and whether AuthContext.verify passed. */
-export interface TransactionResult {
+export interface TransactionResult<T = never> {
   rows: Row[][];
   timing: GatewayTiming;
   verified: boolean;
+  /** What the guard answered when it stopped the transaction (then `rows` is empty). */
+  stopped?: T;
 }
 
 /**
  * The end of a write transaction: decided from its results (throwing rolls back and fails),
  * or known beforehand, when it is sent with the statements in the same round trip.
  */
-export type Decide = ((results: Row[][]) => 'commit' | 'rollback') | 'commit' | 'rollback';
+export type Decide = ((results: Row[][]) => Ending) | 'commit' | 'rollback';
+
+/** How a decided transaction ends: COMMIT or ROLLBACK, or a last statement and COMMIT (sent together). */
+type Ending = 'commit' | 'rollback' | { last: CompiledSql };
+
+/**
+ * A statement run first, alone, after the transaction's setup: `stop` reads its rows and
+ * answers a value to end the transaction there (rolled back, the statements never sent), or
+ * undefined to go on. An idempotent write's claim of its key (plan/action.ts).
+ */
+export interface Guard<T> {
+  statement: CompiledSql;
+  stop(rows: Row[]): T | undefined;
+}
 
 const BEGIN_READ_ONLY = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`);
 const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
@@ -141,12 +156,13 @@ function preRequestStatement(name: string): CompiledSql {
 }
 
 /** Runs `statements` (compiled by the query stage) in one transaction; see the top of this file. */
-export async function runTransaction(
+export async function runTransaction<T = never>(
   db: Pool,
   opts: TransactionOptions,
   statements: readonly CompiledSql[],
   decide?: Decide,
-): Promise<TransactionResult> {
+  guard?: Guard<T>,
+): Promise<TransactionResult<T>> {
   const errorContext: PgErrorContext = {
     anonymous: opts.auth.role === opts.anonRole,
     readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
@@ -178,26 +194,45 @@ export async function runTransaction(
     // A read commits, and a write whose end does not depend on its results ends, in the same
     // round trip as its statements.
     const pipelined = decide === undefined ? 'commit' : typeof decide === 'string' ? decide : undefined;
-    open = true;
-    pending = [
-      send(opts.readOnly ? BEGIN_READ_ONLY : BEGIN),
-      ...setup.map(send),
+    const head = [opts.readOnly ? BEGIN_READ_ONLY : BEGIN, ...setup, ...(guard ? [guard.statement] : [])];
+    // The statements and, when it is known, the end; after the guard's answer when there is one.
+    const body = (): Promise<unknown>[] => [
       ...statements.map((s) => send(withClaims(s, opts.auth.claims))),
+      ...(pipelined ? [send(pipelined === 'commit' ? COMMIT : ROLLBACK)] : []),
     ];
-    if (pipelined) pending.push(send(pipelined === 'commit' ? COMMIT : ROLLBACK));
-    const settled = await watched(Promise.allSettled(pending), deadline);
-    if (pipelined) open = false; // COMMIT of a failed transaction rolls it back
+    open = true;
+    pending = [...head.map(send), ...(guard ? [] : body())];
+    let settled = await watched(Promise.allSettled(pending), deadline);
+    if (pipelined && !guard) open = false; // COMMIT of a failed transaction rolls it back
     // The caller's check is the last setup statement: did it run and raise nothing?
     const verified = opts.auth.verify !== undefined && settled[setup.length]?.status === 'fulfilled';
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
+    if (guard) {
+      const stopped = guard.stop((settled[head.length - 1] as PromiseFulfilledResult<Row[]>).value);
+      if (stopped !== undefined) {
+        await watched(send(ROLLBACK), deadline);
+        open = false;
+        lease.release();
+        return { rows: [], timing: timing(), verified, stopped };
+      }
+      settled = await watched(Promise.allSettled((pending = body())), deadline);
+      if (pipelined) open = false;
+      const failedLater = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+      if (failedLater) throw failedLater.reason;
+    }
+    const first = guard ? 0 : head.length;
     const results = settled
-      .slice(1 + setup.length, 1 + setup.length + statements.length)
+      .slice(first, first + statements.length)
       .map((s) => (s as PromiseFulfilledResult<Row[]>).value);
     if (open && typeof decide === 'function') {
       const end = decide(results);
-      await watched(send(end === 'commit' ? COMMIT : ROLLBACK), deadline);
-      open = false;
+      const last = typeof end === 'object' ? [send(end.last)] : [];
+      pending = [...last, send(end === 'rollback' ? ROLLBACK : COMMIT)];
+      const ended = await watched(Promise.allSettled(pending), deadline);
+      open = false; // a COMMIT after a failed last statement rolls back
+      const failedLast = ended.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+      if (failedLast) throw failedLast.reason;
     }
     lease.release();
     return { rows: results, timing: timing(), verified };

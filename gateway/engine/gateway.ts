@@ -6,6 +6,7 @@
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
 import { ApiError, catalogue, type ErrorWording } from './errors.js';
+import type { Row } from 'postgres';
 import {
   runTransaction,
   transactionSettings,
@@ -13,7 +14,9 @@ import {
   type TransactionResult,
   type TransactionSettings,
 } from './execute.js';
-import { actionPlan, tenantOf, type ActionPlan, type ReadAction } from './plan/action.js';
+import { defined } from './invariant.js';
+import { actionPlan, tenantOf, type ActionPlan, type Idempotency, type ReadAction } from './plan/action.js';
+import { saveStatement } from './query/idempotency.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
 import { affectedRows, respond, singularError, type DescribeSchema } from './response/index.js';
 import { ChangeWatch } from './changes.js';
@@ -95,6 +98,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     const plan = cached ?? actionPlan(req, auth, cache, ctx.config);
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
+    if (plan.idempotency) return idempotentWrite(ctx, settings, auth, plan, plan.idempotency, limits);
     const { rows, timing, verified } = await execute(ctx, settings, auth, plan);
     try {
       return { ...respond(plan, rows, limits), timing, verified };
@@ -125,5 +129,59 @@ function decision({ check, end }: ActionPlan): Decide {
     if (check.maxAffected !== undefined && affected > check.maxAffected) throw catalogue.maxAffected(affected);
     if (check.singular && affected !== 1) throw singularError(affected);
     return end;
+  };
+}
+
+/** The answer a request stored with its key: what a repeat of it answers. */
+type Stored = Pick<GatewayResponse, 'status' | 'headers' | 'body'>;
+
+/**
+ * A write sent with an Idempotency-Key (plan/action.ts): the key is claimed first; a repeat
+ * answers what the first request stored, with nothing of its own run, and a different request
+ * with the key is a 422; a first request writes, and its response is saved in its transaction
+ * before COMMIT. A response that fails (a check, a body too large) saves nothing and commits
+ * nothing, so a retry runs anew.
+ */
+async function idempotentWrite(
+  ctx: EngineContext,
+  settings: TransactionSettings,
+  auth: AuthContext,
+  plan: ActionPlan,
+  key: Idempotency,
+  limits: Parameters<typeof respond>[2],
+): Promise<GatewayResponse> {
+  const store = defined(ctx.config.idempotency, 'the idempotency store of a keyed plan');
+  const checks = decision(plan);
+  let response: Stored | undefined;
+  const decide: Decide = (results) => {
+    const end = typeof checks === 'function' ? checks(results) : checks;
+    if (end !== 'commit') return end;
+    response = respond(plan, results, limits);
+    return { last: saveStatement(store, key.key, response) };
+  };
+  const guard = { statement: key.claim, stop: (rows: Row[]) => storedAnswer(rows, key) };
+  const { timing, verified, stopped } = await runTransaction<Stored | ApiError>(
+    ctx.db,
+    { ...settings, ...plan.tx, auth },
+    plan.statements,
+    decide,
+    guard,
+  );
+  if (stopped instanceof ApiError) throw stopped.withTiming(timing);
+  return { ...(stopped ?? defined(response, 'the response of a committed write')), timing, verified };
+}
+
+/** The claim's row: undefined when this request claimed the key, else the stored answer or why there is none. */
+function storedAnswer(rows: Row[], key: Idempotency): Stored | ApiError | undefined {
+  const row = defined(rows[0], "the claim of an idempotency key's row");
+  if (row.claimed === true || row.claimed === 't') return undefined;
+  if (row.stored_fingerprint !== key.fingerprint) return catalogue.idempotencyKeyReused(key.key);
+  if (row.stored_status === null) return catalogue.idempotencyKeyInFlight(key.key);
+  const headers = JSON.parse(String(row.stored_headers ?? '{}')) as Record<string, string>;
+  return {
+    status: Number(row.stored_status),
+    // Stripe's header: this is the answer of an earlier request, and nothing was written now.
+    headers: { ...headers, 'Idempotent-Replayed': 'true' },
+    body: typeof row.stored_body === 'string' ? row.stored_body : undefined,
   };
 }

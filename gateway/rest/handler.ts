@@ -19,7 +19,15 @@ import { answerCors, header, queryOf, sendBody, type Exchange, type Handler } fr
 export const REST_PATH = '/rest/v1';
 
 const METHODS = new Set<GatewayMethod>(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE']);
-const HEADERS = ['prefer', 'accept', 'range', 'content-type', 'accept-profile', 'content-profile'] as const;
+const HEADERS = [
+  'prefer',
+  'accept',
+  'range',
+  'content-type',
+  'accept-profile',
+  'content-profile',
+  'idempotency-key',
+] as const;
 
 /**
  * Answers every request whose path is /rest/v1 or below it. Paths: `/` (the OpenAPI

@@ -116,4 +116,35 @@ describe('the action plan', () => {
     expect(bounded.text).toMatch(/octet_length\(body\) <= \$1::text::int8/);
     expect(bounded.params).toEqual(['4096', 'pgrst.read_bytes_0', '4096']);
   });
+
+  it('claims an Idempotency-Key first in the transaction of a POST that writes, with a digest of the request', () => {
+    const store = { claim: 'keys.claim', save: 'keys.save' };
+    const tenant = { column: 'tenant_id', claim: 'tenant' };
+    const post = (key: string | undefined, body: unknown = { title: 'x' }, more: Record<string, unknown> = {}) =>
+      plan('posts', {
+        method: 'POST',
+        body,
+        headers: key === undefined ? {} : { 'Idempotency-Key': key },
+        idempotency: store,
+        tenant,
+        ...more,
+      });
+    const keyed = post('retry-1');
+    expect(keyed.idempotency?.key).toBe('retry-1');
+    expect(keyed.idempotency?.claim.text).toMatch(/FROM "keys"\."claim"\(\$1::text, \$2::text\)$/);
+    expect(keyed.idempotency?.claim.params).toEqual(['retry-1', keyed.idempotency?.fingerprint]);
+    // The same request has the same digest; another body, another.
+    expect(post('retry-2').idempotency?.fingerprint).toBe(keyed.idempotency?.fingerprint);
+    expect(post('retry-1', { title: 'y' }).idempotency?.fingerprint).not.toBe(keyed.idempotency?.fingerprint);
+    // Nothing to repeat: no key, no tenant, a transaction rolled back, an EXPLAIN.
+    expect(post(undefined).idempotency).toBeUndefined();
+    expect(post('k', { title: 'x' }, { tenant: undefined }).idempotency).toBeUndefined();
+    expect(
+      post('k', { title: 'x' }, { headers: { 'Idempotency-Key': 'k', Prefer: 'tx=rollback' } }).idempotency,
+    ).toBeUndefined();
+    // A key the deployment does not keep is not read; a bad one where it is, is a 400.
+    expect(post('k', { title: 'x' }, { idempotency: undefined }).idempotency).toBeUndefined();
+    for (const bad of ['', 'a b', 'k'.repeat(256), 'caf\u00e9'])
+      expect(failure(() => post(bad))).toMatchObject({ status: 400, code: 'TLY020' });
+  });
 });

@@ -541,6 +541,36 @@ export const catalogue = {
     details: limit === undefined ? null : `The limit is ${limit} bytes`,
     hint: 'Split a bulk insert into smaller batches',
   })),
+  idempotencyKey: entry(
+    'TLY020',
+    400,
+    'an Idempotency-Key header is empty, longer than 255 characters, or has a character other than visible ASCII',
+    () => ({
+      message: 'Invalid Idempotency-Key header',
+      details: 'An idempotency key is 1 to 255 visible ASCII characters (no spaces)',
+      hint: 'Send a new random key (a UUID) with each new create, and the same key with its retries',
+    }),
+  ),
+  idempotencyKeyReused: entry(
+    'TLY021',
+    422,
+    'an Idempotency-Key was sent within 24 hours with another request',
+    (key: string) => ({
+      message: 'This Idempotency-Key was used with a different request',
+      details: `The key ${JSON.stringify(key)} was sent in the last 24 hours with another method, path, query, headers or body`,
+      hint: 'Send the same request again to get its answer, or use a new key for a new request',
+    }),
+  ),
+  idempotencyKeyInFlight: entry(
+    'TLY022',
+    409,
+    'an Idempotency-Key is held by a request whose answer was not stored',
+    (key: string) => ({
+      message: 'A request with this Idempotency-Key has no stored answer',
+      details: `The key ${JSON.stringify(key)} was claimed without an answer`,
+      hint: 'Retry with a new key',
+    }),
+  ),
   responseTooLarge: entry(
     'TLY010',
     400,

@@ -5,6 +5,7 @@
 // in and how it ends, and what the response will say of the preferences it applied. The gateway
 // (gateway.ts) runs any plan the same way, and the unit tier plans through this very function.
 
+import { createHash } from 'node:crypto';
 import type { AuthContext, GatewayRequest } from '../call.js';
 import type { EngineConfig } from '../config.js';
 import { catalogue, INVALID_JSON } from '../errors.js';
@@ -14,6 +15,7 @@ import { readStatement, type ReadBounds, type Statement } from '../query/read.js
 import { routineSource, scalarStatement } from '../query/routine.js';
 import { writeStatement, type ReturnShape } from '../query/write.js';
 import { explainStatement } from '../query/explain.js';
+import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
 import { checkSelectLimits } from '../request/limits.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
@@ -42,6 +44,21 @@ interface Base {
   /** How the transaction ends when every statement succeeded (and `check` passed). */
   end: 'commit' | 'rollback';
   check?: AffectedCheck;
+  /** A create sent with an Idempotency-Key (see idempotencyOf). */
+  idempotency?: Idempotency;
+}
+
+/**
+ * A POST sent with an Idempotency-Key: `claim` runs first in the transaction, alone; when the
+ * key was used before, the plan's statements do not run and the stored answer is the response
+ * (or a 422 when the fingerprint differs); otherwise the response is saved before COMMIT, so a
+ * key is kept exactly when its write is (gateway.ts).
+ */
+export interface Idempotency {
+  key: string;
+  /** A digest of the request (method, schema, path, query, the headers that shape it, body). */
+  fingerprint: string;
+  claim: Statement;
 }
 
 /** GET/HEAD of a table or view. */
@@ -107,6 +124,7 @@ export type PlanConfig = Pick<
   | 'maxBodyBytes'
   | 'tenantClaim'
   | 'tenantColumn'
+  | 'idempotency'
 > & {
   /** Bytes of one read's body (query/read.ts, ReadBounds); undefined: unbounded. */
   maxResponseBytes?: number;
@@ -143,6 +161,7 @@ export function tenantOf(config: PlanConfig, auth: AuthContext): { column: strin
  */
 export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: SchemaCache, config: PlanConfig): ActionPlan {
   const schema = requestSchema(config, req);
+  const key = idempotencyKey(req, config);
   // The root of the API describes the schema (PostgREST's OpenAPI), in the caller's transaction.
   if (req.relation === '' && (req.method === 'GET' || req.method === 'HEAD')) return inspectPlan(req, cache, schema);
   const api = parseRequest(req, cache, config, schema);
@@ -155,7 +174,49 @@ export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: Schema
       : write
         ? writePlan(req, auth, cache, config, api, tx)
         : readAction(auth, cache, config, api, tx);
-  return api.plan ? explainPlan(action, api.plan) : action;
+  if (api.plan) return explainPlan(action, api.plan);
+  return key === undefined ? action : idempotent(action, req, auth, config, schema, key);
+}
+
+/** Visible ASCII, no space: what an Idempotency-Key may be made of (Stripe's and the IETF draft's keys fit). */
+const KEY = /^[\x21-\x7e]{1,255}$/;
+
+/** The Idempotency-Key of a POST, checked, where the deployment keeps keys; else undefined. */
+function idempotencyKey(req: GatewayRequest, config: PlanConfig): string | undefined {
+  const key = req.headers['idempotency-key'];
+  if (key === undefined || req.method !== 'POST' || config.idempotency === undefined) return undefined;
+  if (!KEY.test(key)) throw catalogue.idempotencyKey();
+  return key;
+}
+
+/**
+ * The plan with its key, when a key can make it idempotent: a write or a call that writes,
+ * ends in COMMIT, and is made by a caller of a tenant (keys are kept per tenant). Any other
+ * POST (a read-only function, Prefer: tx=rollback) writes nothing to repeat and runs as it is.
+ */
+function idempotent(
+  action: ActionPlan,
+  req: GatewayRequest,
+  auth: AuthContext,
+  config: PlanConfig,
+  schema: string,
+  key: string,
+): ActionPlan {
+  const store = config.idempotency;
+  if (store === undefined || (action.kind !== 'write' && action.kind !== 'call')) return action;
+  if (action.tx.readOnly || action.end !== 'commit' || tenantOf(config, auth) === undefined) return action;
+  const fingerprint = fingerprintOf(req, schema);
+  return { ...action, idempotency: { key, fingerprint, claim: claimStatement(store, key, fingerprint) } };
+}
+
+/** What makes two requests the same request: everything the plan is made of but the caller. */
+function fingerprintOf(req: GatewayRequest, schema: string): string {
+  const h = req.headers;
+  const body = req.body === undefined ? '' : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
+  const parts = [req.method, schema, req.relation, req.query.toString(), h.prefer, h.accept, h['content-type'], body];
+  return createHash('sha256')
+    .update(JSON.stringify(parts.map((p) => p ?? '')))
+    .digest('base64url');
 }
 
 /**

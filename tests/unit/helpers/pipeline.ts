@@ -42,6 +42,8 @@ export interface Call {
   tenant?: { column: string; claim: string };
   /** EngineConfig.maxResponseBytes: a read's body is counted against it while Postgres builds it. */
   maxResponseBytes?: number;
+  /** EngineConfig.idempotency: where Idempotency-Key's records are kept. */
+  idempotency?: { claim: string; save: string };
 }
 
 function gatewayRequest(relation: string, call: Call = {}): GatewayRequest {
@@ -67,6 +69,7 @@ function configOf(call: Call): PlanConfig {
     tenantClaim: call.tenant?.claim ?? 'tenant',
     tenantColumn: call.tenant?.column,
     maxResponseBytes: call.maxResponseBytes,
+    idempotency: call.idempotency,
   };
 }
 

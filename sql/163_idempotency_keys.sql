@@ -1,0 +1,148 @@
+-- Up Migration
+-- Idempotency keys: a create sent again with the same Idempotency-Key (an agent retrying after a
+-- timeout) answers what the first answered and writes nothing. The gateway claims the key in
+-- the transaction of the write, before the write (tally.idempotency_claim), and stores the
+-- response in it, before COMMIT (tally.idempotency_save): a key is recorded exactly when its
+-- write is. A request that comes while another with its key is still running waits on the
+-- primary key until that one commits (then it answers the stored response) or rolls back (then
+-- it claims the key itself): the database decides, whatever process serves which request.
+--
+-- Keys belong to a workspace and live in schema tally, which no surface exposes: no API role
+-- has any privilege on the table (RLS is forced besides), only the two functions, which take
+-- the workspace from the request's JWT claims. A key is kept for 24 hours; then a request with
+-- it is a new request, and tally.prune_idempotency_keys() deletes it.
+--
+-- On a Citus coordinator the table is distributed on workspace_id, colocated with the tenant
+-- tables (tally.tenant_tables() names it below): a keyed write of one workspace stays on that
+-- workspace's shard. No foreign key to workspaces, for the reason sql/161 gives.
+CREATE TABLE tally.idempotency_keys (
+  workspace_id uuid NOT NULL,
+  key          text NOT NULL CONSTRAINT idempotency_keys_key_check CHECK (key ~ '^[!-~]{1,255}$'),
+  -- A digest of the request the key was first sent with: the same key with another request is refused.
+  fingerprint  text NOT NULL,
+  -- The response, stored by the transaction that claimed the key.
+  status       integer,
+  headers      jsonb,
+  body         text,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workspace_id, key)
+);
+CREATE INDEX idempotency_keys_created_idx ON tally.idempotency_keys (created_at);
+COMMENT ON TABLE tally.idempotency_keys IS 'The response of each create sent with an Idempotency-Key, per workspace, for 24 hours';
+-- Closed to everyone but its owner (policies/idempotency_keys.sql), whose functions below write it.
+ALTER TABLE tally.idempotency_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE tally.idempotency_keys FORCE ROW LEVEL SECURITY;
+
+-- Claims the key for this request, or answers what was stored for it. One row: claimed (the
+-- key is new, or its record expired: go on and write), or the stored fingerprint and response
+-- (an in-flight claim of another transaction is waited for on the primary key first). The
+-- insert names the workspace, so Citus sends it to that workspace's shard.
+CREATE FUNCTION tally.idempotency_claim(idempotency_key text, request_fingerprint text)
+RETURNS TABLE (claimed boolean, stored_fingerprint text, stored_status integer, stored_headers jsonb, stored_body text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ws uuid := tally.current_workspace_id();
+BEGIN
+  IF ws IS NULL THEN
+    RAISE SQLSTATE '42501' USING MESSAGE = 'An idempotency key belongs to a workspace, and this request names none';
+  END IF;
+  -- Twice at most: the stored row may be pruned between the insert and the read.
+  FOR attempt IN 1..2 LOOP
+    INSERT INTO tally.idempotency_keys (workspace_id, key, fingerprint)
+    VALUES (ws, idempotency_key, request_fingerprint)
+    ON CONFLICT (workspace_id, key) DO UPDATE
+      SET fingerprint = excluded.fingerprint, status = NULL, headers = NULL, body = NULL, created_at = now()
+      WHERE tally.idempotency_keys.created_at < now() - interval '24 hours'
+    RETURNING true INTO claimed;
+    IF FOUND THEN
+      RETURN NEXT;
+      RETURN;
+    END IF;
+    claimed := false;
+    SELECT k.fingerprint, k.status, k.headers, k.body
+      INTO stored_fingerprint, stored_status, stored_headers, stored_body
+      FROM tally.idempotency_keys k
+     WHERE k.workspace_id = ws AND k.key = idempotency_key;
+    IF FOUND THEN
+      RETURN NEXT;
+      RETURN;
+    END IF;
+  END LOOP;
+  RAISE SQLSTATE '40001' USING MESSAGE = 'The idempotency key could not be claimed; retry the request';
+END
+$$;
+
+-- Stores the response of the request that claimed the key, in its transaction.
+CREATE FUNCTION tally.idempotency_save(idempotency_key text, response_status integer, response_headers jsonb,
+                                       response_body text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  UPDATE tally.idempotency_keys
+     SET status = response_status, headers = response_headers, body = response_body
+   WHERE workspace_id = tally.current_workspace_id() AND key = idempotency_key;
+END
+$$;
+
+REVOKE EXECUTE ON FUNCTION tally.idempotency_claim(text, text), tally.idempotency_save(text, integer, jsonb, text)
+  FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.idempotency_claim(text, text), tally.idempotency_save(text, integer, jsonb, text)
+  TO api_write;
+
+-- Deletes the keys older than 24 hours (the server runs it with the activity log's sweep). One
+-- DELETE, not a data-modifying WITH: Citus has a distributed plan for it (see sql/162).
+CREATE FUNCTION tally.prune_idempotency_keys() RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  gone bigint;
+BEGIN
+  DELETE FROM tally.idempotency_keys WHERE created_at < now() - interval '24 hours';
+  GET DIAGNOSTICS gone = ROW_COUNT;
+  RETURN gone;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.prune_idempotency_keys() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.prune_idempotency_keys() TO authenticator;
+
+-- The tables placed with the workspaces' records: the tenant tables of sql/107, and the
+-- idempotency keys, which no API role reads but which are written in the transactions of those
+-- records, so they must live on the same shard.
+CREATE OR REPLACE FUNCTION tally.tenant_tables() RETURNS SETOF regclass
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT c.oid::regclass
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE (n.nspname = 'public' AND c.relkind IN ('r', 'p')
+          AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
+          AND EXISTS (SELECT 1 FROM unnest(ARRAY['anon', 'api_read', 'api_write']) r(role)
+                       WHERE has_table_privilege(r.role, c.oid, 'SELECT, INSERT, UPDATE, DELETE')))
+      OR c.oid = to_regclass('tally.idempotency_keys')
+   ORDER BY c.oid
+$$;
+
+SELECT tally.place_tables();
+
+-- Down Migration
+CREATE OR REPLACE FUNCTION tally.tenant_tables() RETURNS SETOF regclass
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT c.oid::regclass
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+     AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
+     AND EXISTS (SELECT 1 FROM unnest(ARRAY['anon', 'api_read', 'api_write']) r(role)
+                  WHERE has_table_privilege(r.role, c.oid, 'SELECT, INSERT, UPDATE, DELETE'))
+   ORDER BY c.oid
+$$;
+DROP FUNCTION IF EXISTS tally.prune_idempotency_keys();
+DROP FUNCTION IF EXISTS tally.idempotency_save(text, integer, jsonb, text);
+DROP FUNCTION IF EXISTS tally.idempotency_claim(text, text);
+DROP TABLE IF EXISTS tally.idempotency_keys;
