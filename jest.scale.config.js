@@ -32,6 +32,7 @@ const ON_CITUS = [
   'mcp',
   'lookups',
   'activity',
+  'idempotency',
 ];
 
 export default {

@@ -7,10 +7,12 @@
 -- primary key until that one commits (then it answers the stored response) or rolls back (then
 -- it claims the key itself): the database decides, whatever process serves which request.
 --
--- Keys belong to a workspace and live in schema tally, which no surface exposes: no API role
--- has any privilege on the table (RLS is forced besides), only the two functions, which take
--- the workspace from the request's JWT claims. A key is kept for 24 hours; then a request with
--- it is a new request, and tally.prune_idempotency_keys() deletes it.
+-- Keys belong to a workspace and live in schema tally, which no surface exposes (no /rest/v1
+-- path reaches the table). The write role may read, claim and complete its own workspace's
+-- keys only (policies/idempotency_keys.sql, RLS forced), and nothing else: the functions run as
+-- the caller, not as their owner, because on Citus a transaction may not touch a shard as two
+-- users (the claim's owner, then the write's role). A key is kept for 24 hours; then a request
+-- with it is a new request, and tally.prune_idempotency_keys() deletes it.
 --
 -- On a Citus coordinator the table is distributed on workspace_id, colocated with the tenant
 -- tables (tally.tenant_tables() names it below): a keyed write of one workspace stays on that
@@ -29,9 +31,10 @@ CREATE TABLE tally.idempotency_keys (
 );
 CREATE INDEX idempotency_keys_created_idx ON tally.idempotency_keys (created_at);
 COMMENT ON TABLE tally.idempotency_keys IS 'The response of each create sent with an Idempotency-Key, per workspace, for 24 hours';
--- Closed to everyone but its owner (policies/idempotency_keys.sql), whose functions below write it.
+-- Closed until policies/idempotency_keys.sql opens a workspace's own keys to the write role.
 ALTER TABLE tally.idempotency_keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE tally.idempotency_keys FORCE ROW LEVEL SECURITY;
+GRANT SELECT, INSERT, UPDATE ON tally.idempotency_keys TO api_write;
 
 -- Claims the key for this request, or answers what was stored for it. One row: claimed (the
 -- key is new, or its record expired: go on and write), or the stored fingerprint and response
@@ -39,22 +42,26 @@ ALTER TABLE tally.idempotency_keys FORCE ROW LEVEL SECURITY;
 -- insert names the workspace, so Citus sends it to that workspace's shard.
 CREATE FUNCTION tally.idempotency_claim(idempotency_key text, request_fingerprint text)
 RETURNS TABLE (claimed boolean, stored_fingerprint text, stored_status integer, stored_headers jsonb, stored_body text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   ws uuid := tally.current_workspace_id();
+  -- Values, not now() or timestamp arithmetic in the statement: Citus takes only IMMUTABLE
+  -- functions in the ON CONFLICT clause of a distributed table.
+  claimed_at timestamptz := now();
+  expired_before timestamptz := claimed_at - interval '24 hours';
 BEGIN
   IF ws IS NULL THEN
     RAISE SQLSTATE '42501' USING MESSAGE = 'An idempotency key belongs to a workspace, and this request names none';
   END IF;
   -- Twice at most: the stored row may be pruned between the insert and the read.
   FOR attempt IN 1..2 LOOP
-    INSERT INTO tally.idempotency_keys (workspace_id, key, fingerprint)
-    VALUES (ws, idempotency_key, request_fingerprint)
+    INSERT INTO tally.idempotency_keys (workspace_id, key, fingerprint, created_at)
+    VALUES (ws, idempotency_key, request_fingerprint, claimed_at)
     ON CONFLICT (workspace_id, key) DO UPDATE
-      SET fingerprint = excluded.fingerprint, status = NULL, headers = NULL, body = NULL, created_at = now()
-      WHERE tally.idempotency_keys.created_at < now() - interval '24 hours'
+      SET fingerprint = excluded.fingerprint, status = NULL, headers = NULL, body = NULL, created_at = claimed_at
+      WHERE tally.idempotency_keys.created_at < expired_before
     RETURNING true INTO claimed;
     IF FOUND THEN
       RETURN NEXT;
@@ -78,13 +85,16 @@ $$;
 CREATE FUNCTION tally.idempotency_save(idempotency_key text, response_status integer, response_headers jsonb,
                                        response_body text)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  -- A value: Citus routes the statement by it (and refuses the claims' function inside it).
+  ws uuid := tally.current_workspace_id();
 BEGIN
   UPDATE tally.idempotency_keys
      SET status = response_status, headers = response_headers, body = response_body
-   WHERE workspace_id = tally.current_workspace_id() AND key = idempotency_key;
+   WHERE workspace_id = ws AND key = idempotency_key;
 END
 $$;
 

@@ -73,6 +73,8 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
     for (const t of TENANT) expect(placed[t]).toBe('distributed by workspace_id');
     // A workspace's activity lives with its records: the trigger on a record's shard writes it.
     expect(placed['activity']).toBe('distributed by workspace_id');
+    // So do its idempotency keys: a keyed create claims its key on the shard it writes.
+    expect(placed['tally.idempotency_keys']).toBe('distributed by workspace_id');
     for (const t of REFERENCE) expect(placed[t]).toBe('reference');
     for (const t of COORDINATOR_LOCAL) expect(placed[t]).toBe('citus local');
     // Written on every request or often: plain tables of the coordinator, outside Citus.
@@ -80,7 +82,7 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
       expect(placed[t]).toBeUndefined();
     const groups = await citus<{ n: number }[]>`
       SELECT count(DISTINCT colocationid)::int AS n FROM pg_dist_partition
-       WHERE logicalrelid = ANY (${[...TENANT, 'activity'].map((t) => 'public.' + t)}::regclass[])`;
+       WHERE logicalrelid = ANY (${[...TENANT.map((t) => 'public.' + t), 'public.activity', 'tally.idempotency_keys']}::regclass[])`;
     expect(groups[0]!.n).toBe(1);
   });
 
@@ -210,6 +212,9 @@ describe('the whole migration set on plain PostgreSQL 15', () => {
         rel,
         qual: '(workspace_id = ( SELECT tally.current_workspace_id() AS current_workspace_id))',
       })),
+      // The idempotency keys: the owner's sweep, and the write role for its workspace's keys.
+      { rel: 'tally.idempotency_keys', qual: 'true' },
+      { rel: 'tally.idempotency_keys', qual: '(workspace_id = tally.current_workspace_id())' },
     ]);
     const before = await layout(plain);
     expect(await migrate(plainUrl)).toEqual([]);
