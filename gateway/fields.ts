@@ -39,6 +39,31 @@ function liveEnum(values: string[], description: string): JsonSchema {
 export const uuid = (description: string): JsonSchema => ({ type: 'string', format: 'uuid', description });
 const text = (maxLength: number, description: string, minLength = 0): JsonSchema =>
   minLength > 0 ? { type: 'string', minLength, maxLength, description } : { type: 'string', maxLength, description };
+/**
+ * An idempotency key, as the engine takes it (plan/action.ts): the `Idempotency-Key` header of
+ * every POST of /rest/v1 and /api/v1, and the `idempotency_key` argument of the MCP tools that
+ * create. One rule for the documents and the tool schemas.
+ */
+export const IDEMPOTENCY_KEY: JsonSchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  pattern: '^[!-~]+$',
+  description:
+    'Makes a create safe to retry: a new random value (a UUID) per create, the same with its retries. ' +
+    'Sent again within 24 hours with the same request, it answers what the first answered (same ids) and writes nothing; ' +
+    'with a different request it is refused (422). 1 to 255 visible ASCII characters; keys are per workspace.',
+};
+
+/** The Idempotency-Key header parameter of a POST, in an OpenAPI 3.1 document. */
+export const idempotencyKeyHeader = () => ({
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description: IDEMPOTENCY_KEY.description,
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: IDEMPOTENCY_KEY.pattern },
+});
+
 export const nullable = (schema: JsonSchema): JsonSchema => ({ ...schema, type: [schema.type as string, 'null'] });
 const dateTime = (description: string): JsonSchema => ({
   type: 'string',

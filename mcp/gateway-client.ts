@@ -42,10 +42,18 @@ export class TableClient {
   constructor(
     private readonly call: GatewayCall,
     private readonly auth: AuthContext,
+    /** The tool call's idempotency_key: the Idempotency-Key of its POSTs. */
+    private readonly idempotencyKey?: string,
   ) {}
 
+  /** The request as the gateway takes it, with the call's idempotency key on a POST. */
+  private request(req: Request): GatewayRequest {
+    const key = req.method === 'POST' ? this.idempotencyKey : undefined;
+    return { ...req, headers: { ...req.headers, ...(key === undefined ? {} : { 'idempotency-key': key }) } };
+  }
+
   private async run<T>(req: Request): Promise<T[]> {
-    const res = await this.call({ headers: {}, ...req }, this.auth);
+    const res = await this.call(this.request(req), this.auth);
     return res.body ? (JSON.parse(res.body) as T[]) : [];
   }
 
@@ -66,13 +74,13 @@ export class TableClient {
   /** Calls a database function over /rpc (POST, named arguments) and answers its JSON result. */
   async rpc<T>(fn: string, args: Record<string, unknown>): Promise<T> {
     const res = await this.call(
-      {
+      this.request({
         method: 'POST',
         relation: `rpc/${fn}`,
         query: new URLSearchParams(),
         body: args,
         headers: { 'content-type': 'application/json' },
-      },
+      }),
       this.auth,
     );
     return JSON.parse(res.body ?? 'null') as T;

@@ -4,7 +4,7 @@ import type { GatewayCall } from '../gateway/engine/call.js';
 import { ApiError } from '../gateway/engine/errors.js';
 import { readOnlyError } from '../gateway/auth/scopes.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
-import { financeFields, type JsonSchema } from '../gateway/fields.js';
+import { financeFields, IDEMPOTENCY_KEY, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';
 import { createAjv, describeError } from '../gateway/wrapper/validate.js';
 import { errorFields, log } from '../gateway/log.js';
@@ -102,7 +102,7 @@ function catalogFor(lookups: Lookups): Catalog {
     // Strict: a misspelt argument is an error, not silently ignored.
     const schema: JsonSchema = {
       type: 'object',
-      properties: tool.input(fields, lookups),
+      properties: { ...tool.input(fields, lookups), ...(tool.creates ? { idempotency_key: IDEMPOTENCY_KEY } : {}) },
       ...(tool.required.length ? { required: tool.required } : {}),
       additionalProperties: false,
     };
@@ -161,7 +161,11 @@ export interface McpMethods {
 
 /** The methods for `caller`, with the lookup lists `lookups` gives at the time of each call. */
 export function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => Lookups): McpMethods {
-  const context = (): ToolContext => ({ db: new TableClient(call, caller.auth), caller, lookups: lookups() });
+  const context = (idempotencyKey?: string): ToolContext => ({
+    db: new TableClient(call, caller.auth, idempotencyKey),
+    caller,
+    lookups: lookups(),
+  });
   return {
     listTools: () => catalogFor(lookups()).list[caller.scope],
 
@@ -173,7 +177,9 @@ export function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => 
       if (caller.scope === 'read' && !isReadTool(compiled.tool)) return fail(toolErrorText(readOnlyError()));
       if (!compiled.validate(args)) return fail(argumentErrors(name, compiled.validate.errors ?? [], compiled.schema));
       try {
-        const { structured, summary } = await compiled.tool.run(args, context());
+        // The key is the server's argument, not the tool's: its POSTs carry it (TableClient).
+        const { idempotency_key: key, ...own } = args;
+        const { structured, summary } = await compiled.tool.run(own, context(key as string | undefined));
         // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
         return {
           content: [{ type: 'text', text: `${summary}\n${JSON.stringify(structured)}` }],

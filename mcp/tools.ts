@@ -78,6 +78,12 @@ export interface Tool {
   title: string;
   description: string;
   annotations: ToolAnnotations;
+  /**
+   * The tool creates records: it takes an `idempotency_key` argument besides its own (the server
+   * adds it to the schema and sends it as the Idempotency-Key of the tool's POSTs), which makes
+   * a repeated call answer the first call's records and write nothing.
+   */
+  creates?: true;
   /** The arguments a call must give. */
   required: readonly string[];
   /** The arguments' schemas; the object is closed (an unknown argument is an error). */
@@ -120,10 +126,12 @@ const tool =
 export const isReadTool = (tool: Tool): boolean => tool.annotations.readOnlyHint === true;
 
 const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
+// Idempotent with its idempotency_key (Tool.creates): a call repeated with the same arguments,
+// key included, has no further effect.
 const CREATE: ToolAnnotations = {
   readOnlyHint: false,
   destructiveHint: false,
-  idempotentHint: false,
+  idempotentHint: true,
   openWorldHint: false,
 };
 const UPDATE: ToolAnnotations = {
@@ -322,6 +330,7 @@ export const tools: Tool[] = [
     description:
       'Records a personal expense in the workspace and returns it with its id. For several expenses at once use create_expenses.',
     annotations: CREATE,
+    creates: true,
     required: ['name', 'amount', 'category_id', 'method_id'],
     input: (f) => f.expense,
     output: { expense },
@@ -510,6 +519,7 @@ export const tools: Tool[] = [
     description:
       'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
     annotations: CREATE,
+    creates: true,
     required: ['name'],
     input: (f) => pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']),
     output: { fund },
@@ -567,6 +577,7 @@ export const tools: Tool[] = [
     description:
       'Records income (a contribution: positive amount) or an expense payout (negative amount) against a fund.',
     annotations: CREATE,
+    creates: true,
     required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'],
     input: (f) => f.fundTransaction,
     output: { transaction: fundTransaction },
@@ -659,6 +670,7 @@ export const tools: Tool[] = [
     title: 'Add a contact',
     description: 'Adds a member or participant to the workspace roster.',
     annotations: CREATE,
+    creates: true,
     required: ['name'],
     input: (f) => f.contact,
     output: { contact },
@@ -732,6 +744,7 @@ export const tools: Tool[] = [
       'Records 1 to 100 expenses in one call, all or nothing: when one is invalid, none is written and the error names it ' +
       "(expenses.3.amount …). Each expense counts as one request against the token's rate limit.",
     annotations: CREATE,
+    creates: true,
     required: ['expenses'],
     input: (f) => ({
       expenses: {
@@ -853,6 +866,7 @@ export const tools: Tool[] = [
     description:
       'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
     annotations: CREATE,
+    creates: true,
     required: ['fund_id', 'contact_id'],
     input: () => ({
       fund_id: uuid('The fund id (list_funds shows them)'),

@@ -4,6 +4,8 @@ import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { waitFor } from './harness/wait.js';
+import { keepActivity } from '../gateway/activity.js';
 
 // Idempotency keys: a create sent again with its Idempotency-Key answers what the first
 // answered and writes nothing, on every surface; the database decides, so twenty copies sent at
@@ -11,10 +13,10 @@ import { setUpFinance, tearDown } from './harness/suite.js';
 // write the keys' records.
 
 let db: TestDatabase, t: TestApp, a: WorkspaceFixture, b: WorkspaceFixture, jwtA: string, jwtB: string;
-let readA: string;
+let readA: string, tokenA: string;
 
 beforeAll(async () => {
-  ({ db, t, a, b, jwtA, jwtB, readA } = await setUpFinance(restEnv(), ['Idem A', 'Idem B']));
+  ({ db, t, a, b, jwtA, jwtB, readA, tokenA } = await setUpFinance(restEnv(), ['Idem A', 'Idem B']));
 });
 afterAll(() => tearDown(db, t));
 
@@ -162,10 +164,14 @@ describe('/rest/v1: a repeated POST with its key', () => {
     const old = newKey();
     await restPost('personal_transactions', expense('Swept key'), old).expect(201);
     await db.admin`UPDATE tally.idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = ${old}`;
-    const [swept] = await db.admin<{ n: string }[]>`SELECT tally.prune_idempotency_keys()::text AS n`;
-    expect(Number(swept!.n)).toBeGreaterThanOrEqual(1);
-    expect(await keyRecords(old)).toBe(0);
-    expect(await keyRecords(key)).toBe(1); // a live key stays
+    // The server's hourly sweep (with the activity log's) deletes it; a live key stays.
+    const stop = keepActivity(t.ctx.db, 365);
+    try {
+      await waitFor(async () => (await keyRecords(old)) === 0, 'the expired key to be swept');
+    } finally {
+      stop();
+    }
+    expect(await keyRecords(key)).toBe(1);
   });
 
   it('a failed create keeps no key: its retry runs', async () => {
@@ -203,32 +209,39 @@ describe('/rest/v1: a repeated POST with its key', () => {
 });
 
 describe('the keys’ records', () => {
-  it('are neither readable nor writable by an API role, nor reachable through /rest/v1', async () => {
-    const key = newKey();
-    await restPost('personal_transactions', expense('Hidden key'), key).expect(201);
-    for (const role of ['api_read', 'api_write']) {
-      expect(
-        await sqlState(
-          asRole(db.admin, role, { workspace_id: a.id }, (tx) => tx`SELECT * FROM tally.idempotency_keys`),
-        ),
-      ).toBe('42501');
-      expect(
-        await sqlState(
-          asRole(
-            db.admin,
-            role,
-            { workspace_id: a.id },
-            (tx) =>
-              tx`INSERT INTO tally.idempotency_keys (workspace_id, key, fingerprint) VALUES (${a.id}, 'forged', 'x')`,
-          ),
-        ),
-      ).toBe('42501');
+  it('are reachable through no surface, and by the write role of a workspace only for its own keys', async () => {
+    const keyA = newKey();
+    const keyB = newKey();
+    await restPost('personal_transactions', expense('Hidden key A'), keyA, jwtA).expect(201);
+    await restPost('personal_transactions', expense('Hidden key B'), keyB, jwtB).expect(201);
+    for (const path of ['idempotency_keys', 'tally.idempotency_keys']) {
+      const res = await request(t.app)
+        .get(`/rest/v1/${path}`)
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
+      expect([path, res.status]).toEqual([path, 404]);
     }
-    const res = await request(t.app)
-      .get('/rest/v1/idempotency_keys')
-      .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
-    expect(res.status).toBe(404);
-    // Forced RLS: even a grant would show no row to an API role.
+    const asA = <T>(role: string, q: Parameters<typeof asRole<T>>[3]) =>
+      asRole<T>(db.admin, role, { workspace_id: a.id }, q);
+    // A read token's role has no privilege at all.
+    expect(await sqlState(asA('api_read', (tx) => tx`SELECT key FROM tally.idempotency_keys`))).toBe('42501');
+    // The write role sees A's keys only, cannot plant one in B, nor delete any.
+    const seen = await asA('api_write', (tx) => tx`SELECT key, workspace_id FROM tally.idempotency_keys`);
+    expect(seen.map((r) => r.key)).toContain(keyA);
+    expect(seen.map((r) => r.key)).not.toContain(keyB);
+    expect(new Set(seen.map((r) => r.workspace_id))).toEqual(new Set([a.id]));
+    const planted = asA(
+      'api_write',
+      (tx) => tx`INSERT INTO tally.idempotency_keys (workspace_id, key, fingerprint) VALUES (${b.id}, 'forged', 'x')`,
+    );
+    expect(await sqlState(planted)).toBe('42501');
+    expect(await sqlState(asA('api_write', (tx) => tx`DELETE FROM tally.idempotency_keys WHERE key = ${keyA}`))).toBe(
+      '42501',
+    );
+    const taken = asA(
+      'api_write',
+      (tx) => tx`UPDATE tally.idempotency_keys SET body = 'forged' WHERE key = ${keyB} RETURNING key`,
+    );
+    expect(await taken).toEqual([]);
     const forced = await db.admin<{ forced: boolean }[]>`
       SELECT relforcerowsecurity AS forced FROM pg_class WHERE oid = 'tally.idempotency_keys'::regclass`;
     expect(forced[0]!.forced).toBe(true);
@@ -249,3 +262,214 @@ describe('the keys’ records', () => {
     expect(kept.map((r) => r.workspace_id)).toEqual([b.id]); // asRole rolled back A's claim
   });
 });
+
+/** POST /api/v1/{path} as A (or `jwt`), with the key when given. */
+const apiPost = (path: string, body: unknown, key?: string, jwt = jwtA) => {
+  const headers: Record<string, string> = { Authorization: `Bearer ${jwt}` };
+  if (key !== undefined) headers['Idempotency-Key'] = key;
+  return request(t.app)
+    .post(`/api/v1/${path}`)
+    .set(headers)
+    .send(body as object);
+};
+
+describe('/api/v1: a repeated POST with its key', () => {
+  it('answers what the first answered (status, body, Location) and writes nothing', async () => {
+    const key = newKey();
+    const first = await apiPost('personal_transactions', expense('Wrapper keyed', 31), key).expect(201);
+    const again = await apiPost('personal_transactions', expense('Wrapper keyed', 31), key).expect(201);
+    expect(answer(again)).toEqual(answer(first));
+    expect(first.headers.location).toBe(`/api/v1/personal_transactions/${first.body.id}`);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(await expensesNamed('Wrapper keyed')).toBe(1);
+  });
+
+  it('on every create of the wrapper: contacts and fund transactions too', async () => {
+    const key = newKey();
+    const contact = await apiPost('contacts', { name: 'Wrapper keyed contact' }, key).expect(201);
+    expect((await apiPost('contacts', { name: 'Wrapper keyed contact' }, key).expect(201)).body).toEqual(contact.body);
+    const tx = { fund_id: a.fundId, name: 'Wrapper keyed payout', amount: -5, category_id: 'other', method_id: 'cash' };
+    const txKey = newKey();
+    const first = await apiPost('fund_transactions', tx, txKey).expect(201);
+    expect((await apiPost('fund_transactions', tx, txKey).expect(201)).body).toEqual(first.body);
+    expect((await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Wrapper keyed contact'`).length).toBe(1);
+    expect((await db.admin`SELECT 1 FROM public.fund_transactions WHERE name = 'Wrapper keyed payout'`).length).toBe(1);
+  });
+
+  it('twenty at once make one record', async () => {
+    const key = newKey();
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => apiPost('personal_transactions', expense('Wrapper concurrent', 8), key)),
+    );
+    expect(responses.map((r) => r.status)).toEqual(Array(20).fill(201));
+    expect(new Set(responses.map((r) => r.body.id)).size).toBe(1);
+    expect(await expensesNamed('Wrapper concurrent')).toBe(1);
+  });
+
+  it('a different request with the key is a 422, a bad key a 400, both in the one error shape', async () => {
+    const key = newKey();
+    await apiPost('personal_transactions', expense('Wrapper 422', 1), key).expect(201);
+    const other = await apiPost('personal_transactions', expense('Wrapper 422', 2), key).expect(422);
+    expect(other.body).toMatchObject({ code: 'TLY021' });
+    expect(await expensesNamed('Wrapper 422')).toBe(1);
+    const bad = await apiPost('personal_transactions', expense('Wrapper 400'), 'no spaces please').expect(400);
+    expect(bad.body).toMatchObject({ code: 'TLY020', message: 'Invalid Idempotency-Key header' });
+    expect(Object.keys(bad.body).sort()).toEqual(['code', 'details', 'hint', 'message']);
+    expect(await expensesNamed('Wrapper 400')).toBe(0);
+  });
+
+  it('the same key in workspaces A and B makes a record in each', async () => {
+    const key = newKey();
+    const inA = await apiPost('personal_transactions', expense('Wrapper shared'), key, jwtA).expect(201);
+    const inB = await apiPost('personal_transactions', expense('Wrapper shared'), key, jwtB).expect(201);
+    expect(inB.body.id).not.toBe(inA.body.id);
+    expect(await expensesNamed('Wrapper shared', a.id)).toBe(1);
+    expect(await expensesNamed('Wrapper shared', b.id)).toBe(1);
+  });
+});
+
+/** One MCP tools/call with workspace A's write token; its result. */
+const callTool = async (name: string, args: Record<string, unknown>) => {
+  const res = await request(t.app)
+    .post(`/mcp?token=${tokenA}`)
+    .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
+    .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
+    .expect(200);
+  return res.body.result as {
+    isError?: boolean;
+    structuredContent: Record<string, unknown>;
+    content: { text: string }[];
+  };
+};
+
+describe('MCP: a create tool called again with its idempotency_key', () => {
+  const CREATES = [
+    'create_expense',
+    'create_expenses',
+    'create_fund',
+    'create_fund_transaction',
+    'create_contact',
+    'add_fund_participant',
+  ];
+
+  it('is offered on every create tool, with idempotentHint, and on no other tool', async () => {
+    const res = await request(t.app)
+      .post(`/mcp?token=${tokenA}`)
+      .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
+      .send({ jsonrpc: '2.0', id: 1, method: 'tools/list' })
+      .expect(200);
+    const tools = res.body.result.tools as {
+      name: string;
+      inputSchema: { properties: Record<string, { pattern?: string; maxLength?: number }>; required?: string[] };
+      annotations: { idempotentHint?: boolean };
+    }[];
+    const keyed = tools.filter((tl) => 'idempotency_key' in tl.inputSchema.properties).map((tl) => tl.name);
+    expect(keyed.sort()).toEqual([...CREATES].sort());
+    for (const tl of tools.filter((x) => CREATES.includes(x.name))) {
+      expect(tl.annotations.idempotentHint).toBe(true);
+      expect(tl.inputSchema.properties.idempotency_key).toMatchObject({ maxLength: 255, pattern: '^[!-~]+$' });
+      expect(tl.inputSchema.required ?? []).not.toContain('idempotency_key');
+    }
+  });
+
+  it('answers the first call’s records and writes nothing, for each create tool', async () => {
+    const contact = (await callTool('create_contact', { name: 'MCP participant' })).structuredContent.contact as {
+      id: string;
+    };
+    const calls: [string, Record<string, unknown>, () => Promise<number>][] = [
+      ['create_expense', expense('MCP keyed'), () => expensesNamed('MCP keyed')],
+      [
+        'create_expenses',
+        { expenses: [expense('MCP batch keyed'), expense('MCP batch keyed', 2)] },
+        () => expensesNamed('MCP batch keyed'),
+      ],
+      ['create_fund', { name: 'MCP keyed fund' }, () => countWhere('funds', 'name', 'MCP keyed fund')],
+      [
+        'create_fund_transaction',
+        { fund_id: a.fundId, name: 'MCP keyed income', amount: 40, category_id: 'fund-income', method_id: 'cash' },
+        () => countWhere('fund_transactions', 'name', 'MCP keyed income'),
+      ],
+      ['create_contact', { name: 'MCP keyed contact' }, () => countWhere('contacts', 'name', 'MCP keyed contact')],
+      [
+        'add_fund_participant',
+        { fund_id: a.fundId, contact_id: contact.id },
+        () => countWhere('fund_participants', 'contact_id', contact.id),
+      ],
+    ];
+    expect(calls.map(([name]) => name)).toEqual(CREATES);
+    for (const [name, args, count] of calls) {
+      const key = newKey();
+      const first = await callTool(name, { ...args, idempotency_key: key });
+      const again = await callTool(name, { ...args, idempotency_key: key });
+      expect([name, first.isError, again.isError]).toEqual([name, undefined, undefined]);
+      expect(again.structuredContent).toEqual(first.structuredContent);
+      expect([name, await count()]).toEqual([name, name === 'create_expenses' ? 2 : 1]);
+    }
+  });
+
+  it('twenty calls at once make one record', async () => {
+    const key = newKey();
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        callTool('create_expense', { ...expense('MCP concurrent'), idempotency_key: key }),
+      ),
+    );
+    expect(results.filter((r) => r.isError)).toEqual([]);
+    expect(new Set(results.map((r) => (r.structuredContent.expense as { id: string }).id)).size).toBe(1);
+    expect(await expensesNamed('MCP concurrent')).toBe(1);
+  });
+
+  it('with other arguments is a tool error that says so; a bad key is refused before anything runs', async () => {
+    const key = newKey();
+    await callTool('create_expense', { ...expense('MCP 422', 1), idempotency_key: key });
+    const other = await callTool('create_expense', { ...expense('MCP 422', 2), idempotency_key: key });
+    expect(other.isError).toBe(true);
+    expect(other.content[0]!.text).toMatch(/^This Idempotency-Key was used with a different request/);
+    expect(await expensesNamed('MCP 422')).toBe(1);
+    const bad = await callTool('create_expense', { ...expense('MCP bad key'), idempotency_key: 'with space' });
+    expect(bad.isError).toBe(true);
+    expect(bad.content[0]!.text).toMatch(/idempotency_key/);
+    expect(await expensesNamed('MCP bad key')).toBe(0);
+  });
+});
+
+describe('the OpenAPI documents', () => {
+  it('/api/v1 documents the Idempotency-Key header on each POST', async () => {
+    const doc = (await request(t.app).get('/api/v1/openapi.json').expect(200)).body as {
+      paths: Record<string, Record<string, { parameters?: { name: string; in: string }[] }>>;
+    };
+    const posts = Object.entries(doc.paths).filter(([path, ops]) => ops.post && path !== '/token');
+    expect(posts.length).toBeGreaterThanOrEqual(3);
+    for (const [path, ops] of posts)
+      expect([path, ops.post!.parameters?.some((p) => p.name === 'Idempotency-Key' && p.in === 'header')]).toEqual([
+        path,
+        true,
+      ]);
+  });
+
+  it('/rest/v1 (OpenAPI 3.1) documents it on each POST, of tables and of functions', async () => {
+    const doc = (
+      await request(t.app)
+        .get('/rest/v1/')
+        .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}`, Accept: 'application/vnd.oai.openapi+json' })
+        .expect(200)
+    ).body as { paths: Record<string, Record<string, { parameters?: { name: string; in: string }[] }>> };
+    const posts = Object.entries(doc.paths).filter(([, ops]) => ops.post);
+    expect(posts.map(([p]) => p)).toEqual(expect.arrayContaining(['/personal_transactions', '/rpc/undo_change']));
+    for (const [path, ops] of posts)
+      expect([path, ops.post!.parameters?.some((p) => p.name === 'Idempotency-Key' && p.in === 'header')]).toEqual([
+        path,
+        true,
+      ]);
+  });
+});
+
+/** Rows of A's `table` whose `column` is `value`. */
+const countWhere = async (table: string, column: string, value: string) =>
+  Number(
+    (
+      await db.admin<{ n: string }[]>`
+      SELECT count(*) AS n FROM ${db.admin('public')}.${db.admin(table)}
+       WHERE workspace_id = ${a.id} AND ${db.admin(column)}::text = ${value}`
+    )[0]!.n,
+  );

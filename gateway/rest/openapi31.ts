@@ -5,6 +5,7 @@
 // with select=* returns them, so every readable column is there (null where it may be).
 
 import type { Allowed, Described } from '../engine/response/index.js';
+import { idempotencyKeyHeader } from '../fields.js';
 import type { Column, Relation, Routine, RoutineParam } from '../engine/schema-cache/types.js';
 
 type JsonSchema = Record<string, unknown>;
@@ -114,6 +115,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
         query('on_conflict', 'The unique columns an upsert matches on (with Prefer: resolution=…)'),
         query('columns', 'The only keys of the body to insert, e.g. name,amount'),
         prefer('return=representation|minimal, resolution=merge-duplicates|ignore-duplicates, missing=default'),
+        idempotencyKeyHeader(),
       ],
       requestBody: {
         required: true,
@@ -241,6 +243,7 @@ function routinePath(overloads: Routine[], described: Map<Relation, string>): Re
     post: {
       tags: ['rpc'],
       summary,
+      parameters: [idempotencyKeyHeader()],
       requestBody: { required: false, content: json(argumentsSchema(overloads, rows)) },
       responses: { ...answer, ...ERRORS },
     },

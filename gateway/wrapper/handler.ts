@@ -80,11 +80,21 @@ function requireJwt(x: Exchange): void {
   }
 }
 
-/** One gateway call under the request's auth, its database time counted for the request. */
-const gateway = (
+/**
+ * One gateway call under the request's auth, its database time counted for the request. A POST
+ * carries the client's Idempotency-Key: the engine answers a repeat with the first answer,
+ * which the route then shapes the same way.
+ */
+const gateway = async (
   c: Call,
   req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
-): Promise<GatewayResponse> => c.x.call({ headers: {}, ...req }, c.auth);
+): Promise<GatewayResponse> => {
+  const key = req.method === 'POST' ? header(c.x.req, 'idempotency-key') : undefined;
+  const g = await c.x.call({ ...req, headers: { ...req.headers, 'idempotency-key': key } }, c.auth);
+  const replayed = g.headers['Idempotent-Replayed'];
+  if (replayed !== undefined) c.x.res.setHeader('Idempotent-Replayed', replayed);
+  return g;
+};
 
 /** The rows of a GET, for a resource's detail (resources.ts Fetch). */
 const fetchFor =

@@ -2,6 +2,7 @@ import { CATEGORY_DOMAINS, RESOURCES, type Resource } from './resources.js';
 import type { JsonSchema, WrapperSchemas } from './schemas.js';
 import { isReservedKey } from '../engine/request/types.js';
 import { OPERATOR_NAMES } from '../engine/operators.js';
+import { idempotencyKeyHeader } from '../fields.js';
 
 // GET /api/v1/openapi.json (and /openapi.json): the OpenAPI 3.1 description of
 // the wrapper, built per request from the live schemas: components.schemas ARE the objects ajv
@@ -129,6 +130,7 @@ function collectionPath(resource: Resource, schemas: WrapperSchemas): Record<str
       operationId: `create_${resource.path}`,
       tags: [tag],
       summary: `Create ${article(noun)}`,
+      parameters: [idempotencyKeyHeader()],
       requestBody: { required: true, content: content(ref(resource.create)) },
       responses: {
         201: {
@@ -141,6 +143,7 @@ function collectionPath(resource: Resource, schemas: WrapperSchemas): Record<str
         400: response('BadRequest'),
         ...COMMON_ERRORS,
         409: response('Conflict'),
+        422: response('IdempotencyKeyReused'),
       },
     };
   }
@@ -352,6 +355,9 @@ function components(schemas: WrapperSchemas, ratePerMinute: number): Record<stri
       NotFound: errorResponse('No record with this id in the workspace'),
       Conflict: errorResponse(
         'The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)',
+      ),
+      IdempotencyKeyReused: errorResponse(
+        'The Idempotency-Key was sent in the last 24 hours with a different request (TLY021)',
       ),
       TooManyRequests: errorResponse(
         `Rate limit exceeded (${ratePerMinute} requests per minute per workspace token, all surfaces together)`,
