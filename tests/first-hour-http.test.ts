@@ -87,7 +87,7 @@ describe('mistakes that explain themselves, and the landing page', () => {
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ code: 'PGRST125' });
     expect(unknown.body.hint).toBe(
-      'Did you mean /api/v1/personal_transactions? The resources under /api/v1: personal_transactions, funds, fund_transactions, contacts, categories, payment_methods (described in /api/v1/openapi.json)',
+      'Did you mean /api/v1/personal_transactions? The resources under /api/v1: personal_transactions, funds, fund_transactions, contacts, activity, categories, payment_methods (described in /api/v1/openapi.json)',
     );
     const patch = await request(t.app)
       .patch('/api/v1/funds')

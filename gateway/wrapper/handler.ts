@@ -109,6 +109,10 @@ function listQuery(c: Call, resource: Resource): URLSearchParams {
   for (const filter of resource.filters) {
     const value = query.get(filter.name);
     if (filter.bareUuid && value !== null && UUID.test(value)) query.set(filter.name, `eq.${value}`);
+    if (filter.plain && value !== null) {
+      query.delete(filter.name);
+      query.append(filter.plain.column, `${filter.plain.operator}.${value}`);
+    }
   }
   return query;
 }
@@ -277,6 +281,21 @@ function resourceRoutes(resource: Resource, bodyOf: BodyOf): Route<RouteHandler>
       route('DELETE', member, async (c) =>
         sendJson(c.x.res, 200, await changeOne(c, 'DELETE', resource, recordId(c, resource))),
       ),
+    );
+  for (const action of resource.actions ?? [])
+    routes.push(
+      route('POST', `${member}/${action.name}`, async (c) => {
+        const body = { [action.argument]: recordId(c, resource) };
+        const headers = { 'content-type': 'application/json' };
+        const g = await gateway(c, {
+          method: 'POST',
+          relation: `rpc/${action.routine}`,
+          query: new URLSearchParams(),
+          body,
+          headers,
+        });
+        passThrough(c, g);
+      }),
     );
   return routes;
 }

@@ -94,7 +94,39 @@ const CONTENT_RANGE = {
 const article = (noun: string): string => `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
 
 function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<string, unknown> {
-  return { [`/${resource.path}`]: collectionPath(resource, schemas), [`/${resource.path}/{id}`]: memberPath(resource) };
+  const paths: Record<string, unknown> = {
+    [`/${resource.path}`]: collectionPath(resource, schemas),
+    [`/${resource.path}/{id}`]: memberPath(resource),
+  };
+  for (const action of resource.actions ?? [])
+    paths[`/${resource.path}/{id}/${action.name}`] = actionPath(resource, action);
+  return paths;
+}
+
+/** POST /{path}/{id}/{name}: a function called with the record's id (resources.ts Action). */
+function actionPath(resource: Resource, action: NonNullable<Resource['actions']>[number]): Record<string, unknown> {
+  return {
+    parameters: [idParameter(resource.noun)],
+    post: {
+      operationId: action.operationId,
+      tags: [resource.path],
+      summary: action.summary,
+      description: action.description,
+      parameters: [idempotencyKeyHeader()],
+      responses: {
+        200: {
+          description: 'What the function returned',
+          content: content({ type: 'array', items: ref(action.returns) }),
+        },
+        404: response('NotFound'),
+        409: errorResponse(
+          'The change cannot be undone: the record changed again since (the message names that change)',
+        ),
+        422: response('IdempotencyKeyReused'),
+        ...COMMON_ERRORS,
+      },
+    },
+  };
 }
 
 /** /{path}: the list, and the create where the resource offers it. */

@@ -15,6 +15,26 @@ interface Filter {
   example: string;
   /** A bare UUID is read as eq.<uuid> (the documented shorthand of this filter). */
   bareUuid?: true;
+  /**
+   * A parameter that takes a plain value, not PostgREST's grammar: `name=v` is read as
+   * `column=operator.v` (GET /activity?since=2026-11-01 is at=gte.2026-11-01).
+   */
+  plain?: { column: string; operator: 'eq' | 'gte' };
+}
+
+/**
+ * POST /{path}/{id}/{name}: a function of the database (/rest/v1/rpc/{routine}) called with the
+ * record's id as its one argument; the answer is what the function returns.
+ */
+interface Action {
+  name: string;
+  operationId: string;
+  summary: string;
+  description: string;
+  routine: string;
+  argument: string;
+  /** Response schema of one row the function returns (it returns a list). */
+  returns: string;
 }
 
 /** GET /{path}/{id} of a resource whose record is more than its row. */
@@ -45,6 +65,7 @@ export interface Resource {
   filters: Filter[];
   /** One record is more than its row (otherwise the row, `select=*`). */
   detail?: Detail;
+  actions?: Action[];
 }
 
 export const RESOURCES: Resource[] = [
@@ -120,6 +141,52 @@ export const RESOURCES: Resource[] = [
     update: 'ContactUpdate',
     remove: true,
     filters: [{ name: 'name', description: 'Filter on the name, e.g. ilike.*ann*', example: 'ilike.*ann*' }],
+  },
+  {
+    // The activity log (sql/161_activity.sql): read only; the database writes it.
+    path: 'activity',
+    relation: 'activity',
+    noun: 'change',
+    record: 'Activity',
+    listItem: 'Activity',
+    listDefaults: { select: '*', order: 'at.desc,id.desc', limit: '20' },
+    listSummary:
+      "List the workspace's changes, newest first (20 by default): who changed which record, before and after",
+    remove: false,
+    filters: [
+      {
+        name: 'table',
+        description: 'Only the changes of this table, e.g. personal_transactions',
+        example: 'personal_transactions',
+        plain: { column: 'table_name', operator: 'eq' },
+      },
+      {
+        name: 'record_id',
+        description: 'Only the changes of this record (its id)',
+        example: '00000000-0000-4000-8000-000000000000',
+        plain: { column: 'record_id', operator: 'eq' },
+      },
+      {
+        name: 'since',
+        description: 'Only the changes at or after this time (ISO 8601), e.g. 2026-11-01T00:00:00Z',
+        example: '2026-11-01T00:00:00Z',
+        plain: { column: 'at', operator: 'gte' },
+      },
+    ],
+    actions: [
+      {
+        name: 'undo',
+        operationId: 'undo_change',
+        summary: 'Undo a change: put its record back as it was before it',
+        description:
+          'A deleted record comes back with its id (with what its delete took with it), an update is reverted, a ' +
+          'created record is deleted. Refused with 409 (PT409), naming the later change, when the record changed ' +
+          'again since; nothing is written then. Answers the changes the undo made (each undo_of names this change).',
+        routine: 'undo_change',
+        argument: 'activity_id',
+        returns: 'Activity',
+      },
+    ],
   },
 ];
 

@@ -35,6 +35,7 @@ export interface WrapperSchemas {
   FundDetail: JsonSchema;
   Contact: JsonSchema;
   Participant: JsonSchema;
+  Activity: JsonSchema;
   Category: JsonSchema;
   PaymentMethod: JsonSchema;
   Error: JsonSchema;
@@ -158,6 +159,7 @@ function recordSchemas(): Pick<
   | 'FundDetail'
   | 'Contact'
   | 'Participant'
+  | 'Activity'
   | 'Category'
   | 'PaymentMethod'
 > {
@@ -213,6 +215,26 @@ function recordSchemas(): Pick<
     ),
     Contact,
     Participant,
+    Activity: record(
+      {
+        workspace_id: { type: 'string', format: 'uuid' },
+        id: { type: 'string', format: 'uuid', description: 'The change; POST /activity/{id}/undo takes it' },
+        at: { type: 'string', format: 'date-time' },
+        table_name: { type: 'string' },
+        record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
+        action: { type: 'string', enum: ['insert', 'update', 'delete'] },
+        before: { type: ['object', 'null'], description: 'The record before the change (null for an insert)' },
+        after: { type: ['object', 'null'], description: 'The record after the change (null for a delete)' },
+        actor: { type: 'string', enum: ['token', 'member', 'database'] },
+        token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
+        scope: { type: ['string', 'null'] },
+        member: { type: ['string', 'null'], description: 'The signed-in member of the settings page that made it' },
+        surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
+        undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },
+        transaction_id: { type: 'integer', description: 'Changes of one transaction share it' },
+      },
+      "A change of one of the workspace's records (the activity log)",
+    ),
     Category: record(
       {
         id: { type: 'string' },
