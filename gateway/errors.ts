@@ -53,6 +53,16 @@ export const appCatalogue = {
       hint: `GET ${listPath} lists the ids`,
     }),
   ),
+  recordChanged: entry(
+    'TLY101',
+    412,
+    'an /api/v1 PATCH or DELETE carries an If-Match that is not the ETag of the record as it is now',
+    (noun: string, id: string, path: string) => ({
+      message: `The ${noun} ${id} changed since it was read`,
+      details: 'If-Match does not name its current ETag; nothing was written',
+      hint: `GET ${path} for the record as it is now and its ETag, then decide again`,
+    }),
+  ),
 
   // ---- the settings pages (TLY2xx, rendered as pages) ----
   signedOut: entry('TLY200', 401, 'a settings form arrives without a live session', () => ({

@@ -15,6 +15,7 @@ import { findRoute, route, segmentsOf, type Route } from './routes.js';
 import { schemasFor, validateBody } from './validate.js';
 import type { RequestSchemaName } from './schemas.js';
 import { oneRow } from '../engine/invariant.js';
+import { etagOf, matches, unchangedFilters } from './etag.js';
 
 // The REST wrapper /api/v1: each route builds one GatewayRequest with the
 // wrapper's defaults and answers with what the gateway answers. No SQL and no filtering of its
@@ -250,12 +251,15 @@ function resourceRoutes(resource: Resource, bodyOf: BodyOf): Route<RouteHandler>
   };
   const one: RouteHandler = async (c) => {
     const id = recordId(c, resource);
-    const query = new URLSearchParams({ select: '*', id: `eq.${id}` });
-    const [row] = detail
-      ? [await detail.read(fetchFor(c), id)]
-      : rows(await gateway(c, { method: 'GET', relation, query }));
-    if (!row) throw notFound(resource, id);
-    sendJson(c.x.res, 200, row);
+    const [row, stored] = await Promise.all([
+      detail ? detail.read(fetchFor(c), id) : undefined,
+      readOne(c, resource, id),
+    ]);
+    if (!stored) throw notFound(resource, id);
+    // The ETag is the row's, also where the answer is more (a fund's detail): If-Match of a
+    // PATCH or DELETE compares the row.
+    c.x.res.setHeader('ETag', etagOf(stored));
+    sendJson(c.x.res, 200, row ?? stored);
   };
   const routes = [route('GET', collection, list), route('GET', member, one)];
   if (create)
@@ -309,10 +313,25 @@ async function changeOne(
   body?: string,
 ): Promise<unknown> {
   const query = new URLSearchParams({ select: '*', id: `eq.${id}` });
+  const ifMatch = header(c.x.req, 'if-match');
+  const changed = () => catalogue.recordChanged(resource.noun, id, `${BASE}/${resource.path}/${id}`);
+  if (ifMatch !== undefined) {
+    const current = await readOne(c, resource, id);
+    if (!current) throw notFound(resource, id);
+    if (!matches(ifMatch, etagOf(current))) throw changed();
+    for (const [column, filter] of unchangedFilters(current, ['id'])) query.append(column, filter);
+  }
   const headers = body ? RETURN_ROW : { prefer: 'return=representation' };
   const [row] = rows(await gateway(c, { method, relation: resource.relation, query, body, headers }));
-  if (!row) throw notFound(resource, id);
+  if (!row) throw ifMatch === undefined ? notFound(resource, id) : changed();
+  if (method === 'PATCH') c.x.res.setHeader('ETag', etagOf(row));
   return row;
+}
+
+/** A record's row as the table holds it (select=*), or undefined. */
+async function readOne(c: Call, resource: Resource, id: string): Promise<Record<string, unknown> | undefined> {
+  const query = new URLSearchParams({ select: '*', id: `eq.${id}` });
+  return rows(await gateway(c, { method: 'GET', relation: resource.relation, query }))[0];
 }
 
 /** GET /{path} of a live lookup list: its fixed query, narrowed by its choice parameter. */

@@ -90,6 +90,19 @@ const CONTENT_RANGE = {
   },
 };
 
+/** The ETag of one record (its row), and the If-Match that makes a change conditional on it. */
+const ETAG = {
+  ETag: { description: "The record's version: send it as If-Match with a PATCH or DELETE", schema: { type: 'string' } },
+};
+const IF_MATCH = {
+  name: 'If-Match',
+  in: 'header',
+  required: false,
+  description:
+    'The ETag of GET of the record: the change is made only if the record is still as read; otherwise 412 and nothing is written',
+  schema: { type: 'string' },
+};
+
 /** "a fund", "an expense". */
 const article = (noun: string): string => `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
 
@@ -193,7 +206,7 @@ function memberPath(resource: Resource): Record<string, unknown> {
     tags: [tag],
     summary: detail?.summary ?? `Get one ${noun}`,
     responses: {
-      200: { description: `The ${noun}`, content: content(ref(detail?.schema ?? resource.record)) },
+      200: { description: `The ${noun}`, headers: ETAG, content: content(ref(detail?.schema ?? resource.record)) },
       404: response('NotFound'),
       ...COMMON_ERRORS,
     },
@@ -203,11 +216,13 @@ function memberPath(resource: Resource): Record<string, unknown> {
       operationId: `update_${resource.path}`,
       tags: [tag],
       summary: `Change fields of ${article(noun)}`,
+      parameters: [IF_MATCH],
       requestBody: { required: true, content: content(ref(resource.update)) },
       responses: {
-        200: { description: `The ${noun} as changed`, content: content(ref(resource.record)) },
+        200: { description: `The ${noun} as changed`, headers: ETAG, content: content(ref(resource.record)) },
         400: response('BadRequest'),
         404: response('NotFound'),
+        412: response('RecordChanged'),
         ...COMMON_ERRORS,
         409: response('Conflict'),
       },
@@ -219,9 +234,11 @@ function memberPath(resource: Resource): Record<string, unknown> {
       tags: [tag],
       summary: `Delete ${article(noun)} permanently`,
       description: 'Answers 200 with the deleted record, so a client can show or undo what was removed.',
+      parameters: [IF_MATCH],
       responses: {
         200: { description: `The deleted ${noun}`, content: content(ref(resource.record)) },
         404: response('NotFound'),
+        412: response('RecordChanged'),
         ...COMMON_ERRORS,
       },
     };
@@ -387,6 +404,9 @@ function components(schemas: WrapperSchemas, ratePerMinute: number): Record<stri
       NotFound: errorResponse('No record with this id in the workspace'),
       Conflict: errorResponse(
         'The record refers to one that does not exist in the workspace (e.g. an unknown fund_id)',
+      ),
+      RecordChanged: errorResponse(
+        'The record changed since the ETag given as If-Match was read; nothing was written (TLY101)',
       ),
       IdempotencyKeyReused: errorResponse(
         'The Idempotency-Key was sent in the last 24 hours with a different request (TLY021)',
