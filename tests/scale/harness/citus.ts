@@ -110,13 +110,20 @@ citus.log_distributed_deadlock_detection = off
 
 // Loopback only, and trust: the servers live for one test run on one machine. A deployment
 // authenticates the nodes' connections to one another (pg_dist_authinfo, .pgpass or certificates).
-const HBA = `host all all 127.0.0.1/32 trust\n`;
+// With `passwords`, every role but the superuser logs in with its password, as in a deployment:
+// the API roles' connections to the workers need the secrets `tally migrate` gave them.
+const HBA = (passwords: boolean) =>
+  passwords
+    ? `host all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n`
+    : `host all all 127.0.0.1/32 trust\n`;
 
 /**
  * Starts a coordinator and `workers` workers (none added yet: createDatabase adds them to each
  * database). Throws the one line of citusMissing() when Citus is not installed.
  */
-export async function startCitusCluster(options: { workers?: number } = {}): Promise<CitusCluster> {
+export async function startCitusCluster(
+  options: { workers?: number; passwords?: boolean } = {},
+): Promise<CitusCluster> {
   const missing = citusMissing();
   if (missing) throw new Error(missing);
   const as = runAs();
@@ -136,7 +143,7 @@ export async function startCitusCluster(options: { workers?: number } = {}): Pro
       base,
     );
     await writeFile(join(dataDir, 'postgresql.auto.conf'), CONF(port));
-    await writeFile(join(dataDir, 'pg_hba.conf'), HBA);
+    await writeFile(join(dataDir, 'pg_hba.conf'), HBA(options.passwords ?? false));
     if (as.uid !== undefined) {
       await chown(join(dataDir, 'postgresql.auto.conf'), as.uid, as.gid!);
       await chown(join(dataDir, 'pg_hba.conf'), as.uid, as.gid!);
