@@ -17,12 +17,7 @@ const shared = {
   setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
 };
 
-/**
- * The main suite's files that run on Citus too. isolation, rest-read, rest-write, access-jwt,
- * access-ratelimit, access-scopes, access-surfaces and the MCP files join them once requests as
- * the API roles run on a coordinator (today Citus opens its worker connections as the request's
- * role, which may not log in).
- */
+/** The main suite's files that run on Citus too: every access file among them. */
 const ON_CITUS = [
   'isolation',
   'rest-read',
@@ -33,6 +28,12 @@ const ON_CITUS = [
   'lookups',
   'activity',
   'idempotency',
+  'access-jwt',
+  'access-ratelimit',
+  'access-scopes',
+  'access-surfaces',
+  'access-privilege',
+  'access-search-path',
 ];
 
 export default {
