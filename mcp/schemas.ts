@@ -110,7 +110,8 @@ export const array = (items: JsonSchema, description?: string): JsonSchema => ({
 
 /** The tables whose changes the activity log records (sql/161_activity.sql). */
 export const TRACKED_TABLES = ['personal_transactions', 'funds', 'fund_transactions', 'contacts', 'fund_participants'];
-export const ACTIVITY_COLUMNS = 'id,at,table_name,record_id,action,before,after,actor,token_id,scope,surface,undo_of';
+export const ACTIVITY_COLUMNS =
+  'id,at,table_name,record_id,action,before,after,actor,token_id,token_name,scope,surface,undo_of';
 const recordOrNull: JsonSchema = { type: ['object', 'null'], additionalProperties: true };
 export const change: JsonSchema = {
   type: 'object',
@@ -125,6 +126,7 @@ export const change: JsonSchema = {
     after: { ...recordOrNull, description: 'The record after the change (null for a delete)' },
     actor: { type: 'string', enum: ['token', 'member', 'database'] },
     token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
+    token_name: { type: ['string', 'null'], description: "That token's label" },
     scope: { type: ['string', 'null'] },
     surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
     undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },

@@ -73,6 +73,7 @@ export function exchangeRouter(ctx: AppContext): Router {
         workspace_id: token.workspaceId,
         scope: token.scope,
         sub: token.id,
+        token_name: token.name,
       });
       res.set('Cache-Control', 'no-store').json({
         access_token: accessToken,

@@ -27,6 +27,8 @@ export interface AccessClaims {
   scope: 'read' | 'write';
   /** The id of the workspace token the access token was exchanged for. */
   sub: string;
+  /** That token's label, recorded with the changes made with it (the activity log). */
+  token_name?: string;
 }
 
 export async function signAccessToken(

@@ -19,6 +19,8 @@ export type Scope = 'read' | 'write';
 
 export interface WorkspaceToken {
   id: string;
+  /** Its label, which the activity log records with the changes made with it. */
+  name: string;
   workspaceId: string;
   scope: Scope;
   apiEnabled: boolean;
@@ -36,7 +38,15 @@ export function workspaceTokenAuth(token: WorkspaceToken): AuthContext {
   // `surface`: the activity log records which surface made a change.
   return {
     role,
-    claims: { role, workspace_id: token.workspaceId, scope: token.scope, sub: token.id, exp, surface: 'mcp' },
+    claims: {
+      role,
+      workspace_id: token.workspaceId,
+      scope: token.scope,
+      sub: token.id,
+      token_name: token.name,
+      exp,
+      surface: 'mcp',
+    },
   };
 }
 
@@ -111,7 +121,16 @@ export async function findWorkspaceToken(
   }
   if (!row || !sameHash(row.token_hash, hash)) throw invalidToken();
   if (row.revoked) throw revokedToken();
-  return { id: row.token_id!, workspaceId: row.workspace_id, scope: row.scope, apiEnabled: row.api_enabled };
+  // The label goes into the claims (the activity log's token_name): a trigger on a Citus worker
+  // cannot read the tokens table.
+  const [named] = await ctx.db<{ label: string | null }[]>`SELECT tally.token_label(${row.token_id}) AS label`;
+  return {
+    id: row.token_id!,
+    name: named?.label ?? '',
+    workspaceId: row.workspace_id,
+    scope: row.scope,
+    apiEnabled: row.api_enabled,
+  };
 }
 
 /**

@@ -42,6 +42,7 @@ import {
   revokeTokenAs,
   setApiEnabledAs,
   tokensOf,
+  activityOf,
   workspacesOf,
   type MemberWorkspace,
   type Session,
@@ -430,9 +431,15 @@ async function renderApi(
 ): Promise<void> {
   const { workspaces, current } = await workspaceOf(db, s, extra.workspaceId);
   if (!current) return send(res, 200, noWorkspacePage(s));
-  const tokens = await tokensOf(db, s, current.id);
-  send(res, status, apiPage({ session: s, workspaces, current, tokens, origin: originOf(req), ...extra }));
+  const [tokens, activity] = await Promise.all([
+    tokensOf(db, s, current.id),
+    activityOf(db, s, current.id, LATEST_CHANGES),
+  ]);
+  send(res, status, apiPage({ session: s, workspaces, current, tokens, activity, origin: originOf(req), ...extra }));
 }
+
+/** How many of a workspace's latest changes its page shows. */
+const LATEST_CHANGES = 20;
 
 /** An active token of the workspace, or a 404. */
 async function activeToken(db: Pool, s: Session, ws: MemberWorkspace, id: string) {

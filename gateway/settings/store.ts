@@ -118,6 +118,27 @@ export function tokensOf(db: Pool, session: Session, workspaceId: string): Promi
 }
 
 /** Mints a token as the session's member; the secret is made here and only its hash is sent. */
+/** One change of a workspace's records, as its settings page lists it. */
+export interface ActivityRow {
+  at: Date;
+  table_name: string;
+  record_id: string;
+  action: string;
+  actor: string;
+  token_name: string | null;
+  scope: string | null;
+  member: string | null;
+  surface: string;
+  undo_of: string | null;
+}
+
+/** The latest changes of a workspace the session's user is a member of, newest first. */
+export function activityOf(db: Pool, session: Session, workspaceId: string, max: number): Promise<ActivityRow[]> {
+  return db<ActivityRow[]>`
+    SELECT at, table_name, record_id, action, actor, token_name, scope, member, surface, undo_of
+      FROM tally.settings_activity(${session.hash}, ${workspaceId}, ${max})`;
+}
+
 export async function createTokenAs(
   db: Pool,
   session: Session,

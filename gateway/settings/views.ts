@@ -1,7 +1,7 @@
 import type { Scope } from '../admin/tokens.js';
 import { html, type Html, type HtmlValue } from './html.js';
 import { MIN_PASSWORD_LENGTH } from '../admin/passwords.js';
-import type { MemberWorkspace, Session, TokenRow } from './store.js';
+import type { ActivityRow, MemberWorkspace, Session, TokenRow } from './store.js';
 
 // The pages of /settings: plain server-rendered HTML, one stylesheet and one small script of
 // our own (same origin, allowed by the Content-Security-Policy), no inline script or style.
@@ -97,6 +97,8 @@ export interface ApiView {
   workspaces: MemberWorkspace[];
   current: MemberWorkspace;
   tokens: TokenRow[];
+  /** The workspace's latest changes, newest first. */
+  activity: ActivityRow[];
   origin: string;
   flash?: string;
   error?: string;
@@ -204,6 +206,41 @@ function tokensSection(ws: MemberWorkspace, tokens: TokenRow[]): Html {
 </section>`;
 }
 
+/** Who made a change, in words: the token by its label and access, a member, or SQL in the database. */
+function actorOf(a: ActivityRow): Html | string {
+  if (a.actor === 'token')
+    return html`${a.token_name || html`<span class="hint">(a token without label)</span>`}${a.scope === 'read' || a.scope === 'write' ? html` <span class="hint">${SCOPE_NAMES[a.scope]}</span>` : ''}`;
+  if (a.actor === 'member') return a.member ?? 'a member';
+  return 'SQL in the database';
+}
+
+/** The latest changes of the workspace's records (the activity log), newest first. */
+function activitySection(activity: ActivityRow[]): Html {
+  const rows = activity.map(
+    (a) => html`<tr>
+      <td>${when(a.at)}</td>
+      <td>${a.undo_of ? `undo (${a.action})` : a.action}</td>
+      <td>${a.table_name} <code class="mono">${a.record_id}</code></td>
+      <td>${actorOf(a)}</td>
+      <td>${a.surface}</td>
+    </tr>`,
+  );
+  return html`<section aria-labelledby="activity-title">
+  <h2 id="activity-title">Latest changes</h2>
+  ${
+    activity.length === 0
+      ? html`<p>No changes of this workspace's records yet.</p>`
+      : html`<table>
+    <caption class="visually-hidden">The workspace's latest changes</caption>
+    <thead><tr><th scope="col">When</th><th scope="col">Change</th><th scope="col">Record</th><th scope="col">By</th><th scope="col">Through</th></tr></thead>
+    <tbody>
+    ${rows}
+    </tbody>
+  </table>`
+  }
+</section>`;
+}
+
 /** Where a client connects with a token of this page: the API reference, MCP, the apikey. */
 function connectSection(origin: string): Html {
   return html`<section aria-labelledby="connect-title">
@@ -233,6 +270,7 @@ ${view.created ? createdPanel(view.created, view.origin) : ''}
 ${switchSection(current, session)}
 ${createSection(current, session)}
 ${tokensSection(current, view.tokens)}
+${activitySection(view.activity)}
 ${connectSection(view.origin)}`,
   });
 }

@@ -227,6 +227,7 @@ function recordSchemas(): Pick<
         after: { type: ['object', 'null'], description: 'The record after the change (null for a delete)' },
         actor: { type: 'string', enum: ['token', 'member', 'database'] },
         token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
+        token_name: { type: ['string', 'null'], description: "That token's label" },
         scope: { type: ['string', 'null'] },
         member: { type: ['string', 'null'], description: 'The signed-in member of the settings page that made it' },
         surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
