@@ -34,6 +34,7 @@ const ON_CITUS = [
   'access-surfaces',
   'access-privilege',
   'access-search-path',
+  'activity-token-name',
 ];
 
 export default {

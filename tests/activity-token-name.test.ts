@@ -33,7 +33,8 @@ const whoCreated = async (name: string) =>
   (
     await db.admin<{ actor: string; token_id: string; token_name: string; scope: string; surface: string }[]>`
       SELECT a.actor, a.token_id::text, a.token_name, a.scope, a.surface
-        FROM public.activity a JOIN public.personal_transactions p ON p.id::text = a.record_id
+        FROM public.activity a
+        JOIN public.personal_transactions p ON p.workspace_id = a.workspace_id AND p.id::text = a.record_id
        WHERE p.name = ${name} AND a.action = 'insert'`
   )[0];
 
