@@ -5,6 +5,7 @@ import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 import { waitFor } from './harness/wait.js';
+import { toolCaller } from './harness/mcp-tools.js';
 import { keepActivity } from '../gateway/activity.js';
 import { loadConfig } from '../gateway/config.js';
 
@@ -52,18 +53,10 @@ const activityOf = (table: string, recordId: string) =>
     SELECT * FROM public.activity WHERE table_name = ${table} AND record_id = ${recordId} ORDER BY at`;
 
 /** One MCP tools/call with workspace A's write token; its result. */
-const callTool = async (name: string, args: Record<string, unknown>) => {
-  const res = await request(t.app)
-    .post(`/mcp?token=${tokenA}`)
-    .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
-    .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })
-    .expect(200);
-  return res.body.result as {
-    isError?: boolean;
-    structuredContent: Record<string, unknown>;
-    content: { text: string }[];
-  };
-};
+const callTool = toolCaller(
+  () => t.app,
+  () => tokenA,
+);
 
 const expense = (name: string, amount = 10) => ({ name, amount, category_id: 'other', method_id: 'cash' });
 
