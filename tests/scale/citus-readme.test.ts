@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { packageRoot } from '../../gateway/paths.js';
 import { splitStatements } from '../../gateway/db/sql-statements.js';
+import { TENANT_TABLES } from '../harness/fixtures.js';
 import { startCitusCluster, type CitusCluster, type PgNode } from './harness/citus.js';
 
 // The README's Citus steps, run as written on a new three-node cluster: its SQL block on the
@@ -25,6 +26,23 @@ async function citusBlocks(lang: string): Promise<string[]> {
     readme.indexOf('\n## ', readme.indexOf('\n### Citus\n')),
   );
   return [...section.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
+}
+
+/** The README's "places every table" table: its tables by the placement's first words, sorted. */
+async function placementTable(): Promise<Record<string, string[]>> {
+  const readme = await readFile(join(packageRoot, 'README.md'), 'utf8');
+  const rows = readme.slice(readme.indexOf('places every table')).split('\n\n')[1]!.split('\n').slice(2);
+  const kinds = ['hash-distributed', 'reference', 'Citus local', 'plain'];
+  return Object.fromEntries(
+    rows.map((row) => {
+      const [tables, placement] = row
+        .split('|')
+        .slice(1, 3)
+        .map((cell) => cell.trim());
+      const names = [...tables!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!).sort();
+      return [kinds.find((kind) => placement!.startsWith(kind)) ?? placement!, names];
+    }),
+  );
 }
 
 function run(command: string, env: Record<string, string>): Promise<{ code: number | null; output: string }> {
@@ -80,15 +98,18 @@ describe("the README's Citus steps", () => {
 
     const sql = postgres(cluster.coordinator.url('tally'), { max: 1, onnotice: () => {} });
     try {
-      const placed = await sql<{ kind: string; n: number }[]>`
-        SELECT CASE WHEN partmethod = 'h' THEN 'distributed' WHEN repmodel = 't' THEN 'reference' ELSE 'coordinator' END AS kind,
-               count(*)::int AS n
+      // The README's placement table, row by row, is what the cluster holds.
+      const placed = await sql<{ kind: string; tables: string[] }[]>`
+        SELECT CASE WHEN partmethod = 'h' THEN 'hash-distributed' WHEN repmodel = 't' THEN 'reference' ELSE 'Citus local' END AS kind,
+               array_agg(logicalrelid::regclass::text ORDER BY logicalrelid::regclass::text) AS tables
           FROM pg_dist_partition GROUP BY 1 ORDER BY 1`;
-      expect(placed).toEqual([
-        { kind: 'coordinator', n: 6 },
-        { kind: 'distributed', n: 6 }, // the five workspace tables and their activity log
-        { kind: 'reference', n: 4 },
-      ]);
+      const documented = await placementTable();
+      expect(Object.fromEntries(placed.map((p) => [p.kind, p.tables]))).toEqual({
+        'hash-distributed': documented['hash-distributed'],
+        reference: documented['reference'],
+        'Citus local': documented['Citus local'],
+      });
+      expect(documented['hash-distributed']).toEqual(expect.arrayContaining(TENANT_TABLES));
       const nodes = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_dist_node WHERE groupid <> 0`;
       expect(nodes[0]!.n).toBe(2);
     } finally {
