@@ -171,15 +171,20 @@ async function idempotentWrite(
   return { ...(stopped ?? defined(response, 'the response of a committed write')), timing, verified };
 }
 
-/** The claim's row: undefined when this request claimed the key, else the stored answer or why there is none. */
+/** The claim's row: undefined when this request claimed the key, else the stored answer, or a 422 when the key was another request's. */
 function storedAnswer(rows: Row[], key: Idempotency): Stored | ApiError | undefined {
   const row = defined(rows[0], "the claim of an idempotency key's row");
   if (row.claimed === true || row.claimed === 't') return undefined;
   if (row.stored_fingerprint !== key.fingerprint) return catalogue.idempotencyKeyReused(key.key);
-  if (row.stored_status === null) return catalogue.idempotencyKeyInFlight(key.key);
+  // The claim and the save are one transaction: a key another request holds is waited for
+  // (its row lock), so a committed key without an answer is a bug, not a client's error.
+  const status = defined(
+    row.stored_status ?? undefined,
+    `the stored status of the committed key ${JSON.stringify(key.key)}`,
+  );
   const headers = JSON.parse(String(row.stored_headers ?? '{}')) as Record<string, string>;
   return {
-    status: Number(row.stored_status),
+    status: Number(status),
     // Stripe's header: this is the answer of an earlier request, and nothing was written now.
     headers: { ...headers, 'Idempotent-Replayed': 'true' },
     body: typeof row.stored_body === 'string' ? row.stored_body : undefined,

@@ -561,16 +561,6 @@ export const catalogue = {
       hint: 'Send the same request again to get its answer, or use a new key for a new request',
     }),
   ),
-  idempotencyKeyInFlight: entry(
-    'TLY022',
-    409,
-    'an Idempotency-Key is held by a request whose answer was not stored',
-    (key: string) => ({
-      message: 'A request with this Idempotency-Key has no stored answer',
-      details: `The key ${JSON.stringify(key)} was claimed without an answer`,
-      hint: 'Retry with a new key',
-    }),
-  ),
   responseTooLarge: entry(
     'TLY010',
     400,
