@@ -35,6 +35,8 @@ const ON_CITUS = [
   'access-privilege',
   'access-search-path',
   'activity-token-name',
+  'wrapper-activity',
+  'wrapper-etag',
 ];
 
 export default {
