@@ -163,13 +163,7 @@ export async function runTransaction<T = never>(
   decide?: Decide,
   guard?: Guard<T>,
 ): Promise<TransactionResult<T>> {
-  const errorContext: PgErrorContext = {
-    anonymous: opts.auth.role === opts.anonRole,
-    readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
-    readOnlyTransaction: opts.readOnly,
-    statementTimeoutMs: opts.statementTimeoutMs,
-    ...opts.wording,
-  };
+  const errorContext = errorContextOf(opts);
   const asked = performance.now();
   let lease: Lease;
   try {
@@ -179,81 +173,143 @@ export async function runTransaction<T = never>(
   }
   const reserved = performance.now();
   const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
-  const deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
-  const conn = lease.sql;
-  let open = false;
-  let pending: Promise<unknown>[] = [];
+  const tx = new Transaction(lease, opts);
   try {
-    const claims = claimsOf(opts.auth.claims);
-    const send = (s: CompiledSql) => run(conn, s, s !== claims);
-    const preRequest = opts.preRequest ? preRequestStatement(opts.preRequest) : undefined;
-    // The caller's own check (AuthContext.verify) after the pre-request function; once, when the
-    // pre-request function is that very statement.
-    const verify = opts.auth.verify?.text === preRequest?.text ? undefined : opts.auth.verify;
-    const setup = [setupStatement(opts), claims, ...(preRequest ? [preRequest] : []), ...(verify ? [verify] : [])];
+    const answered = await tx.run(statements, decide, guard);
+    lease.release();
+    return { ...answered, timing: timing() };
+  } catch (err) {
+    await tx.leave(err);
+    throw databaseError(err, errorContext).withTiming(timing());
+  }
+}
+
+/** What Postgres errors of this transaction mean to the caller (errors.ts words them). */
+function errorContextOf(opts: TransactionOptions): PgErrorContext {
+  return {
+    anonymous: opts.auth.role === opts.anonRole,
+    readOnlyWrite: opts.write && opts.readOnlyRoles.includes(opts.auth.role),
+    readOnlyTransaction: opts.readOnly,
+    statementTimeoutMs: opts.statementTimeoutMs,
+    ...opts.wording,
+  };
+}
+
+/**
+ * One transaction on its reserved connection, its statements sent pipelined. It keeps what is
+ * in flight (cancelled when the connection must be destroyed) and whether the transaction is
+ * still open (rolled back when it failed with a Postgres error).
+ */
+class Transaction {
+  private open = false;
+  private pending: Promise<unknown>[] = [];
+  /** The claims' statement, whose text is the claims': never prepared. */
+  private claims: CompiledSql | undefined;
+  private readonly deadline: number;
+
+  constructor(
+    private readonly lease: Lease,
+    private readonly opts: TransactionOptions,
+  ) {
+    this.deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
+  }
+
+  /** BEGIN and the setup (and the guard, alone), the statements, then the end the plan decided. */
+  async run<T>(
+    statements: readonly CompiledSql[],
+    decide: Decide | undefined,
+    guard: Guard<T> | undefined,
+  ): Promise<Omit<TransactionResult<T>, 'timing'>> {
+    const { opts } = this;
+    const setup = setupStatements(opts, (this.claims = claimsOf(opts.auth.claims)));
     // A read commits, and a write whose end does not depend on its results ends, in the same
     // round trip as its statements.
     const pipelined = decide === undefined ? 'commit' : typeof decide === 'string' ? decide : undefined;
     const head = [opts.readOnly ? BEGIN_READ_ONLY : BEGIN, ...setup, ...(guard ? [guard.statement] : [])];
     // The statements and, when it is known, the end; after the guard's answer when there is one.
-    const body = (): Promise<unknown>[] => [
-      ...statements.map((s) => send(withClaims(s, opts.auth.claims))),
-      ...(pipelined ? [send(pipelined === 'commit' ? COMMIT : ROLLBACK)] : []),
+    const body = [
+      ...statements.map((s) => withClaims(s, opts.auth.claims)),
+      ...(pipelined ? [pipelined === 'commit' ? COMMIT : ROLLBACK] : []),
     ];
-    open = true;
-    pending = [...head.map(send), ...(guard ? [] : body())];
-    let settled = await watched(Promise.allSettled(pending), deadline);
-    if (pipelined && !guard) open = false; // COMMIT of a failed transaction rolls it back
+    this.open = true;
+    let settled = await this.send(guard ? head : [...head, ...body]);
+    if (pipelined && !guard) this.open = false; // COMMIT of a failed transaction rolls it back
     // The caller's check is the last setup statement: did it run and raise nothing?
     const verified = opts.auth.verify !== undefined && settled[setup.length]?.status === 'fulfilled';
-    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) throw failed.reason;
+    throwFirstFailure(settled);
     if (guard) {
-      const stopped = guard.stop((settled[head.length - 1] as PromiseFulfilledResult<Row[]>).value);
+      const stopped = guard.stop(rowsOf(settled[head.length - 1]!));
       if (stopped !== undefined) {
-        await watched(send(ROLLBACK), deadline);
-        open = false;
-        lease.release();
-        return { rows: [], timing: timing(), verified, stopped };
+        await this.rollBack();
+        return { rows: [], verified, stopped };
       }
-      settled = await watched(Promise.allSettled((pending = body())), deadline);
-      if (pipelined) open = false;
-      const failedLater = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-      if (failedLater) throw failedLater.reason;
+      settled = await this.send(body);
+      if (pipelined) this.open = false;
+      throwFirstFailure(settled);
     }
     const first = guard ? 0 : head.length;
-    const results = settled
-      .slice(first, first + statements.length)
-      .map((s) => (s as PromiseFulfilledResult<Row[]>).value);
-    if (open && typeof decide === 'function') {
-      const end = decide(results);
-      const last = typeof end === 'object' ? [send(end.last)] : [];
-      pending = [...last, send(end === 'rollback' ? ROLLBACK : COMMIT)];
-      const ended = await watched(Promise.allSettled(pending), deadline);
-      open = false; // a COMMIT after a failed last statement rolls back
-      const failedLast = ended.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-      if (failedLast) throw failedLast.reason;
-    }
-    lease.release();
-    return { rows: results, timing: timing(), verified };
-  } catch (err) {
-    // Only a connection that answered with a Postgres error is known to be in a clean state
-    // after ROLLBACK; anything else (lost, stalled past the watchdog, a protocol or client
-    // error) destroys it: its backend is cancelled, its slot gets a new connection, and
-    // Postgres rolls back the transaction of a closed connection itself.
+    const rows = settled.slice(first, first + statements.length).map(rowsOf);
+    if (this.open && typeof decide === 'function') await this.end(decide(rows));
+    return { rows, verified };
+  }
+
+  /** Sends statements pipelined and waits, up to the watchdog's deadline, for all of their answers. */
+  private send(statements: readonly CompiledSql[]): Promise<PromiseSettledResult<unknown>[]> {
+    this.pending = statements.map((s) => run(this.lease.sql, s, s !== this.claims));
+    return watched(Promise.allSettled(this.pending), this.deadline);
+  }
+
+  /** Ends the transaction as the plan decided from its results. */
+  private async end(ending: Ending): Promise<void> {
+    const last = typeof ending === 'object' ? [ending.last] : [];
+    const ended = await this.send([...last, ending === 'rollback' ? ROLLBACK : COMMIT]);
+    this.open = false; // a COMMIT after a failed last statement rolls back
+    throwFirstFailure(ended);
+  }
+
+  /** Ends the transaction where the guard stopped it. */
+  private async rollBack(): Promise<void> {
+    await watched(run(this.lease.sql, ROLLBACK), this.deadline);
+    this.open = false;
+  }
+
+  /**
+   * Gives the connection back after `err`. Only a connection that answered with a Postgres error
+   * is known to be in a clean state after ROLLBACK; anything else (lost, stalled past the
+   * watchdog, a protocol or client error) destroys it: its backend is cancelled, its slot gets a
+   * new connection, and Postgres rolls back the transaction of a closed connection itself.
+   */
+  async leave(err: unknown): Promise<void> {
     if (isPgError(err) && !isConnectionError(err)) {
       const clean =
-        !open ||
-        (await watched(run(conn, ROLLBACK), deadline).then(
+        !this.open ||
+        (await watched(run(this.lease.sql, ROLLBACK), this.deadline).then(
           () => true,
           () => false,
         ));
-      if (clean) lease.release();
-      else lease.destroy(pending);
-    } else lease.destroy(pending);
-    throw databaseError(err, errorContext).withTiming(timing());
+      if (clean) this.lease.release();
+      else this.lease.destroy(this.pending);
+    } else this.lease.destroy(this.pending);
   }
 }
+
+/**
+ * After BEGIN: role and limits, the claims, the pre-request function, then the caller's own
+ * check (AuthContext.verify); once, when the pre-request function is that very statement.
+ */
+function setupStatements(opts: TransactionOptions, claims: CompiledSql): CompiledSql[] {
+  const preRequest = opts.preRequest ? preRequestStatement(opts.preRequest) : undefined;
+  const verify = opts.auth.verify?.text === preRequest?.text ? undefined : opts.auth.verify;
+  return [setupStatement(opts), claims, ...(preRequest ? [preRequest] : []), ...(verify ? [verify] : [])];
+}
+
+function throwFirstFailure(settled: PromiseSettledResult<unknown>[]): void {
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/** The rows of a statement that succeeded (throwFirstFailure ran first). */
+const rowsOf = (settled: PromiseSettledResult<unknown>): Row[] => (settled as PromiseFulfilledResult<Row[]>).value;
 
 /**
  * Whose share of the pool a transaction counts against: its tenant (the configured claim), else

@@ -173,6 +173,21 @@ function recordSchemas(): Pick<
   return {
     Expense,
     FundTransaction,
+    ...fundRecords(fundProperties, FundTransaction, Participant),
+    Contact,
+    Participant,
+    Activity: activityRecord(),
+    ...lookupRecords(),
+  };
+}
+
+/** A fund as GET /funds lists it (with its transactions embedded, by default) and as GET /funds/{id} answers it. */
+function fundRecords(
+  fundProperties: Record<string, JsonSchema>,
+  FundTransaction: JsonSchema,
+  Participant: JsonSchema,
+): Pick<WrapperSchemas, 'Fund' | 'FundWithTransactions' | 'FundDetail'> {
+  return {
     Fund: record(fundProperties, 'A group fund; it has no stored balance'),
     FundWithTransactions: record(
       {
@@ -213,29 +228,37 @@ function recordSchemas(): Pick<
       },
       'One fund with its balance and figures, ledger and participants',
     ),
-    Contact,
-    Participant,
-    Activity: record(
-      {
-        workspace_id: { type: 'string', format: 'uuid' },
-        id: { type: 'string', format: 'uuid', description: 'The change; POST /activity/{id}/undo takes it' },
-        at: { type: 'string', format: 'date-time' },
-        table_name: { type: 'string' },
-        record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
-        action: { type: 'string', enum: ['insert', 'update', 'delete'] },
-        before: { type: ['object', 'null'], description: 'The record before the change (null for an insert)' },
-        after: { type: ['object', 'null'], description: 'The record after the change (null for a delete)' },
-        actor: { type: 'string', enum: ['token', 'member', 'database'] },
-        token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
-        token_name: { type: ['string', 'null'], description: "That token's label" },
-        scope: { type: ['string', 'null'] },
-        member: { type: ['string', 'null'], description: 'The signed-in member of the settings page that made it' },
-        surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
-        undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },
-        transaction_id: { type: 'integer', description: 'Changes of one transaction share it' },
-      },
-      "A change of one of the workspace's records (the activity log)",
-    ),
+  };
+}
+
+/** A change of the activity log (GET /activity). */
+function activityRecord(): JsonSchema {
+  return record(
+    {
+      workspace_id: { type: 'string', format: 'uuid' },
+      id: { type: 'string', format: 'uuid', description: 'The change; POST /activity/{id}/undo takes it' },
+      at: { type: 'string', format: 'date-time' },
+      table_name: { type: 'string' },
+      record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
+      action: { type: 'string', enum: ['insert', 'update', 'delete'] },
+      before: { type: ['object', 'null'], description: 'The record before the change (null for an insert)' },
+      after: { type: ['object', 'null'], description: 'The record after the change (null for a delete)' },
+      actor: { type: 'string', enum: ['token', 'member', 'database'] },
+      token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
+      token_name: { type: ['string', 'null'], description: "That token's label" },
+      scope: { type: ['string', 'null'] },
+      member: { type: ['string', 'null'], description: 'The signed-in member of the settings page that made it' },
+      surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
+      undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },
+      transaction_id: { type: 'integer', description: 'Changes of one transaction share it' },
+    },
+    "A change of one of the workspace's records (the activity log)",
+  );
+}
+
+/** The lookup lists' rows. */
+function lookupRecords(): Pick<WrapperSchemas, 'Category' | 'PaymentMethod'> {
+  return {
     Category: record(
       {
         id: { type: 'string' },

@@ -14,7 +14,7 @@ import {
   type Relationship,
   type SchemaCache,
 } from '../schema-cache/types.js';
-import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode } from './types.js';
+import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
 import { defined } from '../invariant.js';
 
 export class AliasCounter {
@@ -213,6 +213,7 @@ function relatedCount(item: SelectItem, rel: Relation, path: string): boolean {
   );
 }
 
+/** One node of the read: its relation, its select items in order (embeds built depth first), then its options. */
 function buildNode(
   input: ReadPlanInput,
   rel: Relation,
@@ -231,67 +232,84 @@ function buildNode(
   const tenantColumn = input.tenant && rel.kind !== 'composite' ? rel.columns.get(input.tenant.column) : undefined;
   if (tenantColumn && input.tenant) node.tenant = { column: tenantColumn, claim: input.tenant.claim };
   used.add(path);
-  for (const item of items) {
-    if (item.kind === 'star') node.select.push({ kind: 'star' });
-    else if (relatedCount(item, rel, path)) {
-      // `rel(count)`: the embedded rows counted, the older spelling of `rel(count())` that
-      // supabase-js users write to count related rows; a count bounded like the embed itself,
-      // so it needs no aggregates switched on.
-      node.select.push({ kind: 'count', key: item.alias ?? 'count', cast: undefined });
-    } else if (item.kind === 'count') {
-      if (!input.aggregatesEnabled) throw aggregatesDisabled();
-      node.select.push({
-        kind: 'count',
-        key: item.alias ?? 'count',
-        cast: item.cast === undefined ? undefined : resolveType(input.cache, item.cast),
-      });
-    } else if (item.kind === 'field') {
-      const expr = resolveField(input.cache, rel, item.field, item.cast);
-      if (item.aggregate) {
-        if (!input.aggregatesEnabled) throw aggregatesDisabled();
-        const aggregate = {
-          fn: item.aggregate,
-          cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast),
-        };
-        node.select.push({ kind: 'field', expr, key: item.alias ?? item.aggregate, aggregate });
-      } else {
-        const key = item.alias ?? outputKey(item.field);
-        node.select.push({ kind: 'field', expr, key });
-      }
-    } else {
-      const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
-      const key = item.alias ?? item.name;
-      // Two embeds under one name would be one key of the row, the second hiding the first:
-      // refused as PostgREST refuses it, naming the table alias its SQL gives both.
-      if (!item.spread && node.embeds.some((e) => !e.spread && e.key === key)) {
-        throw catalogue.embeddedTwice(`${rel.name}_${key}_${path === '' ? 1 : path.split('.').length + 1}`, key);
-      }
-      const childPath = path === '' ? key : `${path}.${key}`;
-      const child = buildNode(input, relationship.target, item.select, childPath, used);
-      const embed: Embed = {
-        key,
-        relationship,
-        toOne: relationship.cardinality === 'm2o' || relationship.cardinality === 'o2o',
-        inner: item.inner,
-        spread: item.spread,
-        node: child,
-        lateral: input.aliases.next(),
-        junctionAlias: relationship.junction ? input.aliases.next() : undefined,
-      };
-      node.embeds.push(embed);
-      node.select.push({ kind: 'embed', embed });
-    }
-  }
-  const options = input.nodes.get(path);
-  if (options) {
-    node.conditions = options.conditions.map((c) => condition(input, node, c));
-    node.order = (options.order ?? []).map((o) => orderTerm(input, node, o));
-    if (path !== '') {
-      node.limit = options.limit;
-      node.offset = options.offset;
-    }
-  }
+  for (const item of items) node.select.push(selectOut(input, node, item, path, used));
+  applyOptions(input, node, path);
   return node;
+}
+
+function selectOut(input: ReadPlanInput, node: ReadNode, item: SelectItem, path: string, used: Set<string>): SelectOut {
+  if (item.kind === 'star') return { kind: 'star' };
+  if (relatedCount(item, node.relation, path)) {
+    // `rel(count)`: the embedded rows counted, the older spelling of `rel(count())` that
+    // supabase-js users write to count related rows; a count bounded like the embed itself,
+    // so it needs no aggregates switched on.
+    return { kind: 'count', key: item.alias ?? 'count', cast: undefined };
+  }
+  if (item.kind === 'count') {
+    if (!input.aggregatesEnabled) throw aggregatesDisabled();
+    return {
+      kind: 'count',
+      key: item.alias ?? 'count',
+      cast: item.cast === undefined ? undefined : resolveType(input.cache, item.cast),
+    };
+  }
+  if (item.kind === 'field') return fieldOut(input, node.relation, item);
+  const embed = embedOf(input, node, item, path, used);
+  node.embeds.push(embed);
+  return { kind: 'embed', embed };
+}
+
+function fieldOut(input: ReadPlanInput, rel: Relation, item: SelectItem & { kind: 'field' }): SelectOut {
+  const expr = resolveField(input.cache, rel, item.field, item.cast);
+  if (!item.aggregate) return { kind: 'field', expr, key: item.alias ?? outputKey(item.field) };
+  if (!input.aggregatesEnabled) throw aggregatesDisabled();
+  const aggregate = {
+    fn: item.aggregate,
+    cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast),
+  };
+  return { kind: 'field', expr, key: item.alias ?? item.aggregate, aggregate };
+}
+
+/** An embedded resource: the relationship its name (and hint) picks, and its own node under its key's path. */
+function embedOf(
+  input: ReadPlanInput,
+  node: ReadNode,
+  item: SelectItem & { kind: 'embed' },
+  path: string,
+  used: Set<string>,
+): Embed {
+  const rel = node.relation;
+  const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
+  const key = item.alias ?? item.name;
+  // Two embeds under one name would be one key of the row, the second hiding the first:
+  // refused as PostgREST refuses it, naming the table alias its SQL gives both.
+  if (!item.spread && node.embeds.some((e) => !e.spread && e.key === key)) {
+    throw catalogue.embeddedTwice(`${rel.name}_${key}_${path === '' ? 1 : path.split('.').length + 1}`, key);
+  }
+  const childPath = path === '' ? key : `${path}.${key}`;
+  const child = buildNode(input, relationship.target, item.select, childPath, used);
+  return {
+    key,
+    relationship,
+    toOne: relationship.cardinality === 'm2o' || relationship.cardinality === 'o2o',
+    inner: item.inner,
+    spread: item.spread,
+    node: child,
+    lateral: input.aliases.next(),
+    junctionAlias: relationship.junction ? input.aliases.next() : undefined,
+  };
+}
+
+/** The node's filters and order, and an embedded node's limit and offset (the root's range is the request's). */
+function applyOptions(input: ReadPlanInput, node: ReadNode, path: string): void {
+  const options = input.nodes.get(path);
+  if (!options) return;
+  node.conditions = options.conditions.map((c) => condition(input, node, c));
+  node.order = (options.order ?? []).map((o) => orderTerm(input, node, o));
+  if (path !== '') {
+    node.limit = options.limit;
+    node.offset = options.offset;
+  }
 }
 
 function condition(input: ReadPlanInput, node: ReadNode, c: Condition): PlanCondition {

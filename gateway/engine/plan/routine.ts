@@ -72,61 +72,101 @@ export function routinePlan(
   rawBody: unknown,
   contentType: string | undefined,
 ): RoutineCall {
-  const overloads = findRoutines(cache, api.schema, api.relation);
-  const post = api.method === 'POST';
-  const body = post ? bodyValue(rawBody, contentType) : undefined;
-  // JSON text reaches SQL as the client wrote it (numbers exact); a value or a form, as JSON.
-  const bodyJson = typeof rawBody === 'string' && rawBody !== '' && !isForm(contentType) ? rawBody : undefined;
-  const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
-  const keys = post ? (isObject ? Object.keys(body as object) : []) : argumentKeys(api, undefined);
-
-  let chosen: Routine[];
-  let single = false;
-  if (post && api.preferences.params === 'single-object') {
-    chosen = overloads.filter((r) => isJson(onlyParam(r)));
-    single = true;
-  } else {
-    chosen =
-      isObject || !post
-        ? overloads.filter(
-            (r) =>
-              r.params.every((p) => p.name !== '') &&
-              r.params.every((p) => !p.required || keys.includes(p.name)) &&
-              keys.every((k) => r.params.some((p) => p.name === k)),
-          )
-        : [];
-    if (chosen.length === 0 && post) {
-      chosen = overloads.filter((r) => onlyParam(r)?.name === '' && isJson(onlyParam(r)));
-      single = true;
-    }
-  }
-  const [routine] = chosen;
-  if (routine === undefined) {
-    if (post && !isObject) {
-      throw catalogue.invalidBody(
-        'expected a JSON object of named arguments',
-        null,
-        'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON',
-      );
-    }
-    throw routineNotFound(cache, api.schema, api.relation, keys);
-  }
-  if (chosen.length > 1) {
-    throw catalogue.ambiguousFunction(chosen.map(signature));
-  }
+  const given = givenArguments(api, rawBody, contentType);
+  const { routine, single } = chooseOverload(cache, api, given);
   // GET runs any function, VOLATILE too, in a READ ONLY transaction (as PostgREST): one that
   // writes fails there with 25006.
-  const readOnly = !post || routine.volatility !== 'volatile';
+  const readOnly = !given.post || routine.volatility !== 'volatile';
   if (single)
     return {
       routine,
       args: {
         kind: 'single',
         param: defined(onlyParam(routine), 'the single-object parameter'),
-        json: bodyJson ?? JSON.stringify(body),
+        json: given.bodyJson ?? JSON.stringify(given.body),
       },
       readOnly,
     };
+  return { routine, args: namedArguments(routine, api, given), readOnly };
+}
+
+/** What a call gives, before a function is chosen. */
+interface GivenArguments {
+  post: boolean;
+  /** The POST body as a JSON value. */
+  body: unknown;
+  /** JSON text reaches SQL as the client wrote it (numbers exact); a value or a form, as JSON. */
+  bodyJson: string | undefined;
+  /** The body is a JSON object of named arguments. */
+  isObject: boolean;
+  keys: string[];
+}
+
+function givenArguments(api: ApiRequest, rawBody: unknown, contentType: string | undefined): GivenArguments {
+  const post = api.method === 'POST';
+  const body = post ? bodyValue(rawBody, contentType) : undefined;
+  const bodyJson = typeof rawBody === 'string' && rawBody !== '' && !isForm(contentType) ? rawBody : undefined;
+  const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
+  const keys = post ? (isObject ? Object.keys(body as object) : []) : argumentKeys(api, undefined);
+  return { post, body, bodyJson, isObject, keys };
+}
+
+/** The one function of the name that takes these arguments (the rules at the top of this file). */
+function chooseOverload(
+  cache: SchemaCache,
+  api: ApiRequest,
+  given: GivenArguments,
+): { routine: Routine; single: boolean } {
+  const { chosen, single } = candidates(findRoutines(cache, api.schema, api.relation), api, given);
+  const [routine] = chosen;
+  if (routine === undefined) {
+    if (given.post && !given.isObject) {
+      throw catalogue.invalidBody(
+        'expected a JSON object of named arguments',
+        null,
+        'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON',
+      );
+    }
+    throw routineNotFound(cache, api.schema, api.relation, given.keys);
+  }
+  if (chosen.length > 1) {
+    throw catalogue.ambiguousFunction(chosen.map(signature));
+  }
+  return { routine, single };
+}
+
+/**
+ * The overloads these arguments may call: each whose parameters are all named, required ones
+ * given and no key unknown; else (POST) those of one unnamed json/jsonb parameter, which takes
+ * the whole body (`single`), as `Prefer: params=single-object` asks of any json/jsonb one.
+ */
+function candidates(
+  overloads: Routine[],
+  api: ApiRequest,
+  { post, isObject, keys }: GivenArguments,
+): { chosen: Routine[]; single: boolean } {
+  if (post && api.preferences.params === 'single-object')
+    return { chosen: overloads.filter((r) => isJson(onlyParam(r))), single: true };
+  const named =
+    isObject || !post
+      ? overloads.filter(
+          (r) =>
+            r.params.every((p) => p.name !== '') &&
+            r.params.every((p) => !p.required || keys.includes(p.name)) &&
+            keys.every((k) => r.params.some((p) => p.name === k)),
+        )
+      : [];
+  if (named.length === 0 && post)
+    return { chosen: overloads.filter((r) => onlyParam(r)?.name === '' && isJson(onlyParam(r))), single: true };
+  return { chosen: named, single: false };
+}
+
+/** The parameters given by name, and their values as one JSON object. */
+function namedArguments(
+  routine: Routine,
+  api: ApiRequest,
+  { post, body, bodyJson, keys }: GivenArguments,
+): RoutineCall['args'] {
   const values: Record<string, unknown> = {};
   if (post) Object.assign(values, body);
   else {
@@ -146,5 +186,5 @@ export function routinePlan(
   }
   // JSON text the client sent is written as it is, unless a value was wrapped above.
   const json = post && bodyJson !== undefined && !wrapped ? bodyJson : JSON.stringify(values);
-  return { routine, args: { kind: 'named', params, json }, readOnly };
+  return { kind: 'named', params, json };
 }

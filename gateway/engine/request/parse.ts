@@ -55,69 +55,9 @@ export function parseApiRequest(
   schema: string,
   isArgument?: (key: string) => boolean,
 ): ApiRequest {
-  const routineArgs = new Map<string, string[]>();
-  const nodes = new Map<string, NodeOptions>();
-  const node = (path: string): NodeOptions => {
-    let n = nodes.get(path);
-    if (!n) nodes.set(path, (n = { conditions: [] }));
-    return n;
-  };
-  let select = undefined as ApiRequest['select'] | undefined;
-  let onConflict: string[] | undefined;
-  let columns: string[] | undefined;
-
-  const requestKeys: Record<ReservedKeyOf<'request'>, (value: string) => void> = {
-    select: (value) => (select = parseSelect(value)),
-    on_conflict: (value) => (onConflict = parseColumnList(value, 'on_conflict parameter')),
-    columns: (value) => (columns = parseColumnList(value, 'columns parameter')),
-    apikey: () => undefined, // authenticated by the surface, not a filter
-  };
-  const nodeKeys: Record<
-    ReservedKeyOf<'node'>,
-    (n: NodeOptions, value: string, key: string, negate: boolean) => void
-  > = {
-    order: (n, value) => (n.order = parseOrder(value)),
-    limit: (n, value, key) => (n.limit = nonNegative(value, key)),
-    offset: (n, value, key) => (n.offset = nonNegative(value, key)),
-    or: (n, value, _key, negate) => n.conditions.push(parseLogic('or', negate, value)),
-    and: (n, value, _key, negate) => n.conditions.push(parseLogic('and', negate, value)),
-  };
-
-  for (const [key, value] of req.query) {
-    if (isReservedKey(key) && RESERVED_KEYS[key] === 'request') {
-      requestKeys[key as ReservedKeyOf<'request'>](value);
-      continue;
-    }
-    if (isArgument?.(key)) {
-      routineArgs.set(key, [...(routineArgs.get(key) ?? []), value]);
-      continue;
-    }
-    const segments = key.split('.');
-    const last = segments[segments.length - 1] ?? '';
-    if (isReservedKey(last) && RESERVED_KEYS[last] === 'node') {
-      let pathSegments = segments.slice(0, -1);
-      let negate = false;
-      if ((last === 'or' || last === 'and') && pathSegments[pathSegments.length - 1] === 'not') {
-        negate = true;
-        pathSegments = pathSegments.slice(0, -1);
-      }
-      nodeKeys[last as ReservedKeyOf<'node'>](node(pathSegments.join('.')), value, key, negate);
-      continue;
-    }
-    if (key === '') {
-      throw catalogue.parse('filter ()', 'empty query parameter name', 'Write a filter as column=operator.value');
-    }
-    // A filter: [embedded.path.]column[->json]=[not.]op.value
-    const fieldStart = firstFieldSegment(segments);
-    const path = segments.slice(0, fieldStart).join('.');
-    const fieldRaw = segments.slice(fieldStart).join('.');
-    if (isReservedKey(fieldRaw)) continue;
-    const field = parseField(fieldRaw, `filter key (${key})`);
-    node(path).conditions.push({ kind: 'filter', filter: parseOperation(value, field, key, false) });
-  }
-
+  const query = parseQuery(req.query, isArgument);
   const preferences = parsePreferences(req.headers.prefer);
-  const root = nodes.get('');
+  const root = query.nodes.get('');
   const range = parseRange(req.headers.range, root?.limit, root?.offset);
   const routine = routineName(req.relation);
   const accept = parseAccept(req.headers.accept);
@@ -126,17 +66,88 @@ export function parseApiRequest(
     schema,
     relation: routine ?? req.relation,
     routine,
-    routineArgs,
-    select: select ?? [{ kind: 'star' }],
-    selectGiven: select !== undefined,
-    nodes,
+    routineArgs: query.routineArgs,
+    select: query.select ?? [{ kind: 'star' }],
+    selectGiven: query.select !== undefined,
+    nodes: query.nodes,
     range,
     preferences,
     accept: accept.media,
     plan: accept.plan,
-    onConflict,
-    columns,
+    onConflict: query.onConflict,
+    columns: query.columns,
   };
+}
+
+/** What a query string says: the request's own keys, the function's arguments, and each node's options and filters. */
+interface Query {
+  select?: ApiRequest['select'];
+  onConflict?: string[];
+  columns?: string[];
+  routineArgs: Map<string, string[]>;
+  /** By embedded path ('' is the root). */
+  nodes: Map<string, NodeOptions>;
+}
+
+function parseQuery(params: URLSearchParams, isArgument: ((key: string) => boolean) | undefined): Query {
+  const query: Query = { routineArgs: new Map(), nodes: new Map() };
+  for (const [key, value] of params) {
+    if (isReservedKey(key) && RESERVED_KEYS[key] === 'request')
+      REQUEST_KEYS[key as ReservedKeyOf<'request'>](query, value);
+    else if (isArgument?.(key)) query.routineArgs.set(key, [...(query.routineArgs.get(key) ?? []), value]);
+    else parseNodeKey(query.nodes, key, value);
+  }
+  return query;
+}
+
+const REQUEST_KEYS: Record<ReservedKeyOf<'request'>, (query: Query, value: string) => void> = {
+  select: (query, value) => (query.select = parseSelect(value)),
+  on_conflict: (query, value) => (query.onConflict = parseColumnList(value, 'on_conflict parameter')),
+  columns: (query, value) => (query.columns = parseColumnList(value, 'columns parameter')),
+  apikey: () => undefined, // authenticated by the surface, not a filter
+};
+
+const NODE_KEYS: Record<
+  ReservedKeyOf<'node'>,
+  (n: NodeOptions, value: string, key: string, negate: boolean) => void
+> = {
+  order: (n, value) => (n.order = parseOrder(value)),
+  limit: (n, value, key) => (n.limit = nonNegative(value, key)),
+  offset: (n, value, key) => (n.offset = nonNegative(value, key)),
+  or: (n, value, _key, negate) => n.conditions.push(parseLogic('or', negate, value)),
+  and: (n, value, _key, negate) => n.conditions.push(parseLogic('and', negate, value)),
+};
+
+/** A key of a node (the root or an embedded path): `[path.]order=…` and the like, or a filter. */
+function parseNodeKey(nodes: Map<string, NodeOptions>, key: string, value: string): void {
+  const segments = key.split('.');
+  const last = segments[segments.length - 1] ?? '';
+  if (isReservedKey(last) && RESERVED_KEYS[last] === 'node') {
+    let pathSegments = segments.slice(0, -1);
+    let negate = false;
+    if ((last === 'or' || last === 'and') && pathSegments[pathSegments.length - 1] === 'not') {
+      negate = true;
+      pathSegments = pathSegments.slice(0, -1);
+    }
+    NODE_KEYS[last as ReservedKeyOf<'node'>](nodeAt(nodes, pathSegments.join('.')), value, key, negate);
+    return;
+  }
+  if (key === '') {
+    throw catalogue.parse('filter ()', 'empty query parameter name', 'Write a filter as column=operator.value');
+  }
+  // A filter: [embedded.path.]column[->json]=[not.]op.value
+  const fieldStart = firstFieldSegment(segments);
+  const path = segments.slice(0, fieldStart).join('.');
+  const fieldRaw = segments.slice(fieldStart).join('.');
+  if (isReservedKey(fieldRaw)) return;
+  const field = parseField(fieldRaw, `filter key (${key})`);
+  nodeAt(nodes, path).conditions.push({ kind: 'filter', filter: parseOperation(value, field, key, false) });
+}
+
+function nodeAt(nodes: Map<string, NodeOptions>, path: string): NodeOptions {
+  let n = nodes.get(path);
+  if (!n) nodes.set(path, (n = { conditions: [] }));
+  return n;
 }
 
 /** In `a.b->c.d`, dots inside a JSON path belong to the field: the field starts at the segment holding "->". */

@@ -495,7 +495,7 @@ function inheritViewKeys(
 /**
  * Relationships by source oid: each foreign key both ways (one-to-one when its columns are
  * unique), computed relationships, and many-to-many through junction tables; each also through
- * every exposed view that shows the columns.
+ * every exposed view that shows the columns. The first of two equal relationships is kept.
  */
 function relationshipsOf(
   keyRows: KeyRow[],
@@ -504,9 +504,19 @@ function relationshipsOf(
   byOid: Map<number, Relation>,
   exposures: Exposures,
 ): Map<number, Relationship[]> {
+  const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null);
+  return bySourceOnce([
+    ...foreignKeys.flatMap((fk) => foreignKeyRelationships(fk, keys, exposures)),
+    ...computedRelationships(computedRelRows, byOid),
+    ...manyToManyRelationships(foreignKeys, keys, exposures),
+  ]);
+}
+
+/** Relationships grouped by their source's oid, in order, each distinct one once. */
+function bySourceOnce(all: Relationship[]): Map<number, Relationship[]> {
   const relationships = new Map<number, Relationship[]>();
-  const seenRelationships = new Set<string>();
-  const add = (r: Relationship) => {
+  const seen = new Set<string>();
+  for (const r of all) {
     const id = JSON.stringify([
       r.cardinality,
       r.source.oid,
@@ -518,43 +528,52 @@ function relationshipsOf(
       r.junction?.junctionSourceColumns,
       r.junction?.junctionTargetColumns,
     ]);
-    if (seenRelationships.has(id)) return;
-    seenRelationships.add(id);
+    if (seen.has(id)) continue;
+    seen.add(id);
     if (!relationships.has(r.source.oid)) relationships.set(r.source.oid, []);
     relationships.get(r.source.oid)!.push(r);
-  };
-  const isUnique = (relid: number, cols: string[]) =>
-    (keys.get(relid)?.unique ?? []).some((u) => u.length === cols.length && u.every((c) => cols.includes(c)));
-  const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null);
-  for (const fk of foreignKeys) {
-    const oneToOne = isUnique(fk.relid, fk.cols);
-    for (const child of exposures(fk.relid, fk.cols)) {
-      for (const parent of exposures(fk.frelid!, fk.fcols!)) {
-        add({
-          cardinality: oneToOne ? 'o2o' : 'm2o',
-          source: child.rel,
-          target: parent.rel,
-          constraint: fk.conname,
-          sourceColumns: child.cols,
-          targetColumns: parent.cols,
-        });
-        add({
-          cardinality: oneToOne ? 'o2o' : 'o2m',
-          source: parent.rel,
-          target: child.rel,
-          constraint: fk.conname,
-          sourceColumns: parent.cols,
-          targetColumns: child.cols,
-          reverse: true,
-        });
-      }
+  }
+  return relationships;
+}
+
+/** A foreign key both ways (one-to-one when its columns are unique), between every exposure of each side. */
+function foreignKeyRelationships(fk: KeyRow, keys: Keys, exposures: Exposures): Relationship[] {
+  const oneToOne = (keys.get(fk.relid)?.unique ?? []).some(
+    (u) => u.length === fk.cols.length && u.every((c) => fk.cols.includes(c)),
+  );
+  const out: Relationship[] = [];
+  for (const child of exposures(fk.relid, fk.cols)) {
+    for (const parent of exposures(fk.frelid!, fk.fcols!)) {
+      out.push({
+        cardinality: oneToOne ? 'o2o' : 'm2o',
+        source: child.rel,
+        target: parent.rel,
+        constraint: fk.conname,
+        sourceColumns: child.cols,
+        targetColumns: parent.cols,
+      });
+      out.push({
+        cardinality: oneToOne ? 'o2o' : 'o2m',
+        source: parent.rel,
+        target: child.rel,
+        constraint: fk.conname,
+        sourceColumns: parent.cols,
+        targetColumns: child.cols,
+        reverse: true,
+      });
     }
   }
+  return out;
+}
+
+/** Computed relationships: functions of a row type returning rows of another relation (not of a composite type). */
+function computedRelationships(computedRelRows: ComputedRelRow[], byOid: Map<number, Relation>): Relationship[] {
+  const out: Relationship[] = [];
   for (const f of computedRelRows) {
     const source = byOid.get(f.relid);
     const target = byOid.get(f.target);
     if (!source || !target || source.kind === 'composite' || target.kind === 'composite') continue;
-    add({
+    out.push({
       cardinality: f.setof && f.rows !== 1 ? 'o2m' : 'm2o',
       source,
       target,
@@ -564,43 +583,56 @@ function relationshipsOf(
       computed: { schema: f.schema, name: f.name },
     });
   }
-  // Many-to-many: a table with two foreign keys whose columns are all part of its primary key,
-  // itself exposed or shown by an exposed view.
+  return out;
+}
+
+/**
+ * Many-to-many: a table with two foreign keys whose columns are all part of its primary key,
+ * itself exposed or shown by an exposed view, joins what the two keys reference.
+ */
+function manyToManyRelationships(foreignKeys: KeyRow[], keys: Keys, exposures: Exposures): Relationship[] {
   const byTable = new Map<number, KeyRow[]>();
   for (const fk of foreignKeys) {
     if (!byTable.has(fk.relid)) byTable.set(fk.relid, []);
     byTable.get(fk.relid)!.push(fk);
   }
+  const out: Relationship[] = [];
   for (const [junctionId, fks] of byTable) {
     const primary = keys.get(junctionId)?.primary ?? [];
     const inPk = fks.filter((fk) => fk.cols.every((c) => primary.includes(c)));
     for (const a of inPk) {
       for (const b of inPk) {
-        if (a === b) continue;
-        for (const j of exposures(junctionId, [...a.cols, ...b.cols])) {
-          for (const src of exposures(a.frelid!, a.fcols!)) {
-            for (const tgt of exposures(b.frelid!, b.fcols!)) {
-              add({
-                cardinality: 'm2m',
-                source: src.rel,
-                target: tgt.rel,
-                constraint: b.conname,
-                sourceColumns: src.cols,
-                targetColumns: tgt.cols,
-                junction: {
-                  relation: j.rel,
-                  sourceConstraint: a.conname,
-                  junctionSourceColumns: j.cols.slice(0, a.cols.length),
-                  junctionTargetColumns: j.cols.slice(a.cols.length),
-                },
-              });
-            }
-          }
-        }
+        if (a !== b) out.push(...throughJunction(junctionId, a, b, exposures));
       }
     }
   }
-  return relationships;
+  return out;
+}
+
+/** The many-to-many relationships from what key `a` references to what key `b` references, through every exposure of the junction. */
+function throughJunction(junctionId: number, a: KeyRow, b: KeyRow, exposures: Exposures): Relationship[] {
+  const out: Relationship[] = [];
+  for (const j of exposures(junctionId, [...a.cols, ...b.cols])) {
+    for (const src of exposures(a.frelid!, a.fcols!)) {
+      for (const tgt of exposures(b.frelid!, b.fcols!)) {
+        out.push({
+          cardinality: 'm2m',
+          source: src.rel,
+          target: tgt.rel,
+          constraint: b.conname,
+          sourceColumns: src.cols,
+          targetColumns: tgt.cols,
+          junction: {
+            relation: j.rel,
+            sourceConstraint: a.conname,
+            junctionSourceColumns: j.cols.slice(0, a.cols.length),
+            junctionTargetColumns: j.cols.slice(a.cols.length),
+          },
+        });
+      }
+    }
+  }
+  return out;
 }
 
 /** Type names usable in casts (and the SQL aliases of built-in ones) → qualified type. */
@@ -648,77 +680,94 @@ function routinesOf(
   }
   const out = new Map<string, Routine[]>();
   for (const r of rows) {
-    const types = args.get(r.oid) ?? [];
-    const modes = r.argmodes.length > 0 ? r.argmodes : types.map(() => 'i');
-    const inputs: Routine['params'] = [];
-    const outColumns: Column[] = [];
-    let callable = !(r.ret_pseudo && !r.ret_void && !r.ret_record);
-    types.forEach((t, k) => {
-      const mode = modes[k] ?? 'i';
-      const name = r.argnames[k] ?? '';
-      if (mode === 'i' || mode === 'b' || mode === 'v') {
-        if (t.pseudo) callable = false;
-        inputs.push({
-          name,
-          typeSql: catalogText(t.type_sql),
-          baseType: t.base_type,
-          isArray: t.is_array,
-          required: true,
-          ...(mode === 'v' ? { variadic: true } : {}),
-        });
-      }
-      if (mode === 'o' || mode === 'b' || mode === 't') {
-        outColumns.push({
-          name,
-          typeSql: catalogText(t.type_sql),
-          typeDisplay: t.base_type,
-          baseType: t.base_type,
-          isArray: t.is_array,
-          nullable: true,
-          defaultExpr: null,
-          generated: false,
-          description: null,
-        });
-      }
-    });
-    if (!callable) continue;
-    inputs.forEach((p, k) => {
-      p.required = k < inputs.length - r.ndefaults;
-    });
-    let returns: Routine['returns'];
-    if (r.ret_void) returns = { setOf: r.setof, kind: 'void' };
-    else if (r.ret_relid !== 0 && byOid.has(r.ret_relid))
-      returns = { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
-    else if (r.ret_record && outColumns.length > 0) {
-      const relation: Relation = {
-        oid: -r.oid,
-        schema: r.schema,
-        name: r.name,
-        kind: 'composite',
-        columns: new Map(outColumns.map((c) => [c.name, c])),
-        columnList: outColumns,
-        primaryKey: [],
-        uniqueKeys: [],
-        computed: new Map(),
-        description: null,
-      };
-      returns = { setOf: r.setof, kind: 'composite', relation };
-    } else {
-      returns = { setOf: r.setof, kind: 'scalar' };
-      if (r.ret_relid === 0 && !r.ret_record) returns.scalar = { baseType: r.base_type, isArray: r.is_array };
-    }
-    const routine: Routine = {
-      oid: r.oid,
-      schema: r.schema,
-      name: r.name,
-      params: inputs,
-      returns,
-      volatility: r.volatility === 'i' ? 'immutable' : r.volatility === 's' ? 'stable' : 'volatile',
-      description: r.description,
-    };
+    const routine = routineOf(r, args.get(r.oid) ?? [], byOid);
+    if (!routine) continue;
     const key = relationKey(r.schema, r.name);
     if (!out.has(key)) out.set(key, []);
     out.get(key)!.push(routine);
   }
   return out;
+}
+
+/** One function as the schema cache knows it, or undefined when it is not callable. */
+function routineOf(r: RoutineRow, argTypes: RoutineArgRow[], byOid: Map<number, Relation>): Routine | undefined {
+  const { inputs, outColumns, pseudoInput } = parametersOf(r, argTypes);
+  if (pseudoInput || (r.ret_pseudo && !r.ret_void && !r.ret_record)) return undefined;
+  return {
+    oid: r.oid,
+    schema: r.schema,
+    name: r.name,
+    params: inputs,
+    returns: returnsOf(r, outColumns, byOid),
+    volatility: r.volatility === 'i' ? 'immutable' : r.volatility === 's' ? 'stable' : 'volatile',
+    description: r.description,
+  };
+}
+
+/** Input parameters (IN, INOUT, VARIADIC; the last `ndefaults` optional) and output columns (OUT, INOUT, TABLE). */
+function parametersOf(
+  r: RoutineRow,
+  argTypes: RoutineArgRow[],
+): { inputs: Routine['params']; outColumns: Column[]; pseudoInput: boolean } {
+  const modes = r.argmodes.length > 0 ? r.argmodes : argTypes.map(() => 'i');
+  const inputs: Routine['params'] = [];
+  const outColumns: Column[] = [];
+  let pseudoInput = false;
+  argTypes.forEach((t, k) => {
+    const mode = modes[k] ?? 'i';
+    const name = r.argnames[k] ?? '';
+    if (mode === 'i' || mode === 'b' || mode === 'v') {
+      if (t.pseudo) pseudoInput = true;
+      inputs.push({
+        name,
+        typeSql: catalogText(t.type_sql),
+        baseType: t.base_type,
+        isArray: t.is_array,
+        required: true,
+        ...(mode === 'v' ? { variadic: true } : {}),
+      });
+    }
+    if (mode === 'o' || mode === 'b' || mode === 't') {
+      outColumns.push({
+        name,
+        typeSql: catalogText(t.type_sql),
+        typeDisplay: t.base_type,
+        baseType: t.base_type,
+        isArray: t.is_array,
+        nullable: true,
+        defaultExpr: null,
+        generated: false,
+        description: null,
+      });
+    }
+  });
+  inputs.forEach((p, k) => {
+    p.required = k < inputs.length - r.ndefaults;
+  });
+  return { inputs, outColumns, pseudoInput };
+}
+
+/** What a function returns: nothing, rows of an exposed relation or of its own OUT columns, or a scalar. */
+function returnsOf(r: RoutineRow, outColumns: Column[], byOid: Map<number, Relation>): Routine['returns'] {
+  if (r.ret_void) return { setOf: r.setof, kind: 'void' };
+  if (r.ret_relid !== 0 && byOid.has(r.ret_relid))
+    return { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
+  if (r.ret_record && outColumns.length > 0) {
+    const relation: Relation = {
+      oid: -r.oid,
+      schema: r.schema,
+      name: r.name,
+      kind: 'composite',
+      columns: new Map(outColumns.map((c) => [c.name, c])),
+      columnList: outColumns,
+      primaryKey: [],
+      uniqueKeys: [],
+      computed: new Map(),
+      description: null,
+    };
+    return { setOf: r.setof, kind: 'composite', relation };
+  }
+  const returns: Routine['returns'] = { setOf: r.setof, kind: 'scalar' };
+  if (r.ret_relid === 0 && !r.ret_record) returns.scalar = { baseType: r.base_type, isArray: r.is_array };
+  return returns;
 }
