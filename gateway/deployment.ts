@@ -3,7 +3,7 @@
 // another workspace) and its description of /rest/v1 (the OpenAPI documents of
 // rest/openapi.ts). Every gateway of the service is made with these.
 
-import type { GatewayOptions } from './engine/gateway.js';
+import type { GatewayOptions } from './engine/run.js';
 import { READ_ONLY_HINT, ROW_SECURITY_HINT } from './errors.js';
 import { constraintMessage } from './fields.js';
 import { describeSchema } from './rest/openapi.js';

@@ -6,7 +6,7 @@ import type { AppContext } from './context.js';
 import { catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
 import { GATEWAY_OPTIONS } from './deployment.js';
-import { changesOf, createGateway } from './engine/gateway.js';
+import { changesOf, createGateway } from './engine/run.js';
 import { exchangeOf, serve, type Handler } from './http.js';
 import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';

@@ -17,7 +17,7 @@ import {
   serverLoginUrl,
   serverPool,
 } from '../gateway/db/connect.js';
-import { changesOf, createGateway } from '../gateway/engine/gateway.js';
+import { changesOf, createGateway } from '../gateway/engine/run.js';
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { catalogue } from '../gateway/engine/errors.js';
 import { LookupCache } from '../gateway/lookups.js';

@@ -1,5 +1,5 @@
 import { CHANGE_BOUND_MS } from '../gateway/engine/changes.js';
-import { changesOf, schemaCacheOf } from '../gateway/engine/gateway.js';
+import { changesOf, schemaCacheOf } from '../gateway/engine/run.js';
 import type { Lease } from '../gateway/engine/pool.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';

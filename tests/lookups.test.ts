@@ -1,5 +1,5 @@
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
-import { changesOf, createGateway } from '../gateway/engine/gateway.js';
+import { changesOf, createGateway } from '../gateway/engine/run.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { startTestApp, type TestApp } from './harness/app.js';

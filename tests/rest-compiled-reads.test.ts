@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { schemaCacheOf } from '../gateway/engine/gateway.js';
+import { schemaCacheOf } from '../gateway/engine/run.js';
 import { ChangeWatch } from '../gateway/engine/changes.js';
 import { SchemaCacheHolder } from '../gateway/engine/schema-cache/index.js';
 import { Lru } from '../gateway/engine/lru.js';

@@ -3,7 +3,7 @@ import request from 'supertest';
 import type { GatewayCall, GatewayMethod, AuthContext } from '../gateway/engine/call.js';
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { ApiError } from '../gateway/engine/errors.js';
-import { createGateway } from '../gateway/engine/gateway.js';
+import { createGateway } from '../gateway/engine/run.js';
 import { OPERATOR_NAMES } from '../gateway/engine/operators.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';

@@ -3,7 +3,7 @@ import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { setUpBlog, tearDown } from './harness/suite.js';
-import { schemaCacheOf } from '../gateway/engine/gateway.js';
+import { schemaCacheOf } from '../gateway/engine/run.js';
 
 // The gateway knows no table by name: pointed at another schema by configuration alone, it
 // serves it with the same grammar. The blog fixture has composite keys, two foreign keys to one

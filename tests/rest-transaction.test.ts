@@ -1,6 +1,6 @@
 import request from 'supertest';
 import type { AuthContext, GatewayRequest } from '../gateway/engine/call.js';
-import { createGateway } from '../gateway/engine/gateway.js';
+import { createGateway } from '../gateway/engine/run.js';
 import { compile, sql, type Fragment } from '../gateway/engine/sql.js';
 import { signJwt, type TestApp } from './harness/app.js';
 import type { TestDatabase } from './harness/db.js';

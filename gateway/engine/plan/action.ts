@@ -3,7 +3,7 @@
 // schema cache and the configuration: which action (a read, a write, a call, an EXPLAIN of one
 // of them, or the description of a schema), the compiled statements, the transaction they run
 // in and how it ends, and what the response will say of the preferences it applied. The gateway
-// (gateway.ts) runs any plan the same way, and the unit tier plans through this very function.
+// call (run.ts) runs any plan the same way, and the unit tier plans through this very function.
 
 import { createHash } from 'node:crypto';
 import type { AuthContext, GatewayRequest } from '../call.js';
@@ -52,7 +52,7 @@ interface Base {
  * A POST sent with an Idempotency-Key: `claim` runs first in the transaction, alone; when the
  * key was used before, the plan's statements do not run and the stored answer is the response
  * (or a 422 when the fingerprint differs); otherwise the response is saved before COMMIT, so a
- * key is kept exactly when its write is (gateway.ts).
+ * key is kept exactly when its write is (run.ts).
  */
 export interface Idempotency {
   key: string;

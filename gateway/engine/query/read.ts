@@ -282,7 +282,7 @@ export interface ReadBounds {
    * Bytes a read's body may have. While it is built, every top-level row and every embedded row
    * counts its size (Postgres's, before JSON) against it, per level of embedding, and the
    * statement stops with BYTE_BUDGET_ERROR (errors.ts) past it; a finished body over it does not leave Postgres, only
-   * its size (body_bytes), refused in gateway.ts.
+   * its size (body_bytes), refused by the response stage (response/index.ts).
    */
   maxResponseBytes?: number;
 }

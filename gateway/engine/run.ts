@@ -1,7 +1,8 @@
-// The gateway call (the one internal interface, see call.ts): parse and plan (plan/action.ts),
-// execute, respond. It knows no table by name; everything comes from the schema cache. Every
-// kind of request is one ActionPlan, run the same way: its statements in one transaction that
-// ends as the plan says, then the response stage shapes what they answered.
+// Runs the gateway call (the one internal interface, see call.ts): plan (plan/action.ts), run
+// the plan's statements (execute.ts), respond (response/). It knows no table by name; everything
+// comes from the schema cache. Every kind of request is one ActionPlan, run the same way: its
+// statements in one transaction that ends as the plan says, then the response stage shapes what
+// they answered.
 
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
