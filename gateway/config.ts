@@ -263,31 +263,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const e = parsed.data;
   const given = new Set(SETTINGS.filter((s) => env[s] !== undefined && env[s].trim() !== ''));
-  const fail = (variable: Setting, message: string) => {
+  const fail = (variable: Setting, message: string): never => {
     throw problem(variable, message, env);
   };
-
-  const anonRole = e.TALLY_DB_ANON_ROLE ?? 'anon';
-  const apiRoles = e.TALLY_DB_API_ROLES ?? ['anon', 'api_read', 'api_write'];
-  if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
-  // Unset: api_read, where it is an API role (a database of its own may have other roles).
-  const readOnlyRoles = e.TALLY_DB_READ_ONLY_ROLES ?? apiRoles.filter((r) => r === 'api_read');
-  for (const r of readOnlyRoles)
-    if (!apiRoles.includes(r))
-      fail('TALLY_DB_READ_ONLY_ROLES', `must name roles of TALLY_DB_API_ROLES ("${r}" is not one)`);
+  const { anonRole, apiRoles, readOnlyRoles } = rolesOf(e, fail);
   const preRequest = e.TALLY_DB_PRE_REQUEST ?? TOKEN_CHECK;
-
-  const poolSize = e.TALLY_DB_POOL ?? 10;
-  // A fifth of the pool for the server's own statements, and half of the rest per tenant.
-  const poolReserved = e.TALLY_DB_POOL_RESERVED ?? (poolSize > 1 ? Math.max(1, Math.floor(poolSize / 5)) : 0);
-  if (poolReserved > poolSize - 1)
-    fail('TALLY_DB_POOL_RESERVED', `must be from 0 to ${poolSize - 1} (TALLY_DB_POOL − 1)`);
-  const poolPerTenant = e.TALLY_DB_POOL_PER_TENANT ?? Math.max(1, Math.floor((poolSize - poolReserved) / 2));
-  if (poolPerTenant > poolSize - poolReserved)
-    fail(
-      'TALLY_DB_POOL_PER_TENANT',
-      `must be from 1 to ${poolSize - poolReserved} (TALLY_DB_POOL − TALLY_DB_POOL_RESERVED)`,
-    );
+  const { poolSize, poolReserved, poolPerTenant } = poolOf(e, fail);
   const httpHeadersTimeoutMs = e.TALLY_HTTP_HEADERS_TIMEOUT_MS ?? 10_000;
   const httpRequestTimeoutMs = e.TALLY_HTTP_REQUEST_TIMEOUT_MS ?? 30_000;
   if (httpRequestTimeoutMs < httpHeadersTimeoutMs)
@@ -341,4 +322,36 @@ export function loadConfig(env: Env = process.env): Config {
     workspaceToken: e.TALLY_TOKEN,
     given,
   };
+}
+
+type Environment = z.infer<typeof ENVIRONMENT>;
+type Fail = (variable: Setting, message: string) => never;
+
+/** The API roles (the anonymous one among them) and those of them that may only read. */
+function rolesOf(e: Environment, fail: Fail): Pick<Config, 'anonRole' | 'apiRoles' | 'readOnlyRoles'> {
+  const anonRole = e.TALLY_DB_ANON_ROLE ?? 'anon';
+  const apiRoles = e.TALLY_DB_API_ROLES ?? ['anon', 'api_read', 'api_write'];
+  if (!apiRoles.includes(anonRole)) apiRoles.push(anonRole);
+  // Unset: api_read, where it is an API role (a database of its own may have other roles).
+  const readOnlyRoles = e.TALLY_DB_READ_ONLY_ROLES ?? apiRoles.filter((r) => r === 'api_read');
+  for (const r of readOnlyRoles)
+    if (!apiRoles.includes(r))
+      fail('TALLY_DB_READ_ONLY_ROLES', `must name roles of TALLY_DB_API_ROLES ("${r}" is not one)`);
+  return { anonRole, apiRoles, readOnlyRoles };
+}
+
+/** The pool's size, the part kept for the server's own statements, and one tenant's share. */
+function poolOf(e: Environment, fail: Fail): Pick<Config, 'poolSize' | 'poolReserved' | 'poolPerTenant'> {
+  const poolSize = e.TALLY_DB_POOL ?? 10;
+  // A fifth of the pool for the server's own statements, and half of the rest per tenant.
+  const poolReserved = e.TALLY_DB_POOL_RESERVED ?? (poolSize > 1 ? Math.max(1, Math.floor(poolSize / 5)) : 0);
+  if (poolReserved > poolSize - 1)
+    fail('TALLY_DB_POOL_RESERVED', `must be from 0 to ${poolSize - 1} (TALLY_DB_POOL − 1)`);
+  const poolPerTenant = e.TALLY_DB_POOL_PER_TENANT ?? Math.max(1, Math.floor((poolSize - poolReserved) / 2));
+  if (poolPerTenant > poolSize - poolReserved)
+    fail(
+      'TALLY_DB_POOL_PER_TENANT',
+      `must be from 1 to ${poolSize - poolReserved} (TALLY_DB_POOL − TALLY_DB_POOL_RESERVED)`,
+    );
+  return { poolSize, poolReserved, poolPerTenant };
 }

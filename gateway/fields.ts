@@ -78,7 +78,16 @@ const date = (description: string): JsonSchema => ({
 
 /** The writable fields of each finance table, with the live enums of `lookups`. */
 export function financeFields(lookups: Lookups) {
-  const expense = {
+  return {
+    expense: expenseFields(lookups),
+    fundTransaction: fundTransactionFields(lookups),
+    fund: fundFields(lookups),
+    contact: contactFields(),
+  };
+}
+
+function expenseFields(lookups: Lookups) {
+  return {
     name: text(255, 'Expense title or vendor description, 1 to 255 characters', 1),
     amount: {
       type: 'number',
@@ -92,7 +101,10 @@ export function financeFields(lookups: Lookups) {
     occurred_at: dateTime('When the expense occurred (default: now)'),
     note: text(2000, 'Optional memo, at most 2000 characters'),
   };
-  const fundTransaction = {
+}
+
+function fundTransactionFields(lookups: Lookups) {
+  return {
     fund_id: uuid('The fund the transaction belongs to'),
     name: text(255, 'Transaction title, 1 to 255 characters', 1),
     amount: {
@@ -108,7 +120,10 @@ export function financeFields(lookups: Lookups) {
     method_id: liveEnum(lookups.paymentMethods, 'Payment method'),
     occurred_at: dateTime('When it occurred (default: now)'),
   };
-  const fund = {
+}
+
+function fundFields(lookups: Lookups) {
+  return {
     name: text(255, 'Fund name, 1 to 255 characters', 1),
     kind: liveEnum(lookups.fundKinds, 'Kind of fund (default Travel)'),
     status: {
@@ -148,7 +163,10 @@ export function financeFields(lookups: Lookups) {
     },
     description: text(2000, 'What the fund is for, at most 2000 characters'),
   };
-  const contact = {
+}
+
+function contactFields() {
+  return {
     name: text(255, 'Full name, 1 to 255 characters', 1),
     nickname: text(255, 'Nickname'),
     phone: {
@@ -166,7 +184,6 @@ export function financeFields(lookups: Lookups) {
     gender: text(50, 'Gender (set on creation)'),
     nationality: text(100, 'Nationality (set on creation)'),
   };
-  return { expense, fundTransaction, fund, contact };
 }
 
 const tenant = {

