@@ -3,6 +3,7 @@ import { CONSTRAINT_MESSAGES, financeFields, type JsonSchema } from '../gateway/
 import type { Lookups } from '../gateway/lookups.js';
 import { createAjv } from '../gateway/wrapper/validate.js';
 import { asRole } from './harness/db.js';
+import { TENANT_TABLES } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
 
@@ -145,6 +146,15 @@ beforeAll(async () => {
   fields = financeFields(lookups);
 });
 afterAll(() => tearDown(s.db, s.t));
+
+it('holds every tenant table a client writes whose columns have a CHECK: a new one fails here until it has its rules', async () => {
+  const constrained = await s.db.admin<{ table: string }[]>`
+    SELECT DISTINCT c.conrelid::regclass::text AS table FROM pg_constraint c
+     WHERE c.conrelid = ANY (${TENANT_TABLES.map((t) => `public.${t}`)}::regclass[])
+       AND has_table_privilege('api_write', c.conrelid, 'INSERT, UPDATE') AND c.contype = 'c'
+     ORDER BY 1`;
+  expect(constrained.map((r) => r.table)).toEqual(Object.keys(TABLES).sort());
+});
 
 describe.each(Object.keys(TABLES) as Table[])('the field rules of %s and its constraints', (table) => {
   const rules = () => fields[TABLES[table].group] as Record<string, JsonSchema>;

@@ -5,7 +5,8 @@ import { createServer, type Server } from 'node:http';
 import request from 'supertest';
 import { CONSTRAINT_MESSAGES } from '../gateway/fields.js';
 import { startTestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { TENANT_TABLES, tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
+import { READ_TOOLS } from './harness/mcp-tools.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
 import { first, present } from './harness/present.js';
@@ -193,11 +194,11 @@ describe('errors an agent can act on from the message alone', () => {
     );
   });
 
-  it('every constraint of the finance tables has its sentence', async () => {
+  it('every constraint of the tenant tables a client writes has its sentence', async () => {
     const rows = await s.db.admin<{ conname: string }[]>`
       SELECT conname FROM pg_constraint
-       WHERE conrelid IN ('public.personal_transactions'::regclass, 'public.contacts'::regclass, 'public.funds'::regclass,
-                          'public.fund_transactions'::regclass, 'public.fund_participants'::regclass)
+       WHERE conrelid = ANY (${TENANT_TABLES.map((t) => `public.${t}`)}::regclass[])
+         AND has_table_privilege('api_write', conrelid, 'INSERT, UPDATE')
          AND contype IN ('c', 'f') AND conname NOT LIKE '%workspace_id_fkey'`;
     const missing = rows.map((r) => r.conname).filter((n) => !(n in CONSTRAINT_MESSAGES));
     expect(missing).toEqual([]);
@@ -265,16 +266,7 @@ describe('scope-aware tools', () => {
   it('a read token is offered the read tools only, and a write tool called anyway says the token is read-only', async () => {
     const client = await connect(readA);
     const names = (await client.listTools()).tools.map((t) => t.name).sort();
-    expect(names).toEqual([
-      'get_fund',
-      'get_workspace',
-      'list_activity',
-      'list_contacts',
-      'list_expenses',
-      'list_fund_transactions',
-      'list_funds',
-      'spending_summary',
-    ]);
+    expect(names).toEqual([...READ_TOOLS].sort());
     const r = await call(client, 'create_expenses', {
       expenses: [{ name: 'Nope', amount: 1, category_id: 'other', method_id: 'cash' }],
     });

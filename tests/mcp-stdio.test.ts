@@ -7,6 +7,7 @@ import { tally } from './harness/cli.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
 import { READ_TOOLS } from './harness/mcp-tools.js';
+import { tools } from '../mcp/tools.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, token from TALLY_TOKEN.
 
@@ -41,7 +42,7 @@ describe('tally mcp (stdio)', () => {
     const client = new Client({ name: 'desktop', version: '1' });
     await client.connect(transport(token));
     try {
-      expect((await client.listTools()).tools).toHaveLength(21);
+      expect((await client.listTools()).tools).toHaveLength(tools.length);
       const created = (await client.callTool({
         name: 'create_contact',
         arguments: { name: 'Via stdio' },
