@@ -17,17 +17,8 @@ function patch(properties: Record<string, JsonSchema>, description: string): Jso
   return { type: 'object', description, properties, minProperties: 1, additionalProperties: false };
 }
 
-export interface WrapperSchemas {
-  // request bodies (validated by ajv)
-  ExpenseCreate: JsonSchema;
-  ExpenseUpdate: JsonSchema;
-  FundTransactionCreate: JsonSchema;
-  FundTransactionUpdate: JsonSchema;
-  FundCreate: JsonSchema;
-  FundUpdate: JsonSchema;
-  ContactCreate: JsonSchema;
-  ContactUpdate: JsonSchema;
-  // responses (documented)
+/** The request bodies (validated by ajv, REQUEST_SCHEMAS below) and the records answered (documented). */
+export interface WrapperSchemas extends Record<RequestSchemaName, JsonSchema> {
   Expense: JsonSchema;
   FundTransaction: JsonSchema;
   Fund: JsonSchema;
@@ -43,17 +34,8 @@ export interface WrapperSchemas {
   TokenResponse: JsonSchema;
 }
 
-export type RequestSchemaName =
-  | 'ExpenseCreate'
-  | 'ExpenseUpdate'
-  | 'FundTransactionCreate'
-  | 'FundTransactionUpdate'
-  | 'FundCreate'
-  | 'FundUpdate'
-  | 'ContactCreate'
-  | 'ContactUpdate';
-
-export const REQUEST_SCHEMAS: RequestSchemaName[] = [
+/** The request bodies ajv validates; the type of their names is made from this one list. */
+export const REQUEST_SCHEMAS = [
   'ExpenseCreate',
   'ExpenseUpdate',
   'FundTransactionCreate',
@@ -62,7 +44,9 @@ export const REQUEST_SCHEMAS: RequestSchemaName[] = [
   'FundUpdate',
   'ContactCreate',
   'ContactUpdate',
-];
+] as const;
+
+export type RequestSchemaName = (typeof REQUEST_SCHEMAS)[number];
 
 export function wrapperSchemas(lookups: Lookups): WrapperSchemas {
   return { ...requestSchemas(lookups), ...recordSchemas(), ...tokenAndErrorSchemas() };
