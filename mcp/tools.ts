@@ -943,7 +943,7 @@ export const tools: Tool[] = [
       const what = changes.map((c) => `${c.action} of ${c.table_name} ${c.record_id}`).join(', ');
       return {
         structured: { undone: args.activity_id, changes },
-        summary: `Undid change ${args.activity_id}: ${what || 'nothing left to change'}.`,
+        summary: `Undid change ${args.activity_id}. The undo made: ${what || 'no change (nothing was left to put back)'}.`,
       };
     },
   }),

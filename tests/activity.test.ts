@@ -294,6 +294,10 @@ describe('through MCP: list_activity, undo_change, and the activity id of an upd
       undone: activityId,
       changes: [expect.objectContaining({ action: 'insert', undo_of: activityId, surface: 'mcp' })],
     });
+    // The agent reads what the undo did, not an "insert" it might take for the change undone.
+    expect(undone.content[0]!.text).toMatch(
+      new RegExp(`^Undid change ${activityId}\\. The undo made: insert of personal_transactions ${id}\\.`),
+    );
     expect(await db.admin`SELECT amount::float AS amount FROM public.personal_transactions WHERE id = ${id}`).toEqual([
       { amount: 42 },
     ]);
