@@ -8,7 +8,7 @@ import { createToken, listTokens, parseScope, revokeToken } from '../admin/token
 import { createKey, listKeys, revokeKey } from '../admin/keys.js';
 import { addMember, parseRole } from '../admin/members.js';
 import { up } from './up.js';
-import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './sql.js';
+import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './db-access.js';
 import { readFile, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
