@@ -19,6 +19,11 @@ import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 // the coordinator sent to the workers (citus.log_remote_commands) hold no PREPARE TRANSACTION,
 // and pg_dist_transaction gains no row (its clean-up, which deletes rows, is switched off for
 // the run). An array of rows, which still commits in two phases, shows that both would see one.
+//
+// And a one-row insert is one statement to Citus: planned as a whole and sent to the shard, not
+// split into an INSERT whose rows the coordinator keeps as an intermediate result and a query
+// over them it runs itself (what Citus does with any INSERT inside a WITH). Citus says which
+// it did: with citus.log_intermediate_results it reports each subplan's result as it plans it.
 
 const DB = 'tally_commit';
 
@@ -30,6 +35,7 @@ let a: WorkspaceFixture;
 let writeA: { id: string; token: string };
 let jwtA: string;
 let remote: string[] = [];
+let subplans: string[] = [];
 
 beforeAll(async () => {
   cluster = await startCitusCluster({ workers: 2 });
@@ -58,9 +64,16 @@ beforeAll(async () => {
     client: {
       prepare: true,
       connect_timeout: 10,
-      connection: { application_name: 'tally', 'citus.log_remote_commands': 'on', client_min_messages: 'notice' },
+      connection: {
+        application_name: 'tally',
+        'citus.log_remote_commands': 'on',
+        'citus.log_intermediate_results': 'on',
+        client_min_messages: 'debug1',
+      },
       onnotice: (n: Notice) => {
-        if (String(n.message).startsWith('issuing ')) remote.push(String(n.message));
+        const message = String(n.message);
+        if (message.startsWith('issuing ')) remote.push(message);
+        if (/^Subplan \S+ will be (written to local file|sent to)/.test(message)) subplans.push(message);
       },
     } as never,
   });
@@ -95,6 +108,7 @@ async function commitOf(what: string, send: () => Promise<request.Response>) {
   // The token's last use is written at most once a minute: written by this request too.
   await owner`UPDATE api_tokens SET last_used_at = NULL WHERE id = ${writeA.id}`;
   remote = [];
+  subplans = [];
   const before = await preparedCount();
   const res = await send();
   expect({ what, status: res.status < 400 && !res.body?.result?.isError ? 'ok' : res.text }).toEqual({
@@ -103,7 +117,7 @@ async function commitOf(what: string, send: () => Promise<request.Response>) {
   });
   const wrote = remote.some((c) => /^issuing (INSERT|UPDATE|DELETE|WITH|COPY)\b/.test(c));
   const prepared = remote.filter((c) => /PREPARE TRANSACTION|COMMIT PREPARED/.test(c)).length;
-  return { what, wrote, prepared, recorded: (await preparedCount()) - before };
+  return { what, wrote, prepared, recorded: (await preparedCount()) - before, intermediate: subplans.length };
 }
 
 const expense = { amount: 4, category_id: 'food-drinks', method_id: 'cash' };
@@ -139,13 +153,35 @@ test('one row written by a request of one workspace commits on its shard in one 
         .send({ ...expense, name: 'Bread' }),
     ),
     await commitOf('MCP create_expense', () => mcp('create_expense', { ...expense, name: 'Mcp lunch' })),
+    await commitOf('POST one row with an Idempotency-Key', () =>
+      rest('post', 'personal_transactions')
+        .set('Idempotency-Key', 'commit-1')
+        .send({ ...expense, name: 'Keyed' }),
+    ),
   ];
-  expect(results).toEqual(results.map((r) => ({ what: r.what, wrote: true, prepared: 0, recorded: 0 })));
+  // A write answered with its rows (a representation, as /api/v1 and MCP answer) is still an
+  // INSERT inside a WITH: planned apart, its rows an intermediate result on the coordinator, yet
+  // on the one shard and in one phase. The instrument sees those subplans; the others have none.
+  const represented = [
+    'POST one row, its representation back',
+    '/api/v1 POST personal_transactions',
+    'MCP create_expense',
+  ];
+  expect(results).toEqual(
+    results.map((r) => ({
+      what: r.what,
+      wrote: true,
+      prepared: 0,
+      recorded: 0,
+      intermediate: represented.includes(r.what) ? expect.any(Number) : 0,
+    })),
+  );
+  expect(results.filter((r) => represented.includes(r.what) && r.intermediate === 0)).toEqual([]);
   // The token exchange writes on the coordinator alone (the token's last use, the rate limit).
   const exchange = await commitOf('token exchange', () =>
     request(app).post('/api/v1/token').set('Authorization', `Bearer ${writeA.token}`),
   );
-  expect(exchange).toEqual({ what: 'token exchange', wrote: false, prepared: 0, recorded: 0 });
+  expect(exchange).toEqual({ what: 'token exchange', wrote: false, prepared: 0, recorded: 0, intermediate: 0 });
   const [used] = await owner<
     { used: boolean }[]
   >`SELECT last_used_at IS NOT NULL AS used FROM api_tokens WHERE id = ${writeA.id}`;
@@ -159,5 +195,5 @@ test('an array of rows still commits in two phases, and both instruments see it'
       { ...expense, name: 'Bulk 2' },
     ]),
   );
-  expect(bulk).toEqual({ what: 'POST two rows', wrote: true, prepared: 2, recorded: 1 });
+  expect(bulk).toEqual({ what: 'POST two rows', wrote: true, prepared: 2, recorded: 1, intermediate: 1 });
 });

@@ -406,9 +406,9 @@ describe('counts and media types', () => {
 });
 
 describe('insert', () => {
-  it('POST of one object: INSERT … VALUES from the one jsonb parameter; without a representation only a count comes back', () => {
+  it('POST of one object: INSERT … VALUES from the one jsonb parameter; with return=minimal, the INSERT alone answers its row', () => {
     expect(compileWrite('tags', { method: 'POST', body: { id: 1, name: 'a' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -438,7 +438,7 @@ describe('insert', () => {
         headers: { Prefer: 'missing=default' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("post_id", "body") VALUES (CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $2::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."post_id" ELSE NULL END, CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $3::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."body" ELSE NULL END) RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."comments" AS "pgrst_0" ("post_id", "body") VALUES (CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $2::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."post_id" ELSE NULL END, CASE WHEN ($1::text::pg_catalog.jsonb -> 0) ? $3::text THEN (pg_catalog.jsonb_populate_record(NULL::"blog"."comments", ($1::text::pg_catalog.jsonb -> 0)))."body" ELSE NULL END) RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted`,
       params: ['[{"post_id":1,"body":"x"}]', 'post_id', 'body'],
     });
   });
@@ -446,14 +446,14 @@ describe('insert', () => {
   it('an empty object inserts the first column default', () => {
     // The catalog's default expression is spliced into the text as Postgres printed it (catalog text, never client text).
     expect(compileWrite('comments', { method: 'POST', body: {} })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."comments" AS "pgrst_0" ("id") VALUES (nextval('blog.comments_id_seq'::regclass)) RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."comments" AS "pgrst_0" ("id") VALUES (nextval('blog.comments_id_seq'::regclass)) RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted`,
       params: [],
     });
   });
 
   it('a table without a primary key has no Location', () => {
     expect(compileWrite('logs', { method: 'POST', body: { line: 'x' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."logs" AS "pgrst_0" ("line") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."logs", ($1::text::pg_catalog.jsonb -> 0)))."line") RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."logs" AS "pgrst_0" ("line") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."logs", ($1::text::pg_catalog.jsonb -> 0)))."line") RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted`,
       params: ['[{"line":"x"}]'],
     });
   });
@@ -466,7 +466,7 @@ describe('insert', () => {
         headers: { Prefer: 'resolution=merge-duplicates' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, ("pgrst_0".xmax = 0)::int AS inserted`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -480,14 +480,14 @@ describe('insert', () => {
         headers: { Prefer: 'resolution=ignore-duplicates' },
       }),
     ).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("name") DO NOTHING RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("name") DO NOTHING RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, ("pgrst_0".xmax = 0)::int AS inserted`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
 
   it('PUT is an upsert on the primary key', () => {
     expect(compileWrite('tags', { method: 'PUT', query: 'id=eq.1', body: { id: 1, name: 'a' } })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING 1 AS "pgrst_one", ("pgrst_0".xmax = 0) AS "pgrst_inserted") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, (SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."tags" AS "pgrst_0" ("id", "name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."id", (pg_catalog.jsonb_populate_record(NULL::"blog"."tags", ($1::text::pg_catalog.jsonb -> 0)))."name") ON CONFLICT ("id") DO UPDATE SET "id" = EXCLUDED."id", "name" = EXCLUDED."name" RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, ("pgrst_0".xmax = 0)::int AS inserted`,
       params: ['[{"id":1,"name":"a"}]'],
     });
   });
@@ -729,7 +729,7 @@ describe('edge cases', () => {
 
   it('POST with columns= writes only those columns', () => {
     expect(compileWrite('tags', { method: 'POST', query: 'columns=name', body: [{ name: 'a', id: 9 }] })).toEqual({
-      text: `WITH pgrst_source AS (INSERT INTO "blog"."tags" AS "pgrst_0" ("name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", pg_catalog.jsonb_build_object($1::text, ($2::text::pg_catalog.jsonb -> 0) -> $3::text)))."name") RETURNING 1 AS "pgrst_one") SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted FROM pgrst_source`,
+      text: `INSERT INTO "blog"."tags" AS "pgrst_0" ("name") VALUES ((pg_catalog.jsonb_populate_record(NULL::"blog"."tags", pg_catalog.jsonb_build_object($1::text, ($2::text::pg_catalog.jsonb -> 0) -> $3::text)))."name") RETURNING '1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, NULL::int AS inserted`,
       params: ['name', '[{"name":"a","id":9}]', 'name'],
     });
   });

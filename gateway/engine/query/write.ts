@@ -2,6 +2,12 @@
 // shaped by the same select tree as a read (embeds included). The body is one JSON parameter
 // read by jsonb_populate_record, so a bulk insert is one statement, all rows or none.
 //
+// A one-row insert answered with no more than its status (return=minimal) is the INSERT alone,
+// its RETURNING the answer's row. Citus never plans an INSERT inside a WITH as one statement: it runs the INSERT
+// first, keeps its rows on the coordinator as an intermediate result and runs the query around
+// it there, which made such an insert cost the coordinator about twice the CPU of the INSERT
+// alone (tests/scale/citus-commit.test.ts reads it from Citus's plan).
+//
 // A body of one row is inserted with VALUES, an array of rows by INSERT … SELECT over its
 // elements. Both are one statement; they differ on a sharded database: Citus routes an INSERT …
 // VALUES to the one shard of the row's workspace and commits it there in one phase, while it runs
@@ -169,6 +175,19 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
     const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`);
     return compile(
       sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_rows AS "_postgrest_t"`,
+    );
+  }
+  if (plan.kind === 'insert' && plan.rowCount === 1 && shape === 'minimal') {
+    // Its one row, or none when ON CONFLICT DO NOTHING skipped it (response/index.ts: nothing
+    // written). Not for headers-only: Citus refuses a RETURNING that calls a function that is not
+    // IMMUTABLE, which building the Location's JSON (or a key's text) can need.
+    const insertedRow = !upsert ? sql`NULL::int` : rel.kind === 'table' ? sql`(${alias}.xmax = 0)::int` : sql`1`;
+    return compile(
+      mutationSql(
+        plan,
+        root,
+        sql`'1'::text AS total_result_set, 1 AS page_total, NULL::text AS body, NULL::text AS location, ${insertedRow} AS inserted`,
+      ),
     );
   }
   const keys =

@@ -108,9 +108,15 @@ function firstRow(results: Row[][]): Row {
   return defined(results[0]?.[0], "the statement's row");
 }
 
+/** What a one-row insert's statement (the INSERT alone, query/write.ts) answers by no row: it wrote none. */
+const NOTHING_WRITTEN: Row = { total_result_set: '0', page_total: 0, body: null, location: null, inserted: null };
+
+/** The row of a write's statement; none only from a one-row insert that ON CONFLICT skipped. */
+const writtenRow = (results: Row[][]): Row => defined(results[0], "the write's rows")[0] ?? NOTHING_WRITTEN;
+
 /** The rows a write or a call changed (or returned), as its AffectedCheck counts them. */
 export const affectedRows = (results: Row[][], column: 'total_result_set' | 'page_total'): number =>
-  Number(firstRow(results)[column]);
+  Number(writtenRow(results)[column]);
 
 function plannedRows(rows: Row[] | undefined): number | undefined {
   const plan = rows?.[0]?.['QUERY PLAN'] as unknown;
@@ -177,7 +183,7 @@ function callResult(plan: CallAction, results: Row[][], maxResponseBytes: number
 function writeResult(plan: WriteAction, results: Row[][]): GatewayResponse {
   const { api, shape } = plan;
   const prefs = api.preferences;
-  const r = firstRow(results);
+  const r = writtenRow(results);
   const affected = Number(r.total_result_set);
   const headers: Record<string, string> = {};
   if (plan.applied) headers['Preference-Applied'] = plan.applied;
