@@ -155,9 +155,22 @@ export function isConnectionError(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string') return false;
   return (
-    UNREACHABLE.has(code) || LOST.has(code) || (isPgError(err) && (SHUTTING_DOWN.has(code) || code.startsWith('08')))
+    UNREACHABLE.has(code) ||
+    LOST.has(code) ||
+    (isPgError(err) && (SHUTTING_DOWN.has(code) || (code.startsWith('08') && !workerLoginRefused(err))))
   );
 }
+
+/**
+ * A node of a sharded database (a Citus worker) refused to let the coordinator in as the
+ * request's role: a wrong or missing secret of the role for the workers, or their pg_hba.conf.
+ * The coordinator reports it as a connection failure (08006) on a connection to Tally that is
+ * itself sound, so it is kept; the fault is an operator's to fix, not a database that is away.
+ */
+const WORKER_LOGIN_REFUSED =
+  /^connection to the remote node \S+ failed with the following error: .*(password authentication failed|is not permitted to log in|no password supplied|pg_hba\.conf|authentication failed)/s;
+const workerLoginRefused = (err: PgErrorLike): boolean =>
+  err.code === '08006' && WORKER_LOGIN_REFUSED.test(err.message);
 
 /**
  * 503 with Retry-After, as PostgREST answers while it has no database: PGRST000 when no
@@ -193,6 +206,7 @@ function databaseReadOnly(err: PgErrorLike, pg?: PgErrorContext): boolean {
  */
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
+  if (isPgError(err) && workerLoginRefused(err)) return { error: catalogue.workerLoginRefused(), unexpected: false };
   if (isConnectionError(err)) return { error: connectionError(err), unexpected: false };
   if (isPgError(err) && databaseReadOnly(err, pg)) return { error: catalogue.databaseReadOnly(), unexpected: false };
   if (pg && isPgError(err)) return { error: fromPgError(err, pg), unexpected: false };

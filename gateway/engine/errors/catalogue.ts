@@ -536,6 +536,17 @@ export const catalogue = {
       headers: retryLater,
     }),
   ),
+  workerLoginRefused: entry(
+    'TLY004',
+    503,
+    "a worker of a sharded database (Citus) refused the coordinator's login as the request's role: the role's secret for the workers is missing or wrong, or a worker's pg_hba.conf refuses it",
+    () => ({
+      message: "A database worker refused the login of the request's role",
+      details:
+        'The coordinator could not log in to a worker as the role this request runs as; the server log names the worker and the role',
+      hint: "An operator must fix it: run `tally migrate` against the coordinator (it gives each API role its secret in pg_dist_authinfo and on every worker), and check that the workers' pg_hba.conf admits the API roles from the coordinator",
+    }),
+  ),
   bodyTooLarge: entry('TLY001', 413, 'the request body is larger than TALLY_MAX_BODY_BYTES', (limit?: number) => ({
     message: 'The request body is too large',
     details: limit === undefined ? null : `The limit is ${limit} bytes`,
