@@ -88,7 +88,7 @@ describe('PostgREST conformance: counts, bulk inserts and error bodies', () => {
     expect(single.status).toBe(406);
     expect(single.body).toEqual({
       code: 'PGRST116',
-      message: 'JSON object requested, multiple (or no) rows returned',
+      message: 'Cannot coerce the result to a single JSON object',
       details: 'The result contains 5 rows',
       hint: null,
     });

@@ -1342,7 +1342,7 @@ const AREAS: Record<string, Case[]> = {
       status: 406,
       json: {
         code: 'PGRST116',
-        message: 'JSON object requested, multiple (or no) rows returned',
+        message: 'Cannot coerce the result to a single JSON object',
         details: 'The result contains 3 rows',
         hint: null,
       },

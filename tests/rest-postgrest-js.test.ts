@@ -100,8 +100,17 @@ describe('postgrest-js against /rest/v1', () => {
     expect(one.data).toEqual({ name: 'alpha fund' });
     const none = await client.from('funds').select('name').eq('name', 'nope').maybeSingle();
     expect(none.data).toBeNull();
+    // single() asks the server for one object: PostgREST's wording of more than one row
     const many = await client.from('fund_transactions').select('name').single();
-    expect(many.error?.code).toBe('PGRST116');
+    expect([many.status, many.error]).toEqual([
+      406,
+      {
+        code: 'PGRST116',
+        message: 'Cannot coerce the result to a single JSON object',
+        details: 'The result contains 3 rows',
+        hint: null,
+      },
+    ]);
   });
 
   it('insert, upsert, update and delete with select() and single(), checked in the database', async () => {

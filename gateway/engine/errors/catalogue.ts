@@ -282,7 +282,7 @@ export const catalogue = {
     406,
     'vnd.pgrst.object+json was asked for and the result is not exactly one row',
     (rows: number) => ({
-      message: 'JSON object requested, multiple (or no) rows returned',
+      message: 'Cannot coerce the result to a single JSON object',
       details: `The result contains ${rows} rows`,
     }),
   ),
