@@ -433,6 +433,30 @@ describe("postgrest-js's own cases", () => {
     await client.from('clients').delete().gte('id', 70).throwOnError();
   });
 
+  it('leaves null fields out with stripNulls(): rows, one object, and written rows', async () => {
+    const rows = await client
+      .from('complex_items')
+      .select('id, settings, arr_data')
+      .gte('id', 2)
+      .order('id')
+      .stripNulls();
+    expect(shape(rows)).toEqual({
+      data: [{ id: 2, settings: {}, arr_data: [1, 2] }, { id: 3 }],
+      error: null,
+      count: null,
+      status: 200,
+    });
+    const one = await client.from('complex_items').select('id, settings').eq('id', 3).single().stripNulls();
+    expect(shape(one)).toEqual({ data: { id: 3 }, error: null, count: null, status: 200 });
+    const written = await client
+      .from('complex_items')
+      .insert({ id: 9, settings: null })
+      .select('id, name, settings')
+      .stripNulls()
+      .rollback();
+    expect(shape(written)).toEqual({ data: [{ id: 9, name: 'Default' }], error: null, count: null, status: 201 });
+  });
+
   it('answers CSV', async () => {
     const csv = await client.from('clients').select('id, name').order('id').csv();
     expect(shape(csv)).toEqual({ data: 'id,name\n1,Microsoft\n2,Apple', error: null, count: null, status: 200 });

@@ -19,7 +19,7 @@ import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
 import { checkSelectLimits } from '../request/limits.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
-import { isReservedKey, type ApiRequest, type PlanMedia, type Preferences } from '../request/types.js';
+import { isReservedKey, type ApiRequest, type Output, type PlanMedia, type Preferences } from '../request/types.js';
 import type { Relation, Routine, SchemaCache } from '../schema-cache/types.js';
 import { AliasCounter, findRelation, readPlan } from './read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './routine.js';
@@ -281,6 +281,9 @@ function planOf(
 }
 
 /** The bounds of a read; a query plan shows the request's own query, as PostgREST's does, without them. */
+/** How the request's rows are written out: its media type and nulls=stripped. */
+const outputOf = (api: ApiRequest): Output => ({ media: api.accept, stripNulls: api.stripNulls });
+
 const readBounds = (config: PlanConfig, api: ApiRequest): ReadBounds =>
   api.plan ? {} : { maxResponseBytes: config.maxResponseBytes };
 
@@ -297,7 +300,7 @@ function readAction(
 ): ReadAction {
   const relation = findRelation(cache, api.schema, api.relation);
   const read = planOf(cache, config, relation, api, auth);
-  const statements = readStatement(read, api.accept, api.preferences.count, undefined, readBounds(config, api));
+  const statements = readStatement(read, outputOf(api), api.preferences.count, undefined, readBounds(config, api));
   return {
     kind: 'read',
     api,
@@ -329,7 +332,13 @@ function callPlan(
   if (returns.kind === 'composite') {
     read = planOf(cache, config, returns.relation!, api, auth);
     statements = inOrder(
-      readStatement(read, api.accept, api.preferences.count, routineSource(call, read.alias), readBounds(config, api)),
+      readStatement(
+        read,
+        outputOf(api),
+        api.preferences.count,
+        routineSource(call, read.alias),
+        readBounds(config, api),
+      ),
     );
   } else statements = [scalarStatement(call)];
   const prefs = api.preferences;
@@ -407,7 +416,7 @@ function writePlan(
     shape,
     resolved,
     tx,
-    statements: [writeStatement(mutation, read, shape, api.accept)],
+    statements: [writeStatement(mutation, read, shape, outputOf(api))],
     end: prefs.tx === 'rollback' ? 'rollback' : 'commit',
     check,
     applied: preferenceApplied(prefs, api.method, resolved),

@@ -15,7 +15,7 @@ import {
   type Fragment,
 } from '../sql.js';
 import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
-import type { AggregateFn, MediaType } from '../request/types.js';
+import type { AggregateFn, Output } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './expressions.js';
 import { defined } from '../invariant.js';
 
@@ -242,13 +242,19 @@ function viaSql(e: Embed, expr: Parameters<typeof fieldSql>[0], parent: RowRef):
   return sql`(SELECT ${fieldSql(expr, aliasRow(alias, e.node.relation))} FROM ${embedSource(e, parent)} AS ${ident(alias)}${l.join}${where} LIMIT 1)`;
 }
 
-/** The body expression over the rows of `_postgrest_t`, as Postgres's own text. */
-export function bodySql(media: MediaType): Fragment {
+/**
+ * The body expression over the rows of `_postgrest_t`, as Postgres's own text. Stripped nulls
+ * leave out every null field, in embedded rows too, as PostgREST's json_strip_nulls does.
+ */
+export function bodySql({ media, stripNulls }: Output): Fragment {
+  const rows = stripNulls
+    ? sql`pg_catalog.json_strip_nulls(pg_catalog.json_agg("_postgrest_t"))`
+    : sql`pg_catalog.json_agg("_postgrest_t")`;
   switch (media) {
     case 'json':
-      return sql`coalesce(pg_catalog.json_agg("_postgrest_t"), '[]')::text`;
+      return sql`coalesce(${rows}, '[]')::text`;
     case 'object':
-      return sql`coalesce((pg_catalog.json_agg("_postgrest_t") -> 0)::text, 'null')`;
+      return sql`coalesce((${rows} -> 0)::text, 'null')`;
     case 'csv':
       // PostgREST's CSV: a header from the first row's keys, then each row's record text.
       return sql`(SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg(substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2), E'\\n'), '')`;
@@ -325,7 +331,7 @@ export interface RowSource {
 
 export function readStatement(
   root: ReadNode,
-  media: MediaType,
+  output: Output,
   count: 'exact' | 'planned' | 'estimated' | undefined,
   source?: RowSource,
   bounds: ReadBounds = {},
@@ -347,7 +353,7 @@ export function readStatement(
       : count === 'estimated'
         ? sql`(SELECT pg_catalog.count(*) FROM (SELECT 1 ${c.fromWhere}${c.groupBy} LIMIT ${ESTIMATE_LIMIT}) AS "pgrst_e")`
         : sql`NULL`;
-  const body = source?.single && media === 'json' ? bodySql('object') : bodySql(media);
+  const body = bodySql(source?.single && output.media === 'json' ? { ...output, media: 'object' } : output);
   const withSource = source?.with ? sql`${source.with}, ` : sql``;
   const rows = sql`pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.groupBy}${c.orderLimit})`;
   // Each row counts against the budget as the body takes it.

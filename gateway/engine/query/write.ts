@@ -18,7 +18,7 @@
 import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { DeletePlan, InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
 import type { ReadNode } from '../plan/types.js';
-import type { MediaType } from '../request/types.js';
+import type { Output } from '../request/types.js';
 import type { Column, Relation } from '../schema-cache/types.js';
 import { bodySql, compileNode, tenantSql, type Statement } from './read.js';
 import { aliasRow, callOf, conditionSql, rowOf, type RowRef } from './expressions.js';
@@ -145,7 +145,7 @@ function mutationSql(plan: MutationPlan, root: ReadNode, returning: Fragment): F
  * inserted (for an upsert: how many rows were new, not updated). Only a representation returns
  * whole rows; otherwise the write returns keys or nothing, so it needs no SELECT privilege.
  */
-export function writeStatement(plan: MutationPlan, root: ReadNode, shape: ReturnShape, media: MediaType): Statement {
+export function writeStatement(plan: MutationPlan, root: ReadNode, shape: ReturnShape, output: Output): Statement {
   const rel = plan.relation;
   const alias = ident(root.alias);
   const pk = rel.primaryKey;
@@ -174,7 +174,7 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
     const returned = returnedRow(rel);
     const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`);
     return compile(
-      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(media)} AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_rows AS "_postgrest_t"`,
+      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(output)} AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_rows AS "_postgrest_t"`,
     );
   }
   if (plan.kind === 'insert' && plan.rowCount === 1 && shape === 'minimal') {

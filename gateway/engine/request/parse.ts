@@ -73,6 +73,7 @@ export function parseApiRequest(
     range,
     preferences,
     accept: accept.media,
+    stripNulls: accept.stripNulls ?? false,
     plan: accept.plan,
     onConflict: query.onConflict,
     columns: query.columns,
@@ -279,6 +280,8 @@ const MEDIA: Record<string, MediaType> = {
   'application/json': 'json',
   'application/*': 'json',
   '*/*': 'json',
+  'application/vnd.pgrst.array+json': 'json',
+  'application/vnd.pgrst.array': 'json',
   'application/vnd.pgrst.object+json': 'object',
   'application/vnd.pgrst.object': 'object',
   'text/csv': 'csv',
@@ -297,7 +300,7 @@ const PLAN_MEDIA: Record<string, PlanMedia['format']> = {
  * A plan media type (`application/vnd.pgrst.plan+json; for="application/json"; options=analyze|buffers`)
  * asks for EXPLAIN of the query that the `for` media type would run.
  */
-export function parseAccept(header: string | undefined): { media: MediaType; plan?: PlanMedia } {
+export function parseAccept(header: string | undefined): { media: MediaType; plan?: PlanMedia; stripNulls?: true } {
   if (!header || header.trim() === '') return { media: 'json' };
   const ranked = splitTopLevel(header, 'Accept header')
     .map((part, i) => {
@@ -312,6 +315,13 @@ export function parseAccept(header: string | undefined): { media: MediaType; pla
     .sort((a, b) => b.q - a.q || a.i - b.i);
   for (const m of ranked) {
     const media = MEDIA[m.type];
+    // PostgREST's stripped nulls: a parameter of its own array and object media types only.
+    if (
+      media &&
+      m.type.startsWith('application/vnd.pgrst.') &&
+      m.params.some((p) => p.toLowerCase() === 'nulls=stripped')
+    )
+      return { media, stripNulls: true };
     if (media) return { media };
     const format = PLAN_MEDIA[m.type];
     if (format) {

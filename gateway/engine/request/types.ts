@@ -108,6 +108,12 @@ export interface Preferences {
 
 export type MediaType = 'json' | 'object' | 'csv' | 'geojson';
 
+/** How a body is written: its media type, and whether null fields are left out (`;nulls=stripped`). */
+export interface Output {
+  media: MediaType;
+  stripNulls: boolean;
+}
+
 export const PLAN_OPTIONS = ['analyze', 'verbose', 'settings', 'buffers', 'wal'] as const;
 export type PlanOption = (typeof PLAN_OPTIONS)[number];
 
@@ -141,6 +147,8 @@ export interface ApiRequest {
   range: RangeRequest;
   preferences: Preferences;
   accept: MediaType;
+  /** `application/vnd.pgrst.array+json;nulls=stripped` (or object): fields that are null are left out. */
+  stripNulls: boolean;
   /** Set when the client asked for the query plan instead of the result. */
   plan?: PlanMedia;
   onConflict?: string[];

@@ -22,6 +22,13 @@ const CONTENT_TYPES = Object.fromEntries(
   Object.entries(MEDIA_NAMES).map(([media, name]) => [media, `${name}; charset=utf-8`]),
 ) as Record<MediaType, string>;
 
+/** The Content-Type of a body; stripped nulls keep PostgREST's own media type names. */
+function contentType(media: MediaType, stripNulls: boolean): string {
+  if (stripNulls && media === 'json') return 'application/vnd.pgrst.array+json;nulls=stripped; charset=utf-8';
+  if (stripNulls && media === 'object') return 'application/vnd.pgrst.object+json;nulls=stripped; charset=utf-8';
+  return CONTENT_TYPES[media];
+}
+
 function contentRange(offset: number, pageTotal: number, total: number | undefined): string {
   const t = total === undefined ? '*' : String(total);
   return pageTotal <= 0 ? `*/${t}` : `${offset}-${offset + pageTotal - 1}/${t}`;
@@ -41,6 +48,7 @@ function readResponse(
   r: ReadResult,
   offset: number,
   media: MediaType,
+  stripNulls: boolean,
   head: boolean,
   applied: string | undefined,
 ): GatewayResponse {
@@ -52,7 +60,7 @@ function readResponse(
   if (media === 'object' && r.pageTotal !== 1) throw singularError(r.pageTotal);
   const status = r.total !== undefined && r.pageTotal < r.total && (offset > 0 || r.pageTotal < r.total) ? 206 : 200;
   const headers: Record<string, string> = {
-    'Content-Type': CONTENT_TYPES[media],
+    'Content-Type': contentType(media, stripNulls),
     'Content-Range': contentRange(offset, r.pageTotal, r.total),
   };
   if (applied) headers['Preference-Applied'] = applied;
@@ -151,6 +159,7 @@ function readResult(
     { total, pageTotal: row.page_total as number, body: row.body as string },
     api.range.offset,
     api.accept,
+    api.stripNulls,
     api.method === 'HEAD',
     plan.applied,
   );
@@ -203,7 +212,7 @@ function writeResult(plan: WriteAction, results: Row[][]): GatewayResponse {
   else if (api.method === 'PUT') status = shape !== 'representation' ? 204 : inserted === 0 ? 200 : 201;
   else status = shape === 'representation' ? 200 : 204;
   if (shape === 'representation') {
-    headers['Content-Type'] = CONTENT_TYPES[api.accept];
+    headers['Content-Type'] = contentType(api.accept, api.stripNulls);
     return { status, headers, body: r.body as string };
   }
   return { status, headers, body: undefined };
