@@ -160,6 +160,7 @@ const ENVIRONMENT = z.object({
     'must name at least one schema',
   ),
   TALLY_DB_ANON_ROLE: name('a role name'),
+  TALLY_DB_EXTRA_SEARCH_PATH: list(identifier, 'schema names'),
   TALLY_DB_PRE_REQUEST: z
     .string()
     .optional()
@@ -283,6 +284,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: e.PORT ?? 3000,
     host: e.HOST ?? '127.0.0.1',
     schemas: e.TALLY_DB_SCHEMAS ?? ['public'],
+    extraSearchPath: e.TALLY_DB_EXTRA_SEARCH_PATH ?? ['public'],
     anonRole,
     apiRoles,
     readOnlyRoles,

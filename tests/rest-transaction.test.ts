@@ -19,6 +19,8 @@ beforeAll(async () => {
     TALLY_DB_PRE_REQUEST: 'blog.report_transaction',
     TALLY_DB_WORK_MEM: '3MB',
     TALLY_DB_STATEMENT_TIMEOUT_MS: '4321',
+    // as Supabase configures PostgREST, so that PostGIS installed in schema extensions is found
+    TALLY_DB_EXTRA_SEARCH_PATH: 'public, extensions',
   }));
   await db.admin.unsafe(`
     CREATE FUNCTION blog.report_transaction() RETURNS void LANGUAGE plpgsql AS $$
@@ -48,7 +50,9 @@ async function seen(path: string, headers: Record<string, string> = {}): Promise
 describe('the transaction of every kind of request', () => {
   it('is the same for the OpenAPI description as for a read: work_mem, statement timeout, role, search_path', async () => {
     const read = await seen('/rest/v1/posts');
-    expect(read).toBe('work_mem 3MB | statement_timeout 4321ms | role blog_user | search_path "blog", public');
+    expect(read).toBe(
+      'work_mem 3MB | statement_timeout 4321ms | role blog_user | search_path "blog", "public", "extensions"',
+    );
     expect(await seen('/rest/v1/')).toBe(read);
     expect(await seen('/rest/v1/', { Accept: 'application/vnd.oai.openapi+json' })).toBe(read);
   });

@@ -7,6 +7,11 @@ import type { Pool } from './pool.js';
 export interface EngineConfig {
   /** Exposed schemas; the first is the default. */
   schemas: string[];
+  /**
+   * Schemas searched after the request's own (PostgREST's db-extra-search-path): where the
+   * functions and types of extensions live (PostGIS's ST_AsGeoJSON for GeoJSON, for example).
+   */
+  extraSearchPath: string[];
   /** The role of a request without a JWT: a 42501 under it is a 401, not a 403. */
   anonRole: string;
   /** The roles a JWT's `role` claim may name. */

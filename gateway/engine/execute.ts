@@ -45,6 +45,8 @@ export interface TransactionSettings {
   tenantClaim: string;
   /** work_mem of the transaction (a Postgres size); undefined keeps the database's. */
   workMem?: string;
+  /** The transaction's search_path for the schema a request addresses. */
+  searchPath(schema: string | undefined): string;
   /** The deployment's wording of database errors (createGateway's options). */
   wording: ErrorWording;
 }
@@ -55,8 +57,8 @@ export interface TransactionMode {
   /** For error messages: the request is a write. */
   write: boolean;
   /**
-   * The exposed schema the request addresses: the transaction's search_path is it and public,
-   * as PostgREST sets it, so functions may name its tables and sequences unqualified.
+   * The exposed schema the request addresses: the transaction's search_path is it and the extra
+   * search path, as PostgREST sets it, so functions may name its tables and sequences unqualified.
    */
   schema?: string;
 }
@@ -72,6 +74,7 @@ export function transactionSettings(config: EngineConfig, wording: ErrorWording 
     statementTimeoutMs: config.statementTimeoutMs,
     tenantClaim: config.tenantClaim,
     workMem: config.workMem,
+    searchPath: searchPaths(config.extraSearchPath),
     wording,
   };
 }
@@ -119,18 +122,26 @@ const SETUP_WITH_WORK_MEM = compiledOnce(
     sql`SELECT ${settings(role, timeout, path)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
 );
 
-/** search_path values by schema, made once: the schema (quoted) and public. */
-const searchPaths = new Map<string, string>();
-function searchPath(schema: string | undefined): string {
-  if (schema === undefined || schema === 'public') return 'public';
-  let path = searchPaths.get(schema);
-  if (path === undefined) searchPaths.set(schema, (path = `"${schema.replaceAll('"', '""')}", public`));
-  return path;
+/**
+ * search_path values by schema, each made once: the schema, then the extra search path, every
+ * name quoted, as PostgREST writes it (`"api", "public", "extensions"`).
+ */
+function searchPaths(extra: string[]): (schema: string | undefined) => string {
+  const paths = new Map<string | undefined, string>();
+  return (schema) => {
+    let path = paths.get(schema);
+    if (path === undefined) {
+      const names = schema === undefined ? extra : [schema, ...extra];
+      path = names.map((n) => `"${n.replaceAll('"', '""')}"`).join(', ');
+      paths.set(schema, path);
+    }
+    return path;
+  };
 }
 
 /** The transaction's role and limits in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const values = [opts.auth.role, String(opts.statementTimeoutMs), searchPath(opts.schema)] as const;
+  const values = [opts.auth.role, String(opts.statementTimeoutMs), opts.searchPath(opts.schema)] as const;
   return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
 

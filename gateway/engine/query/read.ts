@@ -263,7 +263,8 @@ export function bodySql({ media, stripNulls }: Output): Fragment {
       // the row's first geometry column as the geometry and the others as properties (22023
       // "geometry column is missing" without one). Unqualified, as the one function the engine
       // does not own: PostGIS lives in whichever schema it was created in, found through the
-      // transaction's search_path (the exposed schema and public); without PostGIS, 42883.
+      // transaction's search_path (the exposed schema and the extra search path); without
+      // PostGIS, 42883.
       return sql`pg_catalog.json_build_object('type', 'FeatureCollection', 'features', coalesce(pg_catalog.json_agg(ST_AsGeoJSON("_postgrest_t")::json), '[]'))::text`;
   }
 }
