@@ -3,6 +3,7 @@ import { addMember } from '../gateway/admin/members.js';
 import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
+import { toolCaller } from './harness/mcp-tools.js';
 import { present } from './harness/present.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
@@ -25,6 +26,12 @@ beforeAll(async () => {
   await addMember(db.admin, b.id, 'owner-b@example.com', 'owner', PASSWORD, 'test');
 });
 afterAll(() => tearDown(db, t));
+
+/** One MCP tools/call with workspace A's write token. */
+const callTool = toolCaller(
+  () => t.app,
+  () => tokenA,
+);
 
 const expense = (name: string) => ({ name, amount: 9, category_id: 'other', method_id: 'cash' });
 
@@ -59,16 +66,7 @@ describe('the activity log names the token', () => {
       .set({ Authorization: `Bearer ${jwt}` })
       .send(expense('Named via api'))
       .expect(201);
-    await request(t.app)
-      .post(`/mcp?token=${tokenA}`)
-      .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
-      .send({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'create_expense', arguments: expense('Named via mcp') },
-      })
-      .expect(200);
+    await callTool('create_expense', expense('Named via mcp'));
     for (const [name, surface] of [
       ['Named via rest', 'rest'],
       ['Named via api', 'api'],
@@ -111,16 +109,7 @@ describe('the settings page', () => {
   }
 
   it("shows a member the workspace's latest changes, with the token's label, escaped", async () => {
-    await request(t.app)
-      .post(`/mcp?token=${tokenA}`)
-      .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
-      .send({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'create_expense', arguments: expense('Shown on the page') },
-      })
-      .expect(200);
+    await callTool('create_expense', expense('Shown on the page'));
     const page = await pageOf('owner-a@example.com', a.id);
     const section = present(
       /<section aria-labelledby="activity-title">[\s\S]*?<\/section>/.exec(page)?.[0],
