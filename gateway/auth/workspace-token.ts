@@ -82,6 +82,8 @@ type TokenRow = {
   token_hash: Buffer;
   revoked: boolean;
   api_enabled: boolean;
+  /** The token's label, read in the lookup's statement (tally.token_label). */
+  label: string | null;
 };
 
 /**
@@ -109,7 +111,8 @@ export async function findWorkspaceToken(
   if (failureKey !== undefined) {
     const r = oneRow(
       await ctx.db<(TokenRow & { limited: boolean; reset_at: Date })[]>`
-      SELECT limited, reset_at, token_id, workspace_id, scope, token_hash, revoked, api_enabled
+      SELECT limited, reset_at, token_id, workspace_id, scope, token_hash, revoked, api_enabled,
+             tally.token_label(token_id) AS label
         FROM tally.authenticate_token(${hash}, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
       'tally.authenticate_token',
     );
@@ -117,16 +120,16 @@ export async function findWorkspaceToken(
     row = r.token_id === null ? undefined : r;
   } else {
     [row] = await ctx.db<TokenRow[]>`
-      SELECT token_id, workspace_id, scope, token_hash, revoked, api_enabled FROM tally.exchange_token(${hash})`;
+      SELECT token_id, workspace_id, scope, token_hash, revoked, api_enabled, tally.token_label(token_id) AS label
+        FROM tally.exchange_token(${hash})`;
   }
   if (!row || !sameHash(row.token_hash, hash)) throw invalidToken();
   if (row.revoked) throw revokedToken();
   // The label goes into the claims (the activity log's token_name): a trigger on a Citus worker
-  // cannot read the tokens table.
-  const [named] = await ctx.db<{ label: string | null }[]>`SELECT tally.token_label(${row.token_id}) AS label`;
+  // cannot read the tokens table. It comes with the lookup's row, not in a round trip of its own.
   return {
     id: row.token_id!,
-    name: named?.label ?? '',
+    name: row.label ?? '',
     workspaceId: row.workspace_id,
     scope: row.scope,
     apiEnabled: row.api_enabled,
