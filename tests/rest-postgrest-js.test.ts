@@ -469,4 +469,50 @@ describe("postgrest-js's own cases", () => {
     const text = await client.from('clients').select().explain();
     expect(text.data).toMatch(/Aggregate {2}\(cost=/);
   });
+
+  const failure = (res: { error: unknown; status: number }) => ({ status: res.status, error: res.error });
+
+  it("names a missing column as PostgREST's query names its table, with the hint Postgres gives", async () => {
+    expect(failure(await client.from('clients').select('missing_column'))).toEqual({
+      status: 400,
+      error: { code: '42703', details: null, hint: null, message: 'column clients.missing_column does not exist' },
+    });
+    // An embedded table is aliased by its depth; the far side of a many-to-many keeps its name.
+    expect(failure(await client.from('clients').select('name, projects(nme)'))).toEqual({
+      status: 400,
+      error: {
+        code: '42703',
+        details: null,
+        hint: 'Perhaps you meant to reference the column "projects_1.name".',
+        message: 'column projects_1.nme does not exist',
+      },
+    });
+    expect(failure(await client.from('clients').select('projects(tasks(id))').eq('projects.tasks.nam', 'x'))).toEqual({
+      status: 400,
+      error: {
+        code: '42703',
+        details: null,
+        hint: 'Perhaps you meant to reference the column "tasks_2.name".',
+        message: 'column tasks_2.nam does not exist',
+      },
+    });
+    expect(failure(await client.from('users').select('tasks(nam)'))).toMatchObject({
+      error: {
+        message: 'column tasks.nam does not exist',
+        hint: 'Perhaps you meant to reference the column "tasks.name".',
+      },
+    });
+  });
+
+  it('refuses a resource embedded twice under one name with the error Postgres gives, without a hint', async () => {
+    expect(failure(await client.from('projects').select('clients(id), clients(name)'))).toEqual({
+      status: 400,
+      error: {
+        code: '42712',
+        details: null,
+        hint: null,
+        message: 'table name "projects_clients_1" specified more than once',
+      },
+    });
+  });
 });

@@ -349,9 +349,7 @@ export const catalogue = {
     (source: string, name: string, details: string, close?: string) => ({
       message: `Could not find a relationship between '${source}' and '${name}' in the schema cache`,
       details,
-      hint: close
-        ? `Perhaps you meant '${close}' instead of '${name}'.`
-        : 'If a new foreign key between these entities was created in the database, try reloading the schema cache.',
+      hint: close ? `Perhaps you meant '${close}' instead of '${name}'.` : null,
     }),
   ),
   ambiguousEmbed: entry(
@@ -470,10 +468,7 @@ export const catalogue = {
     '42712',
     400,
     'a select embeds two resources under one name (no alias tells them apart)',
-    (table: string, key: string) => ({
-      message: `table name "${table}" specified more than once`,
-      hint: `Give each embedding of '${key}' an alias of its own, e.g. a:${key}!<hint>(…),b:${key}!<hint>(…)`,
-    }),
+    (table: string) => ({ message: `table name "${table}" specified more than once` }),
   ),
   undefinedType: entry('42704', 400, 'a cast names a type that does not exist', (name: string) => ({
     message: `type "${name}" does not exist`,

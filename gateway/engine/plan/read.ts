@@ -7,7 +7,6 @@ import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '..
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import {
   closeName,
-  columnsHint,
   readableBy,
   readableColumns,
   type Relation,
@@ -16,6 +15,7 @@ import {
 } from '../schema-cache/types.js';
 import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
 import { defined } from '../invariant.js';
+import { missingColumn } from './missing-column.js';
 
 export class AliasCounter {
   private n = 0;
@@ -24,12 +24,14 @@ export class AliasCounter {
   }
 }
 
-function unknownColumn(rel: Relation, name: string, viewer: string | undefined): ApiError {
-  return catalogue.undefinedColumn(rel.name, name, columnsHint(rel, viewer));
+/** A node's relation and what PostgREST's query calls it, the name its errors give. */
+interface Named {
+  rel: Relation;
+  queryName: string;
 }
 
-/** A field of `rel` (column or computed field), with JSON path and cast. */
-function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: string): FieldExpr {
+/** A field of a node's relation (column or computed field), with JSON path and cast. */
+function resolveField(cache: SchemaCache, { rel, queryName }: Named, ref: FieldRef, cast?: string): FieldExpr {
   const found = rel.columns.get(ref.name);
   // A column kept from a caller who may read others of the relation is, to that caller, one
   // that does not exist: a 403 for it and a 400 for a name that is nowhere would tell which
@@ -37,7 +39,7 @@ function resolveField(cache: SchemaCache, rel: Relation, ref: FieldRef, cast?: s
   const hidden = found && !readableBy(cache.viewer, found) && readableColumns(rel, cache.viewer).length > 0;
   const column = hidden ? undefined : found;
   const fn = found ? undefined : rel.computed.get(ref.name);
-  if (!column && !fn) throw unknownColumn(rel, ref.name, cache.viewer);
+  if (!column && !fn) throw missingColumn(rel, queryName, ref.name, cache.viewer);
   const t = column ?? fn!;
   let typeSql = t.typeSql;
   let baseType = t.baseType;
@@ -182,9 +184,18 @@ function aggregatesDisabled(): ApiError {
   return catalogue.aggregatesDisabled();
 }
 
-export function readPlan(input: ReadPlanInput): ReadNode {
+/** The input, and what PostgREST's query calls each node's relation (its errors say that name). */
+type Planning = ReadPlanInput & { queryNames: Map<ReadNode, string> };
+
+const named = (input: Planning, node: ReadNode): Named => ({
+  rel: node.relation,
+  queryName: defined(input.queryNames.get(node), "a node's name in the query"),
+});
+
+export function readPlan(readInput: ReadPlanInput): ReadNode {
+  const input: Planning = { ...readInput, queryNames: new Map() };
   const used = new Set<string>();
-  const root = buildNode(input, input.relation, input.select, '', used);
+  const root = buildNode(input, input.relation, input.select, '', used, input.relation.name);
   root.offset = input.range.offset;
   root.limit = input.range.limit;
   for (const path of input.nodes.keys()) {
@@ -215,11 +226,12 @@ function relatedCount(item: SelectItem, rel: Relation, path: string): boolean {
 
 /** One node of the read: its relation, its select items in order (embeds built depth first), then its options. */
 function buildNode(
-  input: ReadPlanInput,
+  input: Planning,
   rel: Relation,
   items: SelectItem[],
   path: string,
   used: Set<string>,
+  queryName: string,
 ): ReadNode {
   const node: ReadNode = {
     relation: rel,
@@ -231,13 +243,14 @@ function buildNode(
   };
   const tenantColumn = input.tenant && rel.kind !== 'composite' ? rel.columns.get(input.tenant.column) : undefined;
   if (tenantColumn && input.tenant) node.tenant = { column: tenantColumn, claim: input.tenant.claim };
+  input.queryNames.set(node, queryName);
   used.add(path);
   for (const item of items) node.select.push(selectOut(input, node, item, path, used));
   applyOptions(input, node, path);
   return node;
 }
 
-function selectOut(input: ReadPlanInput, node: ReadNode, item: SelectItem, path: string, used: Set<string>): SelectOut {
+function selectOut(input: Planning, node: ReadNode, item: SelectItem, path: string, used: Set<string>): SelectOut {
   if (item.kind === 'star') return { kind: 'star' };
   if (relatedCount(item, node.relation, path)) {
     // `rel(count)`: the embedded rows counted, the older spelling of `rel(count())` that
@@ -253,14 +266,14 @@ function selectOut(input: ReadPlanInput, node: ReadNode, item: SelectItem, path:
       cast: item.cast === undefined ? undefined : resolveType(input.cache, item.cast),
     };
   }
-  if (item.kind === 'field') return fieldOut(input, node.relation, item);
+  if (item.kind === 'field') return fieldOut(input, named(input, node), item);
   const embed = embedOf(input, node, item, path, used);
   node.embeds.push(embed);
   return { kind: 'embed', embed };
 }
 
-function fieldOut(input: ReadPlanInput, rel: Relation, item: SelectItem & { kind: 'field' }): SelectOut {
-  const expr = resolveField(input.cache, rel, item.field, item.cast);
+function fieldOut(input: Planning, node: Named, item: SelectItem & { kind: 'field' }): SelectOut {
+  const expr = resolveField(input.cache, node, item.field, item.cast);
   if (!item.aggregate) return { kind: 'field', expr, key: item.alias ?? outputKey(item.field) };
   if (!input.aggregatesEnabled) throw aggregatesDisabled();
   const aggregate = {
@@ -272,7 +285,7 @@ function fieldOut(input: ReadPlanInput, rel: Relation, item: SelectItem & { kind
 
 /** An embedded resource: the relationship its name (and hint) picks, and its own node under its key's path. */
 function embedOf(
-  input: ReadPlanInput,
+  input: Planning,
   node: ReadNode,
   item: SelectItem & { kind: 'embed' },
   path: string,
@@ -283,11 +296,15 @@ function embedOf(
   const key = item.alias ?? item.name;
   // Two embeds under one name would be one key of the row, the second hiding the first:
   // refused as PostgREST refuses it, naming the table alias its SQL gives both.
+  const depth = path === '' ? 1 : path.split('.').length + 1;
   if (!item.spread && node.embeds.some((e) => !e.spread && e.key === key)) {
-    throw catalogue.embeddedTwice(`${rel.name}_${key}_${path === '' ? 1 : path.split('.').length + 1}`, key);
+    throw catalogue.embeddedTwice(`${rel.name}_${key}_${depth}`);
   }
   const childPath = path === '' ? key : `${path}.${key}`;
-  const child = buildNode(input, relationship.target, item.select, childPath, used);
+  // PostgREST's query aliases an embedded table by its depth; through a junction it keeps its name.
+  const target = relationship.target;
+  const queryName = relationship.cardinality === 'm2m' ? target.name : `${target.name}_${depth}`;
+  const child = buildNode(input, target, item.select, childPath, used, queryName);
   return {
     key,
     relationship,
@@ -301,7 +318,7 @@ function embedOf(
 }
 
 /** The node's filters and order, and an embedded node's limit and offset (the root's range is the request's). */
-function applyOptions(input: ReadPlanInput, node: ReadNode, path: string): void {
+function applyOptions(input: Planning, node: ReadNode, path: string): void {
   const options = input.nodes.get(path);
   if (!options) return;
   node.conditions = options.conditions.map((c) => condition(input, node, c));
@@ -312,7 +329,7 @@ function applyOptions(input: ReadPlanInput, node: ReadNode, path: string): void 
   }
 }
 
-function condition(input: ReadPlanInput, node: ReadNode, c: Condition): PlanCondition {
+function condition(input: Planning, node: ReadNode, c: Condition): PlanCondition {
   if (c.kind === 'logic')
     return { kind: 'logic', op: c.op, negate: c.negate, children: c.children.map((x) => condition(input, node, x)) };
   const f = c.filter;
@@ -331,10 +348,10 @@ function condition(input: ReadPlanInput, node: ReadNode, c: Condition): PlanCond
     const isNull = (f.value.value === 'null') !== f.negate;
     return { kind: 'embedNull', embed, isNull };
   }
-  return { kind: 'filter', expr: resolveField(input.cache, node.relation, f.field), filter: f };
+  return { kind: 'filter', expr: resolveField(input.cache, named(input, node), f.field), filter: f };
 }
 
-function orderTerm(input: ReadPlanInput, node: ReadNode, o: OrderTerm): PlanOrder {
+function orderTerm(input: Planning, node: ReadNode, o: OrderTerm): PlanOrder {
   if (o.relation !== undefined) {
     const via = node.embeds.find((e) => e.key === o.relation || e.node.relation.name === o.relation);
     if (!via) {
@@ -349,7 +366,8 @@ function orderTerm(input: ReadPlanInput, node: ReadNode, o: OrderTerm): PlanOrde
         `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`,
       );
     }
-    return { expr: resolveField(input.cache, via.node.relation, o.field), via, direction: o.direction, nulls: o.nulls };
+    const expr = resolveField(input.cache, named(input, via.node), o.field);
+    return { expr, via, direction: o.direction, nulls: o.nulls };
   }
-  return { expr: resolveField(input.cache, node.relation, o.field), direction: o.direction, nulls: o.nulls };
+  return { expr: resolveField(input.cache, named(input, node), o.field), direction: o.direction, nulls: o.nulls };
 }
