@@ -515,4 +515,19 @@ describe("postgrest-js's own cases", () => {
       },
     });
   });
+
+  it('looks every embedded name up before it bounds the depth', async () => {
+    expect(failure(await client.from('clients').select('projects(nope(users(tasks(id))))'))).toEqual({
+      status: 400,
+      error: {
+        code: 'PGRST200',
+        details:
+          "Searched for a foreign key relationship between 'projects' and 'nope' in the schema 'wr', but no matches were found.",
+        hint: null,
+        message: "Could not find a relationship between 'projects' and 'nope' in the schema cache",
+      },
+    });
+    const deep = await client.from('clients').select('projects(tasks(users(tasks(id))))');
+    expect([deep.status, deep.error?.code]).toEqual([400, 'PGRST100']);
+  });
 });

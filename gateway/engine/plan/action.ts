@@ -17,7 +17,7 @@ import { writeStatement, type ReturnShape } from '../query/write.js';
 import { explainStatement } from '../query/explain.js';
 import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
-import { checkSelectLimits } from '../request/limits.js';
+import { checkEmbedDepth, checkSelectWidth } from '../request/limits.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
 import { isReservedKey, type ApiRequest, type Output, type PlanMedia, type Preferences } from '../request/types.js';
 import type { Relation, Routine, SchemaCache } from '../schema-cache/types.js';
@@ -252,7 +252,7 @@ export function parseRequest(
     if (req.method !== 'POST') isArgument = (key) => names.has(key);
   }
   const api = parseApiRequest(req, schema, isArgument);
-  checkSelectLimits(api.select, config);
+  checkSelectWidth(api.select, config);
   if (api.plan && !config.planEnabled) {
     throw catalogue.notAcceptable(req.headers.accept, 'Query plans are off on this server (TALLY_DB_PLAN_ENABLED)');
   }
@@ -268,7 +268,7 @@ function planOf(
   auth: AuthContext,
   range = api.range,
 ): ReadNode {
-  return readPlan({
+  const root = readPlan({
     cache,
     relation,
     select: api.select,
@@ -278,6 +278,8 @@ function planOf(
     aggregatesEnabled: config.aggregatesEnabled,
     tenant: tenantOf(config, auth),
   });
+  checkEmbedDepth(api.select, config);
+  return root;
 }
 
 /** The bounds of a read; a query plan shows the request's own query, as PostgREST's does, without them. */
