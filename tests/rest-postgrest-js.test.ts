@@ -530,4 +530,21 @@ describe("postgrest-js's own cases", () => {
     const deep = await client.from('clients').select('projects(tasks(users(tasks(id))))');
     expect([deep.status, deep.error?.code]).toEqual([400, 'PGRST100']);
   });
+
+  it('evaluates a default for every row of missing=default, as PostgREST does: a sequence skips the given keys', async () => {
+    const ids = async (rows: Record<string, unknown>[]) =>
+      (await client.from('channels').insert(rows, { defaultToNull: false }).select('id').rollback().throwOnError())
+        .data;
+    const [first] = (await ids([{ slug: 'a' }])) as { id: number }[];
+    const start = first!.id;
+    expect(await ids([{ id: 100 }, { slug: 'b' }])).toEqual([{ id: 100 }, { id: start + 2 }]);
+    expect(await ids([{ id: 101, slug: 'c' }])).toEqual([{ id: 101 }]);
+    expect(await ids([{ slug: 'd' }])).toEqual([{ id: start + 4 }]);
+    const upsert = await client
+      .from('channels')
+      .upsert([{ id: 102 }, { slug: 'e' }], { defaultToNull: false })
+      .select('id')
+      .rollback();
+    expect(upsert.data).toEqual([{ id: 102 }, { id: start + 6 }]);
+  });
 });

@@ -77,6 +77,19 @@ function bodyRecord(
 /** A column's default expression as the catalog has it, or NULL. */
 const defaultOf = (c: Column): Fragment => (c.defaultExpr === null ? sql`NULL` : catalog(c.defaultExpr));
 
+/**
+ * Prefer: missing=default: a key the row leaves out takes the column's default. PostgREST
+ * merges each row into an object of the defaults, so it evaluates a default for every row, the
+ * rows that have the key too; here the default is the inner WHEN of such a row, its result
+ * thrown away, so that a sequence advances as it does behind PostgREST.
+ */
+function orDefault(elem: Fragment, c: Column, value: Fragment): Fragment {
+  const has = sql`${elem} ? ${text(c.name)}`;
+  if (c.defaultExpr === null) return sql`CASE WHEN ${has} THEN ${value} ELSE NULL END`;
+  const d = defaultOf(c);
+  return sql`CASE WHEN ${has} THEN CASE WHEN (${d}) IS NULL THEN ${value} ELSE ${value} END ELSE ${d} END`;
+}
+
 function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment, returning: Fragment): Fragment {
   const rel = plan.relation;
   const body = jsonb(plan.bodyJson);
@@ -89,8 +102,7 @@ function insertSql(plan: InsertPlan, table: Fragment, alias: Fragment, returning
   const values = cols.map((c) => {
     if (plan.columns.length === 0) return defaultOf(c);
     const value = one ? rec.inline(c) : rec.value(c);
-    if (!plan.missingDefault) return value;
-    return sql`CASE WHEN ${elem} ? ${text(c.name)} THEN ${value} ELSE ${defaultOf(c)} END`;
+    return plan.missingDefault ? orDefault(elem, c, value) : value;
   });
   let conflict = sql``;
   if (plan.onConflict) {
