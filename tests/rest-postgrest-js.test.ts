@@ -294,11 +294,13 @@ describe("postgrest-js's own cases", () => {
   let s: BlogSuite;
   let server: Server;
   let client: PostgrestClient;
+  let rest: string;
   beforeAll(async () => {
     s = await setUpBlog(['conformance-write.sql'], { TALLY_DB_SCHEMAS: 'wr', TALLY_DB_PLAN_ENABLED: 'true' });
     server = await listen(s.t.app, 0, '127.0.0.1', s.t.ctx.config);
     const { port } = server.address() as AddressInfo;
-    client = new PostgrestClient(`http://127.0.0.1:${port}/rest/v1`, { headers: { apikey: TEST_API_KEY } });
+    rest = `http://127.0.0.1:${port}/rest/v1`;
+    client = new PostgrestClient(rest, { headers: { apikey: TEST_API_KEY } });
   });
   afterAll(async () => {
     await new Promise((r) => server.close(r));
@@ -546,5 +548,19 @@ describe("postgrest-js's own cases", () => {
       .select('id')
       .rollback();
     expect(upsert.data).toEqual([{ id: 102 }, { id: start + 6 }]);
+  });
+
+  it("sends PostgREST's Proxy-Status on an error, naming its code", async () => {
+    const statusOf = async (path: string, headers: Record<string, string> = { apikey: TEST_API_KEY }) => {
+      const res = await fetch(`${rest}/${path}`, { headers });
+      return [res.status, res.headers.get('proxy-status')];
+    };
+    expect(await statusOf('nope')).toEqual([404, 'PostgREST; error=PGRST205']);
+    expect(await statusOf('clients?select=nope')).toEqual([400, 'PostgREST; error=42703']);
+    expect(await statusOf('clients', { apikey: TEST_API_KEY, authorization: 'Bearer not-a-jwt' })).toEqual([
+      401,
+      'PostgREST; error=PGRST301',
+    ]);
+    expect(await statusOf('clients')).toEqual([200, null]);
   });
 });

@@ -13,7 +13,7 @@ import { authenticateRequest } from '../auth/bearer.js';
 import { bodyReader } from '../body.js';
 import type { AuthContext, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue } from '../engine/errors.js';
+import { catalogue, toApiError } from '../engine/errors.js';
 import { answerCors, header, queryOf, sendBody, type Exchange, type Handler } from '../http.js';
 
 export const REST_PATH = '/rest/v1';
@@ -60,10 +60,25 @@ export function restHandler(ctx: AppContext): Handler {
   // failed or there is no token.
   return async (x) => {
     if (answerCors(x.req, x.res)) return;
-    const check = () => apiKeys.check(header(x.req, 'apikey'));
-    const auth = (x.auth = await authenticateRequest(ctx, x.req, x.res, x.address, check));
-    await serve(x, auth);
+    try {
+      const check = () => apiKeys.check(header(x.req, 'apikey'));
+      const auth = (x.auth = await authenticateRequest(ctx, x.req, x.res, x.address, check));
+      await serve(x, auth);
+    } catch (err) {
+      if (!x.res.headersSent) x.res.setHeader('Proxy-Status', proxyStatus(err));
+      throw err;
+    }
   };
+}
+
+/**
+ * PostgREST's Proxy-Status (RFC 9209) on each error it answers: its name and the error's code,
+ * the code the body carries (PGRST…, a SQLSTATE), which newer postgrest-js reads. A code a
+ * function raised that a header cannot carry is left out rather than break the answer.
+ */
+function proxyStatus(err: unknown): string {
+  const { code } = toApiError(err).error;
+  return /^[\x21-\x7e]+$/.test(code) ? `PostgREST; error=${code}` : 'PostgREST';
 }
 
 /**
