@@ -219,6 +219,12 @@ const AREAS: Record<string, Case[]> = {
     ),
     get('a value that is one escaped double quote', 'w_or_wo_comma_names?name=in.("\\"")', names('"')),
     get('a quoted value holding parentheses', 'w_or_wo_comma_names?name=in.("Parens (a)")', names('Parens (a)')),
+    get('a lone double quote is a value of its own', 'w_or_wo_comma_names?name=in.(")', names('"')),
+    get(
+      'double quotes inside an unquoted value are characters of it',
+      'w_or_wo_comma_names?name=in.(Double"Quote"McGraw",David White)',
+      names('David White', 'Double"Quote"McGraw"'),
+    ),
   ],
   'JSON paths': [
     get('a text field cast to json', 'complex_items?id=eq.1&select=settings->>foo::json', [

@@ -315,7 +315,54 @@ function listItems(raw: string, whole: string, open: string, close: string): str
   const inner = t.slice(1, -1);
   // An empty list, blanks included (`in.(   )`), matches nothing.
   if (inner.trim() === '') return [];
-  return splitTopLevel(inner, 'filter list').map((s) => unquote(s.trim()));
+  return listElements(inner);
+}
+
+/**
+ * The elements of a list as PostgREST reads them: an element is "quoted" (with \ escapes) only
+ * when its closing quote ends it; otherwise it is bare text up to the next comma outside
+ * parentheses or braces, in which a double quote is a character like any other (`in.(")`,
+ * `in.(Double"Quote")`).
+ */
+function listElements(inner: string): string[] {
+  const items: string[] = [];
+  let i = 0;
+  for (;;) {
+    const start = i + (inner.slice(i).length - inner.slice(i).trimStart().length);
+    const closing = inner[start] === '"' ? quotedEnd(inner, start) : -1;
+    const after = closing < 0 ? -1 : closing + (inner.slice(closing).length - inner.slice(closing).trimStart().length);
+    if (after >= 0 && (after === inner.length || inner[after] === ',')) {
+      items.push(unquote(inner.slice(start, closing)));
+      i = after;
+    } else {
+      const end = bareEnd(inner, start);
+      items.push(inner.slice(start, end).trim());
+      i = end;
+    }
+    if (i >= inner.length) return items;
+    i++; // the comma
+  }
+}
+
+/** The index just past the double quote that closes the one at `open`, or -1. */
+function quotedEnd(s: string, open: number): number {
+  for (let i = open + 1; i < s.length; i++) {
+    if (s[i] === '\\') i++;
+    else if (s[i] === '"') return i + 1;
+  }
+  return -1;
+}
+
+/** Where a bare element that starts at `start` ends: the next comma outside () and {}. */
+function bareEnd(s: string, start: number): number {
+  let depth = 0;
+  for (let i = start; i < s.length; i++) {
+    const ch = s[i];
+    if (ch === '(' || ch === '{') depth++;
+    else if ((ch === ')' || ch === '}') && depth > 0) depth--;
+    else if (ch === ',' && depth === 0) return i;
+  }
+  return s.length;
 }
 
 /** A field with an optional JSON path, as written on the left of a filter. */
