@@ -226,6 +226,40 @@ const AREAS: Record<string, Case[]> = {
       names('David White', 'Double"Quote"McGraw"'),
     ),
   ],
+  'computed relationships': [
+    get('a function named like a table replaces the foreign keys to it', 'shelves?select=id,boxes(id)&order=id', [
+      { id: 1, boxes: ids(2) },
+      { id: 2, boxes: ids(3) },
+    ]),
+    {
+      name: 'the other way the foreign keys remain, candidates listed as PostgREST sorts them',
+      method: 'GET',
+      path: 'boxes?select=id,shelves(id)',
+      status: 300,
+      json: {
+        code: 'PGRST201',
+        message: "Could not embed because more than one relationship was found for 'boxes' and 'shelves'",
+        details: [
+          {
+            cardinality: 'one-to-many',
+            embedding: 'boxes with shelves',
+            relationship: 'shelves_featured_box_id_fkey using boxes(id) and shelves(featured_box_id)',
+          },
+          {
+            cardinality: 'many-to-one',
+            embedding: 'boxes with shelves',
+            relationship: 'boxes_shelf_id_fkey using boxes(shelf_id) and shelves(id)',
+          },
+          {
+            cardinality: 'many-to-one',
+            embedding: 'boxes with shelves',
+            relationship: 'boxes_spare_shelf_id_fkey using boxes(spare_shelf_id) and shelves(id)',
+          },
+        ],
+        hint: "Try changing 'shelves' to one of the following: 'shelves!shelves_featured_box_id_fkey', 'shelves!boxes_shelf_id_fkey', 'shelves!boxes_spare_shelf_id_fkey'. Find the desired relationship in the 'details' key.",
+      },
+    },
+  ],
   'JSON paths': [
     get('a text field cast to json', 'complex_items?id=eq.1&select=settings->>foo::json', [
       { foo: { int: 1, bar: 'baz' } },

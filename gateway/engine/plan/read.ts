@@ -96,6 +96,8 @@ export function findRelation(cache: SchemaCache, schema: string, name: string): 
 }
 
 const CARDINALITY = { m2o: 'many-to-one', o2m: 'one-to-many', o2o: 'one-to-one', m2m: 'many-to-many' } as const;
+/** The order PostgREST lists ambiguous relationships in (its Ord of cardinalities). */
+const LISTED = { o2m: 0, m2o: 1, o2o: 2, m2m: 3 } as const;
 
 /**
  * The one relationship `name!hint` names from `source`, by PostgREST's rules (findRel): the
@@ -142,7 +144,8 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
     );
   }
   const list = (cols: string[]) => cols.join(', ');
-  const details = candidates.map((r) => ({
+  const listed = [...candidates].sort((a, b) => LISTED[a.cardinality] - LISTED[b.cardinality]);
+  const details = listed.map((r) => ({
     cardinality: CARDINALITY[r.cardinality],
     embedding: `${source.name} with ${r.target.name}`,
     relationship: r.junction
@@ -154,7 +157,7 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
     source.name,
     name,
     details,
-    `Try changing '${name}' to one of the following: ${candidates.map(label).join(', ')}. Find the desired relationship in the 'details' key.`,
+    `Try changing '${name}' to one of the following: ${listed.map(label).join(', ')}. Find the desired relationship in the 'details' key.`,
   );
 }
 

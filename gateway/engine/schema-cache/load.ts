@@ -496,6 +496,9 @@ function inheritViewKeys(
  * Relationships by source oid: each foreign key both ways (one-to-one when its columns are
  * unique), computed relationships, and many-to-many through junction tables; each also through
  * every exposed view that shows the columns. The first of two equal relationships is kept.
+ * A computed relationship named like a relation replaces the detected relationships from its
+ * source to that relation, as in PostgREST, so a DBA can settle an ambiguous or unwanted
+ * embed with a function.
  */
 function relationshipsOf(
   keyRows: KeyRow[],
@@ -505,12 +508,16 @@ function relationshipsOf(
   exposures: Exposures,
 ): Map<number, Relationship[]> {
   const foreignKeys = keyRows.filter((k) => k.contype === 'f' && k.frelid !== null);
-  return bySourceOnce([
+  const computed = computedRelationships(computedRelRows, byOid);
+  const overridden = new Set(computed.map((r) => pairKey(r.source, r.computed!.schema, r.computed!.name)));
+  const detected = [
     ...foreignKeys.flatMap((fk) => foreignKeyRelationships(fk, keys, exposures)),
-    ...computedRelationships(computedRelRows, byOid),
     ...manyToManyRelationships(foreignKeys, keys, exposures),
-  ]);
+  ].filter((r) => !overridden.has(pairKey(r.source, r.target.schema, r.target.name)));
+  return bySourceOnce([...detected, ...computed]);
 }
+
+const pairKey = (source: Relation, schema: string, name: string) => JSON.stringify([source.oid, schema, name]);
 
 /** Relationships grouped by their source's oid, in order, each distinct one once. */
 function bySourceOnce(all: Relationship[]): Map<number, Relationship[]> {
