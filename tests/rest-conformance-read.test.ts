@@ -275,6 +275,18 @@ const AREAS: Record<string, Case[]> = {
       json: { code: '22P02', message: 'invalid input syntax for type integer: "baz"', details: null, hint: null },
     },
     get('two levels, text', 'complex_items?id=eq.1&select=settings->foo->>bar', [{ bar: 'baz' }]),
+    {
+      name: 'a key starting with "-" is a negative index: digits must follow',
+      method: 'GET',
+      path: 'json_arr?select=data->>--34',
+      status: 400,
+      json: {
+        code: 'PGRST100',
+        message: '"failed to parse select parameter (data->>--34)"',
+        details: 'unexpected "-" at position 8, expecting a digit',
+        hint: 'The problem starts at: -34',
+      },
+    },
     get('two levels, renamed', 'complex_items?id=eq.1&select=myBar:settings->foo->>bar', [{ myBar: 'baz' }]),
     get('two levels, cast to integer', 'complex_items?id=eq.1&select=settings->foo->>int::integer', [{ int: 1 }]),
     get('two levels, renamed and cast', 'complex_items?id=eq.1&select=myInt:settings->foo->>int::integer', [

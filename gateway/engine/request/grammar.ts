@@ -94,7 +94,16 @@ function jsonPath(c: Cursor): JsonStep[] {
     const arrow = c.startsWith('->>') ? '->>' : '->';
     c.pos += arrow.length;
     // A key may hold punctuation (`data->!@#$%^&*_d`); it ends where the grammar goes on.
-    steps.push({ arrow, key: c.name(/[,():.\t\n\r]/) });
+    const start = c.pos;
+    const quoted = c.peek() === '"';
+    const key = c.name(/[,():.\t\n\r]/);
+    // An unquoted one that starts with "-" is a negative array index, as PostgREST reads paths:
+    // digits follow.
+    if (!quoted && key.startsWith('-') && !/^-\d+$/.test(key)) {
+      c.pos = start + 1;
+      c.fail('a digit');
+    }
+    steps.push({ arrow, key });
   }
   return steps;
 }
