@@ -776,6 +776,19 @@ const AREAS: Record<string, Case[]> = {
       ],
     ),
     {
+      name: 'the relationship is looked up before the columns: a missing column beside it is not the error',
+      method: 'GET',
+      path: 'car_models?select=id,name,car_model_sales_202101(id)',
+      status: 400,
+      json: {
+        code: 'PGRST200',
+        message: "Could not find a relationship between 'car_models' and 'car_model_sales_202101' in the schema cache",
+        details:
+          "Searched for a foreign key relationship between 'car_models' and 'car_model_sales_202101' in the schema 'rd', but no matches were found.",
+        hint: "Perhaps you meant 'car_model_sales' instead of 'car_model_sales_202101'.",
+      },
+    },
+    {
       name: 'a partition is not a relationship target',
       method: 'GET',
       path: 'car_models?select=name,car_model_sales_202101(quantity)',

@@ -197,6 +197,7 @@ const named = (input: Planning, node: ReadNode): Named => ({
 
 export function readPlan(readInput: ReadPlanInput): ReadNode {
   const input: Planning = { ...readInput, queryNames: new Map() };
+  resolveEmbeds(input.cache, input.relation, input.select);
   const used = new Set<string>();
   const root = buildNode(input, input.relation, input.select, '', used, input.relation.name);
   root.offset = input.range.offset;
@@ -211,6 +212,18 @@ export function readPlan(readInput: ReadPlanInput): ReadNode {
     }
   }
   return root;
+}
+
+/**
+ * Every embed's relationship, looked up before any column is: PostgREST resolves the whole tree
+ * of embeds first (a missing or ambiguous relationship is PGRST200/201) and leaves columns to
+ * Postgres, so a request with both mistakes gets the relationship's error.
+ */
+function resolveEmbeds(cache: SchemaCache, rel: Relation, items: SelectItem[]): void {
+  for (const item of items) {
+    if (item.kind === 'embed')
+      resolveEmbeds(cache, relationshipFor(cache, rel, item.name, item.hint).target, item.select);
+  }
 }
 
 /** A bare `count` in an embed's select whose relation has no column or computed field of that name. */
