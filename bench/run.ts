@@ -20,7 +20,7 @@
 import autocannon, { type Result } from 'autocannon';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -55,6 +55,31 @@ function cpuMsOf(pid: number | undefined): number {
       .replace(/^.*\) /s, '')
       .split(' ');
     return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * CPU time (ms) used so far by the processes a postmaster started (its backends and background
+ * workers), from its data directory's postmaster.pid: what Postgres spent, beside the server's own.
+ */
+function postgresCpuMsOf(dataDir: string): number {
+  try {
+    const postmaster = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!.trim();
+    let total = 0;
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const fields = readFileSync(`/proc/${entry}/stat`, 'utf8')
+          .replace(/^.*\) /s, '')
+          .split(' ');
+        if (fields[1] === postmaster) total += (Number(fields[11]) + Number(fields[12])) * 10;
+      } catch {
+        // the process ended meanwhile
+      }
+    }
+    return total;
   } catch {
     return NaN;
   }
@@ -145,6 +170,8 @@ export interface Measurement {
    * moved by what else runs on the machine. Postgres's share is not counted.
    */
   serverCpuMsPerRequest: number | null;
+  /** CPU of the embedded Postgres's processes over the same windows, per request. */
+  postgresCpuMsPerRequest: number | null;
   tallyPeakRssMb: number | null;
 }
 
@@ -408,6 +435,7 @@ async function main(): Promise<void> {
   );
   log(`Embedded Postgres in ${home} on port ${pgPort}; generating data…`);
   const pg = await startEmbedded({ home, port: pgPort, create: true });
+  const pgData = join(home, 'pgdata');
   const children: ChildProcess[] = [];
   try {
     await migrate(pg.url);
@@ -563,9 +591,11 @@ async function main(): Promise<void> {
       non2xx: number;
       errors: number;
       cpuMs: number;
+      postgresCpuMs: number;
     }
     const window = async (c: Case, connections: number, seconds: number): Promise<Window> => {
       const cpuBefore = cpuMsOf(pids[c.target]);
+      const postgresBefore = postgresCpuMsOf(pgData);
       const r = await drive(bases[c.target], c, connections, seconds);
       return {
         requests: r.requests.total,
@@ -575,6 +605,7 @@ async function main(): Promise<void> {
         non2xx: r.non2xx,
         errors: r.errors + r.timeouts + (r.mismatches ?? 0),
         cpuMs: cpuMsOf(pids[c.target]) - cpuBefore,
+        postgresCpuMs: postgresCpuMsOf(pgData) - postgresBefore,
       };
     };
     /**
@@ -589,6 +620,9 @@ async function main(): Promise<void> {
       const p50 = sum((w) => w.p50Ms) / windows.length;
       const p99 = sum((w) => w.p99Ms) / windows.length;
       const cpuMs = sum((w) => w.cpuMs);
+      const postgresCpuMs = sum((w) => w.postgresCpuMs);
+      const perRequest = (ms: number): number | null =>
+        Number.isFinite(ms) && requests > 0 ? Math.round((ms / requests) * 1000) / 1000 : null;
       const m: Measurement = {
         case: c.id,
         title: c.title,
@@ -605,15 +639,15 @@ async function main(): Promise<void> {
           against && c.comparable && against.reqPerSec > 0 ? Math.round((rps / against.reqPerSec) * 100) / 100 : null,
         p99RatioToBaseline:
           against && c.comparable && against.p99Ms > 0 ? Math.round((p99 / against.p99Ms) * 100) / 100 : null,
-        serverCpuMsPerRequest:
-          Number.isFinite(cpuMs) && requests > 0 ? Math.round((cpuMs / requests) * 1000) / 1000 : null,
+        serverCpuMsPerRequest: perRequest(cpuMs),
+        postgresCpuMsPerRequest: perRequest(postgresCpuMs),
         tallyPeakRssMb: memoryOf(tally.child.pid)?.peakMb ?? null,
       };
       results.push(m);
       log(
         `  ${c.id.padEnd(8)} ${String(connections).padStart(3)} conn  ${String(m.reqPerSec).padStart(6)} req/s  p50 ${fmt(m.p50Ms)} ms  p99 ${fmt(m.p99Ms)} ms` +
           `${m.ratioToBaseline !== null ? `  ${fmt(m.ratioToBaseline, 2)}× floor, p99 ${fmt(m.p99RatioToBaseline ?? NaN, 2)}× floor's` : ''}` +
-          `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request` +
+          `  ${fmt(m.serverCpuMsPerRequest ?? NaN, 3)} CPU ms/request, Postgres ${fmt(m.postgresCpuMsPerRequest ?? NaN, 3)}` +
           `${m.non2xx || m.errors ? `  (${m.non2xx} non-2xx, ${m.errors} errors)` : ''}  [load ${load1()}]`,
       );
       return m;
@@ -915,11 +949,13 @@ async function main(): Promise<void> {
     };
 
     log('');
-    log("| case | conn | req/s | p50 ms | p99 ms | × floor | p99 × floor's | server CPU ms/req | Tally peak RSS MB |");
-    log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+    log(
+      "| case | conn | req/s | p50 ms | p99 ms | × floor | p99 × floor's | server CPU ms/req | Postgres CPU ms/req | Tally peak RSS MB |",
+    );
+    log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const m of results) {
       log(
-        `| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.serverCpuMsPerRequest ?? ''} | ${m.target === 'tally' ? (m.tallyPeakRssMb ?? '') : ''} |`,
+        `| ${m.case} | ${m.connections} | ${m.reqPerSec} | ${fmt(m.p50Ms)} | ${fmt(m.p99Ms)} | ${m.ratioToBaseline === null ? '' : fmt(m.ratioToBaseline, 2)} | ${m.p99RatioToBaseline === null ? '' : fmt(m.p99RatioToBaseline, 2)} | ${m.serverCpuMsPerRequest ?? ''} | ${m.postgresCpuMsPerRequest ?? ''} | ${m.target === 'tally' ? (m.tallyPeakRssMb ?? '') : ''} |`,
       );
     }
     log('');
