@@ -40,6 +40,15 @@ describe('aggregates, spreads and plans (blog schema)', () => {
       expect((await get('posts?select=count()', {}, off)).body.code).toBe('PGRST123');
     });
 
+    it('are refused with PGRST123 before any column is looked up, as PostgREST never reaches Postgres', async () => {
+      for (const select of ['missing_column.count()', 'missing_column,rating.sum()', 'id,comments(missing.max())']) {
+        const res = await get(`posts?select=${select}`, {}, off);
+        expect([select, res.status, res.body.code]).toEqual([select, 400, 'PGRST123']);
+      }
+      // A missing relationship is still found first: PostgREST resolves embeds before it checks aggregates.
+      expect((await get('posts?select=id,nothing(id.sum())', {}, off)).body.code).toBe('PGRST200');
+    });
+
     it('aggregate the whole result, or grouped by the other selected columns', async () => {
       expect((await get('posts?select=count()')).body).toEqual([{ count: 4 }]);
       const res = await get('posts?select=site,count(),rating.sum(),rating.max()&order=site', {

@@ -2,7 +2,7 @@
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
 import { catalogArrayOf, type CatalogText } from '../sql.js';
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue } from '../errors.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import {
@@ -183,10 +183,6 @@ function outputKey(field: FieldRef): string {
   return keys.at(-1)?.key ?? field.name;
 }
 
-function aggregatesDisabled(): ApiError {
-  return catalogue.aggregatesDisabled();
-}
-
 /** The input, and what PostgREST's query calls each node's relation (its errors say that name). */
 type Planning = ReadPlanInput & { queryNames: Map<ReadNode, string> };
 
@@ -198,6 +194,9 @@ const named = (input: Planning, node: ReadNode): Named => ({
 export function readPlan(readInput: ReadPlanInput): ReadNode {
   const input: Planning = { ...readInput, queryNames: new Map() };
   resolveEmbeds(input.cache, input.relation, input.select);
+  // Refused before any column is looked up, as PostgREST refuses the planned tree before Postgres
+  // sees a column: an aggregate on a missing column is PGRST123, not 42703.
+  if (!input.aggregatesEnabled && usesAggregate(input.select)) throw catalogue.aggregatesDisabled();
   const used = new Set<string>();
   const root = buildNode(input, input.relation, input.select, '', used, input.relation.name);
   root.offset = input.range.offset;
@@ -224,6 +223,16 @@ function resolveEmbeds(cache: SchemaCache, rel: Relation, items: SelectItem[]): 
     if (item.kind === 'embed')
       resolveEmbeds(cache, relationshipFor(cache, rel, item.name, item.hint).target, item.select);
   }
+}
+
+/** Whether a select, embeds included, asks for `count()` or `column.fn()`. */
+function usesAggregate(items: SelectItem[]): boolean {
+  return items.some(
+    (item) =>
+      item.kind === 'count' ||
+      (item.kind === 'field' && item.aggregate !== undefined) ||
+      (item.kind === 'embed' && usesAggregate(item.select)),
+  );
 }
 
 /** A bare `count` in an embed's select whose relation has no column or computed field of that name. */
@@ -275,7 +284,6 @@ function selectOut(input: Planning, node: ReadNode, item: SelectItem, path: stri
     return { kind: 'count', key: item.alias ?? 'count', cast: undefined };
   }
   if (item.kind === 'count') {
-    if (!input.aggregatesEnabled) throw aggregatesDisabled();
     return {
       kind: 'count',
       key: item.alias ?? 'count',
@@ -291,7 +299,6 @@ function selectOut(input: Planning, node: ReadNode, item: SelectItem, path: stri
 function fieldOut(input: Planning, node: Named, item: SelectItem & { kind: 'field' }): SelectOut {
   const expr = resolveField(input.cache, node, item.field, item.cast);
   if (!item.aggregate) return { kind: 'field', expr, key: item.alias ?? outputKey(item.field) };
-  if (!input.aggregatesEnabled) throw aggregatesDisabled();
   const aggregate = {
     fn: item.aggregate,
     cast: item.aggregateCast === undefined ? undefined : resolveType(input.cache, item.aggregateCast),
