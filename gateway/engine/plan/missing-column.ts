@@ -31,9 +31,14 @@ function levenshtein(a: string, b: string): number {
  */
 function suggestions(columns: string[], name: string): string[] {
   const half = Math.floor(Buffer.byteLength(name) / 2);
+  const length = [...name].length;
   let best = MAX_DISTANCE + 1;
   let found: string[] = [];
   for (const column of columns) {
+    // Two names are at least their difference in length apart: a column that cannot be close
+    // enough to count is not compared, so a name of thousands of characters (a URL holds one)
+    // costs no more than a short one, where comparing it would cost its length for each column.
+    if (Math.abs([...column].length - length) > Math.min(half, best)) continue;
     const d = levenshtein(column, name);
     if (d > half) continue;
     if (d < best) {
