@@ -203,6 +203,14 @@ describe('filters', () => {
       },
     });
   });
+
+  it('reads bare digits in a JSON path as an array index and quoted ones as an object key, as PostgREST does', () => {
+    const { main } = compileRead('posts', { query: 'select=meta->"5",meta->tags->0&meta->>"-1"=eq.x' });
+    expect(main.text).toContain(`("pgrst_0"."meta"->$1::text) AS "5"`);
+    expect(main.text).toContain(`(("pgrst_0"."meta"->$2::text)->$3::text::int4) AS "tags"`);
+    expect(main.text).toContain(`("pgrst_0"."meta"->>$4::text) = `);
+    expect(main.params.slice(0, 4)).toEqual(['5', 'tags', '0', '-1']);
+  });
 });
 
 describe('embeds', () => {

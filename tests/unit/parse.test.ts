@@ -59,7 +59,7 @@ describe('select', () => {
           name: 'meta',
           json: [
             { arrow: '->', key: 'a' },
-            { arrow: '->', key: '0' },
+            { arrow: '->', key: '0', index: true },
             { arrow: '->>', key: 'b' },
           ],
         },

@@ -179,7 +179,7 @@ export interface ReadPlanInput {
  * path ends in array indexes (`data->list->0` is `list`, `numbers->0` is `numbers`).
  */
 function outputKey(field: FieldRef): string {
-  const keys = field.json.filter((s) => !/^-?\d+$/.test(s.key));
+  const keys = field.json.filter((s) => !s.index);
   return keys.at(-1)?.key ?? field.name;
 }
 

@@ -51,7 +51,7 @@ export function fieldSql(expr: FieldExpr, row: RowRef): Fragment {
   if (expr.json.length > 0 && (isArray || (base !== 'json' && base !== 'jsonb')))
     out = sql`pg_catalog.to_jsonb(${out})`;
   for (const step of expr.json) {
-    const key = /^-?\d+$/.test(step.key) ? sql`${text(step.key)}::int4` : text(step.key);
+    const key = step.index ? sql`${text(step.key)}::int4` : text(step.key);
     out = sql`(${out}${ARROWS[step.arrow]}${key})`;
   }
   if (expr.cast) out = sql`CAST(${out} AS ${catalog(expr.cast)})`;

@@ -103,7 +103,7 @@ function jsonPath(c: Cursor): JsonStep[] {
       c.pos = start + 1;
       c.fail('a digit');
     }
-    steps.push({ arrow, key });
+    steps.push(!quoted && /^-?\d+$/.test(key) ? { arrow, key, index: true } : { arrow, key });
   }
   return steps;
 }

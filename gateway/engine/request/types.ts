@@ -6,6 +6,8 @@ import type { IsKeyword, Operator } from '../operators.js';
 export interface JsonStep {
   arrow: '->' | '->>';
   key: string;
+  /** An array index (`->-1`, `->0`): digits written bare; a quoted key (`->"0"`) is an object's key. */
+  index?: true;
 }
 
 /** A column (or computed field) of the current relation, optionally followed by a JSON path. */
