@@ -47,42 +47,41 @@ const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json'
 
 const log = (line: string): void => void process.stdout.write(line + '\n');
 
-/** CPU time (user + system) a process has used so far, in ms (Linux /proc; clock ticks of 10 ms). */
-function cpuMsOf(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
+/**
+ * A process's parent and its CPU time (user + system) so far, in ms, from /proc/<pid>/stat
+ * (Linux; clock ticks of 10 ms); undefined once the process has ended.
+ */
+function statOf(pid: number | string): { parent: string; cpuMs: number } | undefined {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
       .replace(/^.*\) /s, '')
       .split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
+    return { parent: fields[1]!, cpuMs: (Number(fields[11]) + Number(fields[12])) * 10 };
   } catch {
-    return NaN;
+    return undefined;
   }
 }
+
+/** CPU time a process has used so far, in ms. */
+const cpuMsOf = (pid: number | undefined): number => (pid === undefined ? NaN : (statOf(pid)?.cpuMs ?? NaN));
 
 /**
  * CPU time (ms) used so far by the processes a postmaster started (its backends and background
  * workers), from its data directory's postmaster.pid: what Postgres spent, beside the server's own.
  */
 function postgresCpuMsOf(dataDir: string): number {
+  let postmaster: string;
   try {
-    const postmaster = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!.trim();
-    let total = 0;
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      try {
-        const fields = readFileSync(`/proc/${entry}/stat`, 'utf8')
-          .replace(/^.*\) /s, '')
-          .split(' ');
-        if (fields[1] === postmaster) total += (Number(fields[11]) + Number(fields[12])) * 10;
-      } catch {
-        // the process ended meanwhile
-      }
-    }
-    return total;
+    postmaster = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!.trim();
   } catch {
     return NaN;
   }
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    const stat = /^\d+$/.test(entry) ? statOf(entry) : undefined;
+    if (stat?.parent === postmaster) total += stat.cpuMs;
+  }
+  return total;
 }
 
 /** Peak and current resident set of a process, in MB (Linux /proc). */
