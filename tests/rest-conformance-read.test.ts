@@ -24,6 +24,15 @@ const outOfBounds = (offset: number, rows: number) => ({
   details: `An offset of ${offset} was requested, but there are only ${rows} rows.`,
   hint: null,
 });
+/** A partition is not embedded, as PostgREST answers it: its parent is the relationship's target. */
+const PARTITION_NOT_A_TARGET = {
+  code: 'PGRST200',
+  message: "Could not find a relationship between 'car_models' and 'car_model_sales_202101' in the schema cache",
+  details:
+    "Searched for a foreign key relationship between 'car_models' and 'car_model_sales_202101' in the schema 'rd', but no matches were found.",
+  hint: "Perhaps you meant 'car_model_sales' instead of 'car_model_sales_202101'.",
+};
+
 const notEmbedded = (resource: string) => ({
   code: 'PGRST108',
   message: `'${resource}' is not an embedded resource in this request`,
@@ -780,26 +789,14 @@ const AREAS: Record<string, Case[]> = {
       method: 'GET',
       path: 'car_models?select=id,name,car_model_sales_202101(id)',
       status: 400,
-      json: {
-        code: 'PGRST200',
-        message: "Could not find a relationship between 'car_models' and 'car_model_sales_202101' in the schema cache",
-        details:
-          "Searched for a foreign key relationship between 'car_models' and 'car_model_sales_202101' in the schema 'rd', but no matches were found.",
-        hint: "Perhaps you meant 'car_model_sales' instead of 'car_model_sales_202101'.",
-      },
+      json: PARTITION_NOT_A_TARGET,
     },
     {
       name: 'a partition is not a relationship target',
       method: 'GET',
       path: 'car_models?select=name,car_model_sales_202101(quantity)',
       status: 400,
-      json: {
-        code: 'PGRST200',
-        message: "Could not find a relationship between 'car_models' and 'car_model_sales_202101' in the schema cache",
-        details:
-          "Searched for a foreign key relationship between 'car_models' and 'car_model_sales_202101' in the schema 'rd', but no matches were found.",
-        hint: "Perhaps you meant 'car_model_sales' instead of 'car_model_sales_202101'.",
-      },
+      json: PARTITION_NOT_A_TARGET,
     },
     {
       name: 'a partition is not a parent either',
