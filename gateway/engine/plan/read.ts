@@ -184,7 +184,11 @@ function outputKey(field: FieldRef): string {
 }
 
 /** The input, and what PostgREST's query calls each node's relation (its errors say that name). */
-type Planning = ReadPlanInput & { queryNames: Map<ReadNode, string> };
+type Planning = ReadPlanInput & {
+  queryNames: Map<ReadNode, string>;
+  /** Each embed's relationship, found once by resolveEmbeds before any column is looked up. */
+  relationships: Map<SelectItem, Relationship>;
+};
 
 const named = (input: Planning, node: ReadNode): Named => ({
   rel: node.relation,
@@ -192,8 +196,8 @@ const named = (input: Planning, node: ReadNode): Named => ({
 });
 
 export function readPlan(readInput: ReadPlanInput): ReadNode {
-  const input: Planning = { ...readInput, queryNames: new Map() };
-  resolveEmbeds(input.cache, input.relation, input.select);
+  const input: Planning = { ...readInput, queryNames: new Map(), relationships: new Map() };
+  resolveEmbeds(input, input.relation, input.select);
   // Refused before any column is looked up, as PostgREST refuses the planned tree before Postgres
   // sees a column: an aggregate on a missing column is PGRST123, not 42703.
   if (!input.aggregatesEnabled && usesAggregate(input.select)) throw catalogue.aggregatesDisabled();
@@ -218,10 +222,12 @@ export function readPlan(readInput: ReadPlanInput): ReadNode {
  * of embeds first (a missing or ambiguous relationship is PGRST200/201) and leaves columns to
  * Postgres, so a request with both mistakes gets the relationship's error.
  */
-function resolveEmbeds(cache: SchemaCache, rel: Relation, items: SelectItem[]): void {
+function resolveEmbeds(input: Planning, rel: Relation, items: SelectItem[]): void {
   for (const item of items) {
-    if (item.kind === 'embed')
-      resolveEmbeds(cache, relationshipFor(cache, rel, item.name, item.hint).target, item.select);
+    if (item.kind !== 'embed') continue;
+    const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
+    input.relationships.set(item, relationship);
+    resolveEmbeds(input, relationship.target, item.select);
   }
 }
 
@@ -315,7 +321,7 @@ function embedOf(
   used: Set<string>,
 ): Embed {
   const rel = node.relation;
-  const relationship = relationshipFor(input.cache, rel, item.name, item.hint);
+  const relationship = defined(input.relationships.get(item), "an embed's relationship");
   const key = item.alias ?? item.name;
   // Two embeds under one name would be one key of the row, the second hiding the first:
   // refused as PostgREST refuses it, naming the table alias its SQL gives both.

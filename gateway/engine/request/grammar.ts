@@ -337,9 +337,9 @@ function listElements(inner: string): string[] {
   const items: string[] = [];
   let i = 0;
   for (;;) {
-    const start = i + (inner.slice(i).length - inner.slice(i).trimStart().length);
+    const start = pastBlanks(inner, i);
     const closing = inner[start] === '"' ? quotedEnd(inner, start) : -1;
-    const after = closing < 0 ? -1 : closing + (inner.slice(closing).length - inner.slice(closing).trimStart().length);
+    const after = closing < 0 ? -1 : pastBlanks(inner, closing);
     if (after >= 0 && (after === inner.length || inner[after] === ',')) {
       items.push(unquote(inner.slice(start, closing)));
       i = after;
@@ -351,6 +351,12 @@ function listElements(inner: string): string[] {
     if (i >= inner.length) return items;
     i++; // the comma
   }
+}
+
+/** The index of the first character at or after `i` that is not white space (as trim() sees it). */
+function pastBlanks(s: string, i: number): number {
+  while (i < s.length && s[i]!.trim() === '') i++;
+  return i;
 }
 
 /** The index just past the double quote that closes the one at `open`, or -1. */
