@@ -858,6 +858,32 @@ const AREAS: Record<string, Case[]> = {
       },
     },
   ],
+  'data representations': [
+    get(
+      'a domain of a schema that is not exposed is shown through its cast to json',
+      'labels?select=id,color&order=id',
+      [
+        { id: 1, color: '#000000' },
+        { id: 2, color: '#000100' },
+        { id: 3, color: '#01E240' },
+      ],
+    ),
+    get('renamed', 'labels?select=id,clr:color&id=lt.3&order=id', [
+      { id: 1, clr: '#000000' },
+      { id: 2, clr: '#000100' },
+    ]),
+    get('a cast applies to the represented value', 'labels?select=id,clr:color::text&id=eq.3', [
+      { id: 3, clr: '"#01E240"' },
+    ]),
+    get('a filter value is read through the cast from text', 'labels?select=id&color=eq.000100', ids(2)),
+    get('so are the values of a list', 'labels?select=id&color=in.(000100,01E240)&order=id', ids(2, 3)),
+    get('and of a negated list', 'labels?select=id&color=not.in.(000000,01E240)', ids(2)),
+    get('inside an embed', 'labelled?select=id,labels(color)&order=id', [
+      { id: 1, labels: { color: '#000100' } },
+      { id: 2, labels: { color: '#000000' } },
+    ]),
+    get('a cast that is not implicit is no representation', 'labels?select=shade&id=eq.2', [{ shade: 256 }]),
+  ],
   'filters on embedded resources': [
     get('a filter two levels down', 'clients?select=id,projects(id,tasks(id,name))&projects.tasks.name=like.Design*', [
       {

@@ -58,11 +58,16 @@ export function fieldSql(expr: FieldExpr, row: RowRef): Fragment {
   return out;
 }
 
-/** A field as shown in output: through its domain's cast to json when it has one. */
+/**
+ * A field as shown in output: through its domain's cast to json when it has one, and a cast the
+ * client asked for applies to that shown value (`color::text` is '"#01E240"'), as in PostgREST.
+ */
 export function outputSql(expr: FieldExpr, row: RowRef): Fragment {
-  const out = fieldSql(expr, row);
-  const toJson = plainColumn(expr)?.representation?.toJson;
-  return toJson ? callOf(toJson, out) : out;
+  const toJson =
+    expr.source.kind === 'column' && expr.json.length === 0 ? expr.source.column.representation?.toJson : undefined;
+  if (!toJson) return fieldSql(expr, row);
+  const shown = callOf(toJson, fieldSql({ ...expr, cast: undefined }, row));
+  return expr.cast ? sql`CAST(${shown} AS ${catalog(expr.cast)})` : shown;
 }
 
 const plainColumn = (expr: FieldExpr) =>

@@ -227,8 +227,10 @@ const QUERIES: {
         FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        WHERE ${USER_SCHEMAS} AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped`,
-  // Casts of domains of the exposed schemas to json and from text: data representations.
-  casts: (p) => sql`
+  // Data representations, as PostgREST finds them: implicit casts made by a function, of a
+  // domain to json and to it from text or json. The domain may live in any schema (a table of
+  // an exposed schema often has a column of a domain kept elsewhere, in public).
+  casts: () => sql`
       SELECT format('%I.%I', dn.nspname, d.typname) AS domain,
              CASE WHEN c.castsource = d.oid THEN 'to'
                   WHEN c.castsource = 'pg_catalog.text'::regtype THEN 'fromText' ELSE 'fromJson' END AS direction,
@@ -237,7 +239,7 @@ const QUERIES: {
         JOIN pg_catalog.pg_type d ON d.oid IN (c.castsource, c.casttarget) AND d.typtype = 'd'
         JOIN pg_catalog.pg_namespace dn ON dn.oid = d.typnamespace
         JOIN pg_catalog.pg_proc f ON f.oid = c.castfunc JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
-       WHERE dn.nspname = ANY(${p.schemas})
+       WHERE c.castcontext = 'i' AND c.castmethod = 'f'
          AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
            OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`,
   // Computed relationships: a function of one row type returning rows of another relation.
