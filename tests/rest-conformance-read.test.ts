@@ -922,6 +922,25 @@ const AREAS: Record<string, Case[]> = {
       status: 400,
       json: notEmbedded('tasks2'),
     },
+    get(
+      "an aliased embed's order and filter may name its relation instead of its alias",
+      'projects?id=eq.1&select=id,name,the_tasks:tasks(id,name)&tasks.order=name.asc&tasks.name=like.*w7',
+      [
+        {
+          id: 1,
+          name: 'Windows 7',
+          the_tasks: [
+            { id: 2, name: 'Code w7' },
+            { id: 1, name: 'Design w7' },
+          ],
+        },
+      ],
+    ),
+    get(
+      'its alias first: a sibling embedded under that name is the one a path names',
+      'projects?id=eq.1&select=id,all:tasks(id),tasks:tasks(id)&tasks.id=eq.2',
+      [{ id: 1, all: [{ id: 1 }, { id: 2 }], tasks: [{ id: 2 }] }],
+    ),
     {
       name: 'an order on a resource that is not embedded',
       method: 'GET',

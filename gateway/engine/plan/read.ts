@@ -198,6 +198,7 @@ const named = (input: Planning, node: ReadNode): Named => ({
 export function readPlan(readInput: ReadPlanInput): ReadNode {
   const input: Planning = { ...readInput, queryNames: new Map(), relationships: new Map() };
   resolveEmbeds(input, input.relation, input.select);
+  input.nodes = optionsByKey(input);
   // Refused before any column is looked up, as PostgREST refuses the planned tree before Postgres
   // sees a column: an aggregate on a missing column is PGRST123, not 42703.
   if (!input.aggregatesEnabled && usesAggregate(input.select)) throw catalogue.aggregatesDisabled();
@@ -229,6 +230,48 @@ function resolveEmbeds(input: Planning, rel: Relation, items: SelectItem[]): voi
     input.relationships.set(item, relationship);
     resolveEmbeds(input, relationship.target, item.select);
   }
+}
+
+/**
+ * The filters, orders and ranges of each embed under the path of its keys. A client may name an
+ * aliased embed by its relation instead (`the_tasks:tasks(…)&tasks.order=name`): PostgREST finds
+ * each resource of a path by its alias or, when none has that alias, by its relation's name.
+ */
+function optionsByKey(input: Planning): Map<string, NodeOptions> {
+  const out = new Map<string, NodeOptions>();
+  for (const [path, options] of input.nodes) {
+    const key = keyPath(input, path);
+    const seen = out.get(key);
+    out.set(
+      key,
+      seen
+        ? {
+            conditions: [...seen.conditions, ...options.conditions],
+            order: options.order ?? seen.order,
+            limit: options.limit ?? seen.limit,
+            offset: options.offset ?? seen.offset,
+          }
+        : options,
+    );
+  }
+  return out;
+}
+
+/** A path as the client wrote it, in the select's keys as far as it names embeds. */
+function keyPath(input: Planning, path: string): string {
+  const segments = path === '' ? [] : path.split('.');
+  const keys: string[] = [];
+  let items = input.select;
+  for (const [i, segment] of segments.entries()) {
+    const embeds = items.filter((x) => x.kind === 'embed');
+    const item =
+      embeds.find((e) => (e.alias ?? e.name) === segment) ??
+      embeds.find((e) => input.relationships.get(e)?.target.name === segment);
+    if (!item) return [...keys, ...segments.slice(i)].join('.');
+    keys.push(item.alias ?? item.name);
+    items = item.select;
+  }
+  return keys.join('.');
 }
 
 /** Whether a select, embeds included, asks for `count()` or `column.fn()`. */
