@@ -40,7 +40,78 @@ const notEmbedded = (resource: string) => ({
   hint: `Verify that '${resource}' is included in the 'select' query parameter.`,
 });
 
+/** A 400 PGRST100 in PostgREST's words: where (line, column) and what was unexpected and expected there. */
+const malformed = (path: string, message: string, details: string): Case => ({
+  name: path,
+  method: 'GET',
+  path,
+  status: 400,
+  json: { code: 'PGRST100', message, details, hint: null },
+});
+
 const AREAS: Record<string, Case[]> = {
+  'parameters that do not parse': [
+    malformed(
+      'items?order=id.dsc',
+      '"failed to parse order (id.dsc)" (line 1, column 4)',
+      'unexpected "d" expecting "asc", "desc", "nullsfirst" or "nullslast"',
+    ),
+    malformed(
+      'items?order=id.descending',
+      '"failed to parse order (id.descending)" (line 1, column 8)',
+      `unexpected 'e' expecting delimiter (.), "," or end of input`,
+    ),
+    malformed(
+      'items?order=id.nullsfirst.asc',
+      '"failed to parse order (id.nullsfirst.asc)" (line 1, column 14)',
+      `unexpected '.' expecting "," or end of input`,
+    ),
+    malformed(
+      'entities?order=child_entities(id.desc',
+      '"failed to parse order (child_entities(id.desc)" (line 1, column 15)',
+      `unexpected '(' expecting letter, digit, "-", "->>", "->", delimiter (.), "," or end of input`,
+    ),
+    malformed(
+      'json_arr?select=data->>-x',
+      '"failed to parse select parameter (data->>-x)" (line 1, column 9)',
+      'unexpected "x" expecting digit',
+    ),
+    malformed(
+      'json_arr?select=id,data->0->>a::int.sum',
+      '"failed to parse select parameter (id,data->0->>a::int.sum)" (line 1, column 24)',
+      'unexpected end of input expecting "()"',
+    ),
+    malformed(
+      'entities?select=id,child_entities!inner!left!x(id)',
+      '"failed to parse select parameter (id,child_entities!inner!left!x(id))" (line 1, column 18)',
+      `unexpected '!' expecting letter, digit, "-", "->>", "->", "::", ".", ")", "," or end of input`,
+    ),
+    malformed(
+      'entities?or=(id.eq.1,name.like)',
+      '"failed to parse logic tree ((id.eq.1,name.like))" (line 1, column 21)',
+      'unexpected ")" expecting operator (eq, gt, ...)',
+    ),
+    malformed(
+      'entities?and=(id.eq.1,nor(id.eq.2))',
+      '"failed to parse logic tree ((id.eq.1,nor(id.eq.2)))" (line 1, column 16)',
+      'unexpected "(" expecting letter, digit, "-", "->>", "->" or delimiter (.)',
+    ),
+    malformed(
+      'items?id=in.1,2',
+      '"failed to parse filter (in.1,2)" (line 1, column 4)',
+      'unexpected "1" expecting "("',
+    ),
+    malformed(
+      'items?id=is.nothing',
+      '"failed to parse filter (is.nothing)" (line 1, column 7)',
+      'unexpected "h" expecting isVal: (null, not_null, true, false, unknown)',
+    ),
+    malformed(
+      'items?id=not.equals.1',
+      '"failed to parse filter (not.equals.1)" (line 1, column 7)',
+      'unexpected "u" expecting operator (eq, gt, ...)',
+    ),
+  ],
   'logic trees': [
     {
       name: 'no conditions',
@@ -291,9 +362,9 @@ const AREAS: Record<string, Case[]> = {
       status: 400,
       json: {
         code: 'PGRST100',
-        message: '"failed to parse select parameter (data->>--34)"',
-        details: 'unexpected "-" at position 8, expecting a digit',
-        hint: 'The problem starts at: -34',
+        message: '"failed to parse select parameter (data->>--34)" (line 1, column 9)',
+        details: 'unexpected "-" expecting digit',
+        hint: null,
       },
     },
     get('two levels, renamed', 'complex_items?id=eq.1&select=myBar:settings->foo->>bar', [{ myBar: 'baz' }]),

@@ -58,14 +58,9 @@ export type OperatorShape = OperatorRule['shape'];
 /** Every operator, in the table's order (hints and documentation list them so). */
 export const OPERATOR_NAMES = Object.keys(OPERATORS) as Operator[];
 
-export const isOperator = (name: string): name is Operator => Object.hasOwn(OPERATORS, name);
-
 /** The operators of some shapes, in the table's order. */
 export const operatorsOf = (...shapes: OperatorShape[]): Operator[] =>
   OPERATOR_NAMES.filter((op) => shapes.includes(OPERATORS[op].shape));
-
-/** Operators that take `(any)`/`(all)` with a `{…}` list. */
-export const QUANTIFIABLE = operatorsOf('compare', 'pattern');
 
 /** The keywords of `is`. */
 export type IsKeyword = keyof (typeof OPERATORS)['is']['values'];

@@ -24,7 +24,7 @@ const keys = (select: SelectOut[]) =>
 describe('read plan', () => {
   it('resolves columns, computed fields, JSON paths and casts to the types of the cache', () => {
     const root = planRead('posts', {
-      query: 'select=id,title_upper,lang:meta->>lang,meta->tags,prefs_text:title::text,rating::int[]',
+      query: 'select=id,title_upper,lang:meta->>lang,meta->tags,prefs_text:title::text,rating::int',
     });
     expect(root.alias).toBe('pgrst_0');
     expect(root.relation.name).toBe('posts');
@@ -37,7 +37,7 @@ describe('read plan', () => {
       ['pg_catalog.text', 'text', false, undefined], // ->> yields text
       ['pg_catalog.jsonb', 'jsonb', false, undefined], // -> keeps jsonb
       ['pg_catalog.text', 'text', false, 'pg_catalog.text'],
-      ['pg_catalog.int4[]', 'int', true, 'pg_catalog.int4[]'],
+      ['pg_catalog.int4', 'int', false, 'pg_catalog.int4'],
     ]);
   });
 

@@ -148,10 +148,20 @@ export const catalogue = {
   parseAt: entry(
     'PGRST100',
     400,
-    'a query parameter does not parse, at a place PostgREST names by line and column',
-    (what: string, column: number, details: string) => ({
-      message: `"failed to parse ${what}" (line 1, column ${column})`,
+    "a query parameter (select, filter, order, logic tree, columns) does not parse: PostgREST's place and words",
+    (what: string, line: number, column: number, details: string) => ({
+      message: `"failed to parse ${what}" (line ${line}, column ${column})`,
       details,
+    }),
+  ),
+  parseTooDeep: entry(
+    'PGRST100',
+    400,
+    'a query parameter nests parentheses deeper than the parser follows',
+    (max: number) => ({
+      message: 'A query parameter nests parentheses too deeply',
+      details: `at most ${max} levels`,
+      hint: 'Nest fewer embedded resources or logic trees',
     }),
   ),
   pathEncoding: entry('PGRST100', 400, 'the request path is not valid percent-encoding', () => ({

@@ -1,507 +1,471 @@
-// PostgREST's query grammar: select trees, filter values, logic trees and order terms.
-// Pure functions from strings to the types of ./types.ts; every failure is a PGRST100 whose
-// hint points at the part that could not be read.
+// PostgREST's query grammar: select trees, filters, logic trees, order terms, column lists and
+// the paths of filter keys, on the Parsec rules of ./parsec.ts, so that what PostgREST refuses
+// is refused at the same place with the same words ("failed to parse order (id.ac)" (line 1,
+// column 4), unexpected "c" expecting "asc", …). Where PostgREST stops reading and ignores the
+// rest of a parameter, Tally reads it to its end: trailing text is refused, not dropped.
+// Pure functions from strings to the types of ./types.ts.
 
-import { catalogue, type ApiError } from '../errors.js';
-import { group } from '../invariant.js';
-import { OPERATOR_NAMES, OPERATORS, QUANTIFIABLE, isOperator } from '../operators.js';
+import { catalogue } from '../errors.js';
+import type { IsKeyword, Operator } from '../operators.js';
 import {
-  AGGREGATES,
-  type AggregateFn,
-  type Condition,
-  type FieldRef,
-  type Filter,
-  type FilterValue,
-  type JsonStep,
-  type OrderTerm,
-  type SelectItem,
-} from './types.js';
+  ahead,
+  alt,
+  attempt,
+  caseless,
+  char,
+  eof,
+  label,
+  lazy,
+  lexeme,
+  literal,
+  many,
+  map,
+  memo,
+  notFollowedBy,
+  one,
+  option,
+  optional,
+  parseWith,
+  pure,
+  rest,
+  run,
+  sepBy,
+  sepBy1,
+  seq,
+  where,
+  type CharClass,
+  type Parser,
+} from './parsec.js';
+import type { AggregateFn, Condition, FieldRef, Filter, JsonStep, OrderTerm, SelectItem } from './types.js';
+
+// ---- characters --------------------------------------------------------------------------
+
+const LETTER = /\p{L}/u;
+const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
+const isLetter = (c: number) =>
+  (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c > 0x7f && LETTER.test(String.fromCodePoint(c)));
+const noneOf = (chars: string): CharClass => {
+  const codes = new Set([...chars].map((c) => c.charCodeAt(0)));
+  return { test: (c) => !codes.has(c), expects: [] };
+};
+
+/** A name's characters: letters, digits, `_`, `$` and spaces (trimmed off its ends). */
+const IDENTIFIER: CharClass = {
+  test: (c) => isLetter(c) || isDigit(c) || c === 0x5f || c === 0x20 || c === 0x24,
+  expects: ['letter', 'digit'],
+};
+const DIGIT: CharClass = { test: isDigit, expects: ['digit'] };
+const JSON_KEY = noneOf('(-:.,>)');
+const ELEMENT = noneOf(',)');
+const IN_BRACES = noneOf('{}');
+const CLOSE: CharClass = { test: (c) => c === 0x29, expects: [] };
+const GREATER: CharClass = { test: (c) => c === 0x3e, expects: ['">"'] };
+const COLON: CharClass = { test: (c) => c === 0x3a, expects: ['":"'] };
+
+// ---- names and values ----------------------------------------------------------------------
+
+const delimiter = label(char('.'), 'delimiter (.)');
+
+const anyChar = one({ test: () => true, expects: [] });
+
+/** A double-quoted value, with backslash escapes. */
+const quoted: Parser<string> = seq(
+  [
+    char('"'),
+    many(
+      alt(
+        run(noneOf('\\"'), 1),
+        seq([char('\\'), anyChar], (_, c) => c),
+      ),
+    ),
+    char('"'),
+  ],
+  (_, parts) => parts.join(''),
+);
 
 /**
  * Postgres cannot hold NUL in a name (PostgREST cuts names there): a name with one is refused
  * here, before any SQL exists, rather than sent and answered by a broken connection.
  */
-function refuseNul(name: string, what: string): string {
+function refuseNul(name: string): string {
   if (name.includes('\0')) {
-    throw catalogue.parse(what, 'a name contains the NUL character (%00)', 'Names cannot contain NUL; remove it');
+    throw catalogue.parse('name', 'a name contains the NUL character (%00)', 'Names cannot contain NUL; remove it');
   }
   return name;
 }
 
-function grammarError(what: string, raw: string, pos: number, expected: string): ApiError {
-  const at = raw.slice(pos, pos + 30);
-  return catalogue.parse(
-    `${what} (${raw})`,
-    at === ''
-      ? `unexpected end of input, expecting ${expected}`
-      : `unexpected "${at[0]}" at position ${pos}, expecting ${expected}`,
-    at === '' ? `The ${what} ends too early` : `The problem starts at: ${at}`,
-  );
-}
+/** Parts joined by "-", where a "-" does not start "->". */
+const dash = attempt(seq([char('-'), notFollowedBy(GREATER)], (d) => d));
+const dashed = (p: Parser<string>) => map(sepBy1(p, dash), (parts) => parts.join('-'));
 
-/** A tiny cursor over a string, for the recursive-descent parsers below. */
-class Cursor {
-  pos = 0;
-  constructor(
-    readonly raw: string,
-    readonly what: string,
-  ) {}
-  peek(n = 0): string {
-    return this.raw[this.pos + n] ?? '';
-  }
-  startsWith(s: string): boolean {
-    return this.raw.startsWith(s, this.pos);
-  }
-  done(): boolean {
-    return this.pos >= this.raw.length;
-  }
-  fail(expected: string): never {
-    throw grammarError(this.what, this.raw, this.pos, expected);
-  }
-  expect(s: string): void {
-    if (!this.startsWith(s)) this.fail(`"${s}"`);
-    this.pos += s.length;
-  }
-  /**
-   * An identifier: a double-quoted name or a run of characters without grammar meaning. Spaces
-   * inside a name belong to it (`full name`), around it they do not, as in PostgREST.
-   */
-  name(stop: RegExp = /[,()!:."\t\n\r]/): string {
-    if (this.peek() === '"') {
-      this.pos++;
-      let out = '';
-      while (!this.done() && this.peek() !== '"') {
-        if (this.peek() === '\\' && this.pos + 1 < this.raw.length) this.pos++;
-        out += this.peek();
-        this.pos++;
-      }
-      this.expect('"');
-      if (out === '') this.fail('a name');
-      return refuseNul(out, this.what);
-    }
-    while (this.peek() === ' ') this.pos++;
-    const start = this.pos;
-    while (!this.done() && !stop.test(this.peek()) && !this.startsWith('->')) this.pos++;
-    const name = this.raw.slice(start, this.pos).trimEnd();
-    if (name === '') this.fail('a name');
-    return refuseNul(name, this.what);
-  }
-}
+const identifier = map(run(IDENTIFIER, 1), (s) => s.trim());
 
-function jsonPath(c: Cursor): JsonStep[] {
-  const steps: JsonStep[] = [];
-  while (c.startsWith('->')) {
-    const arrow = c.startsWith('->>') ? '->>' : '->';
-    c.pos += arrow.length;
-    // A key may hold punctuation (`data->!@#$%^&*_d`); it ends where the grammar goes on.
-    const start = c.pos;
-    const quoted = c.peek() === '"';
-    const key = c.name(/[,():.\t\n\r]/);
-    // An unquoted one that starts with "-" is a negative array index, as PostgREST reads paths:
-    // digits follow.
-    if (!quoted && key.startsWith('-') && !/^-\d+$/.test(key)) {
-      c.pos = start + 1;
-      c.fail('a digit');
-    }
-    steps.push(!quoted && /^-?\d+$/.test(key) ? { arrow, key, index: true } : { arrow, key });
-  }
-  return steps;
-}
+const fieldName = memo(map(label(alt(quoted, dashed(identifier)), 'field name (* or [a..z0..9_$])'), refuseNul));
 
-function field(c: Cursor): FieldRef {
-  const name = c.name();
-  return { name, json: jsonPath(c) };
-}
+/** Where a bare array index ends, so that `->1x` is a key. */
+const indexEnd = alt(ahead('->'), ahead('::'), ahead('.'), ahead(','), attempt(eof));
+const jsonIndex = seq([option('', char('-')), run(DIGIT, 1), indexEnd], (sign, digits) => sign + digits);
+const jsonKey = map(
+  label(
+    alt(quoted, dashed(map(run(JSON_KEY, 1), (s) => s.trim()))),
+    'any non reserved character different from: .,>()',
+  ),
+  refuseNul,
+);
+const jsonStep = seq(
+  [
+    alt(attempt(literal('->>')), attempt(literal('->'))),
+    alt(attempt(map(jsonIndex, (key) => ({ key, index: true as const }))), attempt(map(jsonKey, (key) => ({ key })))),
+  ],
+  (arrow, operand): JsonStep => ({ arrow: arrow as JsonStep['arrow'], ...operand }),
+);
+const jsonPath = many(jsonStep);
+
+const field: Parser<FieldRef> = memo(lexeme(seq([fieldName, option([], jsonPath)], (name, json) => ({ name, json }))));
+
+const cast = optional(seq([literal('::'), identifier], (_, type) => type));
+const aliasOf = memo(optional(attempt(seq([fieldName, char(':'), notFollowedBy(COLON)], (name) => name))));
 
 // ---- select ----------------------------------------------------------------------------
 
+const selectEnd = alt(ahead(')'), ahead(','), attempt(eof));
+
+interface EmbedParams {
+  hint?: string;
+  inner: boolean;
+}
+/** `!hint` and `!inner`/`!left`, at most two, the first of each kind counting. */
+const embedParam = seq(
+  [
+    char('!'),
+    alt(
+      attempt(map(literal('left'), () => ({ join: 'left' as const }))),
+      attempt(map(literal('inner'), () => ({ join: 'inner' as const }))),
+      attempt(map(fieldName, (hint) => ({ hint }))),
+    ),
+  ],
+  (_, p): { hint?: string; join?: 'left' | 'inner' } => p,
+);
+const embedParams = seq([optional(embedParam), optional(embedParam)], (a, b): EmbedParams => {
+  const hint = a?.hint ?? b?.hint;
+  const join = a?.join ?? b?.join;
+  return { hint, inner: join === 'inner' };
+});
+const beforeOpen = ahead('(');
+
+const spreadHead = lexeme(
+  seq([literal('...'), fieldName, embedParams, beforeOpen], (_, name, params) => ({
+    name,
+    alias: undefined,
+    ...params,
+  })),
+);
+const embedHead = lexeme(
+  seq([aliasOf, where(fieldName, (name) => name !== 'count'), embedParams, beforeOpen], (alias, name, params) => ({
+    name,
+    alias,
+    ...params,
+  })),
+);
+
+const aggregate = alt(
+  literal('sum'),
+  literal('avg'),
+  literal('count'),
+  attempt(literal('max')),
+  attempt(literal('min')),
+) as Parser<AggregateFn>;
+
+const fieldItem: Parser<SelectItem> = lexeme(
+  alt(
+    attempt(seq([literal('*'), selectEnd], (): SelectItem => ({ kind: 'star' }))),
+    attempt(
+      seq([aliasOf, literal('count()'), cast, selectEnd], (alias, _, type): SelectItem => ({
+        kind: 'count',
+        alias,
+        cast: type,
+      })),
+    ),
+    seq(
+      [
+        aliasOf,
+        field,
+        cast,
+        optional(attempt(seq([char('.'), aggregate, literal('()')], (_, fn) => fn))),
+        cast,
+        selectEnd,
+      ],
+      (alias, f, type, fn, fnCast): SelectItem =>
+        fn === undefined
+          ? { kind: 'field', field: f, alias, cast: type }
+          : { kind: 'field', field: f, alias, cast: type, aggregate: fn, aggregateCast: fnCast },
+    ),
+  ),
+);
+
+const children = seq([char('('), lazy(() => selectForest), char(')')], (_, items) => items);
+
+const selectItem: Parser<SelectItem> = alt(
+  seq([attempt(spreadHead), children], (h, select): SelectItem => ({ kind: 'embed', spread: true, ...h, select })),
+  seq([attempt(embedHead), children], (h, select): SelectItem => ({ kind: 'embed', spread: false, ...h, select })),
+  fieldItem,
+);
+const selectForest: Parser<SelectItem[]> = sepBy(selectItem, lexeme(char(',')));
+const selectParameter = seq([selectForest, eof], (items) => items);
+
 export function parseSelect(raw: string): SelectItem[] {
-  const c = new Cursor(raw, 'select parameter');
   if (raw.trim() === '') return [{ kind: 'star' }];
-  const items = selectList(c, false);
-  if (!c.done()) c.fail('"," or the end of the select');
-  return items;
-}
-
-function selectList(c: Cursor, nested: boolean): SelectItem[] {
-  const items: SelectItem[] = [];
-  for (;;) {
-    while (c.peek() === ' ') c.pos++;
-    if (nested && c.peek() === ')' && items.length === 0) return items; // embed(): no columns
-    items.push(selectItem(c));
-    while (c.peek() === ' ') c.pos++;
-    if (c.peek() !== ',') return items;
-    c.pos++;
-  }
-}
-
-/** `::type`, after a column or an aggregate. */
-function castOf(c: Cursor): string | undefined {
-  if (!c.startsWith('::')) return undefined;
-  c.pos += 2;
-  const start = c.pos;
-  while (!c.done() && /[A-Za-z0-9_ [\]]/.test(c.peek())) c.pos++;
-  const cast = c.raw.slice(start, c.pos).trim();
-  if (cast === '') c.fail('a type name after "::"');
-  return cast;
-}
-
-const aggregateSet = new Set<string>(AGGREGATES);
-
-function selectItem(c: Cursor): SelectItem {
-  if (c.peek() === '*') {
-    c.pos++;
-    return { kind: 'star' };
-  }
-  let spread = false;
-  if (c.startsWith('...')) {
-    c.pos += 3;
-    spread = true;
-  }
-  let alias: string | undefined;
-  let name = c.name();
-  if (c.peek() === ':' && c.peek(1) !== ':') {
-    c.pos++;
-    alias = name;
-    name = c.name();
-  }
-  if (!spread && name === 'count' && c.startsWith('()')) {
-    c.pos += 2;
-    return { kind: 'count', alias, cast: castOf(c) };
-  }
-  if (spread && c.peek() !== '!' && c.peek() !== '(') c.fail('"(" after the spread relation');
-  if (c.peek() === '!' || c.peek() === '(') {
-    let hint: string | undefined;
-    let inner = false;
-    while (c.peek() === '!') {
-      c.pos++;
-      const word = c.name();
-      if (word === 'inner') inner = true;
-      else if (word === 'left') inner = false;
-      else if (hint === undefined) hint = word;
-      else c.fail('"inner", "left" or "(" after the hint');
-    }
-    c.expect('(');
-    const select = selectList(c, true);
-    c.expect(')');
-    return { kind: 'embed', name, alias, hint, inner, spread, select };
-  }
-  const json = jsonPath(c);
-  const cast = castOf(c);
-  if (c.peek() === '.') {
-    c.pos++;
-    const fn = c.name();
-    if (!aggregateSet.has(fn)) {
-      c.pos -= fn.length;
-      c.fail(`an aggregate function (${AGGREGATES.join(', ')}) followed by "()"`);
-    }
-    c.expect('()');
-    return {
-      kind: 'field',
-      field: { name, json },
-      alias,
-      cast,
-      aggregate: fn as AggregateFn,
-      aggregateCast: castOf(c),
-    };
-  }
-  return { kind: 'field', field: { name, json }, alias, cast };
+  return parseWith(selectParameter, raw, `select parameter (${raw})`);
 }
 
 // ---- filters ---------------------------------------------------------------------------
 
+/** The right side of a filter as read: `[not.]op[(modifier)].value`; `value` is still text for scalars. */
+export interface Operation {
+  negate: boolean;
+  op: Operator;
+  /** `(any)`/`(all)` of the compare and pattern operators. */
+  quantifier?: 'any' | 'all';
+  /** The text search configuration of `fts(lang)` and its kin. */
+  language?: string;
+  value: { kind: 'scalar'; text: string } | { kind: 'list'; items: string[] } | { kind: 'is'; value: IsKeyword };
+}
+
+const named = <T extends string>(names: readonly T[], what: string): Parser<T> =>
+  label(alt(...names.map((n) => attempt(literal(n)))), what) as Parser<T>;
+
+// The operators of ../operators.ts in the order PostgREST tries them: `gte` before `gt`, or
+// `gte.1` would read as `gt` followed by "e"; the order also decides its errors' words.
+const SIMPLE = ['neq', 'cs', 'cd', 'ov', 'sl', 'sr', 'nxr', 'nxl', 'adj'] as const satisfies readonly Operator[];
+const QUANTIFIED = [
+  'eq',
+  'gte',
+  'gt',
+  'lte',
+  'lt',
+  'like',
+  'ilike',
+  'match',
+  'imatch',
+] as const satisfies readonly Operator[];
+const SEARCH = ['fts', 'plfts', 'phfts', 'wfts'] as const satisfies readonly Operator[];
+const IS_VALUES = ['null', 'not_null', 'true', 'false', 'unknown'] as const;
+
+/** `in`'s list: `(a,"b,c")`; an element is quoted only where its closing quote ends it. */
+const listElement = alt(attempt(seq([quoted, notFollowedBy(ELEMENT)], (q) => q)), run(ELEMENT, 0));
+const list = seq([lexeme(char('(')), sepBy1(listElement, char(',')), lexeme(char(')'))], (_, items) =>
+  // `in.()` (blanks included) is an empty list: it matches nothing.
+  items.length === 1 && items[0] === '' ? [] : items,
+);
+
+const operator = (value: Parser<string>): Parser<Omit<Operation, 'negate'>> => {
+  const scalar = map(value, (text) => ({ kind: 'scalar' as const, text }));
+  const after = (name: string) => attempt(seq([literal(name), delimiter], () => undefined));
+  return label(
+    alt(
+      seq([after('in'), list], (_, items) => ({ op: 'in' as const, value: { kind: 'list' as const, items } })),
+      seq(
+        [
+          after('is'),
+          label(alt(...IS_VALUES.map((v) => attempt(caseless(v)))), 'isVal: (null, not_null, true, false, unknown)'),
+        ],
+        (_, v) => ({
+          op: 'is' as const,
+          value: { kind: 'is' as const, value: v.toLowerCase() as IsKeyword },
+        }),
+      ),
+      seq([after('isdistinct'), scalar], (_, v) => ({ op: 'isdistinct' as const, value: v })),
+      attempt(
+        seq(
+          [
+            alt(...SEARCH.map((n) => attempt(literal(n)))),
+            optional(attempt(seq([char('('), identifier, char(')')], (_, lang) => lang))),
+            delimiter,
+            scalar,
+          ],
+          (op, language, _, v) => ({ op: op as Operator, language, value: v }),
+        ),
+      ),
+      attempt(
+        seq([named(SIMPLE, 'unknown single value operator'), delimiter, scalar], (op, _, v) => ({ op, value: v })),
+      ),
+      attempt(
+        seq(
+          [
+            named(QUANTIFIED, 'unknown single value operator'),
+            optional(
+              attempt(
+                seq([char('('), alt(attempt(literal('any')), literal('all')), char(')')], (_, q) => q as 'any' | 'all'),
+              ),
+            ),
+            delimiter,
+            scalar,
+          ],
+          (op, quantifier, _, v) => ({ op, quantifier, value: v }),
+        ),
+      ),
+    ),
+    'operator (eq, gt, ...)',
+  );
+};
+
+const operation = (value: Parser<string>): Parser<Operation> =>
+  seq(
+    [alt(attempt(seq([literal('not'), delimiter], () => true)), pure(false)), operator(value)],
+    (negate, o): Operation => ({ negate, ...o }),
+  );
+
+const filterValue = seq([operation(rest), eof], (o) => o);
+
+/** `[not.]op[(modifier)].value`, the value of a filter parameter. */
+export function parseOperation(raw: string): Operation {
+  return parseWith(filterValue, raw, `filter (${raw})`);
+}
+
+/** `[embedded.path.]column[->json]`: the key of a filter parameter. */
+const treePath = seq([sepBy1(fieldName, delimiter), option([], jsonPath), eof], (names, json) => ({
+  path: names.slice(0, -1),
+  field: { name: names[names.length - 1]!, json },
+}));
+
+export function parseTreePath(key: string): { path: string[]; field: FieldRef } {
+  return parseWith(treePath, key, `tree path (${key})`);
+}
+
+// ---- logic trees -------------------------------------------------------------------------
+
+/** A value inside a tree ends at "," or ")" unless quoted or an array literal `{…}`. */
+const logicValue = alt(
+  attempt(seq([quoted, notFollowedBy(ELEMENT)], (q) => q)),
+  attempt(seq([literal('{'), run(IN_BRACES, 0), literal('}')], (a, b, c) => a + b + c)),
+  run(ELEMENT, 0),
+);
+
+const logicTree: Parser<Condition> = alt(
+  attempt(
+    seq([field, delimiter, operation(logicValue)], (f, _, o): Condition => ({
+      kind: 'filter',
+      filter: toFilter(f, o),
+    })),
+  ),
+  seq(
+    [
+      label(alt(attempt(seq([literal('not'), delimiter], () => true)), pure(false)), 'negation operator (not)'),
+      label(alt(attempt(literal('and')), literal('or')), 'logic operator (and, or)'),
+      lexeme(char('(')),
+      sepBy1(
+        lazy(() => logicTree),
+        lexeme(char(',')),
+      ),
+      lexeme(char(')')),
+    ],
+    (negate, op, _, conditions): Condition => ({ kind: 'logic', op: op as 'and' | 'or', negate, children: conditions }),
+  ),
+);
+// Closes past the tree are ignored, as PostgREST ignores them.
+const logicParameter = seq([logicTree, run(CLOSE, 0), eof], (tree) => tree);
+
 /**
- * Splits a list on top-level commas, honouring parentheses, double quotes and array literals
- * (`arr.cs.{1,2}` inside a logic tree is one element, as in PostgREST).
+ * `(a.eq.1,or(b.gt.2,c.is.null))`, the value of an or=/and= parameter, read as PostgREST reads
+ * it: joined to the parameter's name (`or(…)`, `not.and(…)`), which the columns count.
  */
-export function splitTopLevel(raw: string, what: string): string[] {
-  const parts: string[] = [];
-  let depth = 0;
-  let braces = 0;
-  let quoted = false;
-  let start = 0;
-  for (let i = 0; i < raw.length; i++) {
-    const ch = raw[i];
-    if (quoted) {
-      if (ch === '\\') i++;
-      else if (ch === '"') quoted = false;
-      continue;
-    }
-    if (ch === '"') quoted = true;
-    else if (ch === '{') braces++;
-    else if (ch === '}' && braces > 0) braces--;
-    else if (ch === '(') depth++;
-    else if (ch === ')') {
-      depth--;
-      if (depth < 0) throw grammarError(what, raw, i, 'a matching "("');
-    } else if (ch === ',' && depth === 0 && braces === 0) {
-      parts.push(raw.slice(start, i));
-      start = i + 1;
-    }
-  }
-  if (quoted) throw grammarError(what, raw, raw.length, 'a closing double quote');
-  if (depth !== 0) throw grammarError(what, raw, raw.length, '")"');
-  parts.push(raw.slice(start));
-  return parts;
-}
-
-/** A value as PostgREST reads it inside lists and logic trees: "quoted" with \ escapes, or bare. */
-function unquote(raw: string): string {
-  if (raw.length >= 2 && raw.startsWith('"') && raw.endsWith('"')) {
-    return raw.slice(1, -1).replace(/\\(.)/g, '$1');
-  }
-  return raw;
-}
-
-/** `[not.]op[(any|all)].value` or `fts(lang).value`, the right side of a filter. */
-export function parseOperation(raw: string, field: FieldRef, what: string, inLogic: boolean): Filter {
-  let rest = raw;
-  let negate = false;
-  if (rest.startsWith('not.')) {
-    negate = true;
-    rest = rest.slice(4);
-  }
-  const m = /^([a-z]+)(?:\(([^)]*)\))?\.([\s\S]*)$/.exec(rest);
-  const op = m?.[1];
-  if (!m || op === undefined || !isOperator(op)) {
-    const offset = raw.length - rest.length;
-    throw catalogue.parse(
-      `filter (${raw})`,
-      `unknown operator at position ${offset}`,
-      `Write the filter as <column>=<operator>.<value> with an operator among: ${OPERATOR_NAMES.join(', ')}; the problem starts at: ${rest.slice(0, 30)}`,
-    );
-  }
-  const rule = OPERATORS[op];
-  const modifier = m[2];
-  const tail = group(m, 3);
-  let text = tail;
-  if (inLogic) text = unquote(text);
-  let value: FilterValue;
-  let quantifier: 'any' | 'all' | undefined;
-  if (rule.shape === 'search') {
-    if (modifier !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(modifier)) {
-      throw grammarError(`filter (${what})`, raw, raw.indexOf('(') + 1, 'a text search configuration name');
-    }
-    value = { kind: 'fts', language: modifier, text };
-  } else if (modifier !== undefined) {
-    if ((modifier !== 'any' && modifier !== 'all') || !QUANTIFIABLE.includes(op)) {
-      throw grammarError(
-        `filter (${what})`,
-        raw,
-        raw.indexOf('(') + 1,
-        `"any" or "all" (with ${QUANTIFIABLE.join(', ')})`,
-      );
-    }
-    quantifier = modifier;
-    value = { kind: 'list', items: listItems(tail, raw, '{', '}') };
-  } else if (rule.shape === 'list') {
-    value = { kind: 'list', items: listItems(tail, raw, '(', ')') };
-  } else if (rule.shape === 'keyword') {
-    const v = text.toLowerCase();
-    if (!Object.hasOwn(rule.values, v)) {
-      throw catalogue.parse(
-        `filter (${raw})`,
-        `unexpected "${text}"`,
-        `The "${op}" operator takes one of: ${Object.keys(rule.values).join(', ')}`,
-      );
-    }
-    value = { kind: 'is', value: v as keyof typeof rule.values };
-  } else {
-    value = { kind: 'scalar', text };
-  }
-  return { field, negate, op, quantifier, value };
-}
-
-function listItems(raw: string, whole: string, open: string, close: string): string[] {
-  const t = raw.trim();
-  if (!t.startsWith(open) || !t.endsWith(close)) {
-    throw catalogue.parse(
-      `filter (${whole})`,
-      `expecting a list in "${open}${close}"`,
-      `Write the list as ${open}a,b,"c,d"${close}; quote values holding commas or parentheses`,
-    );
-  }
-  const inner = t.slice(1, -1);
-  // An empty list, blanks included (`in.(   )`), matches nothing.
-  if (inner.trim() === '') return [];
-  return listElements(inner);
-}
-
-/**
- * The elements of a list as PostgREST reads them: an element is "quoted" (with \ escapes) only
- * when its closing quote ends it; otherwise it is bare text up to the next comma outside
- * parentheses or braces, in which a double quote is a character like any other (`in.(")`,
- * `in.(Double"Quote")`).
- */
-function listElements(inner: string): string[] {
-  const items: string[] = [];
-  let i = 0;
-  for (;;) {
-    const start = pastBlanks(inner, i);
-    const closing = inner[start] === '"' ? quotedEnd(inner, start) : -1;
-    const after = closing < 0 ? -1 : pastBlanks(inner, closing);
-    if (after >= 0 && (after === inner.length || inner[after] === ',')) {
-      items.push(unquote(inner.slice(start, closing)));
-      i = after;
-    } else {
-      const end = bareEnd(inner, start);
-      items.push(inner.slice(start, end).trim());
-      i = end;
-    }
-    if (i >= inner.length) return items;
-    i++; // the comma
-  }
-}
-
-/** The index of the first character at or after `i` that is not white space (as trim() sees it). */
-function pastBlanks(s: string, i: number): number {
-  while (i < s.length && s[i]!.trim() === '') i++;
-  return i;
-}
-
-/** The index just past the double quote that closes the one at `open`, or -1. */
-function quotedEnd(s: string, open: number): number {
-  for (let i = open + 1; i < s.length; i++) {
-    if (s[i] === '\\') i++;
-    else if (s[i] === '"') return i + 1;
-  }
-  return -1;
-}
-
-/** Where a bare element that starts at `start` ends: the next comma outside () and {}. */
-function bareEnd(s: string, start: number): number {
-  let depth = 0;
-  for (let i = start; i < s.length; i++) {
-    const ch = s[i];
-    if (ch === '(' || ch === '{') depth++;
-    else if ((ch === ')' || ch === '}') && depth > 0) depth--;
-    else if (ch === ',' && depth === 0) return i;
-  }
-  return s.length;
-}
-
-/** A field with an optional JSON path, as written on the left of a filter. */
-export function parseField(raw: string, what: string): FieldRef {
-  const c = new Cursor(raw, what);
-  const f = field(c);
-  if (!c.done()) c.fail('"->", "->>" or the end of the column');
-  return f;
-}
-
-/** `(a.eq.1,or(b.gt.2,c.is.null))`: the value of an or=/and= parameter. */
 export function parseLogic(op: 'and' | 'or', negate: boolean, raw: string): Condition {
-  const t = withoutExtraCloses(raw.trim());
-  if (!t.startsWith('(') || !t.endsWith(')')) {
-    throw catalogue.parse(`logic tree (${raw})`, 'expecting "(" … ")"', `Write it as ${op}=(column.operator.value,…)`);
-  }
-  return { kind: 'logic', op, negate, children: logicChildren(t.slice(1, -1), raw, `${negate ? 'not.' : ''}${op}`) };
+  return parseWith(logicParameter, `${negate ? 'not.' : ''}${op}${raw}`, `logic tree (${raw})`);
+}
+
+/** `{a,"b,c"}`, the value of `op(any)`/`op(all)`: Postgres's array literal, read into its elements. */
+const braceElement = alt(
+  attempt(seq([quoted, notFollowedBy(noneOf(',}'))], (q) => q)),
+  map(run(noneOf(',}'), 0), (s) => s.trim()),
+);
+const braceList = seq([lexeme(char('{')), sepBy1(braceElement, char(',')), lexeme(char('}')), eof], (_, items) =>
+  items.length === 1 && items[0] === '' ? [] : items,
+);
+
+/** A parsed operation on a field: the filter the plan reads. */
+export function toFilter(field: FieldRef, o: Operation): Filter {
+  const { negate, op, quantifier, value } = o;
+  if (value.kind !== 'scalar') return { field, negate, op, quantifier, value };
+  if (SEARCH.includes(op as (typeof SEARCH)[number]))
+    return { field, negate, op, quantifier, value: { kind: 'fts', language: o.language, text: value.text } };
+  if (quantifier === undefined) return { field, negate, op, quantifier, value };
+  return { field, negate, op, quantifier, value: { kind: 'list', items: braceItems(value.text, o) } };
 }
 
 /**
- * A tree closed more often than it was opened (`(a.eq.1,b.neq.2))`) reads as PostgREST reads
- * it: the closes past the last opening are ignored. Anything else after the tree stays an error.
+ * PostgREST hands `{…}` to Postgres as an array literal (a malformed one is Postgres's 22P02);
+ * Tally reads its elements itself, so a value that is not such a list is refused here.
  */
-function withoutExtraCloses(t: string): string {
-  let depth = 0;
-  let quoted = false;
-  for (let i = 0; i < t.length; i++) {
-    const ch = t[i];
-    if (quoted) {
-      if (ch === '\\') i++;
-      else if (ch === '"') quoted = false;
-    } else if (ch === '"') quoted = true;
-    else if (ch === '(') depth++;
-    else if (ch === ')' && --depth === 0 && /^\)+$/.test(t.slice(i + 1))) return t.slice(0, i + 1);
-  }
-  return t;
-}
-
-/** The element PostgREST's parser expects first inside a tree's parentheses. */
-const LOGIC_ELEMENT = 'field name (* or [a..z0..9_$]), negation operator (not) or logic operator (and, or)';
-
-/** `key` is the parameter's name (`or`, `not.and`), which PostgREST parses with the value. */
-function logicChildren(inner: string, whole: string, key: string, part = whole): Condition[] {
-  if (inner.trim() === '') {
-    // PostgREST's words and place: the column (1-based) of the ")" in `or(…)` as it parses it,
-    // the parameter's name and value joined.
-    const open = whole.indexOf(part) + part.indexOf('(');
-    const close = open + 1 + (whole.slice(open + 1).length - whole.slice(open + 1).trimStart().length);
-    throw catalogue.parseAt(
-      `logic tree (${whole})`,
-      key.length + close + 1,
-      `unexpected ")" expecting ${LOGIC_ELEMENT}`,
+function braceItems(text: string, o: Operation): string[] {
+  try {
+    return parseWith(braceList, text, 'list');
+  } catch {
+    throw catalogue.parse(
+      `filter (${o.negate ? 'not.' : ''}${o.op}(${o.quantifier}).${text})`,
+      'expecting a list in "{}"',
+      'Write the list as {a,b,"c,d"}; quote values holding commas or braces',
     );
   }
-  return splitTopLevel(inner, 'logic tree').map((part) => {
-    const p = part.trim();
-    // Whitespace may stand between a nested tree's operator and its parenthesis: `and ( … )`.
-    const m = /^(not\.)?(and|or)\s*\(([\s\S]*)\)$/.exec(p);
-    if (m)
-      return {
-        kind: 'logic',
-        op: m[2] as 'and' | 'or',
-        negate: m[1] !== undefined,
-        children: logicChildren(group(m, 3), whole, key, p),
-      };
-    const dot = p.indexOf('.');
-    if (dot <= 0) {
-      throw catalogue.parse(
-        `logic tree (${whole})`,
-        `unexpected "${p.slice(0, 30)}"`,
-        'Each element is column.operator.value, and(…) or or(…)',
-      );
-    }
-    // The field ends at the first dot that is not inside a quoted name.
-    let end = dot;
-    if (p.startsWith('"')) {
-      const close = p.indexOf('"', 1);
-      end = close > 0 ? p.indexOf('.', close) : -1;
-      if (end < 0) throw grammarError('logic tree', whole, 0, 'a column');
-    }
-    const f = parseField(p.slice(0, end), 'logic tree');
-    return { kind: 'filter', filter: parseOperation(p.slice(end + 1), f, p, true) };
-  });
 }
 
 // ---- order -------------------------------------------------------------------------------
 
+const orderEnd = alt(ahead(','), attempt(eof));
+const direction = alt(
+  attempt(seq([delimiter, literal('asc')], () => 'asc' as const)),
+  attempt(seq([delimiter, literal('desc')], () => 'desc' as const)),
+);
+const nulls = alt(
+  attempt(seq([delimiter, literal('nullsfirst')], () => 'first' as const)),
+  attempt(seq([delimiter, literal('nullslast')], () => 'last' as const)),
+);
+const modifiers = seq(
+  [
+    optional(direction),
+    alt(
+      seq([optional(nulls), orderEnd], (n) => n),
+      map(orderEnd, () => undefined),
+    ),
+  ],
+  (dir, n) => ({ direction: dir, nulls: n }),
+);
+const term = (
+  relation: string | undefined,
+  f: FieldRef,
+  m: { direction?: 'asc' | 'desc'; nulls?: 'first' | 'last' },
+) => {
+  const t: OrderTerm = { relation, field: f };
+  if (m.direction) t.direction = m.direction;
+  if (m.nulls) t.nulls = m.nulls;
+  return t;
+};
+const orderParameter = seq(
+  [
+    sepBy1(
+      lexeme(
+        alt(
+          attempt(
+            seq([fieldName, char('('), field, char(')'), modifiers], (relation, _, f, __, m) => term(relation, f, m)),
+          ),
+          seq([field, modifiers], (f, m) => term(undefined, f, m)),
+        ),
+      ),
+      char(','),
+    ),
+    eof,
+  ],
+  (terms) => terms,
+);
+
 export function parseOrder(raw: string): OrderTerm[] {
-  return splitTopLevel(raw, 'order').map((part) => {
-    const c = new Cursor(part.trim(), 'order');
-    let relation: string | undefined;
-    let f = field(c);
-    if (c.peek() === '(') {
-      if (f.json.length > 0) c.fail('"." after the column');
-      relation = f.name;
-      c.pos++;
-      f = field(c);
-      c.expect(')');
-    }
-    const term: OrderTerm = { relation, field: f };
-    while (c.peek() === '.') {
-      c.pos++;
-      const word = c.name();
-      if (word === 'asc' || word === 'desc') {
-        if (term.direction) c.fail('nullsfirst or nullslast');
-        term.direction = word;
-      } else if (word === 'nullsfirst' || word === 'nullslast') {
-        if (term.nulls) c.fail('the end of the term');
-        term.nulls = word === 'nullsfirst' ? 'first' : 'last';
-      } else {
-        c.pos -= word.length;
-        c.fail('asc, desc, nullsfirst or nullslast');
-      }
-    }
-    if (!c.done()) c.fail('"." or ","');
-    return term;
-  });
+  return parseWith(orderParameter, raw, `order (${raw})`);
 }
+
+// ---- column lists ------------------------------------------------------------------------
+
+const columnList = seq([sepBy1(fieldName, lexeme(char(','))), eof], (names) => names);
 
 /** `a,"b c"`: the columns= and on_conflict= lists. */
 export function parseColumnList(raw: string, what: string): string[] {
-  return splitTopLevel(raw, what).map((p) => {
-    const name = unquote(p.trim());
-    if (name === '') throw grammarError(what, raw, 0, 'a column name');
-    return refuseNul(name, what);
-  });
+  return parseWith(columnList, raw, `${what} (${raw})`);
 }

@@ -5,12 +5,12 @@ import type { GatewayRequest } from '../call.js';
 import { catalogue } from '../errors.js';
 import {
   parseColumnList,
-  parseField,
   parseLogic,
   parseOperation,
   parseOrder,
   parseSelect,
-  splitTopLevel,
+  parseTreePath,
+  toFilter,
 } from './grammar.js';
 import {
   PLAN_OPTIONS,
@@ -133,28 +133,17 @@ function parseNodeKey(nodes: Map<string, NodeOptions>, key: string, value: strin
     NODE_KEYS[last as ReservedKeyOf<'node'>](nodeAt(nodes, pathSegments.join('.')), value, key, negate);
     return;
   }
-  if (key === '') {
-    throw catalogue.parse('filter ()', 'empty query parameter name', 'Write a filter as column=operator.value');
-  }
   // A filter: [embedded.path.]column[->json]=[not.]op.value
-  const fieldStart = firstFieldSegment(segments);
-  const path = segments.slice(0, fieldStart).join('.');
-  const fieldRaw = segments.slice(fieldStart).join('.');
-  if (isReservedKey(fieldRaw)) return;
-  const field = parseField(fieldRaw, `filter key (${key})`);
-  nodeAt(nodes, path).conditions.push({ kind: 'filter', filter: parseOperation(value, field, key, false) });
+  const { path, field } = parseTreePath(key);
+  if (field.json.length === 0 && isReservedKey(field.name)) return;
+  const filter = toFilter(field, parseOperation(value));
+  nodeAt(nodes, path.join('.')).conditions.push({ kind: 'filter', filter });
 }
 
 function nodeAt(nodes: Map<string, NodeOptions>, path: string): NodeOptions {
   let n = nodes.get(path);
   if (!n) nodes.set(path, (n = { conditions: [] }));
   return n;
-}
-
-/** In `a.b->c.d`, dots inside a JSON path belong to the field: the field starts at the segment holding "->". */
-function firstFieldSegment(segments: string[]): number {
-  const arrow = segments.findIndex((s) => s.includes('->'));
-  return arrow >= 0 ? arrow : segments.length - 1;
 }
 
 /** The largest limit or offset a query string can give (nonNegative reads at most 15 digits). */
@@ -276,6 +265,11 @@ export function parsePreferences(header: string | undefined): Preferences {
   return prefs;
 }
 
+/** An Accept header's media ranges: split on the commas outside double quotes (`for="a,b"`). */
+function mediaRanges(header: string): string[] {
+  return header.match(/(?:[^,"]|"[^"]*")+/g) ?? [];
+}
+
 const MEDIA: Record<string, MediaType> = {
   'application/json': 'json',
   'application/*': 'json',
@@ -302,7 +296,7 @@ const PLAN_MEDIA: Record<string, PlanMedia['format']> = {
  */
 export function parseAccept(header: string | undefined): { media: MediaType; plan?: PlanMedia; stripNulls?: true } {
   if (!header || header.trim() === '') return { media: 'json' };
-  const ranked = splitTopLevel(header, 'Accept header')
+  const ranked = mediaRanges(header)
     .map((part, i) => {
       const [type = '', ...params] = part
         .trim()

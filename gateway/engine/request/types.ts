@@ -16,8 +16,7 @@ export interface FieldRef {
   json: JsonStep[];
 }
 
-export const AGGREGATES = ['count', 'sum', 'avg', 'min', 'max'] as const;
-export type AggregateFn = (typeof AGGREGATES)[number];
+export type AggregateFn = 'count' | 'sum' | 'avg' | 'min' | 'max';
 
 export type SelectItem =
   | { kind: 'star' }
