@@ -7,6 +7,8 @@ import type { Condition, FieldRef, Filter } from '../../gateway/engine/request/t
 import { failure, parse, SCALAR_OPERATORS } from './helpers/pipeline.js';
 import { OPERATOR_NAMES } from '../../gateway/engine/operators.js';
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { ApiError } from '../../gateway/engine/errors/catalogue.js';
 import { join } from 'node:path';
 import { packageRoot } from '../../gateway/paths.js';
 
@@ -948,5 +950,45 @@ describe("what does not parse: PostgREST's place and words", () => {
     expect(failure(() => parseLogic('or', false, `(${'and('.repeat(5000)}id.eq.1${')'.repeat(5000)})`))).toMatchObject({
       message: 'A query parameter nests parentheses too deeply',
     });
+  });
+});
+
+describe('any text', () => {
+  // Of the grammar's own characters, mostly: every parameter either reads or is a 400 in the one
+  // shape, never an internal error (both readings of a failed parameter agree: parsec.ts).
+  const text = fc.string({
+    unit: fc.constantFrom(
+      ...'abc01 ._-:!*()",>{}\\\t'.split(''),
+      'in',
+      'eq',
+      'not',
+      'or',
+      'and',
+      '->',
+      '::',
+      'asc',
+      'count()',
+    ),
+    maxLength: 40,
+  });
+  const readers: [string, (s: string) => unknown][] = [
+    ['select', parseSelect],
+    ['order', parseOrder],
+    ['a filter', (s) => filter(s)],
+    ['a logic tree', (s) => parseLogic('or', false, s)],
+    ['a filter key', (s) => parse('posts', { query: new URLSearchParams([[s, 'eq.1']]).toString() })],
+  ];
+  it.each(readers)('as %s: read, or refused with a 400', (_, read) => {
+    fc.assert(
+      fc.property(text, (s) => {
+        try {
+          read(s);
+        } catch (e) {
+          expect(e).toBeInstanceOf(ApiError);
+          expect((e as ApiError).status).toBe(400);
+        }
+      }),
+      { numRuns: 1000 },
+    );
   });
 });

@@ -32,6 +32,7 @@ import {
   sepBy,
   sepBy1,
   seq,
+  startingWith,
   where,
   type CharClass,
   type Parser,
@@ -112,18 +113,26 @@ const jsonKey = map(
   ),
   refuseNul,
 );
-const jsonStep = seq(
-  [
-    alt(attempt(literal('->>')), attempt(literal('->'))),
-    alt(attempt(map(jsonIndex, (key) => ({ key, index: true as const }))), attempt(map(jsonKey, (key) => ({ key })))),
-  ],
-  (arrow, operand): JsonStep => ({ arrow: arrow as JsonStep['arrow'], ...operand }),
+const jsonStep = startingWith(
+  '-',
+  seq(
+    [
+      alt(attempt(literal('->>')), attempt(literal('->'))),
+      alt(attempt(map(jsonIndex, (key) => ({ key, index: true as const }))), attempt(map(jsonKey, (key) => ({ key })))),
+    ],
+    (arrow, operand): JsonStep => ({ arrow: arrow as JsonStep['arrow'], ...operand }),
+  ),
 );
 const jsonPath = many(jsonStep);
 
 const field: Parser<FieldRef> = memo(lexeme(seq([fieldName, option([], jsonPath)], (name, json) => ({ name, json }))));
 
-const cast = optional(seq([literal('::'), identifier], (_, type) => type));
+const cast = optional(
+  startingWith(
+    ':',
+    seq([literal('::'), identifier], (_, type) => type),
+  ),
+);
 const aliasOf = memo(optional(attempt(seq([fieldName, char(':'), notFollowedBy(COLON)], (name) => name))));
 
 // ---- select ----------------------------------------------------------------------------
@@ -135,16 +144,19 @@ interface EmbedParams {
   inner: boolean;
 }
 /** `!hint` and `!inner`/`!left`, at most two, the first of each kind counting. */
-const embedParam = seq(
-  [
-    char('!'),
-    alt(
-      attempt(map(literal('left'), () => ({ join: 'left' as const }))),
-      attempt(map(literal('inner'), () => ({ join: 'inner' as const }))),
-      attempt(map(fieldName, (hint) => ({ hint }))),
-    ),
-  ],
-  (_, p): { hint?: string; join?: 'left' | 'inner' } => p,
+const embedParam = startingWith(
+  '!',
+  seq(
+    [
+      char('!'),
+      alt(
+        attempt(map(literal('left'), () => ({ join: 'left' as const }))),
+        attempt(map(literal('inner'), () => ({ join: 'inner' as const }))),
+        attempt(map(fieldName, (hint) => ({ hint }))),
+      ),
+    ],
+    (_, p): { hint?: string; join?: 'left' | 'inner' } => p,
+  ),
 );
 const embedParams = seq([optional(embedParam), optional(embedParam)], (a, b): EmbedParams => {
   const hint = a?.hint ?? b?.hint;
@@ -191,7 +203,7 @@ const fieldItem: Parser<SelectItem> = lexeme(
         aliasOf,
         field,
         cast,
-        optional(attempt(seq([char('.'), aggregate, literal('()')], (_, fn) => fn))),
+        optional(startingWith('.', attempt(seq([char('.'), aggregate, literal('()')], (_, fn) => fn)))),
         cast,
         selectEnd,
       ],

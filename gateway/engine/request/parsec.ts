@@ -194,9 +194,22 @@ export function caseless(lit: string): Parser<string> {
   };
 }
 
-/** Parsec's `char`: one character, expected by its shown form. */
-export const char = (c: string): Parser<string> =>
-  one({ test: (code) => code === c.charCodeAt(0), expects: [showString(c)] });
+/** Parsec's `char` (of an ASCII character): that character, expected by its shown form. */
+export function char(c: string): Parser<string> {
+  const code = c.charCodeAt(0);
+  const cls: CharClass = { test: (x) => x === code, expects: [showString(c)] };
+  return (st) => {
+    const i = st.i;
+    if (st.s.charCodeAt(i) !== code) {
+      st.e = st.track ? st.fail(i, noMatch(st, cls, i)) : null;
+      return EMPTY_ERR;
+    }
+    st.i = i + 1;
+    st.v = c;
+    st.e = st.unknown(st.i);
+    return CONSUMED_OK;
+  };
+}
 
 /** The end of the input; Parsec names the character found there in single quotes. */
 export const eof: Parser<undefined> = (st) => {
@@ -242,6 +255,16 @@ export const pure =
     st.e = st.unknown(st.i);
     return EMPTY_OK;
   };
+
+/**
+ * p where the input goes on with one of `starts`, else a failure that consumed nothing, without
+ * running p, when errors are not recorded: p could only fail without consuming there (every way
+ * of reading p starts with one of them), and the reading that records errors runs p itself.
+ */
+export function startingWith<T>(starts: string, p: Parser<T>): Parser<T> {
+  const codes = new Set([...starts].map((c) => c.charCodeAt(0)));
+  return (st) => (st.track || codes.has(st.s.charCodeAt(st.i)) ? p(st) : EMPTY_ERR);
+}
 
 /** Parsec's `try`: a failure that consumed becomes one that did not, back where it started. */
 export function attempt<T>(p: Parser<T>): Parser<T> {
@@ -514,7 +537,8 @@ export function parseWith<T>(p: Parser<T>, input: string, what: string): T {
   const fast = new State(input, false);
   if (isOk(p(fast))) return fast.v as T;
   const slow = new State(input, true);
-  p(slow);
+  // Both readings run the same parsers; only `startingWith` lets the first fail early.
+  if (isOk(p(slow))) throw new Error(`Internal invariant broken: ${what} read only when errors are recorded`);
   throw describe(slow.e ?? { at: 0, msgs: [] }, input, what);
 }
 
