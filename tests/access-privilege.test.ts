@@ -202,9 +202,17 @@ describe('least privilege', () => {
          WHERE n.nspname = 'tally' AND has_function_privilege(r.role, p.oid, 'EXECUTE')
          ORDER BY 1, 2`;
       const expected = (role: string, fns: string[]) => fns.map((fn) => ({ role, fn }));
+      // local_shard: every role's, as the category trigger runs as whoever writes; it names a
+      // shard of Citus's catalog (readable by every role) or nothing.
       expect(executable).toEqual([
-        ...expected('anon', ['check_request', 'current_workspace_id', 'jwt_claims']),
-        ...expected('api_read', ['check_request', 'current_workspace_currency', 'current_workspace_id', 'jwt_claims']),
+        ...expected('anon', ['check_request', 'current_workspace_id', 'jwt_claims', 'local_shard']),
+        ...expected('api_read', [
+          'check_request',
+          'current_workspace_currency',
+          'current_workspace_id',
+          'jwt_claims',
+          'local_shard',
+        ]),
         ...expected('api_write', [
           'check_category_domain',
           'check_request',
@@ -214,6 +222,7 @@ describe('least privilege', () => {
           'idempotency_claim',
           'idempotency_save',
           'jwt_claims',
+          'local_shard',
         ]),
       ]);
       for (const role of ['anon', 'api_read', 'api_write']) {

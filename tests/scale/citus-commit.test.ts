@@ -1,4 +1,4 @@
-import postgres, { type Notice, type Sql } from 'postgres';
+import postgres, { type Notice, type Sql, type TransactionSql } from 'postgres';
 import request from 'supertest';
 import { jwtKeys } from '../../gateway/auth/jwt.js';
 import { loadConfig } from '../../gateway/config.js';
@@ -7,6 +7,7 @@ import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
 import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
 import { TEST_JWT_SECRET } from '../harness/app.js';
+import { sqlState } from '../harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
@@ -24,6 +25,12 @@ import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 // split into an INSERT whose rows the coordinator keeps as an intermediate result and a query
 // over them it runs itself (what Citus does with any INSERT inside a WITH). Citus says which
 // it did: with citus.log_intermediate_results it reports each subplan's result as it plans it.
+//
+// And the functions every request runs (the pre-request check on the coordinator, an insert's
+// category and activity triggers on the worker) read and write the local shards themselves: a
+// statement of theirs handed to Citus's local execution is deparsed and planned anew on every
+// call, several times the cost of the statement. Citus says when it runs one so: with
+// citus.log_local_commands on every node, each is a notice, which the coordinator passes on.
 
 const DB = 'tally_commit';
 
@@ -36,6 +43,7 @@ let writeA: { id: string; token: string };
 let jwtA: string;
 let remote: string[] = [];
 let subplans: string[] = [];
+let local: string[] = [];
 
 beforeAll(async () => {
   cluster = await startCitusCluster({ workers: 2 });
@@ -43,6 +51,9 @@ beforeAll(async () => {
   await migrate(ownerUrl);
   await applyPolicies(ownerUrl);
   owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
+  // For the sessions that open after this one, on every node: Citus passes it on to the
+  // workers' copies of the database.
+  await owner.unsafe(`ALTER DATABASE ${DB} SET citus.log_local_commands = on`);
   // The maintenance daemon's recovery of prepared transactions deletes pg_dist_transaction's
   // rows; off, so that a two-phase commit during the test stays counted.
   await owner`ALTER SYSTEM SET citus.recover_2pc_interval = -1`;
@@ -74,6 +85,10 @@ beforeAll(async () => {
         const message = String(n.message);
         if (message.startsWith('issuing ')) remote.push(message);
         if (/^Subplan \S+ will be (written to local file|sent to)/.test(message)) subplans.push(message);
+        // Not a request's: the server's poll of the watched lookup lists (tally.change_version(),
+        // on a timer of its own) reads them with Citus's local execution too.
+        const poll = /^executing the command locally: SELECT md5\(COALESCE\(string_agg\(\(t\.\*\)::text/.test(message);
+        if (message.startsWith('executing the command locally: ') && !poll) local.push(message);
       },
     } as never,
   });
@@ -89,7 +104,7 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-const rest = (method: 'post' | 'patch' | 'delete', path: string) => {
+const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string) => {
   const agent = request(app);
   return agent[method](`/rest/v1/${path}`).set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}` });
 };
@@ -196,4 +211,89 @@ test('an array of rows still commits in two phases, and both instruments see it'
     ]),
   );
   expect(bulk).toEqual({ what: 'POST two rows', wrote: true, prepared: 2, recorded: 1, intermediate: 1 });
+});
+
+/** The statements Citus ran through its local execution for one request, on any node. */
+async function localOf(what: string, send: () => Promise<request.Response>) {
+  local = [];
+  const res = await send();
+  expect({ what, status: res.status < 400 ? 'ok' : res.text }).toEqual({ what, status: 'ok' });
+  return { what, local };
+}
+
+/** One request of each kind that touches one row (or reads one workspace's list), in turn. */
+async function requestsOfOneRow(label: string) {
+  return [
+    await localOf('GET a list', () =>
+      rest('get', 'personal_transactions?select=id,name&order=occurred_at.desc&limit=5'),
+    ),
+    await localOf('POST one row', () => rest('post', 'personal_transactions').send({ ...expense, name: label })),
+    await localOf('a fund transaction', () =>
+      rest('post', 'fund_transactions').send({
+        fund_id: a.fundId,
+        name: label,
+        amount: 3,
+        category_id: 'fund-income',
+        method_id: 'bank-transfer',
+      }),
+    ),
+    await localOf('PATCH one row', () =>
+      rest('patch', `personal_transactions?id=eq.${a.expenseId}`).send({ note: label }),
+    ),
+    await localOf('DELETE one row', () => rest('delete', `personal_transactions?name=eq.${label}`)),
+  ];
+}
+
+test("the pre-request check and a one-row write's triggers run no statement through Citus's local execution", async () => {
+  const results = await requestsOfOneRow('Local');
+  expect(results).toEqual(results.map((r) => ({ what: r.what, local: [] })));
+});
+
+test("after the workspace's shards move to the other worker, the functions find them there", async () => {
+  const placement = async () =>
+    (
+      await owner<{ shard: string; port: number }[]>`
+        SELECT p.shardid::text AS shard, n.nodeport AS port
+          FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+         WHERE p.shardid = get_shard_id_for_distribution_column('public.activity', ${a.id}::uuid)`
+    )[0]!;
+  const activity = async () =>
+    (await owner<{ n: number }[]>`SELECT count(*)::int AS n FROM activity WHERE workspace_id = ${a.id}`)[0]!.n;
+  const from = await placement();
+  const to = cluster.workers.find((w) => w.port !== from.port)!;
+  await owner`SELECT citus_move_shard_placement(get_shard_id_for_distribution_column('public.personal_transactions', ${a.id}::uuid),
+                '127.0.0.1', ${from.port}, '127.0.0.1', ${to.port}, shard_transfer_mode => 'block_writes')`;
+  expect(await placement()).toEqual({ shard: from.shard, port: to.port });
+
+  const before = await activity();
+  const results = await requestsOfOneRow('Moved');
+  expect(results).toEqual(results.map((r) => ({ what: r.what, local: [] })));
+  // Each write left its activity row, in the shard where Citus now reads it.
+  expect(await activity()).toBe(before + 4);
+
+  // A node without the shard has no local one, and the functions go through Citus there: the
+  // pre-request check on a worker (where api_tokens is the coordinator's) answers as on the
+  // coordinator, also for a token revoked since.
+  const onWorker = async (port: number, fn: (tx: TransactionSql) => Promise<unknown>) => {
+    const node = cluster.workers.find((w) => w.port === port)!;
+    const sql = postgres(node.url(DB), { max: 1, onnotice: () => {} });
+    try {
+      return await sql.begin(fn);
+    } finally {
+      await sql.end();
+    }
+  };
+  const shardOn = (port: number) =>
+    onWorker(port, async (tx) => (await tx`SELECT tally.local_shard('public', 'activity', ${a.id}::uuid) AS s`)[0]!.s);
+  expect(await shardOn(from.port)).toBeNull();
+  expect(await shardOn(to.port)).toBe(`public.activity_${from.shard}`);
+  const read = await tokenFor(owner, a.id, 'read');
+  const claims = JSON.stringify({ role: 'api_read', sub: read.id, workspace_id: a.id, exp: 9999999999 });
+  const check = async (tx: TransactionSql) => {
+    await tx`SELECT set_config('request.jwt.claims', ${claims}, true), set_config('role', 'api_read', true)`;
+    return tx`SELECT tally.check_request()`;
+  };
+  await onWorker(from.port, check);
+  await owner`UPDATE api_tokens SET revoked_at = now() WHERE id = ${read.id}`;
+  expect(await sqlState(onWorker(from.port, check))).toBe('PT401');
 });
