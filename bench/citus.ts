@@ -13,8 +13,9 @@ import { adminClient } from '../gateway/db/connect.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
-import { citusMissing, startCitusCluster } from '../tests/scale/harness/citus.js';
+import { citusMissing, startCitusCluster, type PgNode } from '../tests/scale/harness/citus.js';
 import { generateDataset, type Dataset } from './data.js';
+import { cpuMsOf, postgresCpuMsOf } from './proc.js';
 
 interface CitusFigures {
   case: string;
@@ -25,6 +26,24 @@ interface CitusFigures {
   ratio: number;
   plainMeanMs: number;
   citusMeanMs: number;
+  /**
+   * CPU ms per answered request, over the same runs: the Tally process's and Postgres's on the
+   * plain server; on Citus, Tally's, the coordinator's and the workers' (together).
+   */
+  plainCpuMs: { tally: number; postgres: number };
+  citusCpuMs: { tally: number; coordinator: number; workers: number };
+}
+
+/** CPU ms of a set of processes so far, by name. */
+type Counters = Record<string, () => number>;
+
+/** Runs `run`, and answers its result with the CPU each counter spent per answered request. */
+async function perRequest(counters: Counters, run: () => Promise<Result>) {
+  const before = Object.fromEntries(Object.entries(counters).map(([k, f]) => [k, f()]));
+  const result = await run();
+  const answered = result.requests.total - result.non2xx - result.errors;
+  const cpu = Object.fromEntries(Object.entries(counters).map(([k, f]) => [k, (f() - before[k]!) / answered]));
+  return { result, cpu };
 }
 
 export interface CitusReport {
@@ -156,23 +175,40 @@ export async function citusCase(options: {
       }
     }
     const figures: CitusFigures[] = [];
+    const postgresOf = (nodes: PgNode[]) => () => nodes.reduce((sum, n) => sum + postgresCpuMsOf(n.dataDir), 0);
+    const counters: Record<'plain' | 'citus', Counters> = {
+      plain: { tally: () => cpuMsOf(plain.child.pid), postgres: postgresOf([plainNode]) },
+      citus: {
+        tally: () => cpuMsOf(citus.child.pid),
+        coordinator: postgresOf([cluster.coordinator]),
+        // The plain server was started by the cluster too, after its workers.
+        workers: postgresOf(cluster.workers.filter((n) => n !== plainNode)),
+      },
+    };
     const connections = [1, ...options.connections.filter((c) => c !== 1)];
     for (const write of [false, true]) {
       for (const c of connections) {
-        const runs: { plain: Result[]; citus: Result[] } = { plain: [], citus: [] };
+        const runs: Record<'plain' | 'citus', { result: Result; cpu: Record<string, number> }[]> = {
+          plain: [],
+          citus: [],
+        };
         for (const which of ['plain', 'citus', 'citus', 'plain'] as const) {
           runs[which].push(
-            await load(
-              which === 'plain' ? plain.base : citus.base,
-              which === 'plain' ? plainData : citusData,
-              write,
-              c,
-              options.seconds,
+            await perRequest(counters[which], () =>
+              load(
+                which === 'plain' ? plain.base : citus.base,
+                which === 'plain' ? plainData : citusData,
+                write,
+                c,
+                options.seconds,
+              ),
             ),
           );
         }
-        const rate = (rs: Result[]) => rs.reduce((s, r) => s + r.requests.average, 0) / rs.length;
-        const mean = (rs: Result[]) => rs.reduce((s, r) => s + r.latency.average, 0) / rs.length;
+        const rate = (rs: typeof runs.plain) => rs.reduce((s, r) => s + r.result.requests.average, 0) / rs.length;
+        const mean = (rs: typeof runs.plain) => rs.reduce((s, r) => s + r.result.latency.average, 0) / rs.length;
+        const cpu = (rs: typeof runs.plain, k: string) =>
+          Math.round((rs.reduce((s, r) => s + r.cpu[k]!, 0) / rs.length) * 1000) / 1000;
         const f: CitusFigures = {
           case: write ? 'k insert' : 'k read',
           connections: c,
@@ -181,10 +217,18 @@ export async function citusCase(options: {
           ratio: Math.round((rate(runs.citus) / rate(runs.plain)) * 100) / 100,
           plainMeanMs: Math.round(mean(runs.plain) * 100) / 100,
           citusMeanMs: Math.round(mean(runs.citus) * 100) / 100,
+          plainCpuMs: { tally: cpu(runs.plain, 'tally'), postgres: cpu(runs.plain, 'postgres') },
+          citusCpuMs: {
+            tally: cpu(runs.citus, 'tally'),
+            coordinator: cpu(runs.citus, 'coordinator'),
+            workers: cpu(runs.citus, 'workers'),
+          },
         };
         figures.push(f);
         log(
-          `  ${f.case} @${c}: plain ${f.plainReqPerSec} req/s (${f.plainMeanMs} ms), Citus ${f.citusReqPerSec} req/s (${f.citusMeanMs} ms) → ${f.ratio}×`,
+          `  ${f.case} @${c}: plain ${f.plainReqPerSec} req/s (${f.plainMeanMs} ms), Citus ${f.citusReqPerSec} req/s (${f.citusMeanMs} ms) → ${f.ratio}×; ` +
+            `CPU ms/request: plain Tally ${f.plainCpuMs.tally}, Postgres ${f.plainCpuMs.postgres}; ` +
+            `Citus Tally ${f.citusCpuMs.tally}, coordinator ${f.citusCpuMs.coordinator}, workers ${f.citusCpuMs.workers}`,
         );
       }
     }

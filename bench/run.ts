@@ -20,7 +20,7 @@
 import autocannon, { type Result } from 'autocannon';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -30,6 +30,7 @@ import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusCase, type CitusReport } from './citus.js';
+import { cpuMsOf, postgresCpuMsOf } from './proc.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
@@ -46,43 +47,6 @@ const CONNECTIONS = (env.BENCH_CONNECTIONS ?? '16').split(',').map(Number);
 const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json');
 
 const log = (line: string): void => void process.stdout.write(line + '\n');
-
-/**
- * A process's parent and its CPU time (user + system) so far, in ms, from /proc/<pid>/stat
- * (Linux; clock ticks of 10 ms); undefined once the process has ended.
- */
-function statOf(pid: number | string): { parent: string; cpuMs: number } | undefined {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      .replace(/^.*\) /s, '')
-      .split(' ');
-    return { parent: fields[1]!, cpuMs: (Number(fields[11]) + Number(fields[12])) * 10 };
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU time a process has used so far, in ms. */
-const cpuMsOf = (pid: number | undefined): number => (pid === undefined ? NaN : (statOf(pid)?.cpuMs ?? NaN));
-
-/**
- * CPU time (ms) used so far by the processes a postmaster started (its backends and background
- * workers), from its data directory's postmaster.pid: what Postgres spent, beside the server's own.
- */
-function postgresCpuMsOf(dataDir: string): number {
-  let postmaster: string;
-  try {
-    postmaster = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]!.trim();
-  } catch {
-    return NaN;
-  }
-  let total = 0;
-  for (const entry of readdirSync('/proc')) {
-    const stat = /^\d+$/.test(entry) ? statOf(entry) : undefined;
-    if (stat?.parent === postmaster) total += stat.cpuMs;
-  }
-  return total;
-}
 
 /** Peak and current resident set of a process, in MB (Linux /proc). */
 function memoryOf(pid: number | undefined): { peakMb: number; rssMb: number } | undefined {
