@@ -1484,6 +1484,21 @@ const AREAS: Record<string, Case[]> = {
       then: { path: 'clients?id=eq.61', json: [] },
     },
     {
+      name: 'the object media type on a function that wrote two rows: 406, and nothing it did stays',
+      method: 'POST',
+      path: 'rpc/new_clients',
+      headers: { Accept: 'application/vnd.pgrst.object+json' },
+      body: { a: 70, b: 71 },
+      status: 406,
+      json: {
+        code: 'PGRST116',
+        message: 'Cannot coerce the result to a single JSON object',
+        details: 'The result contains 2 rows',
+        hint: null,
+      },
+      then: { path: 'clients?id=in.(70,71)', json: [] },
+    },
+    {
       name: 'handling=strict, max-affected on a function: over the limit is refused',
       method: 'POST',
       path: 'rpc/touch_clients',

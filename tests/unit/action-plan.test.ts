@@ -69,7 +69,7 @@ describe('the action plan', () => {
       tx: { schema: 'blog', readOnly: false, write: true },
       statements: 1,
       end: 'rollback',
-      check: { column: 'page_total', maxAffected: 1 },
+      check: { column: 'page_total', maxAffected: 1, singular: false },
       applied: 'tx=rollback, handling=strict, max-affected=1',
     });
     const stable = plan('rpc/post_count', { method: 'POST', headers: prefer });

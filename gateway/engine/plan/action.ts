@@ -345,8 +345,9 @@ function callPlan(
   } else statements = [scalarStatement(call)];
   const prefs = api.preferences;
   // handling=strict, max-affected=n: a function that wrote returns at most n rows, or nothing
-  // it did stays.
+  // it did stays; the same for the object media type and its one row.
   const max = prefs.handling === 'strict' ? prefs.maxAffected : undefined;
+  const singular = api.accept === 'object' && read !== undefined;
   return {
     kind: 'call',
     api,
@@ -355,7 +356,10 @@ function callPlan(
     tx: { ...tx, readOnly: call.readOnly, write: !call.readOnly },
     statements,
     end: call.readOnly || prefs.tx !== 'rollback' ? 'commit' : 'rollback',
-    check: call.readOnly || max === undefined ? undefined : { column: 'page_total', maxAffected: max },
+    check:
+      call.readOnly || (max === undefined && !singular)
+        ? undefined
+        : { column: 'page_total', maxAffected: max, singular },
     applied: preferenceApplied(call.readOnly ? { ...prefs, tx: undefined } : prefs, 'RPC'),
   };
 }
