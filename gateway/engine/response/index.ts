@@ -199,10 +199,10 @@ function writeResult(plan: WriteAction, results: Row[][]): GatewayResponse {
   const total = prefs.count === 'exact' || prefs.count === 'estimated' ? affected : undefined;
   // PostgREST's ranges: a PATCH gives the range of the rows it changed, the others */total.
   headers['Content-Range'] = api.method === 'PATCH' ? contentRange(0, affected, total) : `*/${total ?? '*'}`;
-  const keys = r.location ? (JSON.parse(r.location as string) as string[][]) : [];
+  const keys = r.location ? (JSON.parse(r.location as string) as (string | null)[][]) : [];
   const [key] = keys;
   if (api.method === 'POST' && keys.length === 1 && key) {
-    headers.Location = `/${api.relation}?${plan.relation.primaryKey.map((k, i) => `${encodeURIComponent(k)}=eq.${encodeURIComponent(defined(key[i], 'a primary key value of the Location'))}`).join('&')}`;
+    headers.Location = `/${api.relation}?${plan.relation.primaryKey.map((k, i) => locationFilter(k, key[i])).join('&')}`;
   }
   // An upsert that only updated answers 200: a POST with merge-duplicates, or a PUT.
   const inserted = r.inserted === null || r.inserted === undefined ? undefined : Number(r.inserted);
@@ -216,6 +216,13 @@ function writeResult(plan: WriteAction, results: Row[][]): GatewayResponse {
     return { status, headers, body: r.body as string };
   }
   return { status, headers, body: undefined };
+}
+
+/** One key of a Location: `k=eq.v`, or `k=is.null` for a key a view left null (an outer join's). */
+function locationFilter(column: string, value: string | null | undefined): string {
+  const k = encodeURIComponent(column);
+  if (value === null) return `${k}=is.null`;
+  return `${k}=eq.${encodeURIComponent(defined(value, 'a primary key value of the Location'))}`;
 }
 
 function explainResult({ media }: ExplainAction, results: Row[][]): GatewayResponse {

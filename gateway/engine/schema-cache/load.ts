@@ -473,7 +473,10 @@ function exposuresOf(byOid: Map<number, Relation>, viewOrigins: ViewOrigins): Ex
   };
 }
 
-/** Views inherit the primary key of their base table when they expose all of its columns. */
+/**
+ * A view's primary key is its base tables' primary keys that it shows whole, one after the other,
+ * as PostgREST puts them together: a view joining two tables is keyed by both tables' keys.
+ */
 function inheritViewKeys(
   viewOrigins: ViewOrigins,
   keys: Keys,
@@ -482,14 +485,17 @@ function inheritViewKeys(
 ): void {
   for (const [viewOid, origins] of viewOrigins) {
     const view = byOid.get(viewOid)!;
+    if (view.primaryKey.length > 0) continue;
+    const key: string[] = [];
     for (const baseId of new Set([...origins.values()].map((o) => o.relid))) {
       const own = keys.get(baseId);
-      if (!own || own.primary.length === 0 || view.primaryKey.length > 0) continue;
+      if (!own || own.primary.length === 0) continue;
       const mapped = exposures(baseId, own.primary).find((e) => e.rel === view);
-      if (mapped) {
-        view.primaryKey = mapped.cols;
-        view.uniqueKeys.push(mapped.cols);
-      }
+      if (mapped) key.push(...mapped.cols.filter((c) => !key.includes(c)));
+    }
+    if (key.length > 0) {
+      view.primaryKey = key;
+      view.uniqueKeys.push(key);
     }
   }
 }
