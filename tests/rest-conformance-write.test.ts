@@ -871,6 +871,22 @@ const AREAS: Record<string, Case[]> = {
       json: PGRST105,
     },
     {
+      name: 'refuses a filter on a column that does not exist, before looking it up',
+      method: 'PUT',
+      path: 'tiobe_pls?id=not.eq.Java',
+      body: [{ name: 'Go', rank: 19 }],
+      status: 405,
+      json: PGRST105,
+    },
+    {
+      name: 'refuses and=() on a column that does not exist, before looking it up',
+      method: 'PUT',
+      path: 'tiobe_pls?and=(id.eq.Go)',
+      body: [{ name: 'Go', rank: 19 }],
+      status: 405,
+      json: PGRST105,
+    },
+    {
       name: 'refuses part of a composite key',
       method: 'PUT',
       path: 'employees?first_name=eq.Susan',

@@ -23,7 +23,7 @@ import { isReservedKey, type ApiRequest, type Output, type PlanMedia, type Prefe
 import type { Relation, Routine, SchemaCache } from '../schema-cache/types.js';
 import { AliasCounter, findRelation, readPlan } from './read.js';
 import { argumentKeys, findRoutines, routineNotFound, routinePlan } from './routine.js';
-import { bodyRows, checkPut, deletePlan, insertPlan, updatePlan, type MutationPlan } from './write.js';
+import { bodyRows, checkPut, deletePlan, insertPlan, putKey, updatePlan, type MutationPlan } from './write.js';
 import type { ReadNode, RoutineCall } from './types.js';
 
 /** What a plan's transaction checks of its results before it ends (anything thrown rolls it back). */
@@ -373,6 +373,7 @@ function writePlan(
   tx: TransactionMode,
 ): WriteAction {
   const relation = findRelation(cache, api.schema, api.relation);
+  const key = api.method === 'PUT' ? putKey(api, relation) : undefined;
   const read = planOf(cache, config, relation, api, auth, {
     offset: api.nodes.get('')?.offset ?? 0,
     limit: api.nodes.get('')?.limit,
@@ -389,13 +390,7 @@ function writePlan(
     }
     const body = bodyRows(req.body, req.headers['content-type']);
     if (api.method === 'PATCH') mutation = updatePlan(api, relation, body, read, cache.viewer);
-    else
-      mutation = insertPlan(
-        api,
-        relation,
-        api.method === 'PUT' ? checkPut(api, relation, body, read) : body,
-        cache.viewer,
-      );
+    else mutation = insertPlan(api, relation, key ? checkPut(api, relation, body, key) : body, cache.viewer);
   }
   const shape: ReturnShape = prefs.return ?? 'minimal';
   const strict =

@@ -263,19 +263,19 @@ function requireFilter(method: string, root: ReadNode): void {
 }
 
 /**
- * PUT: no limit or offset (PGRST114); filters must be eq on exactly the primary key (PGRST105);
- * the body (one object, or the first of an array) must carry the same key values (PGRST115).
- * Returns the body of the one row to write.
+ * PUT's query: no limit or offset (PGRST114), and filters that are eq on exactly the primary key
+ * (PGRST105), checked before any column is looked up, as PostgREST does (a filter on a column
+ * that does not exist is PGRST105 too). Returns the filters' values by column.
  */
-export function checkPut(api: ApiRequest, rel: Relation, body: BodyRows, root: ReadNode): BodyRows {
-  const { rows } = body;
+export function putKey(api: ApiRequest, rel: Relation): Map<string, string> {
   const node = api.nodes.get('');
   if (node?.limit !== undefined || node?.offset !== undefined) throw catalogue.putLimit();
   const pk = rel.primaryKey;
+  const conditions = node?.conditions ?? [];
   const eqs = new Map<string, string>();
   const ok =
     pk.length > 0 &&
-    root.conditions.every((c) => {
+    conditions.every((c) => {
       if (
         c.kind !== 'filter' ||
         c.filter.negate ||
@@ -288,12 +288,22 @@ export function checkPut(api: ApiRequest, rel: Relation, body: BodyRows, root: R
       return pk.includes(c.filter.field.name);
     }) &&
     pk.every((k) => eqs.has(k)) &&
-    root.conditions.length === pk.length;
+    conditions.length === pk.length;
   if (!ok) {
     throw catalogue.invalidPut(
       pk.length ? `Filter on ${pk.map((k) => `${k}=eq.<value>`).join('&')}` : `${rel.name} has no primary key`,
     );
   }
+  return eqs;
+}
+
+/**
+ * PUT's body (one object, or the first of an array) must carry the key values of its filters
+ * (PGRST115). Returns the body of the one row to write.
+ */
+export function checkPut(api: ApiRequest, rel: Relation, body: BodyRows, eqs: Map<string, string>): BodyRows {
+  const { rows } = body;
+  const pk = rel.primaryKey;
   const [row] = rows;
   if (row === undefined) throw invalidBody('Invalid request body: a PUT body must be one JSON object');
   for (const k of pk) {
