@@ -1039,6 +1039,26 @@ const AREAS: Record<string, Case[]> = {
   ],
 
   update: [
+    {
+      name: 'missing=default with columns=: a named column the object leaves out takes its default',
+      method: 'PATCH',
+      path: 'complex_items?id=eq.2&columns=name,field-with_sep',
+      prefer: 'return=representation, missing=default',
+      body: { name: 'Deux' },
+      status: 200,
+      json: [{ id: 2, name: 'Deux', 'field-with_sep': 1, settings: {}, arr_data: [1, 2] }],
+      out: { 'Preference-Applied': 'missing=default, return=representation' },
+    },
+    {
+      name: "missing=default through a view: the view column's default",
+      method: 'PATCH',
+      path: 'complex_items_view?id=eq.2&columns=arr_data,name',
+      prefer: 'return=representation, missing=default',
+      body: { arr_data: null },
+      status: 200,
+      json: [{ id: 2, name: 'Default', 'field-with_sep': 1, settings: {}, arr_data: null }],
+      out: { 'Preference-Applied': 'missing=default, return=representation' },
+    },
     { name: 'an unknown table: 404', method: 'PATCH', path: 'fake?id=eq.1', body: { real: false }, status: 404 },
     {
       name: 'invalid JSON',

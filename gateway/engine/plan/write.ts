@@ -30,6 +30,8 @@ export interface UpdatePlan {
   columns: Column[];
   /** The new values as one JSON object. */
   bodyJson: string;
+  /** Prefer: missing=default with columns=: a named column the object leaves out takes its default. */
+  missingDefault: boolean;
   onlyNamed: boolean;
   conditions: PlanCondition[];
 }
@@ -236,6 +238,7 @@ export function updatePlan(
     relation: rel,
     columns,
     bodyJson: json !== undefined && !json.trimStart().startsWith('[') ? json : JSON.stringify(row),
+    missingDefault: api.preferences.missing === 'default',
     onlyNamed: api.columns !== undefined,
     conditions: root.conditions,
   };

@@ -144,8 +144,14 @@ function mutationSql(plan: MutationPlan, root: ReadNode, returning: Fragment): F
       // An empty PATCH changes nothing, but still runs (and is authorised) as a statement.
       return sql`SELECT ${returning} FROM ${table} AS ${alias} WHERE false`;
     }
-    const rec = bodyRecord(plan, jsonb(plan.bodyJson));
-    const set = join(plan.columns.map((c) => sql`${ident(c.name)} = ${rec.value(c)}`));
+    const body = jsonb(plan.bodyJson);
+    const rec = bodyRecord(plan, body);
+    // missing=default: a column the object leaves out is set to its default (PostgREST's PATCH).
+    const value = (c: Column) =>
+      plan.missingDefault && c.defaultExpr !== null
+        ? sql`CASE WHEN ${body} ? ${text(c.name)} THEN ${rec.value(c)} ELSE ${defaultOf(c)} END`
+        : rec.value(c);
+    const set = join(plan.columns.map((c) => sql`${ident(c.name)} = ${value(c)}`));
     return sql`UPDATE ${table} AS ${alias} SET ${set} FROM ${rec.record} WHERE ${where} RETURNING ${returning}`;
   }
   return sql`DELETE FROM ${table} AS ${alias} WHERE ${where} RETURNING ${returning}`;
