@@ -1250,6 +1250,31 @@ const AREAS: Record<string, Case[]> = {
 
   delete: [
     {
+      name: 'a representation of only the columns the role may read: 200',
+      method: 'DELETE',
+      path: 'app_users?id=eq.1&select=id,email',
+      prefer: 'return=representation',
+      status: 200,
+      json: [{ id: 1, email: 'test@123.com' }],
+    },
+    {
+      name: 'a representation of every column, one the role may not read: 401',
+      method: 'DELETE',
+      path: 'app_users?id=eq.2',
+      prefer: 'return=representation',
+      status: 401,
+      json: { code: '42501', message: 'permission denied for table app_users', details: null, hint: null },
+    },
+    {
+      name: 'an insert answers the columns the role may read',
+      method: 'POST',
+      path: 'app_users?select=id,email',
+      prefer: 'return=representation',
+      body: { id: 3, email: 'new@123.com', password: 'secret' },
+      status: 201,
+      json: [{ id: 3, email: 'new@123.com' }],
+    },
+    {
       name: 'one row: 204 */*',
       method: 'DELETE',
       path: 'items?id=eq.6',

@@ -17,7 +17,7 @@
 
 import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { DeletePlan, InsertPlan, MutationPlan, UpdatePlan } from '../plan/write.js';
-import type { ReadNode } from '../plan/types.js';
+import type { FieldExpr, ReadNode } from '../plan/types.js';
 import type { Output } from '../request/types.js';
 import type { Column, Relation } from '../schema-cache/types.js';
 import { bodySql, compileNode, tenantSql, type Statement } from './read.js';
@@ -31,6 +31,30 @@ const returnedRow = (relation: Relation): RowRef => {
   const col = (name: string) => sql`${SRC}.${ident(name)}`;
   return { col, row: () => rowOf(relation, col), star: () => join(relation.columnList.map((c) => col(c.name))) };
 };
+
+/**
+ * The columns of the written rows that a representation reads (its fields, order, and the
+ * columns its embeds join on), so that the write returns only those and a role with SELECT on
+ * some columns gets back the ones it may read, as in PostgREST. undefined: every column (a `*`,
+ * a computed field or a computed relationship takes the whole row).
+ */
+function readColumns(node: ReadNode): string[] | undefined {
+  const names = new Set<string>();
+  const add = (e: FieldExpr): boolean => {
+    if (e.source.kind !== 'column') return false;
+    names.add(e.source.column.name);
+    return true;
+  };
+  for (const s of node.select) {
+    if (s.kind === 'star' || (s.kind === 'field' && !add(s.expr))) return undefined;
+  }
+  if (!node.order.every((o) => o.via !== undefined || add(o.expr))) return undefined;
+  for (const e of node.embeds) {
+    if (e.relationship.computed) return undefined;
+    for (const c of e.relationship.sourceColumns) names.add(c);
+  }
+  return [...names];
+}
 
 export type ReturnShape = 'representation' | 'headers-only' | 'minimal';
 
@@ -181,7 +205,14 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
       ? sql`(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(${join(pk.map((_, i) => sql`"pgrst_src".${keyName(i)}::text`))}))::text FROM pgrst_source AS "pgrst_src")`
       : sql`NULL::text`;
   if (shape === 'representation') {
-    const mutation = mutationSql(plan, root, sql`${alias}.*${insertedFlag}`);
+    const read = readColumns(root);
+    const columns =
+      read === undefined
+        ? sql`${alias}.*`
+        : read.length > 0
+          ? join(read.map((c) => sql`${alias}.${ident(c)}`))
+          : sql`1 AS "pgrst_one"`;
+    const mutation = mutationSql(plan, root, sql`${columns}${insertedFlag}`);
     const representation: ReadNode = {
       ...root,
       tenant: undefined, // the written rows, tenant and all
