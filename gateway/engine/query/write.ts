@@ -182,6 +182,32 @@ function mutationSql(plan: MutationPlan, root: ReadNode, returning: Fragment): F
 }
 
 /**
+ * How many rows an upsert inserted, not updated. xmax = 0: the row was inserted, not updated by
+ * ON CONFLICT DO UPDATE. A view or a partitioned table returns no xmax: there a row whose conflict
+ * columns (`matched`, returned with the rows) match a row that was there before the statement
+ * (its snapshot) was updated, the others inserted.
+ */
+function upsertCount(plan: MutationPlan, alias: Fragment) {
+  const rel = plan.relation;
+  const upsert = plan.kind === 'insert' && plan.onConflict !== undefined;
+  const xmax = rel.kind === 'table' && !rel.partitioned;
+  const matched =
+    plan.kind === 'insert' && !xmax && plan.onConflict?.action === 'update' ? plan.onConflict.columns : [];
+  const cols = (row: Fragment) => join(matched.map((c) => sql`${row}.${ident(c)}`));
+  const old = sql`"pgrst_old"`;
+  const src = sql`"pgrst_src"`;
+  const inserted = !upsert
+    ? sql`NULL::int`
+    : xmax
+      ? sql`(SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int`
+      : matched.length > 0
+        ? sql`((SELECT pg_catalog.count(*) FROM pgrst_source) - (SELECT pg_catalog.count(*) FROM ${qualified(rel.schema, rel.name)} AS ${old} WHERE (${cols(old)}) IN (SELECT ${cols(src)} FROM pgrst_source AS ${src})))::int`
+        : sql`(SELECT pg_catalog.count(*) FROM pgrst_source)::int`;
+  const insertedFlag = upsert && xmax ? sql`, (${alias}.xmax = 0) AS "pgrst_inserted"` : sql``;
+  return { upsert, xmax, matched, insertedFlag, inserted };
+}
+
+/**
  * The statement of a write: one row of total_result_set (rows written), page_total, body (the
  * representation), location (the keys of the written rows, for return=headers-only) and
  * inserted (for an upsert: how many rows were new, not updated). Only a representation returns
@@ -191,14 +217,11 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
   const rel = plan.relation;
   const alias = ident(root.alias);
   const pk = rel.primaryKey;
-  const upsert = plan.kind === 'insert' && plan.onConflict !== undefined;
-  // xmax = 0: the row was inserted, not updated by ON CONFLICT DO UPDATE (views have no xmax).
-  const insertedFlag = upsert && rel.kind === 'table' ? sql`, (${alias}.xmax = 0) AS "pgrst_inserted"` : sql``;
-  const inserted = !upsert
-    ? sql`NULL::int`
-    : rel.kind === 'table'
-      ? sql`(SELECT pg_catalog.count(*) FROM pgrst_source WHERE "pgrst_inserted")::int`
-      : sql`(SELECT pg_catalog.count(*) FROM pgrst_source)::int`;
+  const { upsert, xmax, matched, insertedFlag, inserted } = upsertCount(plan, alias);
+  const matchedCols = join(
+    matched.map((c) => sql`, ${alias}.${ident(c)}`),
+    sql``,
+  );
   const keyName = (i: number) => ident(`pgrst_k${i}`);
   const location =
     shape === 'headers-only' && pk.length > 0
@@ -206,11 +229,12 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
       : sql`NULL::text`;
   if (shape === 'representation') {
     const read = readColumns(root);
+    const names = read && [...new Set([...read, ...matched])];
     const columns =
-      read === undefined
+      names === undefined
         ? sql`${alias}.*`
-        : read.length > 0
-          ? join(read.map((c) => sql`${alias}.${ident(c)}`))
+        : names.length > 0
+          ? join(names.map((c) => sql`${alias}.${ident(c)}`))
           : sql`1 AS "pgrst_one"`;
     const mutation = mutationSql(plan, root, sql`${columns}${insertedFlag}`);
     const representation: ReadNode = {
@@ -226,11 +250,11 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
       sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(output)} AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_rows AS "_postgrest_t"`,
     );
   }
-  if (plan.kind === 'insert' && plan.rowCount === 1 && shape === 'minimal') {
+  if (plan.kind === 'insert' && plan.rowCount === 1 && shape === 'minimal' && matched.length === 0) {
     // Its one row, or none when ON CONFLICT DO NOTHING skipped it (response/index.ts: nothing
     // written). Not for headers-only: Citus refuses a RETURNING that calls a function that is not
     // IMMUTABLE, which building the Location's JSON (or a key's text) can need.
-    const insertedRow = !upsert ? sql`NULL::int` : rel.kind === 'table' ? sql`(${alias}.xmax = 0)::int` : sql`1`;
+    const insertedRow = !upsert ? sql`NULL::int` : xmax ? sql`(${alias}.xmax = 0)::int` : sql`1`;
     return compile(
       mutationSql(
         plan,
@@ -243,7 +267,7 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
     shape === 'headers-only' && pk.length > 0
       ? join(pk.map((k, i) => sql`${alias}.${ident(k)} AS ${keyName(i)}`))
       : sql`1 AS "pgrst_one"`;
-  const mutation = mutationSql(plan, root, sql`${keys}${insertedFlag}`);
+  const mutation = mutationSql(plan, root, sql`${keys}${matchedCols}${insertedFlag}`);
   return compile(
     sql`WITH pgrst_source AS (${mutation}) SELECT pg_catalog.count(*)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_source`,
   );

@@ -339,6 +339,7 @@ function relationsOf(
       schema: r.schema,
       name: r.name,
       kind: r.relkind === 'v' || r.relkind === 'm' ? 'view' : r.relkind === 'c' ? 'composite' : 'table',
+      ...(r.relkind === 'p' ? { partitioned: true as const } : {}),
       columns: new Map(),
       columnList: [],
       primaryKey: [],

@@ -42,6 +42,8 @@ export interface Relation {
   name: string;
   /** composite: a composite type or a function's OUT columns, never addressable by itself. */
   kind: 'table' | 'view' | 'composite';
+  /** A partitioned table: its rows live in its partitions (a write returns no system column of it). */
+  partitioned?: true;
   columns: Map<string, Column>;
   columnList: Column[];
   primaryKey: string[];
