@@ -58,7 +58,9 @@ export function parseApiRequest(
   const query = parseQuery(req.query, isArgument);
   const preferences = parsePreferences(req.headers.prefer);
   const root = query.nodes.get('');
-  const range = parseRange(req.headers.range, root?.limit, root?.offset);
+  // The Range header pages a read; PostgREST ignores it on every other method (a POST to /rpc too).
+  const read = req.method === 'GET' || req.method === 'HEAD';
+  const range = parseRange(read ? req.headers.range : undefined, root?.limit, root?.offset);
   const routine = routineName(req.relation);
   const accept = parseAccept(req.headers.accept);
   return {
