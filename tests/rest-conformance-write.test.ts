@@ -1577,6 +1577,25 @@ const AREAS: Record<string, Case[]> = {
       json: { x: 1, y: [2] },
     },
     {
+      name: 'an array of objects: the first object gives the arguments',
+      method: 'POST',
+      path: 'rpc/add_them',
+      body: [
+        { a: 1, b: 2 },
+        { a: 4, b: 6 },
+      ],
+      status: 200,
+      json: 3,
+    },
+    {
+      name: 'columns=: the named keys are the arguments, the others ignored',
+      method: 'POST',
+      path: 'rpc/add_them?columns=a,b',
+      body: { a: 1, b: 2, smth: 'here', fake_id: 13 },
+      status: 200,
+      json: 3,
+    },
+    {
       name: 'an unnamed json parameter takes the body',
       method: 'POST',
       path: 'rpc/unnamed_json',

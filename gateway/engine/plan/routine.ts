@@ -40,11 +40,20 @@ export function routineNotFound(cache: SchemaCache, schema: string, name: string
 
 /** The argument keys a request gives: the body's keys (POST) or the query's argument keys (GET). */
 export function argumentKeys(api: ApiRequest, rawBody: unknown, contentType?: string): string[] {
-  if (api.method === 'POST') {
-    const body = bodyValue(rawBody, contentType);
-    return body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : [];
-  }
+  if (api.method === 'POST') return Object.keys(namedObject(bodyValue(rawBody, contentType), api.columns) ?? {});
   return [...api.routineArgs.keys()].filter((k) => !isReservedKey(k));
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The named arguments a POST body gives, as PostgREST reads them: its object, or the first object
+ * of an array; with columns=, the named keys only (one the object leaves out is null).
+ */
+function namedObject(body: unknown, columns: string[] | undefined): Record<string, unknown> | undefined {
+  const object = Array.isArray(body) && isObject(body[0]) ? body[0] : body;
+  if (!isObject(object)) return undefined;
+  return columns ? Object.fromEntries(columns.map((c) => [c, object[c] ?? null])) : object;
 }
 
 const isForm = (contentType: string | undefined): boolean =>
@@ -97,6 +106,8 @@ interface GivenArguments {
   body: unknown;
   /** JSON text reaches SQL as the client wrote it (numbers exact); a value or a form, as JSON. */
   bodyJson: string | undefined;
+  /** The named arguments of a POST (see namedObject). */
+  named: Record<string, unknown> | undefined;
   /** The body is a JSON object of named arguments. */
   isObject: boolean;
   keys: string[];
@@ -106,9 +117,9 @@ function givenArguments(api: ApiRequest, rawBody: unknown, contentType: string |
   const post = api.method === 'POST';
   const body = post ? bodyValue(rawBody, contentType) : undefined;
   const bodyJson = typeof rawBody === 'string' && rawBody !== '' && !isForm(contentType) ? rawBody : undefined;
-  const isObject = body !== null && typeof body === 'object' && !Array.isArray(body);
-  const keys = post ? (isObject ? Object.keys(body as object) : []) : argumentKeys(api, undefined);
-  return { post, body, bodyJson, isObject, keys };
+  const named = post ? namedObject(body, api.columns) : undefined;
+  const keys = post ? Object.keys(named ?? {}) : argumentKeys(api, undefined);
+  return { post, body, bodyJson, named, isObject: named !== undefined, keys };
 }
 
 /** The one function of the name that takes these arguments (the rules at the top of this file). */
@@ -165,10 +176,10 @@ function candidates(
 function namedArguments(
   routine: Routine,
   api: ApiRequest,
-  { post, body, bodyJson, keys }: GivenArguments,
+  { post, body, bodyJson, named, keys }: GivenArguments,
 ): RoutineCall['args'] {
   const values: Record<string, unknown> = {};
-  if (post) Object.assign(values, body);
+  if (post) Object.assign(values, named);
   else {
     // A repeated key is an array (?v=1&v=2, PostgREST's variadic form); a single one its text.
     for (const [k, v] of api.routineArgs) values[k] = v.length > 1 ? v : v[0];
@@ -184,7 +195,9 @@ function namedArguments(
       wrapped = true;
     }
   }
-  // JSON text the client sent is written as it is, unless a value was wrapped above.
-  const json = post && bodyJson !== undefined && !wrapped ? bodyJson : JSON.stringify(values);
+  // JSON text the client sent is written as it is, unless a value was wrapped above or the
+  // arguments are not the whole body (an array's first object, or columns=).
+  const whole = named === body;
+  const json = post && bodyJson !== undefined && !wrapped && whole ? bodyJson : JSON.stringify(values);
   return { kind: 'named', params, json };
 }
