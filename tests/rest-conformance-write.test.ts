@@ -1596,6 +1596,14 @@ const AREAS: Record<string, Case[]> = {
       json: 3,
     },
     {
+      name: "rows of a domain over a table's row type take select like the table's",
+      method: 'POST',
+      path: 'rpc/project_domain?select=id,client_id',
+      body: { id: 1 },
+      status: 200,
+      json: [{ id: 1, client_id: 1 }],
+    },
+    {
       name: 'an unnamed json parameter takes the body',
       method: 'POST',
       path: 'rpc/unnamed_json',

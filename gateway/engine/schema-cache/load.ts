@@ -203,7 +203,10 @@ const QUERIES: {
       SELECT p.oid::int AS oid, pn.nspname AS schema, p.proname AS name, p.provolatile::text AS volatility,
              p.proretset AS setof, p.pronargdefaults::int AS ndefaults,
              coalesce(p.proargnames, '{}'::text[]) AS argnames, coalesce(p.proargmodes::text[], '{}'::text[]) AS argmodes,
-             t.typrelid::int AS ret_relid, t.oid = 'pg_catalog.void'::regtype AS ret_void,
+             -- a domain over a table's row type returns that table's rows
+             (CASE WHEN t.typtype = 'd' THEN (SELECT b.typrelid FROM pg_catalog.pg_type b WHERE b.oid = t.typbasetype)
+                   ELSE t.typrelid END)::int AS ret_relid,
+             t.oid = 'pg_catalog.void'::regtype AS ret_void,
              t.oid = 'pg_catalog.record'::regtype AS ret_record, t.typtype = 'p' AS ret_pseudo,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
              pg_catalog.obj_description(p.oid, 'pg_proc') AS description
