@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { HttpLimits } from './connections.js';
 import type { EngineConfig } from './engine/config.js';
+import { MAX_NESTING } from './engine/request/parsec.js';
 
 /** The service's configuration: the engine's (EngineConfig) and what the server and the app add. */
 export interface Config extends EngineConfig, HttpLimits {
@@ -190,7 +191,7 @@ const ENVIRONMENT = z.object({
       (v) => v === undefined || v.trim() === '' || identifier.test(v.trim()),
       'must be a column name (or empty for none)',
     ),
-  TALLY_DB_MAX_EMBED_DEPTH: integer(0, 100),
+  TALLY_DB_MAX_EMBED_DEPTH: integer(0, MAX_NESTING),
   TALLY_DB_MAX_SELECT_WIDTH: integer(1, 1600),
   TALLY_DB_MAX_RESPONSE_BYTES: integer(1024, 1024 * 1024 * 1024),
   TALLY_DB_WORK_MEM: raw.refine(

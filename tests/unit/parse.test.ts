@@ -940,6 +940,13 @@ describe("what does not parse: PostgREST's place and words", () => {
     });
   });
 
+  it('follows a select as deep as the deepest embedding TALLY_DB_MAX_EMBED_DEPTH allows (100)', () => {
+    // The configured limit is the one that answers, with its own words (plan/action.ts), not the parser's.
+    const deep = (n: number) => 'a('.repeat(n) + 'id' + ')'.repeat(n);
+    expect(parseSelect(deep(100))).toHaveLength(1);
+    expect(parseLogic('or', false, `(${'and('.repeat(99)}id.eq.1${')'.repeat(99)})`)).toMatchObject({ kind: 'logic' });
+  });
+
   it('refuses parentheses nested past what the parser follows, in its own words', () => {
     const deep = (n: number) => 'a('.repeat(n) + 'id' + ')'.repeat(n);
     expect(parseSelect(deep(40))).toHaveLength(1);

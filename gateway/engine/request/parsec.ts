@@ -515,8 +515,12 @@ export function memo<T>(p: Parser<T>): Parser<T> {
   };
 }
 
-/** How deeply a parameter may nest parentheses: the recursion of the parsers stays bounded. */
-const MAX_NESTING = 64;
+/**
+ * How deeply a parameter may nest parentheses: the recursion of the parsers stays bounded. It is
+ * also the most TALLY_DB_MAX_EMBED_DEPTH may be (gateway/config.ts), so that a select the
+ * configuration allows is read and its depth answered by that limit's own words.
+ */
+export const MAX_NESTING = 100;
 
 /** A parser defined further on (a recursive grammar), counting how deep it recurses. */
 export function lazy<T>(get: () => Parser<T>): Parser<T> {
