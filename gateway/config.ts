@@ -156,7 +156,8 @@ const ENVIRONMENT = z.object({
   TALLY_EMBEDDED_PG_PORT: integer(1, 65535),
   PORT: integer(0, 65535),
   HOST: raw,
-  TALLY_DB_SCHEMAS: list(identifier, 'schema names').refine(
+  // Any name but a comma (the separator): schemas reach SQL only quoted, as PostgREST's may be named.
+  TALLY_DB_SCHEMAS: list(/^[^\0]+$/, 'schema names').refine(
     (s) => s === undefined || s.length > 0,
     'must name at least one schema',
   ),

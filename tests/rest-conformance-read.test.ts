@@ -993,6 +993,14 @@ const AREAS: Record<string, Case[]> = {
       status: 400,
       json: notEmbedded('tasks2'),
     },
+    {
+      name: 'one exposed schema: no Content-Profile',
+      method: 'GET',
+      path: 'items?id=eq.1',
+      status: 200,
+      json: ids(1),
+      out: { 'Content-Profile': null },
+    },
     get(
       "an aliased embed's order and filter may name its relation instead of its alias",
       'projects?id=eq.1&select=id,name,the_tasks:tasks(id,name)&tasks.order=name.asc&tasks.name=like.*w7',

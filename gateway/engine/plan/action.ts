@@ -46,6 +46,8 @@ interface Base {
   check?: AffectedCheck;
   /** A create sent with an Idempotency-Key (see idempotencyOf). */
   idempotency?: Idempotency;
+  /** The schema the answer names in Content-Profile: only when several are exposed, as PostgREST. */
+  profile?: string;
 }
 
 /**
@@ -161,6 +163,17 @@ export function tenantOf(config: PlanConfig, auth: AuthContext): { column: strin
  */
 export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: SchemaCache, config: PlanConfig): ActionPlan {
   const schema = requestSchema(config, req);
+  const planned = plannedAction(req, auth, cache, config, schema);
+  return config.schemas.length > 1 ? { ...planned, profile: schema } : planned;
+}
+
+function plannedAction(
+  req: GatewayRequest,
+  auth: AuthContext,
+  cache: SchemaCache,
+  config: PlanConfig,
+  schema: string,
+): ActionPlan {
   const key = idempotencyKey(req, config);
   // The root of the API describes the schema (PostgREST's OpenAPI), in the caller's transaction.
   if (req.relation === '' && (req.method === 'GET' || req.method === 'HEAD')) return inspectPlan(req, cache, schema);

@@ -94,6 +94,15 @@ export function respond(
   results: Row[][],
   limits: { maxResponseBytes?: number; describe?: DescribeSchema },
 ): GatewayResponse {
+  const res = answer(plan, results, limits);
+  return plan.profile === undefined ? res : { ...res, headers: { ...res.headers, 'Content-Profile': plan.profile } };
+}
+
+function answer(
+  plan: ActionPlan,
+  results: Row[][],
+  limits: { maxResponseBytes?: number; describe?: DescribeSchema },
+): GatewayResponse {
   switch (plan.kind) {
     case 'read':
       return readResult(plan, results, limits.maxResponseBytes);

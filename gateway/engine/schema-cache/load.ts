@@ -274,10 +274,11 @@ const relationsQuery = (schemas: Fragment) => sql`
 /**
  * Arrays go as Postgres array literals: postgres.js serialises a JS array only once it has
  * fetched the array types of the connection, which a reconnect after a restart could skip
- * (loads then failed with "malformed array literal"). Schema names are plain identifiers
- * (config.ts) and oids integers, so the literals need no quoting.
+ * (loads then failed with "malformed array literal"). A schema's name may hold any character
+ * (config.ts), so each name is quoted; oids are integers.
  */
-const arrayLiteral = (items: readonly (string | number)[]) => `{${items.join(',')}}`;
+const arrayLiteral = (items: readonly (string | number)[]) =>
+  `{${items.map((i) => (typeof i === 'number' ? i : `"${i.replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`;
 
 async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows> {
   const query = <T extends object[]>(f: Fragment) => run<T>(db, compile(f), false);
