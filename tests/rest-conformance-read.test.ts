@@ -929,6 +929,24 @@ const AREAS: Record<string, Case[]> = {
       },
     },
   ],
+  'function arguments and filters': [
+    get('a value with an operator is a filter on the rows', 'rpc/items_below?id=5&id=gt.2&order=id', ids(3, 4)),
+    get('so is a negated one', 'rpc/items_below?id=5&id=not.in.(1,3)&order=id', ids(2, 4)),
+    get('a repeated argument takes its last value', 'rpc/getitemrange?min=9&min=2&max=4&order=id', ids(3, 4)),
+    {
+      name: 'any other key is an argument, and a function without it is not found',
+      method: 'GET',
+      path: 'rpc/getitemrange?min=2&max=4&other=value',
+      status: 404,
+      json: {
+        code: 'PGRST202',
+        message: 'Could not find the function rd.getitemrange(max, min, other) in the schema cache',
+        details:
+          'Searched for the function rd.getitemrange with parameters max, min, other or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.',
+        hint: 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
+      },
+    },
+  ],
   'data representations': [
     get(
       'a domain of a schema that is not exposed is shown through its cast to json',

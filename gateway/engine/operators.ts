@@ -58,6 +58,17 @@ export type OperatorShape = OperatorRule['shape'];
 /** Every operator, in the table's order (hints and documentation list them so). */
 export const OPERATOR_NAMES = Object.keys(OPERATORS) as Operator[];
 
+/**
+ * Whether a query value reads as a filter (`gt.2`, `not.in.(1,3)`, `fts(english).cat`,
+ * `eq(any).{1,2}`): PostgREST tells a function's arguments from filters on its rows so, by the
+ * value, not by the key.
+ */
+export function isFilterValue(value: string): boolean {
+  const head = value.split('.')[0] ?? '';
+  if (head === 'not') return value.startsWith('not.');
+  return Object.hasOwn(OPERATORS, head.split('(')[0] ?? '');
+}
+
 /** The operators of some shapes, in the table's order. */
 export const operatorsOf = (...shapes: OperatorShape[]): Operator[] =>
   OPERATOR_NAMES.filter((op) => shapes.includes(OPERATORS[op].shape));

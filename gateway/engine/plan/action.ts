@@ -18,6 +18,7 @@ import { explainStatement } from '../query/explain.js';
 import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
 import { checkEmbedDepth, checkSelectWidth } from '../request/limits.js';
+import { isFilterValue } from '../operators.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
 import { isReservedKey, type ApiRequest, type Output, type PlanMedia, type Preferences } from '../request/types.js';
 import type { Relation, Routine, SchemaCache } from '../schema-cache/types.js';
@@ -245,24 +246,25 @@ export function parseRequest(
 ): ApiRequest {
   // relation 'rpc/{name}' calls a function (call.ts).
   const fn = routineName(req.relation);
-  let isArgument: ((key: string) => boolean) | undefined;
+  let isArgument: ((key: string, value: string) => boolean) | undefined;
   if (fn !== undefined) {
     if (req.method !== 'GET' && req.method !== 'HEAD' && req.method !== 'POST') {
       throw catalogue.rpcMethod(req.method);
     }
-    const overloads = findRoutines(cache, schema, fn);
-    const names = new Set(overloads.flatMap((r) => r.params.map((p) => p.name)).filter((n) => n !== ''));
-    if (overloads.length === 0) {
+    // As PostgREST: a parameter is an argument unless it is reserved, names an embed's path
+    // (`tasks.id=…`) or its value reads as a filter on the rows (`id=gt.2`).
+    if (req.method !== 'POST')
+      isArgument = (key, value) => !isReservedKey(key) && !key.includes('.') && !isFilterValue(value);
+    if (findRoutines(cache, schema, fn).length === 0) {
       throw routineNotFound(
         cache,
         schema,
         fn,
         req.method === 'POST'
           ? argumentKeys({ method: 'POST' } as ApiRequest, req.body, req.headers['content-type'])
-          : [...new Set(req.query.keys())].filter((k) => !isReservedKey(k)),
+          : [...new Set([...req.query].filter(([k, v]) => isArgument?.(k, v)).map(([k]) => k))],
       );
     }
-    if (req.method !== 'POST') isArgument = (key) => names.has(key);
   }
   const api = parseApiRequest(req, schema, isArgument);
   checkSelectWidth(api.select, config);

@@ -181,8 +181,12 @@ function namedArguments(
   const values: Record<string, unknown> = {};
   if (post) Object.assign(values, named);
   else {
-    // A repeated key is an array (?v=1&v=2, PostgREST's variadic form); a single one its text.
-    for (const [k, v] of api.routineArgs) values[k] = v.length > 1 ? v : v[0];
+    // A repeated key is an array for a variadic or array parameter (?v=1&v=2, PostgREST's
+    // variadic form); for any other its last value counts, as in PostgREST.
+    for (const [k, v] of api.routineArgs) {
+      const listed = routine.params.some((p) => p.name === k && (p.variadic || p.isArray));
+      values[k] = listed && v.length > 1 ? v : v.at(-1);
+    }
   }
   const params = routine.params.filter((p) => keys.includes(p.name));
   // A variadic parameter given once (?v=1, or a form's v=1) is an array of that one value,

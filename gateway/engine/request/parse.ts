@@ -47,13 +47,13 @@ export function routineName(relation: string): string | undefined {
 }
 
 /**
- * `isArgument` (GET /rpc only) says which query keys name a parameter of the function: they are
- * its arguments, every other key keeps its meaning (select, order, filters on the result).
+ * `isArgument` (GET /rpc only) says which query parameters are the function's arguments; every
+ * other keeps its meaning (select, order, filters on the result).
  */
 export function parseApiRequest(
   req: GatewayRequest,
   schema: string,
-  isArgument?: (key: string) => boolean,
+  isArgument?: (key: string, value: string) => boolean,
 ): ApiRequest {
   const query = parseQuery(req.query, isArgument);
   const preferences = parsePreferences(req.headers.prefer);
@@ -92,12 +92,12 @@ interface Query {
   nodes: Map<string, NodeOptions>;
 }
 
-function parseQuery(params: URLSearchParams, isArgument: ((key: string) => boolean) | undefined): Query {
+function parseQuery(params: URLSearchParams, isArgument: ((key: string, value: string) => boolean) | undefined): Query {
   const query: Query = { routineArgs: new Map(), nodes: new Map() };
   for (const [key, value] of params) {
     if (isReservedKey(key) && RESERVED_KEYS[key] === 'request')
       REQUEST_KEYS[key as ReservedKeyOf<'request'>](query, value);
-    else if (isArgument?.(key)) query.routineArgs.set(key, [...(query.routineArgs.get(key) ?? []), value]);
+    else if (isArgument?.(key, value)) query.routineArgs.set(key, [...(query.routineArgs.get(key) ?? []), value]);
     else parseNodeKey(query.nodes, key, value);
   }
   return query;
