@@ -947,6 +947,35 @@ const AREAS: Record<string, Case[]> = {
       },
     },
   ],
+  'response settings': [
+    {
+      name: "a function's response.status and response.headers make the answer's",
+      method: 'GET',
+      path: 'rpc/teapot',
+      status: 418,
+      json: { short: 'stout' },
+      out: { 'X-Brew': 'green; strong', 'Cache-Control': 'no-store' },
+    },
+    {
+      name: 'headers that are not a JSON array of one-key objects are a 500 PGRST111',
+      method: 'GET',
+      path: 'rpc/bad_headers',
+      status: 500,
+      json: {
+        code: 'PGRST111',
+        message: 'response.headers guc must be a JSON array composed of objects with a single key and a string value',
+        details: null,
+        hint: null,
+      },
+    },
+    {
+      name: 'a status that is not one is a 500 PGRST112',
+      method: 'GET',
+      path: 'rpc/bad_status',
+      status: 500,
+      json: { code: 'PGRST112', message: 'response.status guc must be a valid status code', details: null, hint: null },
+    },
+  ],
   'data representations': [
     get(
       'a domain of a schema that is not exposed is shown through its cast to json',

@@ -315,6 +315,22 @@ export const catalogue = {
       details,
     }),
   ),
+  badHeadersSetting: entry(
+    'PGRST111',
+    500,
+    "the request's SQL set response.headers to something else than one-key objects of text",
+    () => ({
+      message: 'response.headers guc must be a JSON array composed of objects with a single key and a string value',
+    }),
+  ),
+  badStatusSetting: entry(
+    'PGRST112',
+    500,
+    "the request's SQL set response.status to something else than a status code",
+    () => ({
+      message: 'response.status guc must be a valid status code',
+    }),
+  ),
   raisedUnparseable: entry('PGRST121', 500, "a function's RAISE SQLSTATE 'PGRST' carries no valid JSON", () => ({
     message: "Could not parse JSON in the RAISE SQLSTATE 'PGRST' error",
     hint: 'The message must be a JSON object of code, message, details, hint; the detail one of status and headers',

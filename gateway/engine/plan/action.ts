@@ -17,6 +17,7 @@ import { writeStatement, type ReturnShape } from '../query/write.js';
 import { explainStatement } from '../query/explain.js';
 import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
+import { RESPONSE_SETTINGS } from '../query/settings.js';
 import { checkEmbedDepth, checkSelectWidth } from '../request/limits.js';
 import { isFilterValue } from '../operators.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
@@ -164,9 +165,15 @@ export function tenantOf(config: PlanConfig, auth: AuthContext): { column: strin
  */
 export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: SchemaCache, config: PlanConfig): ActionPlan {
   const schema = requestSchema(config, req);
-  const planned = plannedAction(req, auth, cache, config, schema);
+  const planned = withSettings(plannedAction(req, auth, cache, config, schema));
   return config.schemas.length > 1 ? { ...planned, profile: schema } : planned;
 }
+
+/** A read, write or call reads the response settings its SQL made, last (query/settings.ts). */
+const withSettings = (plan: ActionPlan): ActionPlan =>
+  plan.kind === 'read' || plan.kind === 'write' || plan.kind === 'call'
+    ? { ...plan, statements: [...plan.statements, RESPONSE_SETTINGS] }
+    : plan;
 
 function plannedAction(
   req: GatewayRequest,

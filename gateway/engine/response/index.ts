@@ -94,8 +94,51 @@ export function respond(
   results: Row[][],
   limits: { maxResponseBytes?: number; describe?: DescribeSchema },
 ): GatewayResponse {
-  const res = answer(plan, results, limits);
+  // A read, write or call ends with the read of its response settings (plan/action.ts).
+  const settled = plan.kind === 'read' || plan.kind === 'write' || plan.kind === 'call';
+  const made = answer(plan, settled ? results.slice(0, -1) : results, limits);
+  const res = settled ? withSettings(made, results.at(-1)?.[0]) : made;
   return plan.profile === undefined ? res : { ...res, headers: { ...res.headers, 'Content-Profile': plan.profile } };
+}
+
+/** The status and headers the request's SQL set (response.status, response.headers), over the answer's. */
+function withSettings(res: GatewayResponse, settings: Row | undefined): GatewayResponse {
+  const { headers, status } = settings ?? {};
+  const set = typeof headers === 'string' && headers !== '' ? settingHeaders(headers) : undefined;
+  return {
+    ...res,
+    status: typeof status === 'string' && status !== '' ? settingStatus(status) : res.status,
+    headers: set ? { ...res.headers, ...set } : res.headers,
+  };
+}
+
+/** A header name is a token and its value one line: anything else could not be sent. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_VALUE = /^[^\r\n\0]*$/;
+
+function settingHeaders(text: string): Record<string, string> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw catalogue.badHeadersSetting();
+  }
+  if (!Array.isArray(parsed)) throw catalogue.badHeadersSetting();
+  const out: Record<string, string> = {};
+  for (const item of parsed as unknown[]) {
+    const entries = item !== null && typeof item === 'object' && !Array.isArray(item) ? Object.entries(item) : [];
+    const [name, value] = entries[0] ?? [];
+    if (entries.length !== 1 || typeof name !== 'string' || typeof value !== 'string')
+      throw catalogue.badHeadersSetting();
+    if (!HEADER_NAME.test(name) || !HEADER_VALUE.test(value)) throw catalogue.badHeadersSetting();
+    out[name] = value;
+  }
+  return out;
+}
+
+function settingStatus(text: string): number {
+  if (!/^[1-5][0-9][0-9]$/.test(text.trim())) throw catalogue.badStatusSetting();
+  return Number(text.trim());
 }
 
 function answer(

@@ -19,6 +19,7 @@ import type { ReadStatements } from '../../../gateway/engine/query/read.js';
 import type { ApiRequest } from '../../../gateway/engine/request/types.js';
 import { operatorsOf } from '../../../gateway/engine/operators.js';
 import type { SchemaCache } from '../../../gateway/engine/schema-cache/types.js';
+import { RESPONSE_SETTINGS } from '../../../gateway/engine/query/settings.js';
 import { blogSchema, SCHEMA } from './schema.js';
 
 /** The cache of calls that bring none; blogSchema() makes a fresh one for a test that changes it. */
@@ -84,9 +85,9 @@ function planOf<K extends ActionPlan['kind']>(kind: K, p: ActionPlan): Extract<A
   return p as Extract<ActionPlan, { kind: K }>;
 }
 
-/** The statements of a read or a call: the main one, and the EXPLAIN of a planned count. */
+/** The statements of a read or a call: the main one, and the EXPLAIN of a planned count (not the response settings' read, which every one ends with). */
 function statementsOf(p: ReadAction | CallAction): ReadStatements {
-  const [main, explain] = p.statements;
+  const [main, explain] = p.statements.filter((s) => s !== RESPONSE_SETTINGS);
   return explain ? { main: main!, explain } : { main: main! };
 }
 
