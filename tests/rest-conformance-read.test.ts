@@ -932,6 +932,8 @@ const AREAS: Record<string, Case[]> = {
   'function arguments and filters': [
     get('a value with an operator is a filter on the rows', 'rpc/items_below?id=5&id=gt.2&order=id', ids(3, 4)),
     get('so is a negated one', 'rpc/items_below?id=5&id=not.in.(1,3)&order=id', ids(2, 4)),
+    get('one OUT parameter is an object of that column', 'rpc/plus_one?num=5', { num_plus_one: 6 }),
+    get('a one-column TABLE is rows of that column', 'rpc/letters', [{ a: 'A' }]),
     get('a repeated argument takes its last value', 'rpc/getitemrange?min=9&min=2&max=4&order=id', ids(3, 4)),
     {
       name: 'any other key is an argument, and a function without it is not found',

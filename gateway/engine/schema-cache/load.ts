@@ -770,9 +770,8 @@ function parametersOf(
 /** What a function returns: nothing, rows of an exposed relation or of its own OUT columns, or a scalar. */
 function returnsOf(r: RoutineRow, outColumns: Column[], byOid: Map<number, Relation>): Routine['returns'] {
   if (r.ret_void) return { setOf: r.setof, kind: 'void' };
-  if (r.ret_relid !== 0 && byOid.has(r.ret_relid))
-    return { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
-  if (r.ret_record && outColumns.length > 0) {
+  // OUT, INOUT or TABLE columns are the rows' columns, even one (PostgREST: {"num_plus_one": 6}).
+  if (outColumns.length > 0) {
     const relation: Relation = {
       oid: -r.oid,
       schema: r.schema,
@@ -787,6 +786,8 @@ function returnsOf(r: RoutineRow, outColumns: Column[], byOid: Map<number, Relat
     };
     return { setOf: r.setof, kind: 'composite', relation };
   }
+  if (r.ret_relid !== 0 && byOid.has(r.ret_relid))
+    return { setOf: r.setof, kind: 'composite', relation: byOid.get(r.ret_relid) };
   const returns: Routine['returns'] = { setOf: r.setof, kind: 'scalar' };
   if (r.ret_relid === 0 && !r.ret_record) returns.scalar = { baseType: r.base_type, isArray: r.is_array };
   return returns;
