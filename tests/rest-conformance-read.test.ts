@@ -959,6 +959,13 @@ const AREAS: Record<string, Case[]> = {
       out: { 'X-Brew': 'green; strong', 'Cache-Control': 'no-store' },
     },
     {
+      name: 'a RAISE of a PT code without a status in it is a 500',
+      method: 'GET',
+      path: 'rpc/raise_bad_pt',
+      status: 500,
+      json: { code: 'PT40A', message: 'Wrong', details: null, hint: null },
+    },
+    {
       name: 'headers that are not a JSON array of one-key objects are a 500 PGRST111',
       method: 'GET',
       path: 'rpc/bad_headers',

@@ -35,6 +35,7 @@ function pgErrorStatus(code: string, anonymous: boolean): number {
   if (code === '42501') return anonymous ? 401 : 403;
   if (code === '57014') return 504; // statement timeout: the query was cancelled, not broken
   if (/^PT\d{3}$/.test(code)) return Number(code.slice(2));
+  if (code.startsWith('PT')) return 500; // a PT code that names no status (PT40A), as PostgREST
   if (code === '23503' || code === '23505') return 409;
   if (code === '25006') return 405;
   if (code === '42883' || code === '42P01') return 404;
@@ -112,11 +113,11 @@ function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
   } else if (err.code.startsWith('54')) {
     // Postgres's own message says which limit ("target lists can have at most 1664 entries").
     hint = 'The request exceeds a limit of the database: ask for fewer columns, less nesting or fewer rows';
-  } else if ((status === 500 && err.code !== '42P17') || status === 503) {
+  } else if ((status === 500 && err.code !== '42P17' && !err.code.startsWith('PT')) || status === 503) {
     // Internal states (connection, resources, transaction) say nothing useful to a client;
     // execute.ts logs the original error. A recursion in the definitions (42P17, "infinite
-    // recursion detected in policy for relation …") is the schema's to fix: its message stays,
-    // as in PostgREST.
+    // recursion detected in policy for relation …") is the schema's to fix, and a function's
+    // own RAISE of a PT code says what it means to: their messages stay, as in PostgREST.
     message = status === 503 ? 'The database is not available' : 'The database could not complete the request';
     details = null;
     hint = null;
