@@ -114,7 +114,7 @@ const ROLLBACK = compile(sql`ROLLBACK`);
 
 /** Role, statement timeout and search_path of the transaction, as SET LOCAL sets them. */
 const settings = (role: Fragment, timeout: Fragment, path: Fragment) =>
-  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true), pg_catalog.set_config('search_path', ${path}::text, true)`;
+  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true), pg_catalog.set_config('search_path', ${path}::text, true), pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)`;
 const SETUP = compiledOnce(3, (role, timeout, path) => sql`SELECT ${settings(role, timeout, path)}`);
 const SETUP_WITH_WORK_MEM = compiledOnce(
   4,

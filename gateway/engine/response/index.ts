@@ -112,9 +112,9 @@ function withSettings(res: GatewayResponse, settings: Row | undefined): GatewayR
   };
 }
 
-/** A header name is a token and its value one line: anything else could not be sent. */
+/** A header name is a token and its value what Node sends (tab, visible Latin-1): anything else could not be sent. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const HEADER_VALUE = /^[^\r\n\0]*$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 function settingHeaders(text: string): Record<string, string> {
   let parsed: unknown;
@@ -137,7 +137,8 @@ function settingHeaders(text: string): Record<string, string> {
 }
 
 function settingStatus(text: string): number {
-  if (!/^[1-5][0-9][0-9]$/.test(text.trim())) throw catalogue.badStatusSetting();
+  // A final status only: a 1xx is not an answer, and Node resets the connection after one.
+  if (!/^[2-5][0-9][0-9]$/.test(text.trim())) throw catalogue.badStatusSetting();
   return Number(text.trim());
 }
 
