@@ -5,6 +5,7 @@ import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
 import { accessToken, startTestApp, type TestApp } from '../harness/app.js';
 import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from '../harness/rest.js';
+import { waitFor } from '../harness/wait.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 
 // A worker that refuses the API role's login is an operator's fault, and says so. Citus logs in
@@ -66,6 +67,12 @@ async function withBrokenLogin(breakIt: string) {
   for (const w of cluster.workers) {
     const s = postgres(w.url(DB), { max: 1, onnotice: () => {} });
     await s`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'api_read'`;
+    // pg_terminate_backend only signals: a request sent before the backend is gone reaches it
+    // still there and is cut off (57P01) instead of meeting the refused login.
+    await waitFor(
+      async () => (await s`SELECT count(*)::int AS n FROM pg_stat_activity WHERE usename = 'api_read'`)[0]!.n === 0,
+      "the worker's api_read backends to be gone",
+    );
     await s.end();
   }
   return read();
