@@ -1,7 +1,7 @@
 // readPlan: select tree, filters, order and ranges of an ApiRequest resolved against the schema
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
-import { catalogArrayOf, type CatalogText } from '../sql.js';
+import type { CatalogText } from '../sql.js';
 import { catalogue } from '../errors.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
@@ -60,8 +60,8 @@ function resolveField(cache: SchemaCache, { rel, queryName }: Named, ref: FieldR
   if (cast !== undefined) {
     castSql = resolveType(cache, cast);
     typeSql = castSql;
-    baseType = cast.replace(/\[\]$/, '');
-    isArray = cast.endsWith('[]');
+    baseType = cast;
+    isArray = false;
   }
   return {
     source: column ? { kind: 'column', column } : { kind: 'computed', fn: fn! },
@@ -73,13 +73,11 @@ function resolveField(cache: SchemaCache, { rel, queryName }: Named, ref: FieldR
   };
 }
 
-/** A type the client named in a cast, as the schema cache's catalog text for it. */
+/** A type the client named in a cast (letters, digits, _ and blanks: the grammar takes no array type), as the schema cache's catalog text for it. */
 function resolveType(cache: SchemaCache, name: string): CatalogText {
-  const array = name.endsWith('[]');
-  const base = name.replace(/\[\]$/, '').trim().toLowerCase().replace(/\s+/g, ' ');
-  const t = cache.types.get(base);
+  const t = cache.types.get(name.trim().toLowerCase().replace(/\s+/g, ' '));
   if (!t) throw catalogue.undefinedType(name);
-  return array ? catalogArrayOf(t) : t;
+  return t;
 }
 
 export function findRelation(cache: SchemaCache, schema: string, name: string): Relation {
