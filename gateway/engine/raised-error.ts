@@ -3,6 +3,7 @@
 // function decides the whole response: status, headers and body.
 
 import { catalogue, type ApiError } from './errors/catalogue.js';
+import { isSendableHeader } from './query/settings.js';
 
 const text = (v: unknown): string | null =>
   typeof v === 'string' ? v : v === undefined || v === null ? null : JSON.stringify(v);
@@ -27,9 +28,8 @@ export function raisedError(err: { message: string; detail?: string }): ApiError
     for (const [k, v] of Object.entries(meta.headers)) {
       // Only well-formed header names and values; the framing headers stay the server's.
       if (
-        /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(k) &&
         typeof v === 'string' &&
-        !/[\r\n]/.test(v) &&
+        isSendableHeader(k, v) &&
         !['content-length', 'content-type', 'transfer-encoding', 'connection'].includes(k.toLowerCase())
       )
         headers[k] = v;

@@ -17,7 +17,7 @@ import { writeStatement, type ReturnShape } from '../query/write.js';
 import { explainStatement } from '../query/explain.js';
 import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
-import { RESPONSE_SETTINGS } from '../query/settings.js';
+import { RESPONSE_SETTINGS, readsResponseSettings } from '../query/settings.js';
 import { checkEmbedDepth, checkSelectWidth } from '../request/limits.js';
 import { isFilterValue } from '../operators.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
@@ -171,9 +171,7 @@ export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: Schema
 
 /** A read, write or call reads the response settings its SQL made, last (query/settings.ts). */
 const withSettings = (plan: ActionPlan): ActionPlan =>
-  plan.kind === 'read' || plan.kind === 'write' || plan.kind === 'call'
-    ? { ...plan, statements: [...plan.statements, RESPONSE_SETTINGS] }
-    : plan;
+  readsResponseSettings(plan) ? { ...plan, statements: [...plan.statements, RESPONSE_SETTINGS] } : plan;
 
 function plannedAction(
   req: GatewayRequest,

@@ -8,3 +8,14 @@ import type { Statement } from './read.js';
 export const RESPONSE_SETTINGS: Statement = compile(
   sql`SELECT pg_catalog.current_setting('response.headers', true) AS headers, pg_catalog.current_setting('response.status', true) AS status`,
 );
+
+/** The plans that end with RESPONSE_SETTINGS: the planner appends it, the answer reads it, by this one rule. */
+export const readsResponseSettings = (plan: { kind: string }): boolean =>
+  plan.kind === 'read' || plan.kind === 'write' || plan.kind === 'call';
+
+/**
+ * Whether a header SQL set (response.headers, or a RAISE's detail) can be sent: its name a token,
+ * its value what Node writes (tab, visible Latin-1). Anything else makes Node throw mid-answer.
+ */
+export const isSendableHeader = (name: string, value: string): boolean =>
+  /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) && /^[\t\x20-\x7e\x80-\xff]*$/.test(value);

@@ -8,6 +8,7 @@ import { catalogue, type ApiError } from '../errors.js';
 import { defined } from '../invariant.js';
 import type { ActionPlan, CallAction, ExplainAction, InspectAction, WriteAction } from '../plan/action.js';
 import { ESTIMATE_THRESHOLD } from '../query/read.js';
+import { isSendableHeader, readsResponseSettings } from '../query/settings.js';
 import type { ApiRequest, MediaType } from '../request/types.js';
 import type { Relation, Routine } from '../schema-cache/types.js';
 
@@ -95,7 +96,7 @@ export function respond(
   limits: { maxResponseBytes?: number; describe?: DescribeSchema },
 ): GatewayResponse {
   // A read, write or call ends with the read of its response settings (plan/action.ts).
-  const settled = plan.kind === 'read' || plan.kind === 'write' || plan.kind === 'call';
+  const settled = readsResponseSettings(plan);
   const made = answer(plan, settled ? results.slice(0, -1) : results, limits);
   const res = settled ? withSettings(made, results.at(-1)?.[0]) : made;
   return plan.profile === undefined ? res : { ...res, headers: { ...res.headers, 'Content-Profile': plan.profile } };
@@ -112,10 +113,6 @@ function withSettings(res: GatewayResponse, settings: Row | undefined): GatewayR
   };
 }
 
-/** A header name is a token and its value what Node sends (tab, visible Latin-1): anything else could not be sent. */
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-
 function settingHeaders(text: string): Record<string, string> {
   let parsed: unknown;
   try {
@@ -130,7 +127,7 @@ function settingHeaders(text: string): Record<string, string> {
     const [name, value] = entries[0] ?? [];
     if (entries.length !== 1 || typeof name !== 'string' || typeof value !== 'string')
       throw catalogue.badHeadersSetting();
-    if (!HEADER_NAME.test(name) || !HEADER_VALUE.test(value)) throw catalogue.badHeadersSetting();
+    if (!isSendableHeader(name, value)) throw catalogue.badHeadersSetting();
     out[name] = value;
   }
   return out;
