@@ -175,25 +175,48 @@ export async function runTransaction<T = never>(
   guard?: Guard<T>,
 ): Promise<TransactionResult<T>> {
   const errorContext = errorContextOf(opts);
-  const asked = performance.now();
-  let lease: Lease;
-  try {
-    lease = await db.reserve(shareKey(opts.auth, opts.tenantClaim));
-  } catch (err) {
-    throw databaseError(err, errorContext); // the database is away: a 503 (errors.ts)
-  }
-  const reserved = performance.now();
-  const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
-  const tx = new Transaction(lease, opts);
-  try {
-    const answered = await tx.run(statements, decide, guard);
-    lease.release();
-    return { ...answered, timing: timing() };
-  } catch (err) {
-    await tx.leave(err);
-    throw databaseError(err, errorContext).withTiming(timing());
+  for (let attempt = 1; ; attempt++) {
+    const asked = performance.now();
+    let lease: Lease;
+    try {
+      lease = await db.reserve(shareKey(opts.auth, opts.tenantClaim));
+    } catch (err) {
+      throw databaseError(err, errorContext); // the database is away: a 503 (errors.ts)
+    }
+    const reserved = performance.now();
+    const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
+    const tx = new Transaction(lease, opts);
+    try {
+      const answered = await tx.run(statements, decide, guard);
+      lease.release();
+      return { ...answered, timing: timing() };
+    } catch (err) {
+      await tx.leave(err);
+      if (attempt < ATTEMPTS && isTransientConflict(err)) {
+        log.warn({ code: err.code, attempt }, 'transaction rolled back by a transient conflict; running it again');
+        continue;
+      }
+      throw databaseError(err, errorContext).withTiming(timing());
+    }
   }
 }
+
+/**
+ * How many times a transaction runs when Postgres rolls it back for a conflict with another
+ * transaction rather than for anything in it.
+ */
+const ATTEMPTS = 3;
+
+/**
+ * A deadlock (40P01: Postgres, or Citus's detector across nodes, for instance against a shard
+ * move that locks a colocation group) or a serialization failure (40001: an idempotency key
+ * claimed at the same moment) cancels a transaction that would have succeeded a moment later.
+ * Postgres has then rolled all of it back (on every node: nothing was prepared), and nothing was
+ * sent to the client, so it runs again as it was, as Postgres's manual advises; the write is
+ * made once.
+ */
+const isTransientConflict = (err: unknown): err is { code: string } =>
+  isPgError(err) && (err.code === '40P01' || err.code === '40001');
 
 /** What Postgres errors of this transaction mean to the caller (errors.ts words them). */
 function errorContextOf(opts: TransactionOptions): PgErrorContext {
