@@ -4,6 +4,7 @@ import type { TestApp } from './harness/app.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { setUpBlog, tearDown } from './harness/suite.js';
 import { schemaCacheOf } from '../gateway/engine/run.js';
+import { waitFor } from './harness/wait.js';
 
 // The gateway knows no table by name: pointed at another schema by configuration alone, it
 // serves it with the same grammar. The blog fixture has composite keys, two foreign keys to one
@@ -152,13 +153,8 @@ describe('generic gateway on a second schema (blog)', () => {
     expect(before.body.code).toBe('42703');
     await db.admin.unsafe(`ALTER TABLE blog.users ADD COLUMN nickname text DEFAULT 'nick'`);
     await db.admin.unsafe(`NOTIFY pgrst, 'reload schema'`);
-    let res = await get('users?select=nickname&id=eq.1');
-    for (let i = 0; i < 50 && res.status !== 200; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      res = await get('users?select=nickname&id=eq.1');
-    }
-    expect(res.status).toBe(200);
-    expect(res.body).toEqual([{ nickname: 'nick' }]);
+    await waitFor(async () => (await get('users?select=nickname&id=eq.1')).status === 200, 'the new column');
+    expect((await get('users?select=nickname&id=eq.1')).body).toEqual([{ nickname: 'nick' }]);
   });
 
   it('answers a column kept from the role as one that does not exist, so internal columns cannot be probed', async () => {

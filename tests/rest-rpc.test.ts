@@ -5,6 +5,7 @@ import type { TestApp } from './harness/app.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { setUpBlog, tearDown } from './harness/suite.js';
 import { first } from './harness/present.js';
+import { waitFor } from './harness/wait.js';
 
 // Functions as endpoints (PostgREST's /rpc) on the generic blog schema: named, single-object and
 // GET arguments, overloads and their errors, table-typed results composed with the read grammar,
@@ -190,12 +191,8 @@ describe('/rest/v1/rpc (blog schema)', () => {
         `CREATE FUNCTION blog.late(x int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT x * 2 $$`,
       );
       await db.admin.unsafe(`NOTIFY pgrst, 'reload schema'`);
-      let res = await get('late?x=21');
-      for (let i = 0; i < 50 && res.status !== 200; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        res = await get('late?x=21');
-      }
-      expect(res.body).toBe(42);
+      await waitFor(async () => (await get('late?x=21')).status === 200, 'the new function');
+      expect((await get('late?x=21')).body).toBe(42);
     });
   });
 
