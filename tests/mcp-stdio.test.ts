@@ -8,6 +8,7 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 import { first, present } from './harness/present.js';
 import { READ_TOOLS } from './harness/mcp-tools.js';
 import { tools } from '../mcp/tools.js';
+import { waitFor } from './harness/wait.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, token from TALLY_TOKEN.
 
@@ -69,9 +70,10 @@ describe('tally mcp (stdio)', () => {
     });
     await client.connect(transport(token));
     try {
+      // The server read the database's change version before it loaded the lists it answered
+      // with (gateway/lookups.ts), so the insert below is a change it sees, by LISTEN or poll.
       await client.listTools();
-      await new Promise((r) => setTimeout(r, 200)); // let the server's LISTEN settle
-      changed = 0;
+      expect(changed).toBe(0);
       await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
       const enumOf = async () => {
         const { tools } = await client.listTools();
@@ -80,8 +82,7 @@ describe('tally mcp (stdio)', () => {
             .category_id,
         ).enum;
       };
-      for (let i = 0; i < 50 && changed === 0; i++) await new Promise((r) => setTimeout(r, 100));
-      expect(changed).toBeGreaterThan(0); // notified after the insert
+      await waitFor(() => changed > 0, 'the notification that the tool list changed');
       expect(await enumOf()).toContain('pets');
     } finally {
       await client.close();
