@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,10 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { createTestDatabase, databaseUrl, type TestDatabase } from './harness/db.js';
 import { packageRoot } from '../gateway/paths.js';
+
+// Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
+// 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
+jest.setTimeout(180_000);
 
 // Tally in front of a database that is not Tally's: a DBA's own `categories` table with its own
 // row-level security, the gateway's state only (`tally migrate --gateway-only`), no finance app

@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -9,6 +10,10 @@ import { first, present } from './harness/present.js';
 import { READ_TOOLS } from './harness/mcp-tools.js';
 import { tools } from '../mcp/tools.js';
 import { waitFor } from './harness/wait.js';
+
+// Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
+// 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
+jest.setTimeout(180_000);
 
 // `tally mcp`: the same tools over stdio for desktop clients, token from TALLY_TOKEN.
 

@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { freePort } from '../gateway/db/free-port.js';
 import { apiSwitchAcross, rateLimitAcross, revocationAcross, surfaces } from './harness/access-checks.js';
 import { accessToken } from './harness/app.js';
@@ -5,6 +6,10 @@ import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.j
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { startServers, type Servers } from './harness/servers.js';
+
+// Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
+// 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
+jest.setTimeout(180_000);
 
 // Three `tally serve` processes on one database at the default limit of 60 requests a minute:
 // each has its own pool and caches, and none may let a client past what the database says.

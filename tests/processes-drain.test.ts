@@ -1,9 +1,14 @@
+import { jest } from '@jest/globals';
 import { accessToken } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { sigtermUnderLoad, writtenUnderLoad } from './harness/drain.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { startServers, type Servers } from './harness/servers.js';
+
+// Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
+// 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
+jest.setTimeout(180_000);
 
 // SIGTERM of one of two processes under keep-alive load, as a rolling deploy does it
 // (tests/harness/drain.ts): no request is lost. Behind PgBouncer: tests/scale/pgbouncer.test.ts.

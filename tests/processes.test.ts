@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import postgres from 'postgres';
 import { accessToken } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
@@ -5,6 +6,10 @@ import { tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { expectWithinBound, liveChangeTimes } from './harness/live-changes.js';
 import { TEST_API_KEY } from './harness/rest.js';
 import { startServers, type Servers } from './harness/servers.js';
+
+// Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
+// 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
+jest.setTimeout(180_000);
 
 // Three `tally serve` processes on one database, as a deployment behind a load balancer runs
 // them: each has its own pool and caches, and every one of them must agree with the database.

@@ -1,8 +1,13 @@
+import { jest } from '@jest/globals';
 import { checkPassword } from '../gateway/admin/passwords.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
 import { workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
+
+// Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
+// 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
+jest.setTimeout(180_000);
 
 // `tally member add`: how an operator gives people access to the settings pages.
 
