@@ -64,7 +64,12 @@ beforeAll(async () => {
   writeA = (await tokenFor(db.admin, a.id, 'write')).token;
   readA = (await tokenFor(db.admin, a.id, 'read')).token;
   writeB = (await tokenFor(db.admin, b.id, 'write')).token;
-  app = startTestApp(db.url, { TALLY_RATE_LIMIT_PER_MINUTE: '100000' }); // this suite sends more than 60 a minute per token
+  app = startTestApp(db.url, {
+    TALLY_RATE_LIMIT_PER_MINUTE: '100000', // this suite sends more than 60 a minute per token
+    // Thirty concurrent calls of one agent queue behind its workspace's share of the pool; on a
+    // loaded machine (or Citus) the last could wait past the default 3 s deadline and be a 429.
+    TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: '60000',
+  });
   server = createServer(app.app).listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
   base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
