@@ -55,8 +55,10 @@ beforeAll(async () => {
   await applyPolicies(url);
   admin = postgres(url, { max: 2, onnotice: () => {} });
   await admin`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`; // the server's login
-  // A view that takes a second: the statement timeout below must cut it.
-  await admin.unsafe(`CREATE VIEW public.slow_probe AS SELECT pg_sleep(1)::text AS slept`);
+  // A view that sleeps a minute: the statement timeout below must cut it. A sleep lasts at least
+  // as long however fast the machine is, and the timeout (1 s, not less) leaves the plain reads
+  // and writes of the load below room on a busy one: they must never be cut by it.
+  await admin.unsafe(`CREATE VIEW public.slow_probe AS SELECT pg_sleep(60)::text AS slept`);
   await admin.unsafe(`GRANT SELECT ON public.slow_probe TO api_read, api_write`);
 
   const ws = await workspaceWithData(admin, 'faults');
@@ -68,7 +70,17 @@ beforeAll(async () => {
     'content-type': 'application/json',
     prefer: 'return=minimal',
   };
-  t = startTestApp(url, restEnv({ TALLY_DB_STATEMENT_TIMEOUT_MS: '250', TALLY_RATE_LIMIT_PER_MINUTE: '100000' }));
+  // A stopped backend's slot is given up at the statement timeout plus the watchdog's 2 s
+  // margin (3 s), which must come well before the acquisition deadline of the requests queued
+  // behind it (6 s), or they are 429s: with 250 ms and the default 3 s the margin was 0.75 s.
+  t = startTestApp(
+    url,
+    restEnv({
+      TALLY_DB_STATEMENT_TIMEOUT_MS: '1000',
+      TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: '6000',
+      TALLY_RATE_LIMIT_PER_MINUTE: '100000',
+    }),
+  );
   server = await listen(t.app, 0, '127.0.0.1', t.ctx.config);
   const address = server.address();
   base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
@@ -194,7 +206,7 @@ describe('a slow query', () => {
     expect(res.status).toBe(504);
     expect(body.code).toBe('57014');
     expect(body.message).toMatch(/statement timeout/);
-    expect(body.details).toMatch(/250 ms/);
+    expect(body.details).toMatch(/1000 ms/);
     expect(body.hint).toBeTruthy();
   });
 });
