@@ -105,7 +105,7 @@ describe('settings page in a real browser', () => {
       `curl -X POST ${origin}/api/v1/token -H "Authorization: Bearer ${token}"`,
     );
     await page.getByRole('button', { name: 'Copy token' }).click();
-    await page.locator('.copy-status').filter({ hasText: /./ }).waitFor({ timeout: 10_000 });
+    await page.locator('.copy-status').filter({ hasText: /./ }).waitFor(); // the page's own timeout, as every wait here
     await expect(page.locator('.copy-status').textContent()).resolves.toBe('Copied to the clipboard.');
     expect(await page.evaluate('navigator.clipboard.readText()')).toBe(token);
     await page.screenshot({ path: join(shots, 'settings-api-token-created.png'), fullPage: true });
