@@ -1,6 +1,7 @@
 import request from 'supertest';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
+import { waitFor } from './harness/wait.js';
 
 // One tenant cannot starve the others: a request's cost is bounded (embed depth, select width,
 // work_mem, statement time) and a workspace token holds at most its share of the pool.
@@ -52,15 +53,11 @@ describe('the cost of one request', () => {
   });
 
   it('runs every request with the configured work_mem (TALLY_DB_WORK_MEM)', async () => {
-    await until(async () => (await readA('/rest/v1/work_mem_probe')).status === 200);
+    await waitFor(async () => (await readA('/rest/v1/work_mem_probe')).status === 200, 'the new view after the reload');
     const res = await readA('/rest/v1/work_mem_probe');
     expect(res.body).toEqual([{ work_mem: '2MB' }]);
   });
 });
-
-async function until(check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 200 && !(await check()); i++) await new Promise((r) => setTimeout(r, 50));
-}
 
 describe("a workspace's heavy reads", () => {
   it("leave another workspace's simple reads served while they run", async () => {
