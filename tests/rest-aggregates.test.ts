@@ -133,6 +133,48 @@ describe('aggregates, spreads and plans (blog schema)', () => {
       ]);
     });
 
+    it('order a grouped read by a lifted column, named by its alias too, as PostgREST orders by the output', async () => {
+      // The order reads the spread's lateral column, which is a grouping key; a sub-select
+      // through the relationship read the parent's ungrouped row (42803), and an alias was
+      // looked up as a column of the table (42703).
+      const byName = await get('comments?select=...users(name,count())&order=users(name)');
+      expect([byName.status, byName.body]).toEqual([
+        200,
+        [
+          { name: 'Ada', count: 1 },
+          { name: 'Grace', count: 2 },
+          { name: 'Linus', count: 1 },
+        ],
+      ]);
+      const byAlias = await get('comments?select=...users(who:name,n:count())&order=users(who).desc');
+      expect(byAlias.body).toEqual([
+        { who: 'Linus', n: 1 },
+        { who: 'Grace', n: 2 },
+        { who: 'Ada', n: 1 },
+      ]);
+      const nested = await get(
+        'comments?select=...posts(where:site,...users!posts_author_id_fkey(authors:count()))&order=posts(where)',
+      );
+      expect(nested.body).toEqual([
+        { where: 'a', authors: 3 },
+        { where: 'b', authors: 1 },
+      ]);
+      // Not aggregated: the alias orders as well.
+      const plainRows = await get('comments?select=id,...users(who:name)&order=users(who),id');
+      expect(plainRows.body.map((r: { who: string }) => r.who)).toEqual(['Ada', 'Grace', 'Grace', 'Linus']);
+    });
+
+    it('group by a resource embedded inside a spread (json, grouped as jsonb)', async () => {
+      const res = await get('comments?select=id.count(),...posts(users!posts_author_id_fkey(name))');
+      expect(res.status).toBe(200);
+      expect(byJson(res.body)).toEqual(
+        byJson([
+          { count: 3, users: { name: 'Ada' } },
+          { count: 1, users: { name: 'Linus' } },
+        ]),
+      );
+    });
+
     it('inner-join a spread with !inner', async () => {
       const res = await get('posts?select=id,...users!posts_editor_fkey!inner(name)&site=eq.a');
       expect(res.body).toEqual([{ id: 1, name: 'Grace' }]);

@@ -108,9 +108,19 @@ describe('read plan', () => {
     });
     expect(root.order).toMatchObject([
       { via: { key: 'author' }, direction: 'desc', nulls: 'last', expr: { source: { column: { name: 'name' } } } },
-      { expr: { source: { column: { name: 'id' } } } },
+      { kind: 'field', expr: { source: { column: { name: 'id' } } } },
     ]);
-    expect(present(root.order[1]).via).toBeUndefined();
+    expect(present(root.order[1])).not.toHaveProperty('via');
+  });
+
+  it("orders by a column a to-one spread lifts, by its key, as the spread's output", () => {
+    const root = planRead('posts', {
+      query: 'select=id,...users!author_id(who:name)&order=users(who).desc,users(email)',
+    });
+    expect(root.order).toMatchObject([
+      { kind: 'lifted', embed: { spread: true }, key: 'who', direction: 'desc' },
+      { kind: 'field', via: { spread: true }, expr: { source: { column: { name: 'email' } } } },
+    ]);
   });
 
   it('plans aggregates and count() when aggregates are enabled', () => {

@@ -13,7 +13,7 @@ import {
   type Relationship,
   type SchemaCache,
 } from '../schema-cache/types.js';
-import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
+import type { Aggregate, Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
 import { defined } from '../invariant.js';
 import { missingColumn } from './missing-column.js';
 
@@ -436,8 +436,30 @@ function orderTerm(input: Planning, node: ReadNode, o: OrderTerm): PlanOrder {
         `'${node.relation.name}' and '${o.relation}' do not form a many-to-one or one-to-one relationship`,
       );
     }
-    const expr = resolveField(input.cache, named(input, via.node), o.field);
-    return { expr, via, direction: o.direction, nulls: o.nulls };
+    const sense = { direction: o.direction, nulls: o.nulls };
+    if (via.spread && o.field.json.length === 0 && spreadColumns(via.node).some((c) => c.key === o.field.name))
+      return { kind: 'lifted', embed: via, key: o.field.name, ...sense };
+    return { kind: 'field', expr: resolveField(input.cache, named(input, via.node), o.field), via, ...sense };
   }
-  return { expr: resolveField(input.cache, named(input, node), o.field), direction: o.direction, nulls: o.nulls };
+  const expr = resolveField(input.cache, named(input, node), o.field);
+  return { kind: 'field', expr, direction: o.direction, nulls: o.nulls };
+}
+
+/** A column a spread embed lifts into its parent, with the aggregate the parent applies. */
+export interface SpreadColumn {
+  key: string;
+  aggregate?: Aggregate;
+  count?: { cast?: CatalogText };
+  /** An embedded resource's value: json, which has no equality operator to group by. */
+  json?: true;
+}
+
+/** The columns a spread embed's node lifts into its parent, nested spreads' included. */
+export function spreadColumns(node: ReadNode): SpreadColumn[] {
+  return node.select.flatMap((item): SpreadColumn[] => {
+    if (item.kind === 'star') return node.relation.columnList.map((c) => ({ key: c.name }));
+    if (item.kind === 'field') return [{ key: item.key, aggregate: item.aggregate }];
+    if (item.kind === 'count') return [{ key: item.key, count: { cast: item.cast } }];
+    return item.embed.spread ? spreadColumns(item.embed.node) : [{ key: item.embed.key, json: true }];
+  });
 }

@@ -37,13 +37,21 @@ export type PlanCondition =
   /** `embed=is.null` / `embed=not.is.null`: whether the embedded resource matched. */
   | { kind: 'embedNull'; embed: Embed; isNull: boolean };
 
-export interface PlanOrder {
-  expr: FieldExpr;
-  /** Set when ordering by a column of a to-one embedded resource. */
-  via?: Embed;
+export type PlanOrder = {
   direction?: 'asc' | 'desc';
   nulls?: 'first' | 'last';
-}
+} &
+  /** A field of the node's row, or with `via`, of a to-one embedded resource's row. */
+  (
+    | { kind: 'field'; expr: FieldExpr; via?: Embed }
+    /**
+     * A column a to-one spread embed lifts into the node, by its key (alias included): the
+     * column of the embed's lateral join, as PostgREST orders by a related output. A node that
+     * groups by that column can order by it; a sub-select through the relationship would read
+     * the node's ungrouped row.
+     */
+    | { kind: 'lifted'; embed: Embed; key: string }
+  );
 
 export interface ReadNode {
   relation: Relation;

@@ -14,7 +14,8 @@ import {
   type CompiledSql,
   type Fragment,
 } from '../sql.js';
-import type { Aggregate, Embed, ReadNode } from '../plan/types.js';
+import type { Embed, PlanOrder, ReadNode } from '../plan/types.js';
+import { spreadColumns } from '../plan/read.js';
 import type { AggregateFn, Output } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './expressions.js';
 import { defined } from '../invariant.js';
@@ -37,22 +38,6 @@ export interface CompileOptions {
   lift?: boolean;
   /** The read's byte budget at this node's level (withinBudget), or none. */
   budget?: Budget;
-}
-
-/** A column a spread embed lifts into its parent, with the aggregate the parent applies. */
-interface SpreadColumn {
-  key: string;
-  aggregate?: Aggregate;
-  count?: { cast?: CatalogText };
-}
-
-function spreadColumns(node: ReadNode): SpreadColumn[] {
-  return node.select.flatMap((item): SpreadColumn[] => {
-    if (item.kind === 'star') return node.relation.columnList.map((c) => ({ key: c.name }));
-    if (item.kind === 'field') return [{ key: item.key, aggregate: item.aggregate }];
-    if (item.kind === 'count') return [{ key: item.key, count: { cast: item.cast } }];
-    return item.embed.spread ? spreadColumns(item.embed.node) : [{ key: item.embed.key }];
-  });
 }
 
 const AGGREGATES: Record<AggregateFn, Fragment> = {
@@ -121,7 +106,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
           else if (col.aggregate && !options.lift)
             aggregate(aggregateSql(col.aggregate.fn, v, col.aggregate.cast), col.key);
           else if (col.count && !options.lift) aggregate(aggregateSql('count', v, col.count.cast), col.key);
-          else plain(v, col.key);
+          else plain(v, col.key, col.json);
         }
       } else {
         const value = sql`${lateral}.${ident(e.key)}`;
@@ -140,12 +125,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
     ...(options.extraWhere ?? []),
     ...node.conditions.map((c) => conditionSql(c, row)),
   ];
-  const order = node.order.map((o) => {
-    const expr = o.via ? viaSql(o.via, o.expr, row) : fieldSql(o.expr, row);
-    const direction = o.direction === 'asc' ? sql` ASC` : o.direction === 'desc' ? sql` DESC` : sql``;
-    const nulls = o.nulls === 'first' ? sql` NULLS FIRST` : o.nulls === 'last' ? sql` NULLS LAST` : sql``;
-    return sql`${expr}${direction}${nulls}`;
-  });
+  const order = node.order.map((o) => orderSql(o, row));
   let orderLimit = order.length > 0 ? sql` ORDER BY ${join(order)}` : sql``;
   if (node.limit !== undefined) orderLimit = sql`${orderLimit} LIMIT ${text(String(node.limit))}::int8`;
   if (node.offset !== undefined && node.offset > 0)
@@ -159,6 +139,19 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
     groupBy: groups.length > 0 ? sql` GROUP BY ${join(groups)}` : sql``,
     orderLimit,
   };
+}
+
+/** One ORDER BY term: a field of the row, of a to-one embed's row, or a column a spread lifts. */
+function orderSql(o: PlanOrder, row: RowRef): Fragment {
+  const expr =
+    o.kind === 'lifted'
+      ? sql`${ident(o.embed.lateral)}.${ident(o.key)}`
+      : o.via
+        ? viaSql(o.via, o.expr, row)
+        : fieldSql(o.expr, row);
+  const direction = o.direction === 'asc' ? sql` ASC` : o.direction === 'desc' ? sql` DESC` : sql``;
+  const nulls = o.nulls === 'first' ? sql` NULLS FIRST` : o.nulls === 'last' ? sql` NULLS LAST` : sql``;
+  return sql`${expr}${direction}${nulls}`;
 }
 
 /** The i-th column of a relationship's column list: its lists pair up, column for column. */

@@ -48,7 +48,7 @@ function readColumns(node: ReadNode): string[] | undefined {
   for (const s of node.select) {
     if (s.kind === 'star' || (s.kind === 'field' && !add(s.expr))) return undefined;
   }
-  if (!node.order.every((o) => o.via !== undefined || add(o.expr))) return undefined;
+  if (!node.order.every((o) => o.kind === 'lifted' || o.via !== undefined || add(o.expr))) return undefined;
   for (const e of node.embeds) {
     if (e.relationship.computed) return undefined;
     for (const c of e.relationship.sourceColumns) names.add(c);
@@ -150,7 +150,12 @@ function whereSql(plan: UpdatePlan | DeletePlan, root: ReadNode, table: Fragment
   if (root.limit === undefined && (root.offset ?? 0) === 0) {
     return join([...tenantSql(root, row), ...plan.conditions.map((c) => conditionSql(c, row))], sql` AND `);
   }
-  const node: ReadNode = { ...root, select: [], embeds: [], order: root.order.filter((o) => !o.via) };
+  const node: ReadNode = {
+    ...root,
+    select: [],
+    embeds: [],
+    order: root.order.filter((o) => o.kind === 'field' && !o.via),
+  };
   const c = compileNode(node, row, sql`FROM ${table} AS ${alias}`);
   const pk = plan.relation.primaryKey;
   const key = pk.length > 0 ? sql`(${join(pk.map((k) => row.col(k)))})` : sql`${alias}.ctid`;
