@@ -585,6 +585,25 @@ const AREAS: Record<string, Case[]> = {
       status: 200,
       json: [{ id: 1, name: 'a', label_color: '#000100', due_at: '2018-01-02' }],
     },
+    {
+      // The cast runs for each row it writes, so a value it refuses fails nothing when no row
+      // matches; read from the body as a constant, Postgres folded the cast while planning (22P02).
+      name: 'PATCH matching no row: a value its incoming cast refuses is never cast',
+      method: 'PATCH',
+      path: 'datarep_todos?id=eq.2001&columns=label_color',
+      prefer: 'return=representation',
+      body: { due_at: '2019-01-03', smth: 'here', label_color: 'invalid', fake_id: 13 },
+      status: 200,
+      json: [],
+    },
+    {
+      name: 'PATCH: a value its incoming cast refuses fails the rows it matches',
+      method: 'PATCH',
+      path: 'datarep_todos?id=eq.1',
+      body: { label_color: 'invalid' },
+      status: 400,
+      json: { code: '22P02', message: '"i" is not a valid hexadecimal digit', details: null, hint: null },
+    },
   ],
 
   upsert: [

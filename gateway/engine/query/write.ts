@@ -68,7 +68,12 @@ const KEYS_PER_CALL = 50;
  * A JSON body's record, and each written column's value from it. With columns=, the record is
  * built from the named keys only, so the others are never parsed. A column whose domain has a
  * cast from json (a data representation) reads its value through that function; its key is
- * kept out of what jsonb_populate_record parses, which would read it as the base type.
+ * kept out of what jsonb_populate_record parses, which would read it as the base type. In the
+ * record (an UPDATE's FROM, each row of a bulk INSERT) that value is a column of
+ * jsonb_to_record, as json, so the cast runs for each row written, as behind PostgREST: read as
+ * a constant, Postgres folds an immutable cast while planning, and a PATCH matching no row
+ * failed on a value it would never write. `inline` (one row's VALUES, always written) reads
+ * the key itself.
  */
 function bodyRecord(
   plan: InsertPlan | UpdatePlan,
@@ -87,14 +92,18 @@ function bodyRecord(
     source = calls.length > 0 ? join(calls, sql` || `) : sql`'{}'::pg_catalog.jsonb`;
   } else source = represented.reduce((e, c) => sql`(${e} - ${text(c.name)})`, elem);
   const populated = sql`pg_catalog.jsonb_populate_record(NULL::${table}, ${source})`;
-  const fromBody = (c: Column, otherwise: () => Fragment) =>
-    c.representation?.fromJson
-      ? callOf(c.representation.fromJson, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`)
-      : otherwise();
+  const asJson = represented.map((c) => sql`${ident(c.name)} pg_catalog.json`);
+  const jsonRecord =
+    represented.length > 0
+      ? sql` CROSS JOIN LATERAL pg_catalog.jsonb_to_record(${elem}) AS "pgrst_json"(${join(asJson)})`
+      : sql``;
+  const cast = (c: Column, json: Fragment, otherwise: () => Fragment) =>
+    c.representation?.fromJson ? callOf(c.representation.fromJson, json) : otherwise();
   return {
-    record: sql`${populated} AS "pgrst_rec"`,
-    value: (c) => fromBody(c, () => sql`"pgrst_rec".${ident(c.name)}`),
-    inline: (c) => fromBody(c, () => sql`(${populated}).${ident(c.name)}`),
+    record: sql`${populated} AS "pgrst_rec"${jsonRecord}`,
+    value: (c) => cast(c, sql`"pgrst_json".${ident(c.name)}`, () => sql`"pgrst_rec".${ident(c.name)}`),
+    inline: (c) =>
+      cast(c, sql`(${elem} -> ${text(c.name)})::pg_catalog.json`, () => sql`(${populated}).${ident(c.name)}`),
   };
 }
 
