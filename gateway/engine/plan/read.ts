@@ -13,7 +13,8 @@ import {
   type Relationship,
   type SchemaCache,
 } from '../schema-cache/types.js';
-import type { Aggregate, Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
+import type { Embed, FieldExpr, PlanCondition, PlanOrder, ReadNode, SelectOut } from './types.js';
+import { spreadColumns } from './spread.js';
 import { defined } from '../invariant.js';
 import { missingColumn } from './missing-column.js';
 
@@ -443,23 +444,4 @@ function orderTerm(input: Planning, node: ReadNode, o: OrderTerm): PlanOrder {
   }
   const expr = resolveField(input.cache, named(input, node), o.field);
   return { kind: 'field', expr, direction: o.direction, nulls: o.nulls };
-}
-
-/** A column a spread embed lifts into its parent, with the aggregate the parent applies. */
-export interface SpreadColumn {
-  key: string;
-  aggregate?: Aggregate;
-  count?: { cast?: CatalogText };
-  /** An embedded resource's value: json, which has no equality operator to group by. */
-  json?: true;
-}
-
-/** The columns a spread embed's node lifts into its parent, nested spreads' included. */
-export function spreadColumns(node: ReadNode): SpreadColumn[] {
-  return node.select.flatMap((item): SpreadColumn[] => {
-    if (item.kind === 'star') return node.relation.columnList.map((c) => ({ key: c.name }));
-    if (item.kind === 'field') return [{ key: item.key, aggregate: item.aggregate }];
-    if (item.kind === 'count') return [{ key: item.key, count: { cast: item.cast } }];
-    return item.embed.spread ? spreadColumns(item.embed.node) : [{ key: item.embed.key, json: true }];
-  });
 }

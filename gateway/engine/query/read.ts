@@ -15,7 +15,7 @@ import {
   type Fragment,
 } from '../sql.js';
 import type { Embed, PlanOrder, ReadNode } from '../plan/types.js';
-import { spreadColumns } from '../plan/read.js';
+import { spreadColumns } from '../plan/spread.js';
 import type { AggregateFn, Output } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './expressions.js';
 import { defined } from '../invariant.js';
