@@ -944,7 +944,7 @@ const AREAS: Record<string, Case[]> = {
         code: 'PGRST202',
         message: 'Could not find the function rd.getitemrange(max, min, other) in the schema cache',
         details:
-          'Searched for the function rd.getitemrange with parameters max, min, other or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.',
+          'Searched for the function rd.getitemrange with parameters max, min, other, but no matches were found in the schema cache.',
         hint: 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
       },
     },

@@ -88,6 +88,70 @@ describe('/rest/v1/rpc (blog schema)', () => {
       expect(missing.body.code).toBe('PGRST202');
     });
 
+    it("words PGRST202 as PostgREST does for the request's method, media type and argument count", async () => {
+      const notFound = (res: request.Response) => {
+        expect(res.status).toBe(404);
+        return { code: res.body.code, message: res.body.message, details: res.body.details };
+      };
+      const searched = (what: string) =>
+        `Searched for the function ${what}, but no matches were found in the schema cache.`;
+      expect(notFound(await get('add_thm'))).toEqual({
+        code: 'PGRST202',
+        message: 'Could not find the function blog.add_thm without parameters in the schema cache',
+        details: searched('blog.add_thm without parameters'),
+      });
+      expect(notFound(await get('add_them?c=1'))).toMatchObject({
+        message: 'Could not find the function blog.add_them(c) in the schema cache',
+        details: searched('blog.add_them with parameter c'),
+      });
+      expect(notFound(await get('add_them?a=1&b=2&c=3'))).toMatchObject({
+        message: 'Could not find the function blog.add_them(a, b, c) in the schema cache',
+        details: searched('blog.add_them with parameters a, b, c'),
+      });
+      expect(notFound(await post('add_them', { c: 1 }))).toMatchObject({
+        details: searched('blog.add_them with parameter c or with a single unnamed json/jsonb parameter'),
+      });
+      expect(notFound(await post('nope', {}))).toMatchObject({
+        message: 'Could not find the function blog.nope without parameters in the schema cache',
+        details: searched('blog.nope without parameters or with a single unnamed json/jsonb parameter'),
+      });
+      const form = await request(t.app)
+        .post('/rest/v1/rpc/add_them')
+        .set({ apikey: TEST_API_KEY, 'Content-Type': 'application/x-www-form-urlencoded' })
+        .send('c=1');
+      expect(notFound(form).details).toBe(searched('blog.add_them with parameter c'));
+      for (const [type, param] of [
+        ['text/plain', 'text'],
+        ['text/xml', 'xml'],
+        ['application/octet-stream', 'bytea'],
+      ]) {
+        const raw = await request(t.app)
+          .post('/rest/v1/rpc/add_them')
+          .set({ apikey: TEST_API_KEY, 'Content-Type': type! })
+          .send('1');
+        expect(raw.status).toBe(404);
+        expect(raw.body).toEqual({
+          code: 'PGRST202',
+          message: 'Could not find the function blog.add_them in the schema cache',
+          details: searched(`blog.add_them with a single unnamed ${param} parameter`),
+          hint: null,
+        });
+      }
+    });
+
+    it('passes a text/plain, text/xml or application/octet-stream body whole to the one unnamed parameter of its type', async () => {
+      const raw = (type: string, body: string | Buffer) =>
+        request(t.app).post('/rest/v1/rpc/raw_body').set({ apikey: TEST_API_KEY, 'Content-Type': type }).send(body);
+      const text = await raw('text/plain', 'a {"not": json}');
+      expect(text.status).toBe(200);
+      expect(text.body).toBe('text:a {"not": json}');
+      expect((await raw('text/plain; charset=utf-8', 'ü')).body).toBe('text:ü');
+      expect((await raw('text/xml', '<a>1</a>')).body).toBe('xml:<a>1</a>');
+      expect((await raw('application/octet-stream', Buffer.from('AZ\u00e9'))).body).toBe('bytea:415ac3a9');
+      // A GET reads no body: its Content-Type does not choose the overload.
+      expect((await get('raw_body', { 'Content-Type': 'text/plain' })).body).toBe(1);
+    });
+
     it('only allows GET, HEAD and POST', async () => {
       const res = await request(t.app)
         .patch('/rest/v1/rpc/add_them')

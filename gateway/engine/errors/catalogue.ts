@@ -392,7 +392,7 @@ export const catalogue = {
     'PGRST202',
     404,
     'no function of that name takes these arguments',
-    (signature: string, details: string, hint: string) => ({
+    (signature: string, details: string, hint: string | null) => ({
       message: `Could not find the function ${signature} in the schema cache`,
       details,
       hint,

@@ -268,6 +268,7 @@ export function parseRequest(
         req.method === 'POST'
           ? argumentKeys({ method: 'POST' } as ApiRequest, req.body, req.headers['content-type'])
           : [...new Set([...req.query].filter(([k, v]) => isArgument?.(k, v)).map(([k]) => k))],
+        { post: req.method === 'POST', contentType: req.headers['content-type'] },
       );
     }
   }

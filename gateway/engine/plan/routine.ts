@@ -1,7 +1,9 @@
 // routinePlan: /rpc/{function} resolved against the schema cache (PostgREST's CallPlan). The
 // overload is chosen by argument names, as PostgREST chooses it: every required parameter given,
 // every given key a parameter; else the fallback of one unnamed json/jsonb parameter that takes
-// the whole body. Only names that matched a parameter reach SQL; values stay one JSON parameter.
+// the whole body. A POST of text/plain, text/xml or application/octet-stream goes whole to the one
+// unnamed text, xml or bytea parameter instead, and is never read as JSON. Only names that
+// matched a parameter reach SQL; values stay one JSON parameter.
 
 import { catalogue, type ApiError } from '../errors.js';
 import { isReservedKey, type ApiRequest } from '../request/types.js';
@@ -21,17 +23,58 @@ const onlyParam = (r: Routine): RoutineParam | undefined => (r.params.length ===
 const signature = (r: Routine) =>
   `${r.schema}.${r.name}(${r.params.map((p) => (p.name ? `${p.name} => ${p.baseType}${p.isArray ? '[]' : ''}` : `${p.baseType}${p.isArray ? '[]' : ''}`)).join(', ')})`;
 
-/** PGRST202: no function of that name takes these arguments. */
-export function routineNotFound(cache: SchemaCache, schema: string, name: string, keys: string[]): ApiError {
+/** How a call was sent: PGRST202's wording depends on it, as PostgREST's NoRpc error's does. */
+export interface Invocation {
+  post: boolean;
+  contentType: string | undefined;
+}
+
+/** The unnamed parameter PostgREST passes a POST body of these media types to whole. */
+const RAW_BODY_PARAM: Record<string, string> = {
+  'text/plain': 'text',
+  'text/xml': 'xml',
+  'application/octet-stream': 'bytea',
+};
+
+const mediaType = (contentType: string | undefined) => (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+/** The type of the one unnamed parameter a POST's body is passed to whole, by its media type. */
+const rawBodyParam = ({ post, contentType }: Invocation): string | undefined =>
+  post ? RAW_BODY_PARAM[mediaType(contentType)] : undefined;
+
+/**
+ * PGRST202: no function of that name takes these arguments. Worded as PostgREST words it: a POST
+ * of text, xml or bytes searched for the one unnamed parameter of that type (no hint); a POST of
+ * JSON (or no Content-Type) also for one unnamed json/jsonb parameter; a GET only by names.
+ */
+export function routineNotFound(
+  cache: SchemaCache,
+  schema: string,
+  name: string,
+  keys: string[],
+  { post, contentType }: Invocation,
+): ApiError {
+  const fn = `${schema}.${name}`;
+  const type = mediaType(contentType);
+  const raw = rawBodyParam({ post, contentType });
+  if (raw !== undefined)
+    return catalogue.noFunction(
+      fn,
+      `Searched for the function ${fn} with a single unnamed ${raw} parameter, but no matches were found in the schema cache.`,
+      null,
+    );
   const sorted = [...keys].sort();
+  const byNames = sorted.length
+    ? ` with parameter${sorted.length > 1 ? 's' : ''} ${sorted.join(', ')}`
+    : ' without parameters';
+  const orJson = post && (type === '' || type === 'application/json');
   const others = [...cache.routines.values()]
     .flat()
     .filter((r) => r.schema === schema)
     .map((r) => r.name);
   const close = closeName(others, name);
   return catalogue.noFunction(
-    `${schema}.${name}(${sorted.join(', ')})`,
-    `Searched for the function ${schema}.${name} ${sorted.length ? `with parameters ${sorted.join(', ')}` : 'without parameters'} or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.`,
+    sorted.length ? `${fn}(${sorted.join(', ')})` : `${fn} without parameters`,
+    `Searched for the function ${fn}${byNames}${orJson ? ' or with a single unnamed json/jsonb parameter' : ''}, but no matches were found in the schema cache.`,
     close
       ? `Perhaps you meant to call the function ${schema}.${close}`
       : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
@@ -40,6 +83,7 @@ export function routineNotFound(cache: SchemaCache, schema: string, name: string
 
 /** The argument keys a request gives: the body's keys (POST) or the query's argument keys (GET). */
 export function argumentKeys(api: ApiRequest, rawBody: unknown, contentType?: string): string[] {
+  if (rawBodyParam({ post: api.method === 'POST', contentType })) return [];
   if (api.method === 'POST') return Object.keys(namedObject(bodyValue(rawBody, contentType), api.columns) ?? {});
   return [...api.routineArgs.keys()].filter((k) => !isReservedKey(k));
 }
@@ -83,6 +127,12 @@ export function routinePlan(
 ): RoutineCall {
   const given = givenArguments(api, rawBody, contentType);
   const { routine, single } = chooseOverload(cache, api, given);
+  if (given.raw !== undefined)
+    return {
+      routine,
+      args: { kind: 'body', param: defined(onlyParam(routine), 'the body parameter'), text: given.rawText },
+      readOnly: routine.volatility !== 'volatile',
+    };
   // GET runs any function, VOLATILE too, in a READ ONLY transaction (as PostgREST): one that
   // writes fails there with 25006.
   const readOnly = !given.post || routine.volatility !== 'volatile';
@@ -100,8 +150,10 @@ export function routinePlan(
 }
 
 /** What a call gives, before a function is chosen. */
-interface GivenArguments {
-  post: boolean;
+interface GivenArguments extends Invocation {
+  /** The type of the one unnamed parameter a text, xml or bytes body goes to (no JSON read). */
+  raw: string | undefined;
+  rawText: string;
   /** The POST body as a JSON value. */
   body: unknown;
   /** JSON text reaches SQL as the client wrote it (numbers exact); a value or a form, as JSON. */
@@ -115,11 +167,26 @@ interface GivenArguments {
 
 function givenArguments(api: ApiRequest, rawBody: unknown, contentType: string | undefined): GivenArguments {
   const post = api.method === 'POST';
+  const raw = rawBodyParam({ post, contentType });
+  if (raw !== undefined) {
+    const rawText = typeof rawBody === 'string' ? rawBody : '';
+    return {
+      post,
+      contentType,
+      raw,
+      rawText,
+      body: rawText,
+      bodyJson: undefined,
+      named: undefined,
+      isObject: false,
+      keys: [],
+    };
+  }
   const body = post ? bodyValue(rawBody, contentType) : undefined;
   const bodyJson = typeof rawBody === 'string' && rawBody !== '' && !isForm(contentType) ? rawBody : undefined;
   const named = post ? namedObject(body, api.columns) : undefined;
   const keys = post ? Object.keys(named ?? {}) : argumentKeys(api, undefined);
-  return { post, body, bodyJson, named, isObject: named !== undefined, keys };
+  return { post, contentType, raw, rawText: '', body, bodyJson, named, isObject: named !== undefined, keys };
 }
 
 /** The one function of the name that takes these arguments (the rules at the top of this file). */
@@ -131,14 +198,14 @@ function chooseOverload(
   const { chosen, single } = candidates(findRoutines(cache, api.schema, api.relation), api, given);
   const [routine] = chosen;
   if (routine === undefined) {
-    if (given.post && !given.isObject) {
+    if (given.post && !given.isObject && given.raw === undefined) {
       throw catalogue.invalidBody(
         'expected a JSON object of named arguments',
         null,
         'Send {"argument": value, …}, or give the function one unnamed json/jsonb parameter to receive any JSON',
       );
     }
-    throw routineNotFound(cache, api.schema, api.relation, given.keys);
+    throw routineNotFound(cache, api.schema, api.relation, given.keys, given);
   }
   if (chosen.length > 1) {
     throw catalogue.ambiguousFunction(chosen.map(signature));
@@ -154,8 +221,13 @@ function chooseOverload(
 function candidates(
   overloads: Routine[],
   api: ApiRequest,
-  { post, isObject, keys }: GivenArguments,
+  { post, isObject, keys, raw }: GivenArguments,
 ): { chosen: Routine[]; single: boolean } {
+  // A text, xml or bytes body goes whole to the one unnamed parameter of its type, as in PostgREST.
+  if (raw !== undefined) {
+    const takes = (p: RoutineParam | undefined) => p?.name === '' && !p.isArray && p.baseType === raw;
+    return { chosen: overloads.filter((r) => takes(onlyParam(r))), single: false };
+  }
   if (post && api.preferences.params === 'single-object')
     return { chosen: overloads.filter((r) => isJson(onlyParam(r))), single: true };
   const named =

@@ -96,7 +96,9 @@ export interface RoutineCall {
   args:
     | { kind: 'named'; params: RoutineParam[]; json: string }
     /** One json/jsonb parameter receives the whole body (unnamed, or Prefer: params=single-object). */
-    | { kind: 'single'; param: RoutineParam; json: string };
+    | { kind: 'single'; param: RoutineParam; json: string }
+    /** A text/plain, text/xml or application/octet-stream body: the text of its one unnamed parameter. */
+    | { kind: 'body'; param: RoutineParam; text: string };
   /** READ ONLY: GET, or a STABLE/IMMUTABLE function over POST. */
   readOnly: boolean;
 }

@@ -19,6 +19,14 @@ function callSql(call: RoutineCall): { args?: Fragment; call: Fragment } {
     const name = a.param.name ? sql`${ident(a.param.name)} := ` : sql``;
     return { call: sql`${fn}(${name}${typed(a.json, a.param.typeSql)})` };
   }
+  if (a.kind === 'body') {
+    // The surface reads every body as UTF-8 text; its bytes again for a bytea parameter.
+    const value =
+      a.param.baseType === 'bytea'
+        ? sql`pg_catalog.convert_to(${text(a.text)}, 'UTF8')`
+        : typed(a.text, a.param.typeSql);
+    return { call: sql`${fn}(${value})` };
+  }
   if (a.params.length === 0) return { call: sql`${fn}()` };
   const columns = join(a.params.map((x) => sql`${ident(x.name)} ${catalog(x.typeSql)}`));
   return {
