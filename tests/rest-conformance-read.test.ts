@@ -945,7 +945,7 @@ const AREAS: Record<string, Case[]> = {
         message: 'Could not find the function rd.getitemrange(max, min, other) in the schema cache',
         details:
           'Searched for the function rd.getitemrange with parameters max, min, other, but no matches were found in the schema cache.',
-        hint: 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
+        hint: 'Perhaps you meant to call the function rd.getitemrange(max, min)',
       },
     },
   ],

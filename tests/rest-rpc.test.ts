@@ -108,6 +108,13 @@ describe('/rest/v1/rpc (blog schema)', () => {
         message: 'Could not find the function blog.add_them(a, b, c) in the schema cache',
         details: searched('blog.add_them with parameters a, b, c'),
       });
+      // The hint suggests the overload whose parameter names read closest, as PostgREST's does.
+      expect((await get('add_them?a=1&b=2&c=3')).body.hint).toBe(
+        'Perhaps you meant to call the function blog.add_them(a, b)',
+      );
+      expect((await get('add_them?zzzzzzzzzz=1')).body.hint).toBe(
+        'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
+      );
       expect(notFound(await post('add_them', { c: 1 }))).toMatchObject({
         details: searched('blog.add_them with parameter c or with a single unnamed json/jsonb parameter'),
       });

@@ -578,7 +578,7 @@ describe('routine plan', () => {
       message: 'Could not find the function blog.greet(nom) in the schema cache',
       details:
         'Searched for the function blog.greet with parameter nom or with a single unnamed json/jsonb parameter, but no matches were found in the schema cache.',
-      hint: 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
+      hint: 'Perhaps you meant to call the function blog.greet(name)',
     });
     const cache = blogSchema().cache;
     const greet = cache.routines.get('blog.greet')!;

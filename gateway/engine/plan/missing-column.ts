@@ -11,7 +11,7 @@ import { readableColumns, type Relation } from '../schema-cache/types.js';
 const MAX_DISTANCE = 3;
 
 /** Edits (insert, delete, substitute) between two names, counted in characters as Postgres does. */
-function levenshtein(a: string, b: string): number {
+export function levenshtein(a: string, b: string): number {
   const x = [...a];
   const y = [...b];
   let row = Array.from({ length: y.length + 1 }, (_, j) => j);

@@ -11,6 +11,7 @@ import { closeName, type Routine, type RoutineParam, type SchemaCache } from '..
 import type { RoutineCall } from './types.js';
 import { defined } from '../invariant.js';
 import { parseJsonText } from '../request/json.js';
+import { levenshtein } from './missing-column.js';
 
 export function findRoutines(cache: SchemaCache, schema: string, name: string): Routine[] {
   return cache.routines.get(`${schema}.${name}`) ?? [];
@@ -67,11 +68,7 @@ export function routineNotFound(
     ? ` with parameter${sorted.length > 1 ? 's' : ''} ${sorted.join(', ')}`
     : ' without parameters';
   const orJson = post && (type === '' || type === 'application/json');
-  const others = [...cache.routines.values()]
-    .flat()
-    .filter((r) => r.schema === schema)
-    .map((r) => r.name);
-  const close = closeName(others, name);
+  const close = closeCall(cache, schema, name, sorted);
   return catalogue.noFunction(
     sorted.length ? `${fn}(${sorted.join(', ')})` : `${fn} without parameters`,
     `Searched for the function ${fn}${byNames}${orJson ? ' or with a single unnamed json/jsonb parameter' : ''}, but no matches were found in the schema cache.`,
@@ -79,6 +76,37 @@ export function routineNotFound(
       ? `Perhaps you meant to call the function ${schema}.${close}`
       : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
   );
+}
+
+/** PostgREST's least likeness for a parameter list it suggests (FuzzySet's getOne default). */
+const MIN_PARAMS_LIKENESS = 0.33;
+
+/**
+ * The call a PGRST202 hint suggests, as PostgREST's does: for a function of that name, the
+ * overload whose parameter names, sorted, read closest to the given ones (`name(a, b)`); else
+ * another function's name. PostgREST ranks lists with a fuzzy set re-scored by edit distance;
+ * the edit distance alone gives its suggestions for the lists functions have.
+ */
+function closeCall(cache: SchemaCache, schema: string, name: string, sortedKeys: string[]): string | undefined {
+  const overloads = findRoutines(cache, schema, name);
+  if (overloads.length === 0) {
+    const others = [...cache.routines.values()]
+      .flat()
+      .filter((r) => r.schema === schema)
+      .map((r) => r.name);
+    return closeName(others, name);
+  }
+  const given = `(${sortedKeys.join(', ')})`;
+  let best: { list: string; likeness: number } | undefined;
+  for (const r of overloads) {
+    const list = `(${r.params
+      .map((p) => p.name)
+      .sort()
+      .join(', ')})`;
+    const likeness = 1 - levenshtein(given, list) / Math.max(given.length, list.length);
+    if (likeness >= MIN_PARAMS_LIKENESS && (best === undefined || likeness > best.likeness)) best = { list, likeness };
+  }
+  return best && `${name}${best.list}`;
 }
 
 /** The argument keys a request gives: the body's keys (POST) or the query's argument keys (GET). */
