@@ -30,7 +30,7 @@ import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 // themselves: a statement of theirs handed to Citus's local execution is deparsed and planned
 // anew on every call, several times the cost of the statement. Citus says when it runs one so:
 // with citus.log_local_commands on every node, each is a notice, which the coordinator passes
-// on. The pre-request check on the coordinator is the exception (sql/167): its two single-table
+// on. The pre-request check on the coordinator is the exception (sql/166): its two single-table
 // reads by key cost less through Citus (PL/pgSQL keeps Citus's plan of each) than by EXECUTE on
 // the shard after two look-ups of it, so they are the only statements Citus runs locally for a
 // request, each on the coordinator's own shard.

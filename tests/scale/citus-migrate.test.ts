@@ -144,7 +144,7 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
   });
 
   it('read the token and the workspace of the pre-request check on the coordinator alone', async () => {
-    // Its two statements (sql/167), each one task. The token's is on the coordinator (a Citus
+    // Its two statements (sql/166), each one task. The token's is on the coordinator (a Citus
     // local table has no other placement); the workspace's, alone here, may go to any copy of
     // the reference table, but in the check it follows the token's read, which Citus ran
     // locally, and then Citus runs it on the coordinator's copy too (citus-commit.test.ts sees
