@@ -7,13 +7,21 @@ import { waitFor } from './wait.js';
 // publishes), a new column and a new table (the schema cache). Shared by the suites of several
 // processes on one Postgres, behind PgBouncer and on Citus.
 
+/** Per change, per server: ms after the commit that its last probe missing the change started. */
 export interface LiveChangeTimes {
   lookups: number[];
   column: number[];
   table: number[];
 }
 
-/** How long after `change` committed each base URL answered `seen` true, in ms. */
+/**
+ * For each base URL, how long after `change` committed a probe of it still missed the change:
+ * when the last probe that answered `seen` false started, in ms (0 when the first one saw it).
+ * A probe's start, not its end, because the server read its state somewhere in between: a
+ * probe that started after the bound and still missed the change breaks the README's promise,
+ * while the end of the first one that saw it adds the answer's way back, which a loaded machine
+ * stretches by seconds (the bound is on the server, not on the test's client).
+ */
 async function timesUntilSeen(
   bases: string[],
   change: () => Promise<unknown>,
@@ -22,11 +30,21 @@ async function timesUntilSeen(
 ): Promise<number[]> {
   for (const base of bases) expect(await seen(base)).toBe(false);
   await change();
-  const start = Date.now();
+  const committed = Date.now(); // after the commit was acknowledged: never earlier than it
   return Promise.all(
     bases.map(async (base) => {
-      await waitFor(() => seen(base), `${what} at ${base}`, 30_000);
-      return Date.now() - start;
+      let lastMiss = 0;
+      await waitFor(
+        async () => {
+          const probed = Date.now() - committed;
+          if (await seen(base)) return true;
+          lastMiss = probed;
+          return false;
+        },
+        `${what} at ${base}`,
+        30_000,
+      );
+      return lastMiss;
     }),
   );
 }
@@ -90,7 +108,7 @@ export async function liveChangeTimes(
   };
 }
 
-/** Every time within the bound the README states. */
+/** No probe that started later than the bound the README states missed a change. */
 export function expectWithinBound(times: LiveChangeTimes): void {
   const all = [...times.lookups, ...times.column, ...times.table];
   expect(Math.max(...all)).toBeLessThanOrEqual(CHANGE_BOUND_MS);
