@@ -1,7 +1,25 @@
 import { createServer } from 'node:net';
 
-/** A TCP port on loopback that is free now: for a Postgres or server started next (tests, bench). */
-export function freePort(): Promise<number> {
+/**
+ * The ports freePort() handed out in this process. The kernel may pick again a port it gave
+ * before, closed since (65-70 of 1,000 calls repeated an earlier one, now and then the one just
+ * before), and the servers a test or the bench starts in a row, none listening yet, would then
+ * race for one port: one fails to start.
+ */
+const handedOut = new Set<number>();
+
+/** A TCP port on loopback that is free now and not handed out before: for a server started next (tests, bench). */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await anyFreePort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+function anyFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
