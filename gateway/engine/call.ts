@@ -28,7 +28,17 @@ export interface GatewayRequest {
    * client wrote it, numbers exact; a value reaches it through JSON.stringify.
    */
   body?: unknown;
+  /**
+   * The HTTP request the surface answers with this call, for SQL to read (request.headers,
+   * request.cookies, request.path: request/settings.ts): its headers as Node read them, and the
+   * path it was sent to below the API's root when that is the call's own (/rest/v1). Absent, the
+   * call has no headers or cookies and its path is the one /rest/v1 would have for it.
+   */
+  http?: { headers: HttpHeaders; path?: string };
 }
+
+/** Request headers as Node reads them (IncomingMessage.headers): names lower-cased. */
+export type HttpHeaders = Readonly<Record<string, string | string[] | undefined>>;
 
 export interface AuthContext {
   /** The database role the request runs as (SET LOCAL ROLE). */

@@ -1,6 +1,7 @@
 // One transaction per request. Everything a read needs is pipelined on one reserved connection:
-// BEGIN READ ONLY; role and statement timeout (set_config … true = SET LOCAL); the claims (SET
-// LOCAL); the pre-request function; the statement(s); COMMIT — one round trip to Postgres. A write waits
+// BEGIN READ ONLY; role, statement timeout and what SQL may read of the HTTP request
+// (set_config … true = SET LOCAL); the claims (SET LOCAL); the pre-request function; the
+// statement(s); COMMIT — one round trip to Postgres. A write waits
 // for its statement's result before it decides COMMIT or ROLLBACK (max-affected, tx=rollback,
 // singular responses), so a refused write leaves the database as it was.
 
@@ -29,6 +30,7 @@ import {
 } from './sql.js';
 import { errorFields, log } from './log.js';
 import type { EngineConfig } from './config.js';
+import type { RequestSettings } from './request/settings.js';
 
 /**
  * What every transaction of a deployment shares, from its configuration: made once per gateway
@@ -63,7 +65,8 @@ export interface TransactionMode {
   schema?: string;
 }
 
-export type TransactionOptions = TransactionSettings & TransactionMode & { auth: AuthContext };
+export type TransactionOptions = TransactionSettings &
+  TransactionMode & { auth: AuthContext; request: RequestSettings };
 
 /** The settings every transaction of a gateway runs with: the one place they are read from the configuration. */
 export function transactionSettings(config: EngineConfig, wording: ErrorWording = {}): TransactionSettings {
@@ -112,14 +115,32 @@ const BEGIN = compile(sql`BEGIN ISOLATION LEVEL READ COMMITTED`);
 const COMMIT = compile(sql`COMMIT`);
 const ROLLBACK = compile(sql`ROLLBACK`);
 
-/** Role, statement timeout and search_path of the transaction, as SET LOCAL sets them. */
-const settings = (role: Fragment, timeout: Fragment, path: Fragment) =>
-  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true), pg_catalog.set_config('search_path', ${path}::text, true), pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)`;
-const SETUP = compiledOnce(3, (role, timeout, path) => sql`SELECT ${settings(role, timeout, path)}`);
+/**
+ * Role, statement timeout and search_path of the transaction, and the HTTP request's headers,
+ * cookies, method and path (request/settings.ts), as SET LOCAL sets them: parameters of the one
+ * prepared statement every request sends anyway, so they cost no statement and no round trip.
+ * Unlike the claims they are not SET LOCAL statements: a distributed database (Citus) does not
+ * copy set_config() to its workers, so there a policy evaluated on a worker reads them unset;
+ * functions, triggers and policies run on the coordinator read them. A SET LOCAL of each would
+ * be four statements more per request, unprepared since their text would be the values, and
+ * would copy the Authorization header to every worker; policies that decide access read the
+ * claims, which every server gets.
+ */
+const settings = (
+  role: Fragment,
+  timeout: Fragment,
+  path: Fragment,
+  headers: Fragment,
+  cookies: Fragment,
+  method: Fragment,
+  requestPath: Fragment,
+) =>
+  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true), pg_catalog.set_config('search_path', ${path}::text, true), pg_catalog.set_config('request.headers', ${headers}::text, true), pg_catalog.set_config('request.cookies', ${cookies}::text, true), pg_catalog.set_config('request.method', ${method}::text, true), pg_catalog.set_config('request.path', ${requestPath}::text, true), pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)`;
+const SETUP = compiledOnce(7, (...v) => sql`SELECT ${settings(...(v as Parameters<typeof settings>))}`);
 const SETUP_WITH_WORK_MEM = compiledOnce(
-  4,
-  (role, timeout, path, workMem) =>
-    sql`SELECT ${settings(role, timeout, path)}, pg_catalog.set_config('work_mem', ${workMem}::text, true)`,
+  8,
+  (...v) =>
+    sql`SELECT ${settings(...(v.slice(0, 7) as Parameters<typeof settings>))}, pg_catalog.set_config('work_mem', ${v[7]!}::text, true)`,
 );
 
 /**
@@ -141,7 +162,16 @@ function searchPaths(extra: string[]): (schema: string | undefined) => string {
 
 /** The transaction's role and limits in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
-  const values = [opts.auth.role, String(opts.statementTimeoutMs), opts.searchPath(opts.schema)] as const;
+  const { headers, cookies, method, path } = opts.request;
+  const values = [
+    opts.auth.role,
+    String(opts.statementTimeoutMs),
+    opts.searchPath(opts.schema),
+    headers,
+    cookies,
+    method,
+    path,
+  ] as const;
   return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
 }
 

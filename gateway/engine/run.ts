@@ -19,6 +19,7 @@ import { defined } from './invariant.js';
 import { actionPlan, tenantOf, type ActionPlan, type Idempotency, type ReadAction } from './plan/action.js';
 import { saveStatement } from './query/idempotency.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
+import { requestSettings, type RequestSettings } from './request/settings.js';
 import { affectedRows, respond, singularError, type DescribeSchema } from './response/index.js';
 import { ChangeWatch } from './changes.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
@@ -99,8 +100,10 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     const plan = cached ?? actionPlan(req, auth, cache, ctx.config);
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
-    if (plan.idempotency) return idempotentWrite(ctx, settings, auth, plan, plan.idempotency, limits);
-    const { rows, timing, verified } = await execute(ctx, settings, auth, plan);
+    // Outside the plan: a cached read's plan serves requests with other headers.
+    const request = requestSettings(req);
+    if (plan.idempotency) return idempotentWrite(ctx, { ...settings, request }, auth, plan, plan.idempotency, limits);
+    const { rows, timing, verified } = await execute(ctx, { ...settings, request }, auth, plan);
     try {
       return { ...respond(plan, rows, limits), timing, verified };
     } catch (err) {
@@ -112,7 +115,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
 /** Runs a plan's statements in one transaction, ended as the plan says (see execute.ts). */
 function execute(
   ctx: EngineContext,
-  settings: TransactionSettings,
+  settings: TransactionSettings & { request: RequestSettings },
   auth: AuthContext,
   plan: ActionPlan,
 ): Promise<TransactionResult> {
@@ -145,7 +148,7 @@ type Stored = Pick<GatewayResponse, 'status' | 'headers' | 'body'>;
  */
 async function idempotentWrite(
   ctx: EngineContext,
-  settings: TransactionSettings,
+  settings: TransactionSettings & { request: RequestSettings },
   auth: AuthContext,
   plan: ActionPlan,
   key: Idempotency,

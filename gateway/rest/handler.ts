@@ -41,7 +41,8 @@ export function restHandler(ctx: AppContext): Handler {
 
   const serve = async (x: Exchange, auth: AuthContext) => {
     const { req, res } = x;
-    const target = routeOf(x.path.slice(REST_PATH.length));
+    const path = x.path.slice(REST_PATH.length);
+    const target = routeOf(path);
     if (target === undefined) throw catalogue.invalidPath();
     const method = (req.method ?? '').toUpperCase() as GatewayMethod;
     // The root is the schema's OpenAPI description (Swagger 2.0, or 3.1 by Accept), GET only.
@@ -49,7 +50,7 @@ export function restHandler(ctx: AppContext): Handler {
     if (!METHODS.has(method)) throw catalogue.unsupportedMethod(req.method ?? '');
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH';
     const raw = hasBody ? await readBody(req, res) : undefined;
-    const response = await x.call(gatewayRequest(req, method, target, raw), auth);
+    const response = await x.call(gatewayRequest(req, method, target, path || '/', raw), auth);
     res.statusCode = response.status;
     for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
     sendBody(res, response.body);
@@ -105,11 +106,13 @@ function gatewayRequest(
   req: IncomingMessage,
   method: GatewayMethod,
   relation: string,
+  path: string,
   raw: string | undefined,
 ): GatewayRequest {
   const headers: Record<string, string | undefined> = {};
   for (const h of HEADERS) headers[h] = header(req, h);
   // The body as sent: the engine parses JSON itself, and writes the client's own text to SQL.
   const body = raw === '' ? undefined : raw;
-  return { method, relation, query: queryOf(req), headers, body };
+  // SQL reads the whole request's headers and its path as sent, below /rest/v1, as behind PostgREST.
+  return { method, relation, query: queryOf(req), headers, body, http: { headers: req.headers, path } };
 }

@@ -91,7 +91,9 @@ const gateway = async (
   req: Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] },
 ): Promise<GatewayResponse> => {
   const key = req.method === 'POST' ? header(c.x.req, 'idempotency-key') : undefined;
-  const g = await c.x.call({ ...req, headers: { ...req.headers, 'idempotency-key': key } }, c.auth);
+  const headers = { ...req.headers, 'idempotency-key': key };
+  // SQL reads the wrapper request's headers and cookies, and the call's own method and path.
+  const g = await c.x.call({ ...req, headers, http: { headers: c.x.req.headers } }, c.auth);
   const replayed = g.headers['Idempotent-Replayed'];
   if (replayed !== undefined) c.x.res.setHeader('Idempotent-Replayed', replayed);
   return g;
