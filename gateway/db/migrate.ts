@@ -93,6 +93,12 @@ async function placeTables(databaseUrl: string): Promise<void> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
     await sql`SELECT tally.place_tables() WHERE to_regprocedure('tally.place_tables()') IS NOT NULL`;
+    // The check and the category trigger name the shards the placement made (sql/167); asked
+    // first, since a statement naming a missing function fails whatever its WHERE says.
+    const [bind] = await sql<
+      { present: boolean }[]
+    >`SELECT to_regprocedure('tally.bind_shards()') IS NOT NULL AS present`;
+    if (bind?.present) await sql`SELECT tally.bind_shards()`;
     // Then what the placed tables need on the workers: the API roles' logins and the computed
     // fields as distributed objects (sql/091, sql/108); also for a database that became a
     // coordinator after its migrations ran.
