@@ -75,7 +75,7 @@ DECLARE
     END IF;$r$;
 BEGIN
   EXECUTE format($f$
-CREATE OR REPLACE FUNCTION tally.check_request() RETURNS void
+  CREATE OR REPLACE FUNCTION tally.check_request() RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
@@ -131,7 +131,7 @@ $$$f$,
   -- The lookups of a row that passes; a row that fails is answered by the statements that also
   -- list what is allowed.
   EXECUTE format($f$
-CREATE OR REPLACE FUNCTION tally.check_category_domain() RETURNS trigger
+  CREATE OR REPLACE FUNCTION tally.check_category_domain() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, public, pg_temp
 AS $$
