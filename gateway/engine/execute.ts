@@ -126,22 +126,23 @@ const ROLLBACK = compile(sql`ROLLBACK`);
  * would copy the Authorization header to every worker; policies that decide access read the
  * claims, which every server gets.
  */
-const settings = (
-  role: Fragment,
-  timeout: Fragment,
-  path: Fragment,
-  headers: Fragment,
-  cookies: Fragment,
-  method: Fragment,
-  requestPath: Fragment,
-) =>
-  sql`pg_catalog.set_config('role', ${role}::text, true), pg_catalog.set_config('statement_timeout', ${timeout}::text, true), pg_catalog.set_config('search_path', ${path}::text, true), pg_catalog.set_config('request.headers', ${headers}::text, true), pg_catalog.set_config('request.cookies', ${cookies}::text, true), pg_catalog.set_config('request.method', ${method}::text, true), pg_catalog.set_config('request.path', ${requestPath}::text, true), pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)`;
-const SETUP = compiledOnce(7, (...v) => sql`SELECT ${settings(...(v as Parameters<typeof settings>))}`);
-const SETUP_WITH_WORK_MEM = compiledOnce(
-  8,
-  (...v) =>
-    sql`SELECT ${settings(...(v.slice(0, 7) as Parameters<typeof settings>))}, pg_catalog.set_config('work_mem', ${v[7]!}::text, true)`,
-);
+const SETTINGS = [
+  sql`'role'`,
+  sql`'statement_timeout'`,
+  sql`'search_path'`,
+  sql`'request.headers'`,
+  sql`'request.cookies'`,
+  sql`'request.method'`,
+  sql`'request.path'`,
+];
+/** One SELECT of set_config(name, $n, true) for each name, its values in the names' order. */
+const setupOf = (names: readonly Fragment[]) =>
+  compiledOnce(names.length, (...values) => {
+    const sets = names.map((name, i) => sql`pg_catalog.set_config(${name}, ${values[i]!}::text, true)`);
+    return sql`SELECT ${join(sets)}, pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)`;
+  });
+const SETUP = setupOf(SETTINGS);
+const SETUP_WITH_WORK_MEM = setupOf([...SETTINGS, sql`'work_mem'`]);
 
 /**
  * search_path values by schema, each made once: the schema, then the extra search path, every
@@ -163,6 +164,7 @@ function searchPaths(extra: string[]): (schema: string | undefined) => string {
 /** The transaction's role and limits in one statement; only its values are made per request. */
 function setupStatement(opts: TransactionOptions): CompiledSql {
   const { headers, cookies, method, path } = opts.request;
+  // In the order of SETTINGS.
   const values = [
     opts.auth.role,
     String(opts.statementTimeoutMs),

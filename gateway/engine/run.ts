@@ -101,9 +101,9 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
-    const request = requestSettings(req);
-    if (plan.idempotency) return idempotentWrite(ctx, { ...settings, request }, auth, plan, plan.idempotency, limits);
-    const { rows, timing, verified } = await execute(ctx, { ...settings, request }, auth, plan);
+    const tx = { ...settings, request: requestSettings(req) };
+    if (plan.idempotency) return idempotentWrite(ctx, tx, auth, plan, plan.idempotency, limits);
+    const { rows, timing, verified } = await execute(ctx, tx, auth, plan);
     try {
       return { ...respond(plan, rows, limits), timing, verified };
     } catch (err) {
