@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { tools } from '../../mcp/tools.js';
 
-// A tool is one entry of mcp/tools.ts: the compiler holds its schema to its arguments' type.
+// A tool is one entry of its area's list in mcp/tools/: the compiler holds its schema to its arguments' type.
 // What the compiler cannot see is the README: every tool is named there for the people who
 // connect an agent, and this fails when a new one is not.
 

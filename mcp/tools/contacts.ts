@@ -1,0 +1,93 @@
+import { nullable, uuid } from '../../gateway/fields.js';
+import { searchFilter } from '../gateway-client.js';
+import { CONTACT_COLUMNS, DEFAULT_LIMIT, array, contact, search, pageOutput } from '../schemas.js';
+import { CREATE, READ, UPDATE, tool, type Tool } from './tool.js';
+import { given, notFound, pageFields, pageText, paging, type ById, type Paging } from './shared.js';
+import { changeId, undoable } from './undoable.js';
+
+// The workspace's roster: the members and participants of its funds.
+
+export interface Contact {
+  id: string;
+  name: string;
+}
+
+type ContactArgs = {
+  name: string;
+  nickname?: string;
+  phone?: string;
+  email?: string;
+  gender?: string;
+  nationality?: string;
+};
+
+export const contactTools: Tool[] = [
+  tool<Paging & { search?: string }>()({
+    name: 'list_contacts',
+    title: 'List contacts',
+    description:
+      'Lists the roster of members and participants by name; search is a case-insensitive substring of name, nickname or phone. ' +
+      'Pages: limit (1-1000, default 50) and offset, with has_more and next_offset.',
+    annotations: READ,
+    required: [],
+    input: () => ({ search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging }),
+    output: { contacts: array(contact), ...pageOutput },
+    async run(args, { db }) {
+      const q = new URLSearchParams({ select: CONTACT_COLUMNS, order: 'name.asc,id.asc' });
+      if (args.search) q.append('or', searchFilter(['name', 'nickname', 'phone'], args.search));
+      const page = await db.page<Contact>('contacts', q, args.limit ?? DEFAULT_LIMIT, args.offset ?? 0);
+      const names = page.rows.length ? `: ${page.rows.map((c) => c.name).join(', ')}` : '';
+      return { structured: { contacts: page.rows, ...pageFields(page) }, summary: pageText(page, 'contacts') + names };
+    },
+  }),
+  tool<ContactArgs>()({
+    name: 'create_contact',
+    title: 'Add a contact',
+    description: 'Adds a member or participant to the workspace roster.',
+    annotations: CREATE,
+    creates: true,
+    required: ['name'],
+    input: (f) => f.contact,
+    output: { contact },
+    async run(args, { db }) {
+      const row = await db.insert<Contact>(
+        'contacts',
+        given(args, ['name', 'nickname', 'phone', 'email', 'gender', 'nationality']),
+        CONTACT_COLUMNS,
+      );
+      return { structured: { contact: row }, summary: `Added contact "${row.name}" with id ${row.id}.` };
+    },
+  }),
+  tool<ById & { name?: string; nickname?: string | null; phone?: string | null; email?: string | null }>()({
+    name: 'update_contact',
+    title: 'Update a contact',
+    description:
+      'Changes the given fields of a contact; fields left out stay as they are, null clears an optional one. An unknown id is an error.',
+    annotations: UPDATE,
+    required: ['id'],
+    input: (f) => ({
+      id: uuid('The contact id (list_contacts shows them)'),
+      name: f.contact.name,
+      nickname: nullable(f.contact.nickname),
+      phone: nullable(f.contact.phone),
+      email: nullable(f.contact.email),
+    }),
+    output: { contact, activity_id: changeId },
+    async run(args, { db }) {
+      const row = await db.update<Contact>(
+        'contacts',
+        args.id,
+        given(args, ['name', 'nickname', 'phone', 'email']),
+        CONTACT_COLUMNS,
+      );
+      if (!row) throw notFound('contact', args.id, 'list_contacts');
+      const undo = await undoable(db, 'contacts', row.id);
+      return {
+        structured: { contact: row, ...undo.fields },
+        summary: `Updated contact "${row.name}" (${row.id}).${undo.text}`,
+      };
+    },
+  }),
+
+  // ---- Beyond the core tools ---------------------------------------------------------------,
+];

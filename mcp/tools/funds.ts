@@ -1,0 +1,242 @@
+import { nullable, uuid } from '../../gateway/fields.js';
+import {
+  CONTACT_COLUMNS,
+  DEFAULT_LIMIT,
+  FUND_COLUMNS,
+  FUND_TRANSACTION_COLUMNS,
+  array,
+  fund,
+  fundTransaction,
+  fundWithTotals,
+  limit,
+  offset,
+  participant,
+} from '../schemas.js';
+import { pageOf } from '../gateway-client.js';
+import { CREATE, READ, UPDATE, tool, type Tool } from './tool.js';
+import { given, money, notFound, pageText, pick, type NoArgs } from './shared.js';
+import { changeId, undoable } from './undoable.js';
+import type { FundTransaction } from './fund-transactions.js';
+import type { Contact } from './contacts.js';
+
+// Group funds: list them with their totals, read one with its participants and ledger, create,
+// change, and add a participant. Their transactions are in fund-transactions.ts.
+
+/** public.fund_figures, as the computed field funds.summary embeds it (sql/051_fund_figures_linear.sql). */
+interface FundFigures {
+  balance: number;
+  income: number;
+  expenses: number;
+  progress: number | null;
+  participant_count: number;
+}
+
+interface FundRow {
+  id: string;
+  name: string;
+  kind: string;
+  status: string;
+  currency: string;
+  target_amount: number | null;
+  summary: FundFigures;
+}
+
+/** The fund's totals as Postgres computes them (fund_summary); only picked out here, never recomputed. */
+function withTotals<T extends FundRow>(row: T) {
+  const { summary: s, ...rest } = row;
+  return {
+    ...rest,
+    totals: {
+      balance: Number(s.balance),
+      income: Number(s.income),
+      expenses: Number(s.expenses),
+      progress: s.progress === null ? null : Number(s.progress),
+    },
+  };
+}
+
+export const fundTools: Tool[] = [
+  tool<NoArgs>()({
+    name: 'list_funds',
+    title: 'List funds',
+    description:
+      'Lists every fund of the workspace with its target, and real-time totals computed from its transactions: balance, ' +
+      'income, expenses and progress toward the target.',
+    annotations: READ,
+    required: [],
+    input: () => ({}),
+    output: { funds: array(fundWithTotals) },
+    async run(_args, { db }) {
+      // One gateway call: the computed field summary is fund_summary() for each fund.
+      const rows = await db.list<FundRow>(
+        'funds',
+        new URLSearchParams({ select: `${FUND_COLUMNS},summary`, order: 'created_at.desc,id.asc' }),
+      );
+      const funds = rows.map(withTotals);
+      const lines = funds.map(
+        (f) =>
+          `- ${f.name} (${f.status}): balance ${money(f.totals.balance)} ${f.currency}` +
+          (f.target_amount ? ` of target ${money(f.target_amount)}` : ''),
+      );
+      return {
+        structured: { funds },
+        summary: funds.length ? `${funds.length} funds:\n${lines.join('\n')}` : 'The workspace has no funds yet.',
+      };
+    },
+  }),
+  tool<{ fund_id: string; ledger_limit?: number; ledger_offset?: number }>()({
+    name: 'get_fund',
+    title: 'Get a fund',
+    description:
+      'One fund: its fields and budget target, its totals, its participants and one page of its ledger (newest first): ' +
+      'ledger_limit (1-1000, default 50) and ledger_offset, with ledger_has_more and ledger_next_offset.',
+    annotations: READ,
+    required: ['fund_id'],
+    input: () => ({
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      ledger_limit: { ...limit, description: 'How many ledger entries to return, 1 to 1000 (default 50)' },
+      ledger_offset: {
+        ...offset,
+        description: 'How many ledger entries to skip: the ledger_next_offset of the previous call (default 0)',
+      },
+    }),
+    output: {
+      fund: fundWithTotals,
+      participants: array(participant),
+      ledger: array(fundTransaction, "One page of the fund's transactions, newest first"),
+      ledger_has_more: { type: 'boolean' },
+      ledger_next_offset: {
+        type: ['integer', 'null'],
+        description: 'The ledger_offset of the next page; null on the last page',
+      },
+    },
+    async run(args, { db }) {
+      const ledgerLimit = args.ledger_limit ?? DEFAULT_LIMIT;
+      const ledgerOffset = args.ledger_offset ?? 0;
+      const q = new URLSearchParams({
+        select: `${FUND_COLUMNS},summary,fund_transactions(${FUND_TRANSACTION_COLUMNS}),fund_participants(joined_at,contacts(${CONTACT_COLUMNS}))`,
+        id: `eq.${args.fund_id}`,
+        'fund_transactions.order': 'occurred_at.desc,id.desc',
+        'fund_transactions.limit': String(ledgerLimit + 1),
+        'fund_transactions.offset': String(ledgerOffset),
+      });
+      type Row = FundRow & {
+        fund_transactions: FundTransaction[];
+        fund_participants: { joined_at: string; contacts: Contact }[];
+      };
+      const [row] = await db.list<Row>('funds', q);
+      if (!row) throw notFound('fund', args.fund_id, 'list_funds');
+      const participants = row.fund_participants.map((p) => ({ ...p.contacts, joined_at: p.joined_at }));
+      const ledger = pageOf(row.fund_transactions, ledgerLimit, ledgerOffset);
+      const { fund_transactions: _ledger, fund_participants: _joins, ...fields } = row;
+      const f = withTotals(fields);
+      const t = f.totals;
+      return {
+        structured: {
+          fund: f,
+          participants,
+          ledger: ledger.rows,
+          ledger_has_more: ledger.has_more,
+          ledger_next_offset: ledger.next_offset,
+        },
+        summary:
+          `${row.name} (${row.kind}, ${row.status}): balance ${money(t.balance)} ${row.currency}, income ${money(t.income)}, ` +
+          `expenses ${money(t.expenses)}${row.target_amount ? `, ${Math.round((t.progress ?? 0) * 100)}% of target ${money(row.target_amount)}` : ''}; ` +
+          `${participants.length} participants; ${pageText(ledger, 'ledger entries').replace('next_offset', 'ledger_next_offset')}`,
+      };
+    },
+  }),
+  tool<{ name: string; kind?: string; currency?: string; target_amount?: number; description?: string }>()({
+    name: 'create_fund',
+    title: 'Create a fund',
+    description:
+      'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
+    annotations: CREATE,
+    creates: true,
+    required: ['name'],
+    input: (f) => pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']),
+    output: { fund },
+    async run(args, { db }) {
+      const row = await db.insert<FundRow>(
+        'funds',
+        given(args, ['name', 'kind', 'currency', 'target_amount', 'description']),
+        FUND_COLUMNS,
+      );
+      return {
+        structured: { fund: row },
+        summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.`,
+      };
+    },
+  }),
+  tool<{
+    fund_id: string;
+    name?: string;
+    status?: string;
+    target_amount?: number | null;
+    description?: string | null;
+  }>()({
+    name: 'update_fund',
+    title: 'Update a fund',
+    description:
+      "Changes the given fields of a fund. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule).",
+    annotations: UPDATE,
+    required: ['fund_id'],
+    input: (f) => ({
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      name: f.fund.name,
+      status: f.fund.status,
+      target_amount: nullable(f.fund.target_amount),
+      description: nullable(f.fund.description),
+    }),
+    output: { fund, activity_id: changeId },
+    async run(args, { db }) {
+      const row = await db.update<FundRow>(
+        'funds',
+        args.fund_id,
+        given(args, ['name', 'status', 'target_amount', 'description']),
+        FUND_COLUMNS,
+      );
+      if (!row) throw notFound('fund', args.fund_id, 'list_funds');
+      const undo = await undoable(db, 'funds', row.id);
+      return {
+        structured: { fund: row, ...undo.fields },
+        summary: `Updated fund "${row.name}" (${row.status}).${undo.text}`,
+      };
+    },
+  }),
+  tool<{ fund_id: string; contact_id: string }>()({
+    name: 'add_fund_participant',
+    title: 'Add a participant to a fund',
+    description:
+      'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
+    annotations: CREATE,
+    creates: true,
+    required: ['fund_id', 'contact_id'],
+    input: () => ({
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      contact_id: uuid('The contact id (list_contacts shows them)'),
+    }),
+    output: {
+      participant: {
+        type: 'object',
+        properties: {
+          fund_id: { type: 'string', format: 'uuid' },
+          contact_id: { type: 'string', format: 'uuid' },
+          joined_at: { type: 'string', format: 'date-time' },
+        },
+        required: ['fund_id', 'contact_id', 'joined_at'],
+      },
+    },
+    async run(args, { db }) {
+      const row = await db.insert<{ fund_id: string; contact_id: string }>(
+        'fund_participants',
+        { fund_id: args.fund_id, contact_id: args.contact_id },
+        'fund_id,contact_id,joined_at',
+      );
+      return {
+        structured: { participant: row },
+        summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.`,
+      };
+    },
+  }),
+];
