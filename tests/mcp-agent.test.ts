@@ -6,7 +6,7 @@ import request from 'supertest';
 import { CONSTRAINT_MESSAGES } from '../gateway/fields.js';
 import { startTestApp } from './harness/app.js';
 import { TENANT_TABLES, tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { READ_TOOLS } from './harness/mcp-tools.js';
+import { callEveryTool, READ_TOOLS } from './harness/mcp-tools.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
 import { first, present } from './harness/present.js';
@@ -69,19 +69,12 @@ describe('results carry their records in the text content', () => {
     const id = (created.structuredContent as { contact: { id: string } }).contact.id;
     expect(fromText(created).summary).toContain(id);
 
-    for (const [name, args] of [
-      ['list_expenses', {}],
-      ['list_funds', {}],
-      ['get_fund', { fund_id: s.a.fundId }],
-      ['list_contacts', {}],
-      ['list_fund_transactions', {}],
-      ['get_workspace', {}],
-      ['spending_summary', {}],
-    ] as const) {
+    await callEveryTool(s.a, async (name, args) => {
       const r = await call(client, name, args);
-      expect(r.isError).toBeFalsy();
+      expect({ name, isError: r.isError ?? false }).toEqual({ name, isError: false });
       expect(fromText(r).json).toEqual(r.structuredContent);
-    }
+      return r.structuredContent as Record<string, unknown>;
+    });
     const contacts = fromText(await call(client, 'list_contacts', { search: 'Text Content' })).json as {
       contacts: { id: string }[];
     };

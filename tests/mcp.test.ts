@@ -7,7 +7,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
 import { waitFor } from './harness/wait.js';
-import { READ_TOOLS } from './harness/mcp-tools.js';
+import { callEveryTool, READ_TOOLS } from './harness/mcp-tools.js';
 import { tools as defined } from '../mcp/tools.js';
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
@@ -28,7 +28,7 @@ const CORE_TOOLS = [
   'update_expense',
   'update_fund',
 ];
-// Every tool of mcp/tools.ts is listed: the core ones above, and those it adds beyond them.
+// Every tool of the registry (mcp/tools.ts) is listed: the core ones above, and those it adds beyond them.
 const TOOLS = defined.map((t) => t.name).sort();
 
 let db: TestDatabase;
@@ -362,7 +362,21 @@ describe('errors an agent can act on', () => {
 
   it('a read token may read, and its writes say the token is read-only', async () => {
     const client = await connect(readA);
-    expect((await call(client, 'list_funds')).isError).toBeFalsy();
+    // Every tool annotated read-only runs under a read token and changes nothing: a write tool
+    // annotated read-only by mistake would be offered to read tokens and fail here.
+    const changes = async () => (await db.admin`SELECT count(*)::int AS n FROM public.activity`)[0]!.n as number;
+    const before = await changes();
+    const ran = await callEveryTool(
+      a,
+      async (name, args) => {
+        const r = await call(client, name, args);
+        expect({ name, isError: r.isError ?? false }).toEqual({ name, isError: false });
+        return r.structuredContent as Record<string, unknown>;
+      },
+      (name) => READ_TOOLS.includes(name),
+    );
+    expect(ran.sort()).toEqual(READ_TOOLS);
+    expect(await changes()).toBe(before);
     const r = await call(client, 'create_contact', { name: 'Nope' });
     expect(r.isError).toBe(true);
     expect(text(r)).toMatch(/read-only/);

@@ -1,19 +1,76 @@
 import request from 'supertest';
+import { isReadTool, tools } from '../../mcp/tools.js';
+import type { WorkspaceFixture } from './fixtures.js';
 
-// The MCP tools a read token is offered, kept by hand rather than read from mcp/tools.ts: a write
-// tool marked read-only by mistake makes tests/mcp.test.ts fail. One list for every suite that
-// lists them (over HTTP and over stdio).
+// The MCP tools as the suites see them, read from the registry (mcp/tools.ts), never a list kept
+// by hand: a new tool is listed, counted and called by every suite that iterates them.
 
-export const READ_TOOLS = [
-  'get_fund',
-  'get_workspace',
-  'list_activity',
-  'list_contacts',
-  'list_expenses',
-  'list_fund_transactions',
-  'list_funds',
-  'spending_summary',
-];
+/** The tools a read token is offered: those annotated read-only (tests/mcp.test.ts runs each with a read token). */
+export const READ_TOOLS = tools
+  .filter(isReadTool)
+  .map((t) => t.name)
+  .sort();
+
+type Results = Record<string, Record<string, any>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Example = (f: WorkspaceFixture, earlier: Results) => Record<string, unknown>;
+
+/**
+ * A call of each tool that succeeds on a workspace made by workspaceWithData, in an order where
+ * each can: a later call reads the ids an earlier one answered.
+ */
+const EXAMPLES: Record<string, Example> = {
+  get_workspace: () => ({}),
+  list_expenses: () => ({ limit: 5 }),
+  create_expense: () => ({ name: 'Example lunch', amount: 9.5, category_id: 'food-drinks', method_id: 'cash' }),
+  create_expenses: () => ({
+    expenses: [{ name: 'Example bread', amount: 2, category_id: 'food-drinks', method_id: 'cash' }],
+  }),
+  update_expense: (f) => ({ id: f.expenseId, amount: 13 }),
+  delete_expense: (_, r) => ({ id: r.create_expense!.expense.id }),
+  spending_summary: () => ({}),
+  list_funds: () => ({}),
+  get_fund: (f) => ({ fund_id: f.fundId }),
+  create_fund: () => ({ name: 'Example fund', kind: 'Travel', target_amount: 100 }),
+  update_fund: (f) => ({ fund_id: f.fundId, status: 'Completed' }),
+  create_fund_transaction: (f) => ({
+    fund_id: f.fundId,
+    name: 'Example income',
+    amount: 5,
+    category_id: 'fund-income',
+    method_id: 'cash',
+  }),
+  list_fund_transactions: (f) => ({ fund_id: f.fundId }),
+  update_fund_transaction: (_, r) => ({ id: r.create_fund_transaction!.transaction.id, amount: 6 }),
+  delete_fund_transaction: (_, r) => ({ id: r.create_fund_transaction!.transaction.id }),
+  list_contacts: () => ({}),
+  create_contact: () => ({ name: 'Example contact' }),
+  update_contact: (_, r) => ({ id: r.create_contact!.contact.id, nickname: 'Ex' }),
+  add_fund_participant: (_, r) => ({ fund_id: r.create_fund!.fund.id, contact_id: r.create_contact!.contact.id }),
+  list_activity: () => ({ limit: 5 }),
+  undo_change: (_, r) => ({ activity_id: r.update_contact!.activity_id }),
+};
+
+/**
+ * Calls every tool of the registry once (those `only` keeps), each with arguments that succeed,
+ * through `call`, which answers the result's structured content. Fails for a tool of the
+ * registry without an example here.
+ */
+export async function callEveryTool(
+  f: WorkspaceFixture,
+  call: (name: string, args: Record<string, unknown>) => Promise<Record<string, unknown>>,
+  only: (name: string) => boolean = () => true,
+): Promise<string[]> {
+  const missing = tools.map((t) => t.name).filter((name) => !(name in EXAMPLES));
+  if (missing.length) throw new Error(`No example call of ${missing.join(', ')} in tests/harness/mcp-tools.ts`);
+  const results: Results = {};
+  const called: string[] = [];
+  for (const [name, example] of Object.entries(EXAMPLES)) {
+    if (!only(name)) continue;
+    results[name] = await call(name, example(f, results));
+    called.push(name);
+  }
+  return called;
+}
 
 /** What an MCP tools/call answers. */
 export interface ToolResult {

@@ -8,6 +8,8 @@ import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
 import { TEST_JWT_SECRET } from '../harness/app.js';
 import { TENANT_TABLES, tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
+import { callEveryTool } from '../harness/mcp-tools.js';
+import { tools } from '../../mcp/tools.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 
@@ -288,30 +290,24 @@ describe('every statement of one workspace’s request runs on that workspace’
   });
 
   test('each MCP tool', async () => {
-    const calls: [string, Record<string, unknown>][] = [
-      ['get_workspace', {}],
-      ['list_expenses', { limit: 5 }],
-      ['create_expense', { name: 'Mcp lunch', amount: 9.5, category_id: 'food-drinks', method_id: 'cash' }],
-      [
-        'create_expenses',
-        { expenses: [{ name: 'Mcp bread', amount: 2, category_id: 'food-drinks', method_id: 'cash' }] },
-      ],
-      ['update_expense', { id: a.expenseId, amount: 13 }],
-      ['spending_summary', {}],
-      ['list_funds', {}],
-      ['get_fund', { fund_id: a.fundId }],
-      ['create_fund', { name: 'Mcp fund', kind: 'Travel', target_amount: 100 }],
-      ['update_fund', { fund_id: a.fundId, status: 'Completed' }],
-      [
-        'create_fund_transaction',
-        { fund_id: a.fundId, name: 'Mcp in', amount: 5, category_id: 'fund-income', method_id: 'cash' },
-      ],
-      ['list_fund_transactions', { fund_id: a.fundId }],
-      ['list_contacts', {}],
-      ['create_contact', { name: 'Mcp contact' }],
-      ['update_contact', { id: a.contactId, name: 'Route A contact' }],
-    ];
-    for (const [name, args] of calls) await singleShard(`MCP ${name}`, () => mcp(name, args));
+    const called = await callEveryTool(
+      a,
+      async (name, args) => {
+        const { res } = await singleShard(`MCP ${name}`, () => mcp(name, args));
+        return res.body.result.structuredContent as Record<string, unknown>;
+      },
+      (name) => name !== 'undo_change',
+    );
+    expect(called).toHaveLength(tools.length - 1);
+  });
+
+  // Known: a statement of public.undo_change runs on several shards (XX000, "multi-task query
+  // about to be executed", under the guard). This passes while that holds and fails once undo
+  // runs on one shard: then the exception above goes.
+  test.failing('MCP undo_change', async () => {
+    const updated = await mcp('update_contact', { id: a.contactId, nickname: 'Undo me' }).expect(200);
+    const activity_id = updated.body.result.structuredContent.activity_id as string;
+    await singleShard('MCP undo_change', () => mcp('undo_change', { activity_id }));
   });
 
   test("another workspace's rows stay out of reach on the coordinator", async () => {
