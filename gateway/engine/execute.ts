@@ -123,8 +123,8 @@ const ROLLBACK = compile(sql`ROLLBACK`);
  * copy set_config() to its workers, so there a policy evaluated on a worker reads them unset;
  * functions, triggers and policies run on the coordinator read them. A SET LOCAL of each would
  * be four statements more per request, unprepared since their text would be the values, and
- * would copy the Authorization header to every worker; policies that decide access read the
- * claims, which every server gets.
+ * would copy the client's headers to every worker; policies that decide access read the
+ * claims, which every server gets. No credential is among the headers (request/settings.ts).
  */
 const SETTINGS = [
   sql`'role'`,
@@ -340,13 +340,15 @@ class Transaction {
   }
 
   /**
-   * Gives the connection back after `err`. Only a connection that answered with a Postgres error
-   * is known to be in a clean state after ROLLBACK; anything else (lost, stalled past the
-   * watchdog, a protocol or client error) destroys it: its backend is cancelled, its slot gets a
-   * new connection, and Postgres rolls back the transaction of a closed connection itself.
+   * Gives the connection back after `err`. A connection that answered with a Postgres error, or
+   * whose statements all answered before the plan refused their results (an ApiError: a
+   * singular answer of more than one row, max-affected), is in a known state: it is rolled back
+   * and kept. Anything else (lost, stalled past the watchdog, a protocol or client error)
+   * destroys it: its backend is cancelled, its slot gets a new connection, and Postgres rolls
+   * back the transaction of a closed connection itself.
    */
   async leave(err: unknown): Promise<void> {
-    if (isPgError(err) && !isConnectionError(err)) {
+    if ((isPgError(err) && !isConnectionError(err)) || err instanceof ApiError) {
       const clean =
         !this.open ||
         (await watched(run(this.lease.sql, ROLLBACK), this.deadline).then(
