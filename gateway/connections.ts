@@ -1,5 +1,6 @@
 import type { Server, ServerOptions } from 'node:http';
-import { isIPv6, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import { addressKey } from './auth/address.js';
 import { catalogue } from './engine/errors.js';
 
 // What one client address may hold of the server, before any request of it is read: a bounded
@@ -13,7 +14,7 @@ export interface HttpLimits {
   httpHeadersTimeoutMs: number;
   /** Time to receive a whole request, headers and body. */
   httpRequestTimeoutMs: number;
-  /** Open connections per client address (an IPv6 client: per /64 network); 0: no limit. */
+  /** Open connections per client address (an IPv6 client: per /56 network, auth/address.ts); 0: no limit. */
   httpConnectionsPerAddress: number;
 }
 
@@ -61,25 +62,4 @@ export function limitConnectionsPerAddress(server: Server, limit: number): void 
       else open.delete(key);
     });
   });
-}
-
-/**
- * The key an address counts under: an IPv4 address itself, an IPv6 address its /64 network (a
- * client is given a whole /64 and could rotate through it).
- */
-export function addressKey(address: string | undefined): string {
-  if (address === undefined) return '';
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped?.[1]) return mapped[1];
-  if (!isIPv6(address)) return address;
-  const [head = '', tail] = address.split('::');
-  const groups = head === '' ? [] : head.split(':');
-  if (tail !== undefined) {
-    const rest = tail === '' ? [] : tail.split(':');
-    groups.push(...Array<string>(8 - groups.length - rest.length).fill('0'), ...rest);
-  }
-  return `${groups
-    .slice(0, 4)
-    .map((g) => parseInt(g, 16).toString(16))
-    .join(':')}::/64`;
 }

@@ -660,6 +660,21 @@ describe('failed sign-in limits', () => {
     expect((await attempt(b, 'third@example.com', PASSWORD, from(MEMBER))).status).toBe(303);
   });
 
+  it('counts an IPv6 client by its /56 network: guesses from many addresses of one /64 are one address', async () => {
+    await db.admin`DELETE FROM tally.sign_in_failures`;
+    // One client holds a whole /64 (or /56) and can send each guess from an address of its own.
+    const inNetwork = (i: number) => `2001:db8:7:${(0x10 + (i % 2)).toString(16)}::${(i + 1).toString(16)}`;
+    for (let i = 0; i < 6; i++)
+      expect((await attempt(i % 2 ? a : b, `guess${i}@example.com`, 'wrong', from(inNetwork(i)))).status).toBe(401);
+    const blocked = await attempt(a, 'third@example.com', PASSWORD, from('2001:db8:7:ff:abcd::99'));
+    expect(blocked.status).toBe(429);
+    expect((await db.admin`SELECT key FROM tally.sign_in_failures WHERE key LIKE 'addr:%'`).map((r) => r.key)).toEqual([
+      'addr:2001:db8:7::/56',
+    ]);
+    // Another network is another client.
+    expect((await attempt(b, 'third@example.com', PASSWORD, from('2001:db8:8::1'))).status).toBe(303);
+  });
+
   it('answers an unknown email and a wrong password alike, and counts both', async () => {
     await db.admin`DELETE FROM tally.sign_in_failures`;
     const unknown = await attempt(a, 'nobody@example.com', 'wrong', from(MEMBER));

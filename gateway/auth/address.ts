@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
+import { ipKeyGenerator } from 'express-rate-limit';
 import proxyAddr from 'proxy-addr';
 
 /**
@@ -15,3 +16,13 @@ export function clientAddress(req: IncomingMessage, trustProxy: boolean): string
   const forwarded = proxyAddr(req, (_addr, hop) => hop < 1);
   return isIP(forwarded) !== 0 ? forwarded : peer;
 }
+
+/**
+ * The key a client address counts under in every limit of an address (its open connections,
+ * its requests, its failed authentications, its settings sign-ins): an IPv4 address itself
+ * (also written as an IPv4-mapped IPv6 address), an IPv6 address its /56 network. One client is
+ * given a /56 or a /64 and may send from any address in it, so a limit per address would be a
+ * limit per guess.
+ */
+export const addressKey = (address: string | undefined): string =>
+  address === undefined ? 'unknown' : ipKeyGenerator(address);

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
-import { ipKeyGenerator } from 'express-rate-limit';
 import type { RequestHandler } from 'express';
 import type { ServerResponse } from 'node:http';
 import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
 import { Lru } from '../engine/lru.js';
+import { addressKey } from './address.js';
 import { catalogue, type ApiError } from '../engine/errors.js';
 import { oneRow } from '../engine/invariant.js';
 import { errorFields, log } from '../log.js';
@@ -165,8 +165,8 @@ interface Lease {
   resetTime: Date;
 }
 
-/** The client address as a key; IPv6 addresses are grouped by /56, as one client holds many. */
-const addressKey = (address: string | undefined): string => `ip:${ipKeyGenerator(address ?? 'unknown')}`;
+/** The client address as a key of a counter (an IPv6 client: its /56 network, address.ts). */
+const addressCounter = (address: string | undefined): string => `ip:${addressKey(address)}`;
 
 /** What the limit says of one request. */
 interface LimitInfo {
@@ -201,7 +201,7 @@ class RequestLimit {
    * headers and Retry-After.
    */
   async take(rateKey: string | undefined, address: string | undefined): Promise<LimitInfo> {
-    const key = rateKey?.startsWith('token:') ? rateKey : addressKey(address);
+    const key = rateKey?.startsWith('token:') ? rateKey : addressCounter(address);
     const { totalHits, resetTime } = await this.store.increment(key);
     const info = {
       limit: this.limit,
@@ -298,7 +298,7 @@ export function tooManyFailures(resetAt: Date): ApiError {
  * so the limit is exact even for guesses sent all at once; only failures count, so an agent's
  * many concurrent calls are never taken for guesses.
  */
-export const failedAuthKey = (address: string | undefined): string => 'authfail:' + addressKey(address);
+export const failedAuthKey = (address: string | undefined): string => 'authfail:' + addressCounter(address);
 
 /**
  * Counts `hits` more requests of `key` (a token's rate key) at once: a call that does the work

@@ -10,6 +10,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AdminError } from '../admin/workspaces.js';
+import { addressKey } from '../auth/address.js';
 import { parseScope } from '../admin/tokens.js';
 import type { AppContext } from '../context.js';
 import { ApiError, catalogue } from '../errors.js';
@@ -176,7 +177,12 @@ function newPasswordProblem(current: string, chosen: string, repeat: string | un
   return problem && `${problem.charAt(0).toUpperCase()}${problem.slice(1)}.`;
 }
 
-const clientAddress = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+/**
+ * The address sign-in failures count against: the client's, an IPv6 client's /56 network (as
+ * every limit of an address counts it, auth/address.ts), so one client cannot make each guess
+ * from an address of its own.
+ */
+const throttledAddress = (req: Request): string => addressKey(req.ip ?? req.socket.remoteAddress);
 const originOf = (req: Request): string => `${req.protocol}://${req.get('host') ?? 'localhost'}`;
 const session = (res: Response): Session | undefined => res.locals.session as Session | undefined;
 
@@ -315,7 +321,7 @@ function signIn({ db, config }: AppContext, limits: SignInLimits): RequestHandle
     if (!email || !password || email.length > 320) {
       return send(res, 400, loginPage({ token, email, error: 'Enter your email and your password.' }));
     }
-    const address = clientAddress(req);
+    const address = throttledAddress(req);
     const wait = await countSignInAttempt(db, address, email, limits);
     if (wait > 0) {
       res.set('Retry-After', String(wait));
@@ -369,7 +375,7 @@ function choosePassword(db: Pool, limits: SignInLimits): RequestHandler {
     const chosen = field(req, 'new') ?? '';
     const problem = newPasswordProblem(current, chosen, field(req, 'repeat'));
     if (problem) return send(res, 400, passwordPage({ session: s, error: problem }));
-    const address = clientAddress(req);
+    const address = throttledAddress(req);
     const user = await credentials(db, s.email);
     if (temporary) {
       if (!user || user.user_id !== s.userId) throw catalogue.notAllowed('Sign in again to choose your password.');
