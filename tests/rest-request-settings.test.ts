@@ -5,6 +5,9 @@ import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
+import { startTestApp } from './harness/app.js';
+import { stallProxy } from './harness/stall-proxy.js';
+import { createKey } from '../gateway/admin/keys.js';
 
 // What SQL reads of the HTTP request, as behind PostgREST: request.headers, request.cookies,
 // request.method and request.path, set in the request's own transaction (a function, the
@@ -63,8 +66,9 @@ describe('request settings', () => {
     const res = await setting('request.headers', { 'X-Custom-Header': 'test', Cookie: 'session=secret' });
     expect(res.status).toBe(200);
     const headers = JSON.parse(res.body as string) as Record<string, string>;
-    expect(headers).toMatchObject({ 'x-custom-header': 'test', apikey: TEST_API_KEY, authorization: `Bearer ${jwtA}` });
-    expect(headers.cookie).toBeUndefined();
+    expect(headers).toMatchObject({ 'x-custom-header': 'test', 'content-type': 'application/json' });
+    // Neither the cookies nor the credentials: who the caller is, SQL reads in request.jwt.claims.
+    expect(Object.keys(headers).filter((h) => ['cookie', 'authorization', 'apikey'].includes(h))).toEqual([]);
     // Header bytes are read as UTF-8, as PostgREST reads them; bytes that are not UTF-8 as Latin-1.
     // (A GET: Node's client writes its header text as Latin-1 bytes only when no body follows.)
     const bytes = await request(t.app)
@@ -127,7 +131,7 @@ describe('request settings', () => {
     await setting('request.headers', { 'X-Secret': 'only-for-a', Cookie: 'a=only-for-a' });
     const next = await setting('request.headers', {}, jwtB);
     expect(next.body).not.toContain('only-for-a');
-    expect(JSON.parse(next.body as string)).toMatchObject({ authorization: `Bearer ${jwtB}` });
+    expect(JSON.parse(next.body as string)).toMatchObject({ 'content-type': 'application/json' });
     expect((await setting('request.cookies', {}, jwtB)).body).toBe('{}');
   });
 
@@ -167,6 +171,38 @@ describe('request settings', () => {
       expect(logged).not.toContain(jwtA);
     } finally {
       for (const s of spies) s.mockRestore();
+    }
+  });
+  // A database that logs statements with their parameters (log_statement = 'all',
+  // log_min_duration_statement) logs what the server sends it: the setup statement carried the
+  // caller's JWT and apikey there, in request.headers. Now no credential crosses the wire.
+  it('sends the database no credential: neither the JWT nor the apikey is in any byte it is sent', async () => {
+    const proxy = await stallProxy(db.url, 'tally');
+    const tapped = startTestApp(proxy.url, restEnv({ TALLY_DB_PRE_REQUEST: 'public.guc_pre_request' }));
+    try {
+      const { key } = await createKey(db.admin, 'wire test', 'test');
+      const headers = { apikey: key, Authorization: `Bearer ${jwtA}`, 'X-Visible': 'sent-to-sql' };
+      const rest = await request(tapped.app)
+        .post('/rest/v1/rpc/guc_value')
+        .set(headers)
+        .send({ name: 'request.headers' });
+      expect(rest.status).toBe(200);
+      expect(JSON.parse(rest.body as string)).toMatchObject({ 'x-visible': 'sent-to-sql' });
+      const api = await request(tapped.app)
+        .get('/api/v1/contacts')
+        .set({ Authorization: `Bearer ${jwtA}` });
+      expect(api.status).toBe(200);
+      const wire = proxy.sent().toString('latin1');
+      expect(wire).toContain('sent-to-sql'); // the tap sees the request's headers
+      for (const [what, secret] of [
+        ['the JWT', jwtA],
+        ['its signature', jwtA.split('.')[2]!],
+        ['the apikey', key],
+      ] as const)
+        expect(`${what}: ${wire.includes(secret)}`).toBe(`${what}: false`);
+    } finally {
+      await tapped.close();
+      await proxy.close();
     }
   });
 });

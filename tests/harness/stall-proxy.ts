@@ -3,13 +3,16 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 // A TCP proxy in front of Postgres that can stop passing bytes on, both ways, and start again:
 // a database connection that hangs without closing (a stalled backend, a network that drops
 // packets). Only connections whose startup message names `applicationName` stall, the ones
-// made before stall() as well as after.
+// made before stall() as well as after. It also keeps every byte it passed on to Postgres, for a
+// test of what the database is sent (and so could log).
 
 export interface StallProxy {
   /** postgres://… of the target with the proxy's port. */
   url: string;
   stall(): void;
   resume(): void;
+  /** Every byte any connection sent on to Postgres so far. */
+  sent(): Buffer;
   close(): Promise<void>;
 }
 
@@ -18,6 +21,7 @@ export async function stallProxy(targetUrl: string, applicationName: string): Pr
   let stalled = false;
   const matching = new Set<[Socket, Socket]>();
   const open = new Set<Socket>();
+  const sent: Buffer[] = [];
   const server: Server = createServer((client) => {
     const upstream = connect(Number(target.port), target.hostname);
     const pair: [Socket, Socket] = [client, upstream];
@@ -34,7 +38,9 @@ export async function stallProxy(targetUrl: string, applicationName: string): Pr
     // The first bytes are the startup message, with application_name in plain text.
     client.once('data', (first: Buffer) => {
       if (first.includes(Buffer.from(applicationName))) matching.add(pair);
+      sent.push(first);
       upstream.write(first);
+      client.on('data', (chunk: Buffer) => sent.push(chunk));
       client.pipe(upstream);
       upstream.pipe(client);
       if (stalled && matching.has(pair)) for (const s of pair) s.pause();
@@ -53,6 +59,7 @@ export async function stallProxy(targetUrl: string, applicationName: string): Pr
       stalled = false;
       for (const pair of matching) for (const s of pair) s.resume();
     },
+    sent: () => Buffer.concat(sent),
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of open) s.destroy();

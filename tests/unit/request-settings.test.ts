@@ -23,4 +23,10 @@ describe('requestSettings', () => {
     expect(JSON.parse(cookies)).toEqual({ a: '2', b: '"x', 'y"': '', flag: '' });
     expect(JSON.parse(headers)).toEqual({ 'x-a': 'b' });
   });
+  it('leaves the credentials out of the headers: a database logging parameters would log them', () => {
+    const { headers } = call('t', {
+      headers: { authorization: 'Bearer x.y.z', 'proxy-authorization': 'Basic eA==', apikey: 'k', 'x-a': 'b' },
+    });
+    expect(JSON.parse(headers)).toEqual({ 'x-a': 'b' });
+  });
 });

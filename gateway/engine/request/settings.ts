@@ -6,8 +6,10 @@
 // current_setting('request.headers', true)::json ->> 'x-…'.
 //
 // Every value here is the client's and untrusted: it reaches Postgres only as a parameter of the
-// transaction's setup statement (execute.ts), and is never logged (the headers carry the
-// Authorization and apikey credentials).
+// transaction's setup statement (execute.ts). The headers that carry credentials (CREDENTIALS)
+// are left out, unlike PostgREST: a database that logs statements with their parameters
+// (log_statement, log_min_duration_statement) would log every caller's bearer token and apikey.
+// Who the caller is, SQL reads in request.jwt.claims.
 
 import type { GatewayRequest, HttpHeaders } from '../call.js';
 import { routineName } from './parse.js';
@@ -21,6 +23,9 @@ export interface RequestSettings {
 }
 
 const NONE = '{}';
+
+/** Headers of credentials, never sent to the database: a bearer token, a proxy's, a publishable key. */
+const CREDENTIALS: ReadonlySet<string> = new Set(['authorization', 'proxy-authorization', 'apikey']);
 
 /**
  * The settings of a call. Without an HTTP request (a surface that has none, such as an MCP tool
@@ -38,16 +43,17 @@ export function requestSettings(req: GatewayRequest): RequestSettings {
 }
 
 /**
- * The headers as one JSON object. Node has already lower-cased the names and made a header sent
- * twice one value (joined with ", ", or the first for a header that takes one value, such as
- * Authorization: the one the caller was authenticated with); an array (Set-Cookie) is joined
- * the same way. The object has no prototype, so a header named `__proto__` is a key like any other.
+ * The headers as one JSON object, without the Cookie header (request.cookies) and the
+ * credentials. Node has already lower-cased the names and made a header sent twice one value
+ * (joined with ", ", or the first for a header that takes one value, such as Content-Type); an
+ * array (Set-Cookie) is joined the same way. The object has no prototype, so a header named
+ * `__proto__` is a key like any other.
  */
 function headersJson(headers: HttpHeaders): string {
   const out: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const name in headers) {
     const value = headers[name];
-    if (name === 'cookie' || value === undefined) continue;
+    if (name === 'cookie' || CREDENTIALS.has(name) || value === undefined) continue;
     out[name] = textOf(typeof value === 'string' ? value : value.join(', '));
   }
   return JSON.stringify(out);
