@@ -17,8 +17,15 @@ const CONTRIBUTION_FREQUENCIES = ['once', 'weekly', 'monthly', 'quarterly', 'yea
 
 /** Bounds of the database's numeric checks (amount < 1e12). */
 const AMOUNT_LIMIT = 1e12;
-/** Amounts keep at most 4 decimals (scale(amount) <= 4); ajv checks it with multipleOfPrecision. */
-const AMOUNT_STEP = 0.0001;
+/**
+ * Amounts keep at most 4 decimals (scale(amount) <= 4). Not as `multipleOf: 0.0001`: standard
+ * validators (ajv, Python's jsonschema) divide in binary floating point, where 19.99 / 0.0001 is
+ * 199899.99999999997, and refuse ordinary amounts. Tally's validator counts the decimals of the
+ * number as written (the DECIMALS keyword, createAjv); the published schemas leave that keyword
+ * out (published()) and say the bound in words, so that every validator accepts every valid amount.
+ */
+export const DECIMALS = 'x-decimals';
+const AMOUNT_DECIMALS = 4;
 const PHONE_PATTERN = '^\\+?[0-9 ().-]{3,32}$';
 /**
  * An email address: one @, no blanks, and a domain with at least one dot. Letters of any script
@@ -32,8 +39,23 @@ const EMAIL_PATTERN = '^[^@\\s]+@[^@\\s.]+(\\.[^@\\s.]+)+$';
 /** An enum read from a table; an empty table accepts nothing rather than anything. */
 function liveEnum(values: string[], description: string): JsonSchema {
   return values.length > 0
-    ? { type: 'string', enum: [...values], description: `${description}. One of: ${values.join(', ')} (the live list)` }
+    ? { type: 'string', enum: [...values], description: `${description} (the live list)` }
     : { type: 'string', not: {}, description: `${description} (the list is empty)` };
+}
+
+/** A schema as Tally publishes it (tools/list, the OpenAPI documents): without its own DECIMALS keyword. */
+export function published<T>(schema: T): T {
+  if (Array.isArray(schema)) return schema.map(published) as T;
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) if (key !== DECIMALS) out[key] = published(value);
+  return out as T;
+}
+
+/** How many decimals a number has as written: String() is the shortest decimal that reads back as it (1e-7 has 7). */
+export function decimalsOf(n: number): number {
+  const [digits = '', exponent = '0'] = String(Math.abs(n)).split('e');
+  return Math.max(0, (digits.split('.')[1]?.length ?? 0) - Number(exponent));
 }
 
 export const uuid = (description: string): JsonSchema => ({ type: 'string', format: 'uuid', description });
@@ -93,7 +115,7 @@ function expenseFields(lookups: Lookups) {
       type: 'number',
       exclusiveMinimum: 0,
       exclusiveMaximum: AMOUNT_LIMIT,
-      multipleOf: AMOUNT_STEP,
+      [DECIMALS]: AMOUNT_DECIMALS,
       description: 'Amount in the workspace currency, greater than 0 (at most 4 decimals)',
     },
     category_id: liveEnum(lookups.expenseCategories, 'Expense category'),
@@ -111,7 +133,7 @@ function fundTransactionFields(lookups: Lookups) {
       type: 'number',
       exclusiveMinimum: -AMOUNT_LIMIT,
       exclusiveMaximum: AMOUNT_LIMIT,
-      multipleOf: AMOUNT_STEP,
+      [DECIMALS]: AMOUNT_DECIMALS,
       not: { const: 0 },
       description:
         'Amount in the fund currency: positive for income (a contribution), negative for an expense payout; never 0 (at most 4 decimals)',

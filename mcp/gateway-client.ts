@@ -39,6 +39,9 @@ type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['hea
 const WRITE_HEADERS = { prefer: 'return=representation', 'content-type': 'application/json' };
 
 export class TableClient {
+  /** A POST of this client answered what an earlier call with its idempotency key answered, and wrote nothing. */
+  replayed = false;
+
   constructor(
     private readonly call: GatewayCall,
     private readonly auth: AuthContext,
@@ -52,8 +55,15 @@ export class TableClient {
     return { ...req, headers: { ...req.headers, ...(key === undefined ? {} : { 'idempotency-key': key }) } };
   }
 
-  private async run<T>(req: Request): Promise<T[]> {
+  /** The gateway's answer to `req`, noting a replayed one. */
+  private async send(req: Request) {
     const res = await this.call(this.request(req), this.auth);
+    if (res.headers['Idempotent-Replayed'] === 'true') this.replayed = true;
+    return res;
+  }
+
+  private async run<T>(req: Request): Promise<T[]> {
+    const res = await this.send(req);
     return res.body ? (JSON.parse(res.body) as T[]) : [];
   }
 
@@ -73,16 +83,13 @@ export class TableClient {
 
   /** Calls a database function over /rpc (POST, named arguments) and answers its JSON result. */
   async rpc<T>(fn: string, args: Record<string, unknown>): Promise<T> {
-    const res = await this.call(
-      this.request({
-        method: 'POST',
-        relation: `rpc/${fn}`,
-        query: new URLSearchParams(),
-        body: args,
-        headers: { 'content-type': 'application/json' },
-      }),
-      this.auth,
-    );
+    const res = await this.send({
+      method: 'POST',
+      relation: `rpc/${fn}`,
+      query: new URLSearchParams(),
+      body: args,
+      headers: { 'content-type': 'application/json' },
+    });
     return JSON.parse(res.body ?? 'null') as T;
   }
 

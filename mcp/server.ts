@@ -4,12 +4,20 @@ import type { GatewayCall } from '../gateway/engine/call.js';
 import { ApiError } from '../gateway/engine/errors.js';
 import { readOnlyError } from '../gateway/auth/scopes.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
-import { financeFields, IDEMPOTENCY_KEY, type JsonSchema } from '../gateway/fields.js';
+import { financeFields, IDEMPOTENCY_KEY, published, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';
 import { createAjv, describeError } from '../gateway/wrapper/validate.js';
 import { errorFields, log } from '../gateway/log.js';
 import { TableClient, ToolError } from './gateway-client.js';
-import { isReadTool, tools, workspaceInfo, type McpCaller, type Tool, type ToolContext } from './tools.js';
+import {
+  isReadTool,
+  tools,
+  workspaceInfo,
+  type McpCaller,
+  type Tool,
+  type ToolContext,
+  type ToolResult,
+} from './tools.js';
 
 // What Tally's MCP server answers, whatever carries the messages: the server's description, and
 // the methods tools/list, tools/call, resources/list and resources/read for one caller. HTTP
@@ -26,7 +34,23 @@ export const INSTRUCTIONS =
   'Tally keeps the finances of one workspace: personal expenses, group funds with their transactions, and a contact roster. ' +
   'Amounts are in the workspace currency (get_workspace says which); fund transactions are positive for income and negative for expenses. ' +
   'Category and payment method ids must be one of the values listed in each tool schema. Lists come in pages: pass next_offset as offset ' +
-  'while has_more is true. Every result carries its records as JSON after a one-line summary.';
+  'while has_more is true. Every result carries its records as JSON after a one-line summary. ' +
+  'A create tool called twice records twice, unless both calls pass the same idempotency_key (a new UUID per record, ' +
+  "kept for its retries): then the second writes nothing and answers the first call's records, with replayed: true.";
+
+/** The idempotency_key argument of the tools that create: the rule of the Idempotency-Key header, said briefly. */
+const IDEMPOTENCY_ARGUMENT: JsonSchema = {
+  ...IDEMPOTENCY_KEY,
+  description:
+    "A new UUID per record, the same on a retry: the retry then writes nothing and answers the first call's result",
+};
+/** What a create tool's description says about retries. */
+const RETRY_SAFE = ' A retry with the same idempotency_key writes nothing; without one, a repeat records again.';
+/** The member of a create's result that says it was replayed. */
+const REPLAYED: JsonSchema = {
+  type: 'boolean',
+  description: 'true: the first result of this idempotency_key, answered again; nothing was written now',
+};
 
 const WORKSPACE_URI = 'tally://workspace';
 
@@ -102,7 +126,10 @@ function catalogFor(lookups: Lookups): Catalog {
     // Strict: a misspelt argument is an error, not silently ignored.
     const schema: JsonSchema = {
       type: 'object',
-      properties: { ...tool.input(fields, lookups), ...(tool.creates ? { idempotency_key: IDEMPOTENCY_KEY } : {}) },
+      properties: {
+        ...tool.input(fields, lookups),
+        ...(tool.creates ? { idempotency_key: IDEMPOTENCY_ARGUMENT } : {}),
+      },
       ...(tool.required.length ? { required: tool.required } : {}),
       additionalProperties: false,
     };
@@ -112,11 +139,11 @@ function catalogFor(lookups: Lookups): Catalog {
       definition: {
         name: tool.name,
         title: tool.title,
-        description: tool.description,
-        inputSchema: schema as ToolDefinition['inputSchema'],
+        description: tool.creates ? tool.description + RETRY_SAFE : tool.description,
+        inputSchema: published(schema) as ToolDefinition['inputSchema'],
         outputSchema: {
           type: 'object',
-          properties: tool.output,
+          properties: tool.creates ? { ...tool.output, replayed: REPLAYED } : tool.output,
           required: Object.keys(tool.output),
         } as ToolDefinition['outputSchema'],
         annotations: { title: tool.title, ...tool.annotations },
@@ -132,6 +159,14 @@ function catalogFor(lookups: Lookups): Catalog {
   };
   catalogs.set(lookups, catalog);
   return catalog;
+}
+
+/** A create's result answered again for its idempotency key, saying so. */
+function replayed({ structured, summary }: ToolResult): ToolResult {
+  return {
+    structured: { ...structured, replayed: true },
+    summary: `Replayed: this idempotency_key was used before, so nothing was written now; the first call's result follows. ${summary}`,
+  };
 }
 
 /** ajv's errors as one sentence naming each argument, in the wrapper's words. */
@@ -179,7 +214,9 @@ export function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => 
       try {
         // The key is the server's argument, not the tool's: its POSTs carry it (TableClient).
         const { idempotency_key: key, ...own } = args;
-        const { structured, summary } = await compiled.tool.run(own, context(key as string | undefined));
+        const ctx = context(key as string | undefined);
+        const result = await compiled.tool.run(own, ctx);
+        const { structured, summary } = ctx.db.replayed ? replayed(result) : result;
         // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
         return {
           content: [{ type: 'text', text: `${summary}\n${JSON.stringify(structured)}` }],

@@ -19,5 +19,5 @@ const toolsets = {
 
 export const tools: Tool[] = Object.values(toolsets).flat();
 
-export { isReadTool, type McpCaller, type Tool, type ToolContext } from './tools/tool.js';
+export { isReadTool, type McpCaller, type Tool, type ToolContext, type ToolResult } from './tools/tool.js';
 export { workspaceInfo } from './tools/workspace.js';

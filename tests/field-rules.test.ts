@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { CONSTRAINT_MESSAGES, financeFields, type JsonSchema } from '../gateway/fields.js';
+import { CONSTRAINT_MESSAGES, DECIMALS, financeFields, type JsonSchema } from '../gateway/fields.js';
 import type { Lookups } from '../gateway/lookups.js';
 import { createAjv } from '../gateway/wrapper/validate.js';
 import { asRole } from './harness/db.js';
@@ -72,7 +72,7 @@ function probes(schema: JsonSchema): unknown[] {
     const v = n(k);
     if (v !== undefined) out.push(v, v + 1, v - 1);
   }
-  if (n('multipleOf') !== undefined) out.push(1 + n('multipleOf')!, 1 + n('multipleOf')! / 10);
+  if (n(DECIMALS) !== undefined) out.push(1 + 10 ** -n(DECIMALS)!, 1 + 10 ** -(n(DECIMALS)! + 1), 19.99, 0.3);
   if (schema.not !== undefined) out.push((schema.not as { const?: unknown }).const);
   if (schema.format === 'date-time') out.push('2026-03-14T18:30:00Z', 'infinity');
   if (schema.format === 'date') out.push('2026-03-14', 'infinity');
@@ -125,7 +125,7 @@ const BOUNDS = [
   'maximum',
   'exclusiveMinimum',
   'exclusiveMaximum',
-  'multipleOf',
+  DECIMALS,
   'not',
 ];
 const FIXED_ENUMS = (schema: JsonSchema) =>

@@ -351,7 +351,7 @@ describe('MCP: a create tool called again with its idempotency_key', () => {
     'add_fund_participant',
   ];
 
-  it('is offered on every create tool, with idempotentHint, and on no other tool', async () => {
+  it('is offered on every create tool, which says so and is not hinted idempotent, and on no other tool', async () => {
     const res = await request(t.app)
       .post(`/mcp?token=${tokenA}`)
       .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
@@ -360,12 +360,16 @@ describe('MCP: a create tool called again with its idempotency_key', () => {
     const tools = res.body.result.tools as {
       name: string;
       inputSchema: { properties: Record<string, { pattern?: string; maxLength?: number }>; required?: string[] };
+      description: string;
       annotations: { idempotentHint?: boolean };
     }[];
     const keyed = tools.filter((tl) => 'idempotency_key' in tl.inputSchema.properties).map((tl) => tl.name);
     expect(keyed.sort()).toEqual([...CREATES].sort());
     for (const tl of tools.filter((x) => CREATES.includes(x.name))) {
-      expect(tl.annotations.idempotentHint).toBe(true);
+      // A host may repeat an idempotent tool on its own: a repeat without the key records again.
+      // A contact takes part in a fund once, so add_fund_participant's repeat is refused instead.
+      expect([tl.name, tl.annotations.idempotentHint]).toEqual([tl.name, tl.name === 'add_fund_participant']);
+      expect(tl.description).toContain('A retry with the same idempotency_key writes nothing');
       expect(tl.inputSchema.properties.idempotency_key).toMatchObject({ maxLength: 255, pattern: '^[!-~]+$' });
       expect(tl.inputSchema.required ?? []).not.toContain('idempotency_key');
     }
@@ -401,7 +405,12 @@ describe('MCP: a create tool called again with its idempotency_key', () => {
       const first = await callTool(name, { ...args, idempotency_key: key });
       const again = await callTool(name, { ...args, idempotency_key: key });
       expect([name, first.isError, again.isError]).toEqual([name, undefined, undefined]);
-      expect(again.structuredContent).toEqual(first.structuredContent);
+      // The replay says it is one, in the text an agent reads and in the structured result.
+      expect(again.structuredContent).toEqual({ ...first.structuredContent, replayed: true });
+      expect(first.content[0]!.text).not.toMatch(/Replayed/);
+      expect(again.content[0]!.text).toMatch(
+        /^Replayed: this idempotency_key was used before, so nothing was written now/,
+      );
       expect([name, await count()]).toEqual([name, name === 'create_expenses' ? 2 : 1]);
     }
   });

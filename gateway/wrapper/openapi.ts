@@ -2,11 +2,12 @@ import { CATEGORY_DOMAINS, RESOURCES, type Resource } from './resources.js';
 import type { JsonSchema, WrapperSchemas } from './schemas.js';
 import { isReservedKey } from '../engine/request/types.js';
 import { OPERATOR_NAMES } from '../engine/operators.js';
-import { idempotencyKeyHeader } from '../fields.js';
+import { idempotencyKeyHeader, published } from '../fields.js';
 
 // GET /api/v1/openapi.json (and /openapi.json): the OpenAPI 3.1 description of
-// the wrapper, built per request from the live schemas: components.schemas ARE the objects ajv
-// validates with, so the enums a client reads are the ones enforced at that moment.
+// the wrapper, built per request from the live schemas: components.schemas are the objects ajv
+// validates with (as published: the decimals of an amount in words, see fields.ts), so the enums
+// a client reads are the ones enforced at that moment.
 
 const VERSION = '1.0.0';
 
@@ -260,7 +261,7 @@ export function openApiDocument(
   const paths: Record<string, unknown> = { ...tokenPaths() };
   for (const resource of RESOURCES) Object.assign(paths, resourcePaths(resource, schemas));
   Object.assign(paths, lookupPaths(), metaPaths());
-  return {
+  return published({
     openapi: '3.1.0',
     info: {
       title: 'Tally REST API',
@@ -283,7 +284,7 @@ export function openApiDocument(
     ],
     paths,
     components: components(schemas, ratePerMinute),
-  };
+  });
 }
 
 /** POST /token, the exchange. */

@@ -1,6 +1,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { catalogue } from '../engine/errors.js';
+import { DECIMALS, decimalsOf } from '../fields.js';
 import type { Lookups } from '../lookups.js';
 import { REQUEST_SCHEMAS, wrapperSchemas, type RequestSchemaName, type WrapperSchemas } from './schemas.js';
 
@@ -26,10 +27,15 @@ export function createAjv(): Ajv2020 {
     strict: true,
     allowUnionTypes: true,
     verbose: true,
-    // multipleOf 0.0001 in binary floating point: 12.35 / 0.0001 is 123500.00000000001.
-    multipleOfPrecision: 8,
   });
   addFormats(ajv);
+  // At most this many decimals, counted on the number as written, not divided in floating point.
+  ajv.addKeyword({
+    keyword: DECIMALS,
+    type: 'number',
+    schemaType: 'number',
+    validate: (max: number, value: number) => decimalsOf(value) <= max,
+  });
   return ajv;
 }
 
@@ -109,8 +115,8 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
       return `${field} must be greater than ${p.limit as number}`;
     case 'exclusiveMaximum':
       return `${field} must be less than ${p.limit as number}`;
-    case 'multipleOf':
-      return `${field} must have at most ${String(p.multipleOf).split('.')[1]?.length ?? 0} decimal places`;
+    case DECIMALS:
+      return `${field} must have at most ${(error.schema as number) ?? 0} decimal places`;
     case 'pattern': {
       // The field's description says what is allowed in words (verbose errors carry it).
       const described = (error.parentSchema as { description?: string } | undefined)?.description;

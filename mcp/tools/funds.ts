@@ -209,7 +209,8 @@ export const fundTools: Tool[] = [
     title: 'Add a participant to a fund',
     description:
       'Makes a contact of the roster a participant of a fund. Both must be of this workspace; a contact takes part once.',
-    annotations: CREATE,
+    // A contact takes part once: a repeat is refused, never a second participant.
+    annotations: { ...CREATE, idempotentHint: true },
     creates: true,
     required: ['fund_id', 'contact_id'],
     input: () => ({

@@ -39,7 +39,7 @@ export interface ToolContext {
   lookups: Lookups;
 }
 
-interface ToolResult {
+export interface ToolResult {
   structured: Record<string, unknown>;
   /** One line for a person; the records follow it as JSON in the same text block. */
   summary: string;
@@ -100,21 +100,25 @@ export const tool =
 /** Read tools are what a read-only token sees. */
 export const isReadTool = (tool: Tool): boolean => tool.annotations.readOnlyHint === true;
 
+// idempotentHint tells a host it may repeat a call on its own (after a lost answer): true only
+// where a repeat of the same arguments cannot write again.
 export const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
-// Idempotent with its idempotency_key (Tool.creates): a call repeated with the same arguments,
-// key included, has no further effect.
+// A repeat without idempotency_key records a second time; with the same key it writes nothing
+// (Tool.creates, the description says so), but the hint is about the arguments a host repeats.
 export const CREATE: ToolAnnotations = {
   readOnlyHint: false,
   destructiveHint: false,
-  idempotentHint: true,
+  idempotentHint: false,
   openWorldHint: false,
 };
+// Sets the given fields to the given values: a repeat finds them so and changes nothing.
 export const UPDATE: ToolAnnotations = {
   readOnlyHint: false,
   destructiveHint: false,
   idempotentHint: true,
   openWorldHint: false,
 };
+// A repeat finds the record gone and is refused.
 export const DELETE: ToolAnnotations = {
   readOnlyHint: false,
   destructiveHint: true,
