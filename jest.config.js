@@ -7,7 +7,7 @@ const shared = {
   testEnvironment: 'node',
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
-  setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
+  setupFiles: ['<rootDir>/tests/harness/quiet.mjs', '<rootDir>/tests/harness/test-ports.ts'],
 };
 
 export default {

@@ -14,7 +14,7 @@ const shared = {
   testEnvironment: 'node',
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
-  setupFiles: ['<rootDir>/tests/harness/quiet.mjs'],
+  setupFiles: ['<rootDir>/tests/harness/quiet.mjs', '<rootDir>/tests/harness/test-ports.ts'],
 };
 
 /** The main suite's files that run on Citus too: every access file among them. */

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { sha256 } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { exited, tally, tallyServer } from './harness/cli.js';
-import { freePort } from '../gateway/db/free-port.js';
+import { freePort, listenPort } from '../gateway/db/free-port.js';
 import { readFile, writeFile } from 'node:fs/promises';
 import { packageRoot } from '../gateway/paths.js';
 import request from 'supertest';
@@ -273,7 +273,7 @@ describe('tally in embedded mode', () => {
       TALLY_JWT_SECRET: undefined,
       TALLY_HOME: home,
       TALLY_EMBEDDED_PG_PORT: String(await freePort()),
-      PORT: '0',
+      PORT: String(await listenPort()),
     };
   });
   afterAll(() => rm(join(home, '..'), { recursive: true, force: true }));

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { createTestDatabase, databaseUrl, type TestDatabase } from './harness/db.js';
 import { packageRoot } from '../gateway/paths.js';
+import { listenPort } from '../gateway/db/free-port.js';
 
 // Each test or hook here starts the CLI through tsx (five in a row took 30 s of jest's default
 // 60 s on a loaded 2-core machine): the timeout is a safety net, as in cli.test.ts.
@@ -51,7 +52,7 @@ describe('Tally in front of your own database', () => {
       TALLY_PUBLISHABLE_KEYS: API_KEY,
       TALLY_DB_PRE_REQUEST: '',
       TALLY_HOME: home,
-      PORT: '0',
+      PORT: String(await listenPort()),
     };
     // The DBA's table, there before Tally: whoever the JWT's `sub` names sees their rows.
     await db.admin.unsafe(`

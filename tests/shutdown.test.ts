@@ -2,7 +2,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exited, tallyServer } from './harness/cli.js';
-import { freePort } from '../gateway/db/free-port.js';
+import { freePort, listenPort } from '../gateway/db/free-port.js';
 import { waitFor } from './harness/wait.js';
 import { present } from './harness/present.js';
 
@@ -23,7 +23,7 @@ describe('tally up on SIGTERM', () => {
       TALLY_JWT_SECRET: undefined,
       TALLY_HOME: join(dir, 'home'),
       TALLY_EMBEDDED_PG_PORT: String(await freePort()),
-      PORT: '0',
+      PORT: String(await listenPort()),
       TALLY_RATE_LIMIT_PER_MINUTE: '100000',
     };
   });

@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { exited, tallyServer } from './cli.js';
 import { TEST_JWT_SECRET } from './app.js';
 import { serverUrl } from './db.js';
+import { listenPort } from '../../gateway/db/free-port.js';
 
 // Several `tally serve` processes on one database, as a deployment behind a load balancer runs
 // them: each its own process, pool and caches, all logged in as the server's login.
@@ -24,7 +25,7 @@ export async function startServers(
   loginUrl = serverUrl(ownerUrl),
 ): Promise<Servers> {
   const started = await Promise.all(
-    Array.from({ length: n }, () =>
+    Array.from({ length: n }, async () =>
       tallyServer(
         ['serve'],
         {
@@ -35,7 +36,7 @@ export async function startServers(
           // server's login a member of its roles (tests/fixtures/blog.sql): they count as API
           // roles here, or the start-up check would refuse the login.
           TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user',
-          PORT: '0',
+          PORT: String(await listenPort()),
           HOST: '127.0.0.1',
           ...env,
         },
