@@ -86,7 +86,12 @@ export const idempotencyKeyHeader = () => ({
   schema: { type: 'string', minLength: 1, maxLength: 255, pattern: IDEMPOTENCY_KEY.pattern },
 });
 
-export const nullable = (schema: JsonSchema): JsonSchema => ({ ...schema, type: [schema.type as string, 'null'] });
+/** The schema, or null (an enum lists null too: it would refuse it otherwise). */
+export const nullable = (schema: JsonSchema): JsonSchema => ({
+  ...schema,
+  type: [schema.type as string, 'null'],
+  ...(Array.isArray(schema.enum) ? { enum: [...(schema.enum as unknown[]), null] } : {}),
+});
 const dateTime = (description: string): JsonSchema => ({
   type: 'string',
   format: 'date-time',

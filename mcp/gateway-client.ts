@@ -133,13 +133,14 @@ export class TableClient {
 
   /** Deletes the row with this id and returns it; undefined when there is none in the workspace. */
   async remove<T>(relation: string, id: string, select: string): Promise<T | undefined> {
-    const rows = await this.run<T>({
-      method: 'DELETE',
-      relation,
-      query: new URLSearchParams({ id: `eq.${id}`, select }),
-      headers: { prefer: 'return=representation' },
-    });
-    return rows[0];
+    return (await this.removeWhere<T>(relation, { id }, select))[0];
+  }
+
+  /** Deletes the rows whose columns equal these values and returns them. */
+  removeWhere<T>(relation: string, equal: Record<string, string>, select: string): Promise<T[]> {
+    const query = new URLSearchParams({ select });
+    for (const [column, value] of Object.entries(equal)) query.append(column, `eq.${value}`);
+    return this.run<T>({ method: 'DELETE', relation, query, headers: { prefer: 'return=representation' } });
   }
 }
 

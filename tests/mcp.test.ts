@@ -312,6 +312,102 @@ describe('funds and their transactions', () => {
   });
 });
 
+describe('fund dates and schedules, removing participants, deleting funds and contacts', () => {
+  const count = async (table: string, column: string, value: string) =>
+    (await db.admin.unsafe(`SELECT count(*)::int AS n FROM public.${table} WHERE ${column} = $1`, [value]))[0]!
+      .n as number;
+
+  it('create_fund and update_fund set the dates and contribution schedule get_fund returns', async () => {
+    const client = await connect(writeA);
+    const schedule = { contribution_amount: 25, contribution_frequency: 'monthly', contribution_due_day: 5 };
+    const created = await call(client, 'create_fund', {
+      name: 'Scheduled',
+      start_date: '2026-01-01',
+      end_date: '2026-06-30',
+      ...schedule,
+    });
+    const id = (created.structuredContent as { fund: { id: string } }).fund.id;
+    const read = async () =>
+      ((await call(client, 'get_fund', { fund_id: id })).structuredContent as { fund: object }).fund;
+    expect(await read()).toMatchObject({ start_date: '2026-01-01', end_date: '2026-06-30', ...schedule });
+    // A schedule is given whole: one of its three alone is the constraint's sentence.
+    const partial = await call(client, 'update_fund', { fund_id: id, contribution_amount: null });
+    expect(partial.isError).toBe(true);
+    expect(text(partial)).toContain('must be given together');
+    const cleared = await call(client, 'update_fund', {
+      fund_id: id,
+      end_date: '2026-12-31',
+      contribution_amount: null,
+      contribution_frequency: null,
+      contribution_due_day: null,
+    });
+    expect(cleared.isError).toBeFalsy();
+    expect(await read()).toMatchObject({
+      end_date: '2026-12-31',
+      contribution_amount: null,
+      contribution_frequency: null,
+      contribution_due_day: null,
+    });
+  });
+
+  it('remove_fund_participant, delete_contact and delete_fund delete what they say, in the workspace only', async () => {
+    const client = await connect(writeA);
+    const fund = (
+      (await call(client, 'create_fund', { name: 'To delete' })).structuredContent as { fund: { id: string } }
+    ).fund.id;
+    const contact = (
+      (await call(client, 'create_contact', { name: 'Leaving' })).structuredContent as { contact: { id: string } }
+    ).contact.id;
+    await call(client, 'add_fund_participant', { fund_id: fund, contact_id: contact });
+    await call(client, 'create_fund_transaction', {
+      fund_id: fund,
+      name: 'Gone with it',
+      amount: 5,
+      category_id: 'fund-income',
+      method_id: 'cash',
+    });
+
+    const removed = await call(client, 'remove_fund_participant', { fund_id: fund, contact_id: contact });
+    expect(removed.structuredContent).toMatchObject({ removed: { fund_id: fund, contact_id: contact } });
+    expect(await count('fund_participants', 'contact_id', contact)).toBe(0);
+    const again = await call(client, 'remove_fund_participant', { fund_id: fund, contact_id: contact });
+    expect(again.isError).toBe(true);
+    expect(text(again)).toContain('takes no part');
+
+    await call(client, 'add_fund_participant', { fund_id: fund, contact_id: contact });
+    const gone = await call(client, 'delete_contact', { id: contact });
+    expect(gone.structuredContent).toMatchObject({ deleted: { id: contact, name: 'Leaving' } });
+    expect(await count('contacts', 'id', contact)).toBe(0);
+    expect(await count('fund_participants', 'contact_id', contact)).toBe(0);
+
+    const deleted = await call(client, 'delete_fund', { fund_id: fund });
+    expect(deleted.structuredContent).toMatchObject({ deleted: { id: fund, name: 'To delete' } });
+    expect(await count('funds', 'id', fund)).toBe(0);
+    expect(await count('fund_transactions', 'fund_id', fund)).toBe(0);
+    expect(text(await call(client, 'delete_fund', { fund_id: fund }))).toBe(
+      `No fund with id ${fund} in this workspace (list_funds shows the ids).`,
+    );
+  });
+
+  it("a token of A cannot remove, delete or change B's funds, participants or contacts", async () => {
+    const client = await connect(writeA);
+    const attempts: [string, Record<string, unknown>][] = [
+      ['remove_fund_participant', { fund_id: b.fundId, contact_id: b.contactId }],
+      ['delete_contact', { id: b.contactId }],
+      ['delete_fund', { fund_id: b.fundId }],
+      ['update_fund', { fund_id: b.fundId, start_date: '2026-01-01' }],
+    ];
+    for (const [name, args] of attempts) {
+      const r = await call(client, name, args);
+      expect([name, r.isError]).toEqual([name, true]);
+    }
+    expect(await count('funds', 'id', b.fundId)).toBe(1);
+    expect(await count('contacts', 'id', b.contactId)).toBe(1);
+    expect(await count('fund_participants', 'contact_id', b.contactId)).toBe(1);
+    expect((await db.admin`SELECT start_date FROM public.funds WHERE id = ${b.fundId}`)[0]!.start_date).toBeNull();
+  });
+});
+
 describe('contacts', () => {
   it('create_contact, list_contacts search on name, nickname or phone, update_contact', async () => {
     const client = await connect(writeA);

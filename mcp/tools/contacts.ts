@@ -1,7 +1,7 @@
 import { nullable, uuid } from '../../gateway/fields.js';
 import { searchFilter } from '../gateway-client.js';
 import { CONTACT_COLUMNS, DEFAULT_LIMIT, array, contact, search, pageOutput } from '../schemas.js';
-import { CREATE, READ, UPDATE, tool, type Tool } from './tool.js';
+import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
 import { given, notFound, pageFields, pageText, paging, type ById, type Paging } from './shared.js';
 import { changeId, undoable } from './undoable.js';
 
@@ -90,4 +90,23 @@ export const contactTools: Tool[] = [
   }),
 
   // ---- Beyond the core tools ---------------------------------------------------------------,
+  tool<ById>()({
+    name: 'delete_contact',
+    title: 'Delete a contact',
+    description:
+      'Permanently deletes a contact from the roster, and with it its taking part in funds (their transactions stay), and returns it. An unknown id is an error.',
+    annotations: DELETE,
+    required: ['id'],
+    input: () => ({ id: uuid('The contact id (list_contacts shows them)') }),
+    output: { deleted: contact, activity_id: changeId },
+    async run(args, { db }) {
+      const row = await db.remove<Contact>('contacts', args.id, CONTACT_COLUMNS);
+      if (!row) throw notFound('contact', args.id, 'list_contacts');
+      const undo = await undoable(db, 'contacts', row.id);
+      return {
+        structured: { deleted: row, ...undo.fields },
+        summary: `Deleted contact "${row.name}" (${row.id}).${undo.text}`,
+      };
+    },
+  }),
 ];

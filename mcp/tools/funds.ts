@@ -1,4 +1,4 @@
-import { nullable, uuid } from '../../gateway/fields.js';
+import { nullable, uuid, type JsonSchema } from '../../gateway/fields.js';
 import {
   CONTACT_COLUMNS,
   DEFAULT_LIMIT,
@@ -12,8 +12,8 @@ import {
   offset,
   participant,
 } from '../schemas.js';
-import { pageOf } from '../gateway-client.js';
-import { CREATE, READ, UPDATE, tool, type Tool } from './tool.js';
+import { pageOf, ToolError } from '../gateway-client.js';
+import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
 import { given, money, notFound, pageText, pick, type NoArgs } from './shared.js';
 import { changeId, undoable } from './undoable.js';
 import type { FundTransaction } from './fund-transactions.js';
@@ -54,6 +54,46 @@ function withTotals<T extends FundRow>(row: T) {
     },
   };
 }
+
+/** What create_fund and update_fund set (create_fund also kind and currency, update_fund status). */
+const FUND_FIELDS = [
+  'name',
+  'target_amount',
+  'description',
+  'start_date',
+  'end_date',
+  'contribution_amount',
+  'contribution_frequency',
+  'contribution_due_day',
+] as const;
+
+type FundArgs = {
+  name: string;
+  kind?: string;
+  currency?: string;
+  target_amount?: number;
+  description?: string;
+  start_date?: string;
+  end_date?: string;
+  contribution_amount?: number;
+  contribution_frequency?: string;
+  contribution_due_day?: number;
+};
+
+/** update_fund's arguments: null clears an optional field. */
+type UpdateFundArgs = { fund_id: string; name?: string; status?: string } & {
+  [K in keyof Omit<FundArgs, 'name' | 'kind' | 'currency'>]?: FundArgs[K] | null;
+};
+
+const participantOutput: JsonSchema = {
+  type: 'object',
+  properties: {
+    fund_id: { type: 'string', format: 'uuid' },
+    contact_id: { type: 'string', format: 'uuid' },
+    joined_at: { type: 'string', format: 'date-time' },
+  },
+  required: ['fund_id', 'contact_id', 'joined_at'],
+};
 
 export const fundTools: Tool[] = [
   tool<NoArgs>()({
@@ -146,39 +186,31 @@ export const fundTools: Tool[] = [
       };
     },
   }),
-  tool<{ name: string; kind?: string; currency?: string; target_amount?: number; description?: string }>()({
+  tool<FundArgs>()({
     name: 'create_fund',
     title: 'Create a fund',
     description:
-      'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency.',
+      'Creates a collective fund (a trip, a sports season, an event budget). Its status starts as Upcoming; the currency defaults to the workspace currency. ' +
+      'A contribution schedule is contribution_amount, contribution_frequency and contribution_due_day, given together.',
     annotations: CREATE,
     creates: true,
     required: ['name'],
-    input: (f) => pick(f.fund, ['name', 'kind', 'currency', 'target_amount', 'description']),
+    input: (f) => pick(f.fund, [...FUND_FIELDS, 'kind', 'currency']),
     output: { fund },
     async run(args, { db }) {
-      const row = await db.insert<FundRow>(
-        'funds',
-        given(args, ['name', 'kind', 'currency', 'target_amount', 'description']),
-        FUND_COLUMNS,
-      );
+      const row = await db.insert<FundRow>('funds', given(args, [...FUND_FIELDS, 'kind', 'currency']), FUND_COLUMNS);
       return {
         structured: { fund: row },
         summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.`,
       };
     },
   }),
-  tool<{
-    fund_id: string;
-    name?: string;
-    status?: string;
-    target_amount?: number | null;
-    description?: string | null;
-  }>()({
+  tool<UpdateFundArgs>()({
     name: 'update_fund',
     title: 'Update a fund',
     description:
-      "Changes the given fields of a fund. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule).",
+      "Changes the given fields of a fund; null clears an optional one. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule). " +
+      'The contribution schedule (contribution_amount, contribution_frequency, contribution_due_day) is set or cleared whole.',
     annotations: UPDATE,
     required: ['fund_id'],
     input: (f) => ({
@@ -187,13 +219,18 @@ export const fundTools: Tool[] = [
       status: f.fund.status,
       target_amount: nullable(f.fund.target_amount),
       description: nullable(f.fund.description),
+      start_date: nullable(f.fund.start_date),
+      end_date: nullable(f.fund.end_date),
+      contribution_amount: nullable(f.fund.contribution_amount),
+      contribution_frequency: nullable(f.fund.contribution_frequency),
+      contribution_due_day: nullable(f.fund.contribution_due_day),
     }),
     output: { fund, activity_id: changeId },
     async run(args, { db }) {
       const row = await db.update<FundRow>(
         'funds',
         args.fund_id,
-        given(args, ['name', 'status', 'target_amount', 'description']),
+        given(args, [...FUND_FIELDS, 'status']),
         FUND_COLUMNS,
       );
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
@@ -217,17 +254,7 @@ export const fundTools: Tool[] = [
       fund_id: uuid('The fund id (list_funds shows them)'),
       contact_id: uuid('The contact id (list_contacts shows them)'),
     }),
-    output: {
-      participant: {
-        type: 'object',
-        properties: {
-          fund_id: { type: 'string', format: 'uuid' },
-          contact_id: { type: 'string', format: 'uuid' },
-          joined_at: { type: 'string', format: 'date-time' },
-        },
-        required: ['fund_id', 'contact_id', 'joined_at'],
-      },
-    },
+    output: { participant: participantOutput },
     async run(args, { db }) {
       const row = await db.insert<{ fund_id: string; contact_id: string }>(
         'fund_participants',
@@ -237,6 +264,54 @@ export const fundTools: Tool[] = [
       return {
         structured: { participant: row },
         summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.`,
+      };
+    },
+  }),
+  tool<{ fund_id: string; contact_id: string }>()({
+    name: 'remove_fund_participant',
+    title: 'Remove a participant from a fund',
+    description:
+      'Ends a contact taking part in a fund (the contact stays in the roster, the fund keeps its transactions). Not a participant is an error.',
+    annotations: DELETE,
+    required: ['fund_id', 'contact_id'],
+    input: () => ({
+      fund_id: uuid('The fund id (list_funds shows them)'),
+      contact_id: uuid("The contact id (get_fund lists the fund's participants)"),
+    }),
+    output: { removed: participantOutput, activity_id: changeId },
+    async run(args, { db }) {
+      const [row] = await db.removeWhere<{ fund_id: string; contact_id: string }>(
+        'fund_participants',
+        { fund_id: args.fund_id, contact_id: args.contact_id },
+        'fund_id,contact_id,joined_at',
+      );
+      if (!row)
+        throw new ToolError(
+          `Contact ${args.contact_id} takes no part in a fund ${args.fund_id} of this workspace (get_fund lists its participants).`,
+        );
+      const undo = await undoable(db, 'fund_participants', `${row.fund_id}/${row.contact_id}`);
+      return {
+        structured: { removed: row, ...undo.fields },
+        summary: `Contact ${row.contact_id} no longer takes part in fund ${row.fund_id}.${undo.text}`,
+      };
+    },
+  }),
+  tool<{ fund_id: string }>()({
+    name: 'delete_fund',
+    title: 'Delete a fund',
+    description:
+      'Permanently deletes a fund with its transactions and participants (the contacts stay in the roster) and returns the fund. An unknown id is an error.',
+    annotations: DELETE,
+    required: ['fund_id'],
+    input: () => ({ fund_id: uuid('The fund id (list_funds shows them)') }),
+    output: { deleted: fund, activity_id: changeId },
+    async run(args, { db }) {
+      const row = await db.remove<FundRow>('funds', args.fund_id, FUND_COLUMNS);
+      if (!row) throw notFound('fund', args.fund_id, 'list_funds');
+      const undo = await undoable(db, 'funds', row.id);
+      return {
+        structured: { deleted: row, ...undo.fields },
+        summary: `Deleted fund "${row.name}" with its transactions and participants (${row.id}).${undo.text}`,
       };
     },
   }),

@@ -30,8 +30,16 @@ const EXAMPLES: Record<string, Example> = {
   spending_summary: () => ({}),
   list_funds: () => ({}),
   get_fund: (f) => ({ fund_id: f.fundId }),
-  create_fund: () => ({ name: 'Example fund', kind: 'Travel', target_amount: 100 }),
-  update_fund: (f) => ({ fund_id: f.fundId, status: 'Completed' }),
+  create_fund: () => ({
+    name: 'Example fund',
+    kind: 'Travel',
+    target_amount: 100,
+    start_date: '2026-01-01',
+    contribution_amount: 20,
+    contribution_frequency: 'monthly',
+    contribution_due_day: 1,
+  }),
+  update_fund: (f) => ({ fund_id: f.fundId, status: 'Completed', end_date: '2026-12-31' }),
   create_fund_transaction: (f) => ({
     fund_id: f.fundId,
     name: 'Example income',
@@ -48,6 +56,9 @@ const EXAMPLES: Record<string, Example> = {
   add_fund_participant: (_, r) => ({ fund_id: r.create_fund!.fund.id, contact_id: r.create_contact!.contact.id }),
   list_activity: () => ({ limit: 5 }),
   undo_change: (_, r) => ({ activity_id: r.update_contact!.activity_id }),
+  remove_fund_participant: (_, r) => ({ fund_id: r.create_fund!.fund.id, contact_id: r.create_contact!.contact.id }),
+  delete_contact: (_, r) => ({ id: r.create_contact!.contact.id }),
+  delete_fund: (_, r) => ({ fund_id: r.create_fund!.fund.id }),
 };
 
 /**
