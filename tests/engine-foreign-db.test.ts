@@ -112,6 +112,8 @@ describe('Tally in front of your own database', () => {
     const { child, output } = await tallyServer(['serve'], env, /Tally is up on http:\/\/\S+/);
     try {
       const base = /Tally is up on (http:\/\/\S+)/.exec(output)![1];
+      // The server logs in with TALLY_DB_URI, not the owner's DATABASE_URL: the banner says so.
+      expect(output).toMatch(/^Tally is up on \S+ \(Postgres at TALLY_DB_URI\)$/m);
       const jwt = await aliceJwt();
       const res = await fetch(`${base}/rest/v1/categories?select=id,name&order=id`, {
         headers: { apikey: API_KEY, authorization: `Bearer ${jwt}` },

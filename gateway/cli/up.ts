@@ -308,7 +308,8 @@ function banner(
   local: boolean,
 ): string[] {
   const lines = [
-    `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at DATABASE_URL'})`,
+    // With DATABASE_URL the server logs in with TALLY_DB_URI: the banner names what it serves from.
+    `Tally is up on ${base} (${db.embedded ? `embedded Postgres in ${config.home}` : 'Postgres at TALLY_DB_URI'})`,
   ];
   if (app) {
     lines.push(
