@@ -1,4 +1,4 @@
-// Configuration from the environment (the README's configuration table lists it, and a test
+// Configuration from the environment (the table of docs/configuration.md lists it, and a test
 // holds the two together). Every variable is parsed here, once, with zod, and nowhere else reads
 // the environment for a setting; a bad value stops the start with one line naming the variable
 // and what it accepts, instead of surfacing later as a 500 or being silently taken as a default.
@@ -143,8 +143,8 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
- * Every variable Tally reads, and how. The README's configuration table has a row for each
- * (tests/readme.test.ts compares them). Defaults that depend on another variable are applied in
+ * Every variable Tally reads, and how. The table of docs/configuration.md has a row for each
+ * (tests/unit/config.test.ts compares them). Defaults that depend on another variable are applied in
  * loadConfig.
  */
 const ENVIRONMENT = z.object({
@@ -226,7 +226,7 @@ const ENVIRONMENT = z.object({
     .optional(),
 });
 
-/** The variables of the configuration, as the README's table lists them. */
+/** The variables of the configuration, as the table of docs/configuration.md lists them. */
 export type Setting = keyof typeof ENVIRONMENT.shape;
 export const SETTINGS = Object.keys(ENVIRONMENT.shape).filter((s) => s !== 'TALLY_DB_POOL_PER_TOKEN') as Setting[];
 
@@ -249,7 +249,7 @@ function problem(variable: string, message: string, env: Env): ConfigError {
 /**
  * Requests per minute and token by default: 60 where Tally runs against a database of its own
  * (DATABASE_URL, a deployment); ten times that on a laptop's embedded database, where one
- * person follows the README (about a hundred requests in a few minutes, the MCP Inspector's
+ * person follows the docs (about a hundred requests in a few minutes, the MCP Inspector's
  * several per step) and should not be told to wait. `tally up` says which applies.
  */
 export const DEPLOYED_RATE_LIMIT = 60;

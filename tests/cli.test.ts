@@ -6,8 +6,8 @@ import { sha256 } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { exited, tally, tallyServer } from './harness/cli.js';
 import { freePort, listenPort } from '../gateway/db/free-port.js';
-import { readFile, writeFile } from 'node:fs/promises';
-import { packageRoot } from '../gateway/paths.js';
+import { writeFile } from 'node:fs/promises';
+import { allPages, page } from './harness/docs.js';
 import request from 'supertest';
 import { accessToken, startTestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
@@ -126,12 +126,12 @@ describe('tally CLI with DATABASE_URL', () => {
     expect(flag.stderr).toMatch(/\(see tally help token\)\n$/);
   });
 
-  it('lists every command of the README in --help', async () => {
+  it('lists every command the README and docs/ name in --help', async () => {
     const help = await tally(['--help'], env);
     expect(help.code).toBe(0);
-    const readme = await readFile(join(packageRoot, 'README.md'), 'utf8');
-    // The table's first column: `tally workspace api WORKSPACE on|off`, `tally key list`, `tally key revoke KEY_ID`…
-    const commands = [...readme.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => present(m[1]).trim());
+    const docs = allPages().map(page).join('\n');
+    // docs/cli.md's table: `tally workspace api WORKSPACE on|off`, `tally key list`, `tally key revoke KEY_ID`…
+    const commands = [...docs.matchAll(/`tally ((?:[a-z]+ ?)+)/g)].map((m) => present(m[1]).trim());
     expect(commands).toEqual(expect.arrayContaining(['up', 'mcp', 'sql', 'psql', 'db url', 'key revoke']));
     const lines = help.stdout.split('\n').map((l) => l.trim());
     for (const command of new Set(commands))

@@ -7,6 +7,7 @@ import { loadConfig } from '../gateway/config.js';
 import { packageRoot } from '../gateway/paths.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tally } from './harness/cli.js';
+import { page } from './harness/docs.js';
 
 // docker compose puts a password into a URL as it is: a base64 one (openssl rand -base64: / + =)
 // made DATABASE_URL and TALLY_DB_URI invalid ("Invalid URL"). And the deployment steps made a
@@ -55,21 +56,26 @@ describe('deployment URLs and steps', () => {
     expect(loadConfig({ DATABASE_URL: encoded }).databaseUrl).toBe(encoded);
   });
 
-  it('runs the README deployment steps with such a password: a workspace, a token and a publishable key', async () => {
+  it('runs the deployment steps of docs/deployment.md with such a password: a workspace, a token, a publishable key and the first owner', async () => {
     const owner = new URL(db.url);
     // The URL as compose writes it: the password as it is.
     const url = `postgres://${role}:${password}@${owner.host}${owner.pathname}`;
     const env = { DATABASE_URL: url, TALLY_JWT_SECRET: 'x'.repeat(44) };
-    const readme = await readFile(join(packageRoot, 'README.md'), 'utf8');
-    const steps = [...readme.matchAll(/^docker compose exec tally node dist\/gateway\/cli\/main\.js (.+)$/gm)].map(
-      (m) => m[1]!.split(' '),
-    );
-    expect(steps.map((s) => s.slice(0, 2).join(' '))).toEqual(['workspace create', 'token create', 'key create']);
+    const steps = [
+      ...page('docs/deployment.md').matchAll(/^docker compose exec tally node dist\/gateway\/cli\/main\.js (.+)$/gm),
+    ].map((m) => m[1]!.split(' '));
+    expect(steps.map((s) => s.slice(0, 2).join(' '))).toEqual([
+      'workspace create',
+      'token create',
+      'key create',
+      'member add',
+    ]);
     for (const argv of steps) {
       const r = await tally(argv, env);
       expect([argv, r.code, r.stderr]).toEqual([argv, 0, '']);
       if (argv[0] === 'token') expect(r.lastLine).toMatch(/^tally_ws_/);
       if (argv[0] === 'key') expect(r.lastLine).toMatch(/^tally_pk_/);
+      if (argv[0] === 'member') expect(r.stdout).toMatch(/one-time password/i);
     }
   });
 });

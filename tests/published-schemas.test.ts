@@ -15,7 +15,7 @@ import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
 // ajv (with ajv-formats: a plain Ajv refuses to compile any schema with a format), the
 // independent @cfworker/json-schema (the MCP SDK's other validator), and Python's jsonschema
 // where the machine has it. Each must accept every amount from 0.01 to 999.99 and give the
-// README's examples the verdict the README shows: a multipleOf computed in floating point refused
+// examples of the README and docs/ the verdict the page shows: a multipleOf computed in floating point refused
 // 26,977 of those amounts (19.99, 0.3, 42.15, 2.8 among them).
 
 type Schema = Record<string, unknown>;
@@ -143,7 +143,7 @@ describe.each(judges)('the published request schemas, by %s with its default set
     }
   });
 
-  it("give the README's examples the verdict the README shows", () => {
+  it('give the examples of the README and docs/ the verdict the page shows', () => {
     const examples = docExamples();
     // The /api/v1 writes of the quick tour and the MCP calls at least.
     expect(examples.length).toBeGreaterThanOrEqual(10);
@@ -162,7 +162,7 @@ interface Example {
   where: string;
   schema: string;
   value: unknown;
-  /** The README shows it accepted (no error under it). */
+  /** The page shows it accepted (no error under it). */
   valid: boolean;
 }
 
@@ -218,7 +218,7 @@ function docExamples(): Example[] {
   const out: Example[] = [];
   for (const { where, text, shown } of commands()) {
     // /api/v1 and /rest/v1 writes with a JSON body.
-    const route = /-X (POST|PATCH) "?[\w:./]*?\/(api|rest)\/v1\/([a-z_]+)(\/\$\w+)?/.exec(text);
+    const route = /-X (POST|PATCH) "?(?:\$TALLY_URL)?[\w:./]*?\/(api|rest)\/v1\/([a-z_]+)(\/\$\w+)?/.exec(text);
     const body = new RegExp(`-d (${WORD})`).exec(text);
     if (route && body) {
       const path = `/${route[3]}${route[4] ? '/{id}' : ''}`;

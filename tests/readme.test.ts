@@ -8,13 +8,35 @@ import { exited, tallyServer } from './harness/cli.js';
 import { readmeBlocks, showsExpected, type Block } from './harness/readme.js';
 import { first } from './harness/present.js';
 
-// The README's examples, run as written against a freshly started `tally up` (its own home and
-// ports): the shell blocks in one bash session, in order (so FUND, JWT… carry over), each
-// command checked for exit status 0 and for the output the README shows under it; each
-// JavaScript block as a module, after the JavaScript blocks before it (a later snippet
-// continues the program of an earlier one). Only the address is rewritten: localhost:3000.
+// The examples of the README and of docs/, run as written against a freshly started `tally up`
+// (its own home and ports), page by page in the order below. Each page runs in a bash session of
+// its own, started with what the README's first request leaves a reader: TALLY_URL, TALLY_TOKEN
+// and TALLY_KEY from the banner, and the README's JWT. So a page needs no other page's
+// variables, as a reader who opens it after the README has none. In a page, shell blocks run in
+// order in that session (so FUND… carry over), each command checked for exit status 0 and for
+// the output the page shows under it; each JavaScript block as a module, after the page's
+// JavaScript blocks before it (a later snippet continues the program of an earlier one). A `ts`
+// or `js` block that names a file on its first line is written as that file, for the page's
+// next shell block to compile or run. Nothing is rewritten: the examples use $TALLY_URL.
 
-const README = join(packageRoot, 'README.md');
+/** Every page with examples, in the order they run. Every markdown page of the repository's docs is here. */
+const PAGES = [
+  'README.md',
+  'docs/wrapper.md',
+  'docs/rest.md',
+  'docs/clients.md',
+  'docs/activity.md',
+  'docs/mcp.md',
+  'docs/settings-and-access.md',
+  'docs/data-model.md',
+  'docs/security-and-limits.md',
+  'docs/errors.md',
+  'docs/configuration.md',
+  'docs/cli.md',
+  'docs/deployment.md',
+  'docs/performance.md',
+  'docs/architecture.md',
+];
 const READY = /Demo token\s+(tally_ws_\S+)/;
 
 /** `npm run tally` runs the build: rebuild when a source file is newer than it. */
@@ -40,8 +62,8 @@ async function ensureBuilt(): Promise<void> {
 
 /** One bash process for all shell blocks; each command is sourced from a file (stdin stays ours). */
 class Shell {
+  private static n = 0;
   private out = '';
-  private n = 0;
   constructor(
     private readonly bash: ChildProcessWithoutNullStreams,
     private readonly dir: string,
@@ -51,7 +73,7 @@ class Shell {
   }
 
   async run(command: string): Promise<{ status: number; output: string }> {
-    const n = ++this.n;
+    const n = ++Shell.n;
     const file = join(this.dir, `command-${n}.sh`);
     await writeFile(file, command + '\n');
     this.out = '';
@@ -64,17 +86,24 @@ class Shell {
       await new Promise((r) => setTimeout(r, 20));
     }
   }
+
+  async close(): Promise<void> {
+    this.bash.stdin.end();
+    await exited(this.bash);
+  }
 }
 
-describe('README examples', () => {
+describe('the examples of the README and docs/', () => {
   let dir: string;
   let server: Awaited<ReturnType<typeof tallyServer>>;
   let env: Record<string, string | undefined>;
   let port: number;
-  let blocks: Block[];
+  let pages: { page: string; blocks: Block[] }[];
 
   beforeAll(async () => {
-    blocks = readmeBlocks(await readFile(README, 'utf8'));
+    pages = await Promise.all(
+      PAGES.map(async (page) => ({ page, blocks: readmeBlocks(await readFile(join(packageRoot, page), 'utf8')) })),
+    );
     await ensureBuilt();
     dir = await mkdtemp(join(tmpdir(), 'tally-readme-'));
     await chmod(dir, 0o755);
@@ -125,9 +154,17 @@ describe('README examples', () => {
       '```js',
       'console.log(1);',
       '```',
+      '```ts',
+      '// program.ts',
+      'const x: number = 1;',
+      '```',
     ].join('\n');
     const parsed = readmeBlocks(md);
-    expect(parsed.map((b) => b.lang)).toEqual(['sh', 'js']);
+    expect(parsed.map((b) => [b.lang, b.file])).toEqual([
+      ['sh', undefined],
+      ['js', undefined],
+      ['ts', 'program.ts'],
+    ]);
     expect(first(parsed).commands).toEqual([
       { text: 'X=$(echo \'{"a":\n  1}\')   # a note', expected: ['{"a":…}'] },
       { text: 'cat <<EOF\nx\nEOF', expected: [] },
@@ -137,16 +174,27 @@ describe('README examples', () => {
     expect(showsExpected('Location: /x/12ab', ['Location: /x/<id>'])).toBe(true);
   });
 
-  it('finds the examples, and skips only blocks marked "not run"', () => {
-    expect(blocks.filter((b) => b.lang === 'sh').length).toBeGreaterThanOrEqual(4);
-    expect(blocks.filter((b) => b.lang === 'js').length).toBeGreaterThanOrEqual(2);
-    expect(blocks.some((b) => b.code.includes('npm start'))).toBe(false); // marked: the test starts the service itself
+  it('runs every page of docs/, and the examples are written against $TALLY_URL', async () => {
+    const docs = (await readdir(join(packageRoot, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+    expect(PAGES.filter((p) => p.startsWith('docs/')).sort()).toEqual(docs.sort());
+    const all = pages.flatMap((p) => p.blocks);
+    expect(all.filter((b) => b.lang === 'sh').length).toBeGreaterThanOrEqual(10);
+    expect(all.filter((b) => b.lang === 'js').length).toBeGreaterThanOrEqual(3);
+    expect(all.filter((b) => b.lang === 'ts').length).toBeGreaterThanOrEqual(1);
+    expect(all.some((b) => b.code.includes('npm start'))).toBe(false); // marked: the test starts the service itself
+    // The README is the front door: a reader gets to the first request within 300 lines.
+    expect((await readFile(join(packageRoot, 'README.md'), 'utf8')).split('\n').length).toBeLessThanOrEqual(300);
+    // One variable, set once: no example names the banner's address itself.
+    expect(all.filter((b) => /\b(localhost|127\.0\.0\.1):3000\b/.test(b.code)).map((b) => b.code)).toEqual([]);
+    for (const block of all.filter((b) => b.lang === 'ts'))
+      expect([block.line, block.file]).toEqual([block.line, expect.any(String)]);
   });
 
   it('prints a demo sign-in for the settings page that signs in, and the page says how to connect', async () => {
     const [, email = '', password = ''] = /demo sign-in: (\S+), password (\S+)\)/.exec(server.output) ?? [];
     expect(email).toBe('demo@example.com');
     const base = `http://127.0.0.1:${port}`;
+    expect(server.output).toContain(`Tally is up on ${base} `);
     const cookies = (res: Response): string[] => res.headers.getSetCookie().map((c) => c.split(';')[0]!);
     const login = await fetch(`${base}/settings/login`);
     const pre = cookies(login);
@@ -169,50 +217,75 @@ describe('README examples', () => {
     expect(text).toContain('tally key create');
   });
 
-  it('runs every shell and JavaScript example in order, with the outputs the README shows', async () => {
+  it('runs every shell, JavaScript and TypeScript example in order, with the outputs the pages show', async () => {
     expect(server.output).toMatch(
       /^ {2}Rate limit {7}600 requests a minute per token \(the embedded database's default;/m,
     );
-    const token = READY.exec(server.output)![1];
-    const key = /Publishable key\s+(\S+)/.exec(server.output)![1];
-    const local = (code: string) => code.replace(/\b(localhost|127\.0\.0\.1):3000\b/g, `127.0.0.1:${port}`);
-    const scratch = join(packageRoot, 'node_modules/.cache/tally-readme'); // inside the package: imports resolve
-    await mkdir(scratch, { recursive: true });
-    const bash = spawn('bash', ['--noprofile', '--norc'], {
-      cwd: packageRoot,
-      env: { ...process.env, NODE_OPTIONS: '', ...env, TALLY_TOKEN: token, TALLY_KEY: key } as NodeJS.ProcessEnv,
-    });
-    const shell = new Shell(bash, dir);
+    const reader = {
+      // What the README's first request has the reader copy from the banner.
+      TALLY_URL: `http://127.0.0.1:${port}`,
+      TALLY_TOKEN: READY.exec(server.output)![1]!,
+      TALLY_KEY: /Publishable key\s+(\S+)/.exec(server.output)![1]!,
+      // A port for the docs' own example servers (a front end's backend), free on this machine.
+      APP_PORT: String(await freePort()),
+    };
+    // The reader's folder: inside the package, so that the examples' imports resolve.
+    await mkdir(join(packageRoot, 'node_modules/.cache'), { recursive: true });
+    const scratch = await mkdtemp(join(packageRoot, 'node_modules/.cache/tally-docs-'));
     const failures: string[] = [];
-    const js: string[] = [];
+    let jwt: string | undefined;
     try {
-      for (const block of blocks) {
-        if (block.lang === 'sh') {
-          for (const command of block.commands) {
-            const { status, output } = await shell.run(local(command.text));
-            if (status !== 0) failures.push(`README.md:${block.line}: exit ${status}\n${command.text}\n${output}`);
-            else if (command.expected.length && !showsExpected(output, command.expected)) {
-              failures.push(
-                `README.md:${block.line}: the output differs from the README\n${command.text}\nREADME:\n${command.expected.join('\n')}\nactual:\n${output}`,
-              );
-            }
-          }
-        } else {
-          js.push(local(block.code));
-          const file = join(scratch, `example-${block.line}.mjs`);
-          await writeFile(file, js.join(`\nconsole.log('@@example@@');\n`));
-          const { status, output } = await shell.run(`node ${file}`);
-          await rm(file);
-          if (status !== 0)
-            failures.push(
-              `README.md:${block.line}: exit ${status}\n${block.code}\n${output.split('@@example@@').pop()}`,
-            );
+      for (const { page, blocks } of pages) {
+        const shell = new Shell(
+          spawn('bash', ['--noprofile', '--norc'], {
+            cwd: scratch,
+            env: { ...process.env, NODE_OPTIONS: '', ...env, ...reader, JWT: jwt } as NodeJS.ProcessEnv,
+          }),
+          dir,
+        );
+        try {
+          failures.push(...(await runPage(page, blocks, shell, scratch)));
+          if (page === 'README.md') jwt = (await shell.run('printf %s "$JWT"')).output;
+        } finally {
+          await shell.close();
         }
       }
     } finally {
-      bash.stdin.end();
-      await exited(bash);
+      await rm(scratch, { recursive: true, force: true });
     }
+    expect(jwt).toMatch(/^eyJ/);
     expect(failures).toEqual([]);
-  }, 300_000);
+  }, 600_000);
 });
+
+/** One page's blocks in its shell session: the failures, each with the page and line. */
+async function runPage(page: string, blocks: Block[], shell: Shell, scratch: string): Promise<string[]> {
+  const failures: string[] = [];
+  const js: string[] = [];
+  for (const block of blocks) {
+    const at = `${page}:${block.line}`;
+    if (block.file) {
+      await writeFile(join(scratch, block.file), block.code + '\n');
+    } else if (block.lang === 'sh') {
+      for (const command of block.commands) {
+        const { status, output } = await shell.run(command.text);
+        if (status !== 0) failures.push(`${at}: exit ${status}\n${command.text}\n${output}`);
+        else if (command.expected.length && !showsExpected(output, command.expected)) {
+          failures.push(
+            `${at}: the output differs from the page\n${command.text}\npage:\n${command.expected.join('\n')}\nactual:\n${output}`,
+          );
+        }
+      }
+    } else if (block.lang === 'js') {
+      js.push(block.code);
+      const file = join(scratch, `example-${block.line}.mjs`);
+      await writeFile(file, js.join(`\nconsole.log('@@example@@');\n`));
+      const { status, output } = await shell.run(`node ${file}`);
+      await rm(file);
+      if (status !== 0) failures.push(`${at}: exit ${status}\n${block.code}\n${output.split('@@example@@').pop()}`);
+    } else {
+      failures.push(`${at}: a ts block names the file it is on its first line (// program.ts)`);
+    }
+  }
+  return failures;
+}

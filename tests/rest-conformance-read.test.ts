@@ -6,7 +6,7 @@ import { OPERATOR_NAMES } from '../gateway/engine/operators.js';
 // trees, lists, operators, filters on embedded resources), ported onto a fixture of ours
 // (tests/fixtures/conformance-read.sql) and written as a table: each case is a request and what
 // PostgREST answers to it. Tally's deliberate differences are cases too, with the answer Tally
-// gives (README: "Differences from PostgREST").
+// gives (docs/rest.md: "Differences from PostgREST").
 
 let s: BlogSuite;
 const { check } = caseRunner(() => s);
@@ -896,7 +896,7 @@ const AREAS: Record<string, Case[]> = {
     },
   ],
   errors: [
-    // Tally's deliberate difference (README): PostgREST answers these two 500.
+    // Tally's deliberate difference (docs/rest.md): PostgREST answers these two 500.
     {
       name: 'a cardinality violation is 400 with its message',
       method: 'GET',

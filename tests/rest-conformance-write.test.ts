@@ -7,7 +7,7 @@ import { caseRunner, JSON_TYPE, type Case } from './harness/cases.js';
 // role writes, as in PostgREST's test configuration. Cases run in order; each uses rows of its own.
 //
 // Tally's deliberate differences are cases too, with the answer Tally gives: an unfiltered
-// PATCH or DELETE is refused (README: "Differences from PostgREST").
+// PATCH or DELETE is refused (docs/rest.md: "Differences from PostgREST").
 
 let s: BlogSuite;
 const { check } = caseRunner(() => s);

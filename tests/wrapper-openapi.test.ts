@@ -177,7 +177,7 @@ describe('/api/v1 OpenAPI description and docs', () => {
 
     await db.admin`INSERT INTO public.categories (id, name, for_funds) VALUES ('visa-fees', 'Visa fees', true)`;
     await db.admin`INSERT INTO public.payment_methods (id, name) VALUES ('voucher', 'Voucher')`;
-    // Waited for as a condition: how soon is bounded by the README's 5 s, which
+    // Waited for as a condition: how soon is bounded by the 5 s of docs/deployment.md, which
     // tests/processes.test.ts measures; here only that it comes without a restart.
     let live = doc;
     await waitFor(

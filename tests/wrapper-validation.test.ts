@@ -257,7 +257,7 @@ describe('/api/v1 request validation', () => {
       'category_id must be one of:',
     );
     await db.admin`INSERT INTO public.categories (id, name, for_expenses) VALUES ('pets', 'Pets', true)`;
-    // Waited for as a condition: how soon is bounded by the README's 5 s, which
+    // Waited for as a condition: how soon is bounded by the 5 s of docs/deployment.md, which
     // tests/processes.test.ts measures; here only that it comes without a restart.
     let res!: request.Response;
     await waitFor(

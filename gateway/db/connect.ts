@@ -47,7 +47,7 @@ export async function serverLoginUrl(config: Config, db: Database): Promise<stri
   if (config.dbUri) return config.dbUri;
   if (!db.embedded) {
     throw new Error(
-      'TALLY_DB_URI is required with DATABASE_URL: the server logs in as authenticator, not as the owner (see the README)',
+      'TALLY_DB_URI is required with DATABASE_URL: the server logs in as authenticator, not as the owner (see docs/deployment.md)',
     );
   }
   const url = new URL(db.url);

@@ -58,7 +58,7 @@ export function caseRunner(suite: () => BlogSuite) {
     if (c.json !== undefined) {
       got.body = res.text === '' ? '' : JSON.parse(res.text);
       want.body = c.json;
-      // Tally adds a hint where PostgREST has none (README: "Differences from PostgREST").
+      // Tally adds a hint where PostgREST has none (docs/rest.md: "Differences from PostgREST").
       if (isError(c.json) && c.json.hint === null && isError(got.body)) want.body = { ...c.json, hint: got.body.hint };
     }
     if (c.text !== undefined) {

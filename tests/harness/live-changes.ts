@@ -2,7 +2,7 @@ import type { Sql } from 'postgres';
 import { CHANGE_BOUND_MS } from '../../gateway/engine/changes.js';
 import { waitFor } from './wait.js';
 
-// What every Tally process on one database must see, and how soon (the README states the bound):
+// What every Tally process on one database must see, and how soon (docs/deployment.md states the bound):
 // a new category and payment method (the lookup lists the wrapper validates with and OpenAPI
 // publishes), a new column and a new table (the schema cache). Shared by the suites of several
 // processes on one Postgres, behind PgBouncer and on Citus.
@@ -18,7 +18,7 @@ export interface LiveChangeTimes {
  * For each base URL, how long after `change` committed a probe of it still missed the change:
  * when the last probe that answered `seen` false started, in ms (0 when the first one saw it).
  * A probe's start, not its end, because the server read its state somewhere in between: a
- * probe that started after the bound and still missed the change breaks the README's promise,
+ * probe that started after the bound and still missed the change breaks the promise of docs/deployment.md,
  * while the end of the first one that saw it adds the answer's way back, which a loaded machine
  * stretches by seconds (the bound is on the server, not on the test's client).
  */
@@ -108,7 +108,7 @@ export async function liveChangeTimes(
   };
 }
 
-/** No probe that started later than the bound the README states missed a change. */
+/** No probe that started later than the bound docs/deployment.md states missed a change. */
 export function expectWithinBound(times: LiveChangeTimes): void {
   const all = [...times.lookups, ...times.column, ...times.table];
   expect(Math.max(...all)).toBeLessThanOrEqual(CHANGE_BOUND_MS);

@@ -1,28 +1,35 @@
-// The README's examples as data: its fenced `sh` and `js` blocks in order, each shell block cut
-// into commands with the output the README shows for them. A block right after an HTML comment
-// `<!-- not run: reason -->` is skipped (it starts the service, needs Docker, downloads a tool…).
-// Prose, tables and other languages (json, sql, plain output) are ignored, so the README can
-// grow without touching the runner.
+// The examples of the README and docs/ as data: their fenced `sh`, `js` and `ts` blocks in order,
+// each shell block cut into commands with the output the page shows for them. A `ts` block, or a
+// `js` block, whose first line is a comment naming a file (`// program.ts`) is that file's text:
+// the runner writes it, and a later shell block compiles or runs it as the page says. A block
+// right after an HTML comment `<!-- not run: reason -->` is skipped (it starts the service, needs
+// Docker, runs in a browser…). Prose, tables and other languages (json, sql, plain output) are
+// ignored, so a page can grow without touching the runner.
 
 import { present } from './present.js';
 
 interface Command {
   /** The command as written, continuation lines and here-documents included. */
   text: string;
-  /** Full-line `# …` comments right after the command: the output the README shows for it. */
+  /** Full-line `# …` comments right after the command: the output the page shows for it. */
   expected: string[];
 }
 
 export interface Block {
-  lang: 'sh' | 'js';
+  lang: 'sh' | 'js' | 'ts';
   line: number;
   code: string;
   commands: Command[];
+  /** The file a `ts` or `js` block is the text of, named on its first line (`// program.ts`). */
+  file?: string;
 }
+
+const LANGS = ['sh', 'js', 'ts'] as const;
+const isLang = (lang: string): lang is Block['lang'] => (LANGS as readonly string[]).includes(lang);
 
 export function readmeBlocks(markdown: string): Block[] {
   const lines = markdown.split('\n');
-  const lineAt = (i: number): string => present(lines[i], `README line ${i + 1}`);
+  const lineAt = (i: number): string => present(lines[i], `line ${i + 1}`);
   const blocks: Block[] = [];
   let skip = false;
   for (let i = 0; i < lines.length; i++) {
@@ -40,10 +47,11 @@ export function readmeBlocks(markdown: string): Block[] {
     const start = i;
     const body: string[] = [];
     for (i++; i < lines.length && !/^\s*```\s*$/.test(lineAt(i)); i++) body.push(lineAt(i).slice(indent));
-    const lang = fence[2];
-    if (!skip && (lang === 'sh' || lang === 'js')) {
+    const lang = fence[2] ?? '';
+    if (!skip && isLang(lang)) {
       const code = body.join('\n');
-      blocks.push({ lang, line: start + 1, code, commands: lang === 'sh' ? shellCommands(body) : [] });
+      const file = lang === 'sh' ? undefined : /^\/\/ ([\w.-]+\.(?:ts|mjs|js))\s*$/.exec(body[0] ?? '')?.[1];
+      blocks.push({ lang, line: start + 1, code, commands: lang === 'sh' ? shellCommands(body) : [], file });
     }
     skip = false;
   }
@@ -98,7 +106,7 @@ function openQuote(text: string): boolean {
 }
 
 /**
- * Whether output shows what the README says: each expected line, in order, matches a whole line
+ * Whether output shows what the page says: each expected line, in order, matches a whole line
  * of the output, where `…` stands for anything and `<name>` for one value.
  */
 export function showsExpected(output: string, expected: string[]): boolean {

@@ -9,7 +9,7 @@ import { startServers, type Servers } from '../harness/servers.js';
 import { waitFor } from '../harness/wait.js';
 import { startPgBouncer, type PgBouncerSetup } from './harness/pgbouncer.js';
 
-// Three Tally processes behind Debian's PgBouncer in transaction mode (the README's set-up): the
+// Three Tally processes behind Debian's PgBouncer in transaction mode (the set-up of docs/deployment.md): the
 // access checks, live changes and SIGTERM under load as on one Postgres (tests/processes*.ts), and
 // Tally in front of a hot standby. With prepared statements left on (the default), a pooler
 // that hands each transaction another server connection answered a valid token 401, 500s and

@@ -1,10 +1,9 @@
 // The configuration (gateway/config.ts): every variable parsed in one place, a bad value refused
-// with one line naming it, and the README's configuration table listing exactly these variables.
+// with one line naming it, and the configuration table of docs/configuration.md listing exactly
+// these variables.
 
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { ConfigError, loadConfig, SETTINGS } from '../../gateway/config.js';
-import { packageRoot } from '../../gateway/paths.js';
+import { section } from '../harness/docs.js';
 
 const refusal = (env: Record<string, string>): string => {
   try {
@@ -16,20 +15,17 @@ const refusal = (env: Record<string, string>): string => {
   throw new Error('expected the configuration to be refused');
 };
 
-/** The variables of the README's table under "## Configuration". */
-function readmeVariables(): string[] {
-  const readme = readFileSync(join(packageRoot, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('\n## Configuration\n'));
-  const table = section.slice(0, section.indexOf('\n## ', 1));
-  return table
+/** The variables of the table under "## Variables" in docs/configuration.md. */
+function documentedVariables(): string[] {
+  return section('docs/configuration.md', '## Variables')
     .split('\n')
     .filter((line) => line.startsWith('| `'))
     .flatMap((line) => [...line.split('|')[1]!.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]!));
 }
 
 describe('configuration', () => {
-  it('is the README table: one row for every variable read, and no other', () => {
-    expect([...readmeVariables()].sort()).toEqual([...SETTINGS].sort());
+  it('is the table of docs/configuration.md: one row for every variable read, and no other', () => {
+    expect([...documentedVariables()].sort()).toEqual([...SETTINGS].sort());
   });
 
   it('reads a switch as true/false, 1/0, yes/no or on/off, and refuses anything else by name', () => {

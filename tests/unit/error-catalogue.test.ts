@@ -4,26 +4,25 @@ import { ApiError, catalogue as engineCatalogue, type Entry } from '../../gatewa
 import { appCatalogue, catalogue } from '../../gateway/errors.js';
 import { toApiError } from '../../gateway/engine/errors.js';
 import { packageRoot as root } from '../../gateway/paths.js';
+import { page } from '../harness/docs.js';
 
 // The catalogues are the one list of errors: the engine's (PostgREST's) and the app's own. The
-// README's table says the same, each PostgREST code has PostgREST's status, and nothing else
+// table of docs/errors.md says the same, each PostgREST code has PostgREST's status, and nothing else
 // makes an ApiError.
 
 const entries: Entry[] = [...Object.values(engineCatalogue), ...Object.values(appCatalogue)];
 
-/** Code → the statuses its entries answer, as the README writes them ("406, 415"). */
+/** Code → the statuses its entries answer, as docs/errors.md writes them ("406, 415"). */
 function statusesByCode(): Map<string, string> {
   const by = new Map<string, Set<string>>();
   for (const e of entries) by.set(e.code, (by.get(e.code) ?? new Set()).add(String(e.status)));
   return new Map([...by].map(([code, s]) => [code, [...s].sort().join(', ')]));
 }
 
-/** The rows of the README's table under "## Errors": code → status cell. */
-function readmeTable(): Map<string, string> {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const section = readme.split(/^## Errors$/m)[1]?.split(/^## /m)[0] ?? '';
+/** The rows of the table of docs/errors.md: code → status cell. */
+function documentedTable(): Map<string, string> {
   const rows = new Map<string, string>();
-  for (const line of section.split('\n')) {
+  for (const line of page('docs/errors.md').split('\n')) {
     const m = /^\| `([^`]+)` \| ([^|]+?) \|/.exec(line);
     const [, code, status] = m ?? [];
     if (code !== undefined && status !== undefined) rows.set(code, status.trim());
@@ -76,8 +75,8 @@ const POSTGREST_STATUS: Record<string, string> = {
 };
 
 describe('the error catalogue', () => {
-  it('is the README error table: every code with the same status, and no other row', () => {
-    expect(readmeTable()).toEqual(statusesByCode());
+  it('is the table of docs/errors.md: every code with the same status, and no other row', () => {
+    expect(documentedTable()).toEqual(statusesByCode());
   });
 
   it("gives PostgREST's codes PostgREST's statuses, and every code a known family", () => {

@@ -1,16 +1,15 @@
-import { readFileSync } from 'node:fs';
 import { tools } from '../../mcp/tools.js';
+import { section } from '../harness/docs.js';
 
 // A tool is one entry of its area's list in mcp/tools/: the compiler holds its schema to its arguments' type.
-// What the compiler cannot see is the README: every tool is named there for the people who
+// What the compiler cannot see is docs/mcp.md: every tool is named there for the people who
 // connect an agent, and this fails when a new one is not.
 
-const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-const mcpSection = readme.slice(readme.indexOf('## MCP for AI agents'));
+const toolsSection = section('docs/mcp.md', '## The tools');
 
 describe('the MCP tools', () => {
-  it.each(tools.map((t) => [t.name]))('%s is named in the README', (name) => {
-    expect(mcpSection).toContain(`\`${name}\``);
+  it.each(tools.map((t) => [t.name]))('%s is named in docs/mcp.md', (name) => {
+    expect(toolsSection).toContain(`\`${name}\``);
   });
 
   it('each name once', () => {

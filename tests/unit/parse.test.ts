@@ -6,11 +6,9 @@ import { parseLogic, parseOperation, parseOrder, parseSelect, toFilter } from '.
 import type { Condition, FieldRef, Filter } from '../../gateway/engine/request/types.js';
 import { failure, parse, SCALAR_OPERATORS } from './helpers/pipeline.js';
 import { OPERATOR_NAMES } from '../../gateway/engine/operators.js';
-import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { ApiError } from '../../gateway/engine/errors/catalogue.js';
-import { join } from 'node:path';
-import { packageRoot } from '../../gateway/paths.js';
+import { section } from '../harness/docs.js';
 
 const col = (name: string): FieldRef => ({ name, json: [] });
 const filter = (raw: string, name = 'x'): Filter => toFilter(col(name), parseOperation(raw));
@@ -147,10 +145,8 @@ describe('select', () => {
 });
 
 describe('filters', () => {
-  it("are the operators the README's /rest/v1 section names", () => {
-    const readme = readFileSync(join(packageRoot, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('## Direct tables: `/rest/v1`'));
-    const grammar = section.slice(0, section.indexOf('\n## ', 1));
+  it('are the operators the grammar of docs/rest.md names', () => {
+    const grammar = section('docs/rest.md', '## The grammar');
     expect(OPERATOR_NAMES.filter((op) => !grammar.includes(`\`${op}\``))).toEqual([]);
   });
 

@@ -1,7 +1,7 @@
 // Every error the engine answers, in one closed list: code, HTTP status, message template and
 // when it happens. An ApiError is made only by an entry (its constructor needs a token this
 // module keeps), so a new error starts with a new entry: here for the engine, in the app's own
-// catalogue (gateway/errors.ts) for its surfaces. The README's error table is checked against
+// catalogue (gateway/errors.ts) for its surfaces. The table of docs/errors.md is checked against
 // both lists (tests/unit/error-catalogue.test.ts).
 //
 // Codes: PostgREST's PGRST### mean exactly what they mean in PostgREST; PT### and SQLSTATEs come

@@ -23,7 +23,7 @@ const EXTENSIONS = '/usr/share/postgresql/15/extension';
  */
 export function citusMissing(): string | null {
   const lack = (what: string) =>
-    `Citus 13 for PostgreSQL 15 is not installed: ${what} (install Citus's packages for PostgreSQL 15, see the README's Citus section)`;
+    `Citus 13 for PostgreSQL 15 is not installed: ${what} (install Citus's packages for PostgreSQL 15, see the Citus section of docs/deployment.md)`;
   if (!existsSync(join(BIN, 'initdb'))) return lack(`${BIN}/initdb is missing (Debian's postgresql-15)`);
   if (!existsSync(join(LIB, 'citus.so'))) return lack(`${LIB}/citus.so is missing`);
   const control = join(EXTENSIONS, 'citus.control');

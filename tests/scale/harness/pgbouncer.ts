@@ -10,7 +10,7 @@ import { waitFor } from '../../harness/wait.js';
 
 // A Debian PostgreSQL 15 of the test's own on a free port, optionally a hot standby of it made
 // with pg_basebackup, and Debian's PgBouncer in transaction mode in front of it: what the
-// README's PgBouncer section sets up. Everything runs as the user postgres in a temporary folder
+// PgBouncer section of docs/deployment.md sets up. Everything runs as the user postgres in a temporary folder
 // and is stopped and removed by stop(), also when a test failed.
 
 const BIN = '/usr/lib/postgresql/15/bin';
@@ -131,7 +131,7 @@ export async function startPgBouncer(): Promise<PgBouncerSetup> {
     const migrated = await tally(['migrate'], { DATABASE_URL: ownerUrl, TALLY_DB_URI: directUrl });
     if (migrated.code !== 0) throw new Error(`tally migrate failed: ${migrated.stderr}`);
 
-    // The README's PgBouncer configuration, on free ports of the test's own.
+    // The PgBouncer configuration of docs/deployment.md, on free ports of the test's own.
     const bouncerPort = await freePort();
     await writeFile(join(dir, 'userlist.txt'), `"authenticator" "${AUTHENTICATOR_PASSWORD}"\n`);
     await writeFile(
