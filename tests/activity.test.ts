@@ -224,10 +224,11 @@ describe('undo', () => {
     const [row] = await db.admin`SELECT name FROM public.contacts WHERE id = ${id}`;
     expect(row).toEqual({ name: 'Third' });
 
-    // Undone twice: the undo is the later change.
-    await undo(second.id).expect(200);
+    // Undone twice: the second time says it was undone, and by which change (whose undo makes it again).
+    const undone = await undo(second.id).expect(200);
     const again = await undo(second.id).expect(409);
-    expect(again.body.message).toContain('changed again since');
+    expect(again.body.message).toContain(`Change ${second.id} was undone already, by change ${undone.body[0].id}`);
+    expect(again.body.hint).toBe(`To make it again, undo change ${undone.body[0].id}`);
   });
 
   it("cannot undo another workspace's change, nor undo with a read token", async () => {
@@ -304,7 +305,7 @@ describe('through MCP: list_activity, undo_change, and the activity id of an upd
 
     const again = await callTool('undo_change', { activity_id: activityId });
     expect(again.isError).toBe(true);
-    expect(again.content[0]!.text).toContain('changed again since');
+    expect(again.content[0]!.text).toContain(`Change ${activityId} was undone already`);
   });
 
   it('an update names its change, and undo_change reverts it', async () => {

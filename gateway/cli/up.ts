@@ -249,8 +249,10 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   // In front of a database of its own, without the finance app's state, only the generic
   // surfaces (/rest/v1, health) are served.
   const surfaces = app ? SURFACES : SURFACES.filter((s) => !s.app);
+  // Nor does a write there call the app's functions (its keys, its change log): they are not there.
+  const served = app ? config : { ...config, idempotency: undefined, changes: undefined };
   const server = await listen(
-    createApp({ config, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces),
+    createApp({ config: served, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces),
     config.port,
     config.host,
     config,

@@ -48,6 +48,25 @@ export interface EngineConfig {
    * header is not read.
    */
   idempotency?: IdempotencyStore;
+  /**
+   * Where a deployment logs the changes a request makes (ChangeLog); undefined: it does not,
+   * and a write's transaction is as PostgREST's.
+   */
+  changes?: ChangeLog;
+}
+
+/**
+ * A log of changes kept by the database (its triggers), which a write names from its own
+ * transaction. Each transaction that may write gets a fresh random id in its claims under
+ * `requestClaim` (set with the claims, by SET LOCAL, so every node of a distributed database
+ * sees it, and one the caller's token cannot choose), which the log's triggers record; and
+ * `report` (a qualified function name, called without arguments as the caller) runs after the
+ * request's statements, before its response settings are read, so it may name the changes in
+ * `response.headers`.
+ */
+export interface ChangeLog {
+  requestClaim: string;
+  report: string;
 }
 
 /**

@@ -4,6 +4,7 @@
 // statements in one transaction that ends as the plan says, then the response stage shapes what
 // they answered.
 
+import { randomUUID } from 'node:crypto';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
 import { ApiError, catalogue, type ErrorWording } from './errors.js';
@@ -16,7 +17,7 @@ import {
   type TransactionSettings,
 } from './execute.js';
 import { defined } from './invariant.js';
-import { actionPlan, tenantOf, type ActionPlan, type Idempotency, type ReadAction } from './plan/action.js';
+import { actionPlan, tenantOf, writes, type ActionPlan, type Idempotency, type ReadAction } from './plan/action.js';
 import { saveStatement } from './query/idempotency.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
 import { requestSettings, type RequestSettings } from './request/settings.js';
@@ -102,14 +103,23 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
     const tx = { ...settings, request: requestSettings(req) };
-    if (plan.idempotency) return idempotentWrite(ctx, tx, auth, plan, plan.idempotency, limits);
-    const { rows, timing, verified } = await execute(ctx, tx, auth, plan);
+    const caller = ctx.config.changes && writes(plan) ? withRequestId(auth, ctx.config.changes.requestClaim) : auth;
+    if (plan.idempotency) return idempotentWrite(ctx, tx, caller, plan, plan.idempotency, limits);
+    const { rows, timing, verified } = await execute(ctx, tx, caller, plan);
     try {
       return { ...respond(plan, rows, limits), timing, verified };
     } catch (err) {
       throw err instanceof ApiError ? err.withTiming(timing) : err; // 416, a body too large: after the database
     }
   };
+}
+
+/**
+ * The caller's claims with a fresh request id (EngineConfig.changes): the log names this
+ * request's changes by it. Whatever the token's claims said under that name is replaced.
+ */
+function withRequestId(auth: AuthContext, claim: string): AuthContext {
+  return { ...auth, claims: { ...auth.claims, [claim]: randomUUID() } };
 }
 
 /** Runs a plan's statements in one transaction, ended as the plan says (see execute.ts). */

@@ -17,7 +17,7 @@ import { writeStatement, type ReturnShape } from '../query/write.js';
 import { explainStatement } from '../query/explain.js';
 import { claimStatement } from '../query/idempotency.js';
 import { inspectStatements } from '../query/inspect.js';
-import { RESPONSE_SETTINGS, readsResponseSettings } from '../query/settings.js';
+import { RESPONSE_SETTINGS, readsResponseSettings, responseSettingsAfter } from '../query/settings.js';
 import { checkEmbedDepth, checkSelectWidth } from '../request/limits.js';
 import { isFilterValue } from '../operators.js';
 import { parseApiRequest, routineName } from '../request/parse.js';
@@ -129,6 +129,7 @@ export type PlanConfig = Pick<
   | 'tenantClaim'
   | 'tenantColumn'
   | 'idempotency'
+  | 'changes'
 > & {
   /** Bytes of one read's body (query/read.ts, ReadBounds); undefined: unbounded. */
   maxResponseBytes?: number;
@@ -165,13 +166,22 @@ export function tenantOf(config: PlanConfig, auth: AuthContext): { column: strin
  */
 export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: SchemaCache, config: PlanConfig): ActionPlan {
   const schema = requestSchema(config, req);
-  const planned = withSettings(plannedAction(req, auth, cache, config, schema));
+  const planned = withSettings(plannedAction(req, auth, cache, config, schema), config);
   return config.schemas.length > 1 ? { ...planned, profile: schema } : planned;
 }
 
-/** A read, write or call reads the response settings its SQL made, last (query/settings.ts). */
-const withSettings = (plan: ActionPlan): ActionPlan =>
-  readsResponseSettings(plan) ? { ...plan, statements: [...plan.statements, RESPONSE_SETTINGS] } : plan;
+/**
+ * A read, write or call reads the response settings its SQL made, last (query/settings.ts); one
+ * that may write runs the deployment's report of its changes first, in the same statement.
+ */
+function withSettings(plan: ActionPlan, config: PlanConfig): ActionPlan {
+  if (!readsResponseSettings(plan)) return plan;
+  const settings = config.changes && writes(plan) ? responseSettingsAfter(config.changes.report) : RESPONSE_SETTINGS;
+  return { ...plan, statements: [...plan.statements, settings] };
+}
+
+/** The plan's transaction may write (EngineConfig.changes: it gets a request id and a report). */
+export const writes = (plan: Pick<ActionPlan, 'tx'>): boolean => !plan.tx.readOnly;
 
 function plannedAction(
   req: GatewayRequest,

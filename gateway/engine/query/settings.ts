@@ -2,12 +2,29 @@
 // transaction (PostgREST's response.status and response.headers): a function, a view or a
 // trigger sets them with set_config(…, true) and the answer takes them.
 
-import { compile, sql } from '../sql.js';
+import { compile, ident, join, sql } from '../sql.js';
 import type { Statement } from './read.js';
 
-export const RESPONSE_SETTINGS: Statement = compile(
-  sql`SELECT pg_catalog.current_setting('response.headers', true) AS headers, pg_catalog.current_setting('response.status', true) AS status`,
-);
+const READ_SETTINGS = sql`SELECT pg_catalog.current_setting('response.headers', true) AS headers, pg_catalog.current_setting('response.status', true) AS status`;
+
+export const RESPONSE_SETTINGS: Statement = compile(READ_SETTINGS);
+
+/** One statement per function name: made once, then the same prepared statement for every write. */
+const afterReports = new Map<string, Statement>();
+
+/**
+ * The response settings read after `report()` ran (EngineConfig.changes): a function in FROM
+ * runs before the target list is read, so what it set is in the answer, and a write pays no
+ * statement more for it.
+ */
+export function responseSettingsAfter(report: string): Statement {
+  let statement = afterReports.get(report);
+  if (!statement) {
+    const name = join(report.split('.').map(ident), sql`.`);
+    afterReports.set(report, (statement = compile(sql`${READ_SETTINGS} FROM ${name}() AS report`)));
+  }
+  return statement;
+}
 
 /** The plans that end with RESPONSE_SETTINGS: the planner appends it, the answer reads it, by this one rule. */
 export const readsResponseSettings = (plan: { kind: string }): boolean =>
