@@ -151,7 +151,7 @@ export function answerCors(req: IncomingMessage, res: ServerResponse): boolean {
 
 /** The response headers a cross-origin script may read (PostgREST's list). */
 const CORS_EXPOSED =
-  'Content-Encoding, Content-Location, Content-Range, Content-Type, Date, Location, Server, Transfer-Encoding, Range-Unit, Idempotent-Replayed, ETag';
+  'Content-Encoding, Content-Location, Content-Range, Content-Type, Date, Location, Server, Transfer-Encoding, Range-Unit, Idempotent-Replayed, ETag, Tally-Changes, Tally-Activity-Id, Tally-Request-Id';
 
 /** A request's path, without its query string. */
 function pathOf(req: IncomingMessage): string {

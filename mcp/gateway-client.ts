@@ -1,4 +1,4 @@
-import type { AuthContext, GatewayCall, GatewayRequest } from '../gateway/engine/call.js';
+import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from '../gateway/engine/call.js';
 import { oneRow } from '../gateway/engine/invariant.js';
 import { MAX_OFFSET } from '../gateway/engine/request/parse.js';
 
@@ -36,11 +36,30 @@ export function pageOf<T>(rows: T[], limit: number, offset: number): Page<T> {
 }
 
 type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['headers'] };
+
+/**
+ * The changes the writes of one tool call made, as each write's own transaction named them
+ * (the Tally-Changes and Tally-Activity-Id headers, see sql/168_undo_stack.sql): how many
+ * records changed, and the ids of those changes, oldest first.
+ */
+export interface Changes {
+  count: number;
+  ids: string[];
+}
+
+/** What one answer reports of its changes; undefined for an answer that reports none (a read). */
+function reported(headers: Record<string, string>): Changes | undefined {
+  const count = headers['Tally-Changes'];
+  if (count === undefined) return undefined;
+  const ids = headers['Tally-Activity-Id'];
+  return { count: Number(count), ids: ids ? ids.split(',').map((id) => id.trim()) : [] };
+}
 const WRITE_HEADERS = { prefer: 'return=representation', 'content-type': 'application/json' };
 
 export class TableClient {
   /** A POST of this client answered what an earlier call with its idempotency key answered, and wrote nothing. */
   replayed = false;
+  private made: Changes | undefined;
 
   constructor(
     private readonly call: GatewayCall,
@@ -55,16 +74,24 @@ export class TableClient {
     return { ...req, headers: { ...req.headers, ...(key === undefined ? {} : { 'idempotency-key': key }) } };
   }
 
-  /** The gateway's answer to `req`, noting a replayed one. */
-  private async send(req: Request) {
+  /** The gateway's answer to `req`, noting a replayed one and what a write reports of its changes. */
+  private async send(req: Request): Promise<GatewayResponse> {
     const res = await this.call(this.request(req), this.auth);
     if (res.headers['Idempotent-Replayed'] === 'true') this.replayed = true;
+    const changes = reported(res.headers);
+    if (changes)
+      this.made = { count: (this.made?.count ?? 0) + changes.count, ids: [...(this.made?.ids ?? []), ...changes.ids] };
     return res;
   }
 
   private async run<T>(req: Request): Promise<T[]> {
     const res = await this.send(req);
     return res.body ? (JSON.parse(res.body) as T[]) : [];
+  }
+
+  /** The changes this client's writes made so far; undefined before any write. */
+  changes(): Changes | undefined {
+    return this.made;
   }
 
   list<T>(relation: string, query: URLSearchParams): Promise<T[]> {

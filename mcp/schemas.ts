@@ -110,26 +110,52 @@ export const array = (items: JsonSchema, description?: string): JsonSchema => ({
 
 /** The tables whose changes the activity log records (sql/161_activity.sql). */
 export const TRACKED_TABLES = ['personal_transactions', 'funds', 'fund_transactions', 'contacts', 'fund_participants'];
-export const ACTIVITY_COLUMNS =
-  'id,at,table_name,record_id,action,before,after,actor,token_id,token_name,scope,surface,undo_of';
-const recordOrNull: JsonSchema = { type: ['object', 'null'], additionalProperties: true };
+export const ACTIVITY_COLUMNS = 'id,at,table_name,record_id,action,before,after,actor,token_name,surface,undo_of';
+const fields: JsonSchema = { type: 'object', additionalProperties: true };
+/**
+ * A change as list_activity answers it: compact, what an agent needs to find a change and
+ * decide whether to undo it. An update carries only the fields it changed, each as [before,
+ * after]; a create or delete the record it made or removed (without workspace_id); who made
+ * it is the token's label, and fields that say nothing (null, the workspace) are left out.
+ */
 export const change: JsonSchema = {
   type: 'object',
   description: "A change of one of the workspace's records",
   properties: {
     id: { type: 'string', format: 'uuid', description: 'The change; undo_change takes it' },
     at: { type: 'string', format: 'date-time' },
-    table_name: { type: 'string', enum: TRACKED_TABLES },
+    table: { type: 'string', enum: TRACKED_TABLES },
     record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
     action: { type: 'string', enum: ['insert', 'update', 'delete'] },
-    before: { ...recordOrNull, description: 'The record before the change (null for an insert)' },
-    after: { ...recordOrNull, description: 'The record after the change (null for a delete)' },
-    actor: { type: 'string', enum: ['token', 'member', 'database'] },
-    token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
-    token_name: { type: ['string', 'null'], description: "That token's label" },
-    scope: { type: ['string', 'null'] },
+    changed: { ...fields, description: 'An update: each field it changed, as [before, after]' },
+    record: { ...fields, description: 'An insert: the record it made; a delete: the record it removed' },
+    by: {
+      type: 'string',
+      description:
+        "Who: the label of the workspace token that made it, or 'database' (SQL run in the database) or 'member'",
+    },
     surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
-    undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },
+    undo_of: { type: 'string', format: 'uuid', description: 'The change this one undid, when it was an undo' },
   },
-  required: ['id', 'at', 'table_name', 'record_id', 'action', 'actor', 'surface'],
+  required: ['id', 'at', 'table', 'record_id', 'action', 'by', 'surface'],
+};
+
+/** What an undo did to one record: undo_changes's answer, one per record put back. */
+export const undoneRecord: JsonSchema = {
+  type: 'object',
+  properties: {
+    undone: { type: 'string', format: 'uuid', description: 'The change undone' },
+    table: { type: 'string', enum: TRACKED_TABLES },
+    record_id: { type: 'string' },
+    action: {
+      type: 'string',
+      enum: ['insert', 'update', 'delete'],
+      description: 'What the undo does to the record: insert brings it back, update reverts it, delete removes it',
+    },
+    activity_id: {
+      type: ['string', 'null'],
+      description: "The undo's own change (null in a dry run): undoing it makes the change again",
+    },
+  },
+  required: ['undone', 'table', 'record_id', 'action', 'activity_id'],
 };

@@ -252,7 +252,10 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   // Nor does a write there call the app's functions (its keys, its change log): they are not there.
   const served = app ? config : { ...config, idempotency: undefined, changes: undefined };
   const server = await listen(
-    createApp({ config: served, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) }, surfaces),
+    createApp(
+      { config: served, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) },
+      surfaces,
+    ),
     config.port,
     config.host,
     config,

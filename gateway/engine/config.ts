@@ -64,7 +64,7 @@ export interface EngineConfig {
  * request's statements, before its response settings are read, so it may name the changes in
  * `response.headers`.
  */
-export interface ChangeLog {
+interface ChangeLog {
   requestClaim: string;
   report: string;
 }

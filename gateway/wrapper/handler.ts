@@ -94,10 +94,16 @@ const gateway = async (
   const headers = { ...req.headers, 'idempotency-key': key };
   // SQL reads the wrapper request's headers and cookies, and the call's own method and path.
   const g = await c.x.call({ ...req, headers, http: { headers: c.x.req.headers } }, c.auth);
-  const replayed = g.headers['Idempotent-Replayed'];
-  if (replayed !== undefined) c.x.res.setHeader('Idempotent-Replayed', replayed);
+  // A replay says so; a write names the changes it made (sql/168_undo_stack.sql).
+  for (const name of CALL_HEADERS) {
+    const value = g.headers[name];
+    if (value !== undefined) c.x.res.setHeader(name, value);
+  }
   return g;
 };
+
+/** The headers of any gateway call's answer that the wrapper's answer carries too. */
+const CALL_HEADERS = ['Idempotent-Replayed', 'Tally-Changes', 'Tally-Activity-Id', 'Tally-Request-Id'];
 
 /** The rows of a GET, for a resource's detail (resources.ts Fetch). */
 const fetchFor =

@@ -3,7 +3,7 @@ import { searchFilter } from '../gateway-client.js';
 import { CONTACT_COLUMNS, DEFAULT_LIMIT, array, contact, search, pageOutput } from '../schemas.js';
 import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
 import { given, notFound, pageFields, pageText, paging, type ById, type Paging } from './shared.js';
-import { changeId, undoable } from './undoable.js';
+import { changeOutput, undoable } from './undoable.js';
 
 // The workspace's roster: the members and participants of its funds.
 
@@ -48,14 +48,18 @@ export const contactTools: Tool[] = [
     creates: true,
     required: ['name'],
     input: (f) => f.contact,
-    output: { contact },
+    output: { contact, ...changeOutput },
     async run(args, { db }) {
       const row = await db.insert<Contact>(
         'contacts',
         given(args, ['name', 'nickname', 'phone', 'email', 'gender', 'nationality']),
         CONTACT_COLUMNS,
       );
-      return { structured: { contact: row }, summary: `Added contact "${row.name}" with id ${row.id}.` };
+      const undo = undoable(db);
+      return {
+        structured: { contact: row, ...undo.fields },
+        summary: `Added contact "${row.name}" with id ${row.id}.${undo.text}`,
+      };
     },
   }),
   tool<ById & { name?: string; nickname?: string | null; phone?: string | null; email?: string | null }>()({
@@ -72,7 +76,7 @@ export const contactTools: Tool[] = [
       phone: nullable(f.contact.phone),
       email: nullable(f.contact.email),
     }),
-    output: { contact, activity_id: changeId },
+    output: { contact, ...changeOutput },
     async run(args, { db }) {
       const row = await db.update<Contact>(
         'contacts',
@@ -81,7 +85,7 @@ export const contactTools: Tool[] = [
         CONTACT_COLUMNS,
       );
       if (!row) throw notFound('contact', args.id, 'list_contacts');
-      const undo = await undoable(db, 'contacts', row.id);
+      const undo = undoable(db);
       return {
         structured: { contact: row, ...undo.fields },
         summary: `Updated contact "${row.name}" (${row.id}).${undo.text}`,
@@ -98,11 +102,11 @@ export const contactTools: Tool[] = [
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The contact id (list_contacts shows them)') }),
-    output: { deleted: contact, activity_id: changeId },
+    output: { deleted: contact, ...changeOutput },
     async run(args, { db }) {
       const row = await db.remove<Contact>('contacts', args.id, CONTACT_COLUMNS);
       if (!row) throw notFound('contact', args.id, 'list_contacts');
-      const undo = await undoable(db, 'contacts', row.id);
+      const undo = undoable(db);
       return {
         structured: { deleted: row, ...undo.fields },
         summary: `Deleted contact "${row.name}" (${row.id}).${undo.text}`,

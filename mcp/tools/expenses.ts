@@ -16,7 +16,7 @@ import {
   type DateRange,
   type Paging,
 } from './shared.js';
-import { changeId, undoable } from './undoable.js';
+import { changeOutput, changesOutput, undoable, undoableAll } from './undoable.js';
 
 // Personal expenses (personal_transactions): record one or many, list, sum, change, delete.
 
@@ -48,12 +48,13 @@ export const expenseTools: Tool[] = [
     creates: true,
     required: ['name', 'amount', 'category_id', 'method_id'],
     input: (f) => f.expense,
-    output: { expense },
+    output: { expense, ...changeOutput },
     async run(args, { db }) {
       const row = await db.insert<Expense>('personal_transactions', given(args, EXPENSE_FIELDS), EXPENSE_COLUMNS);
+      const undo = undoable(db);
       return {
-        structured: { expense: row },
-        summary: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.`,
+        structured: { expense: row, ...undo.fields },
+        summary: `Recorded expense "${row.name}" of ${money(row.amount)} (${row.category_id}) with id ${row.id}.${undo.text}`,
       };
     },
   }),
@@ -80,16 +81,21 @@ export const expenseTools: Tool[] = [
         },
       },
     }),
-    output: { expenses: array(expense, 'The recorded expenses, in the order given'), count: { type: 'integer' } },
+    output: {
+      expenses: array(expense, 'The recorded expenses, in the order given'),
+      count: { type: 'integer' },
+      ...changesOutput,
+    },
     async run(args, { db, caller }) {
       const items = args.expenses;
       await caller.charge?.(items.length - 1); // the call itself was counted already
       // One INSERT statement (Prefer: missing=default: a field one item leaves out takes its default).
       const rows = await db.insertMany<Expense>('personal_transactions', items, EXPENSE_COLUMNS);
       const sum = round(rows.reduce((s, e) => s + e.amount, 0));
+      const undo = undoableAll(db);
       return {
-        structured: { expenses: rows, count: rows.length },
-        summary: `Recorded ${rows.length} expenses totalling ${money(sum)}.`,
+        structured: { expenses: rows, count: rows.length, ...undo.fields },
+        summary: `Recorded ${rows.length} expenses totalling ${money(sum)}.${undo.text}`,
       };
     },
   }),
@@ -200,7 +206,7 @@ export const expenseTools: Tool[] = [
       ...f.expense,
       note: nullable(f.expense.note),
     }),
-    output: { expense, activity_id: changeId },
+    output: { expense, ...changeOutput },
     async run(args, { db }) {
       const row = await db.update<Expense>(
         'personal_transactions',
@@ -209,7 +215,7 @@ export const expenseTools: Tool[] = [
         EXPENSE_COLUMNS,
       );
       if (!row) throw notFound('expense', args.id, 'list_expenses');
-      const undo = await undoable(db, 'personal_transactions', row.id);
+      const undo = undoable(db);
       return {
         structured: { expense: row, ...undo.fields },
         summary: `Updated expense "${row.name}" (${row.id}).${undo.text}`,
@@ -223,11 +229,11 @@ export const expenseTools: Tool[] = [
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The expense id (list_expenses shows them)') }),
-    output: { deleted: expense, activity_id: changeId },
+    output: { deleted: expense, ...changeOutput },
     async run(args, { db }) {
       const row = await db.remove<Expense>('personal_transactions', args.id, EXPENSE_COLUMNS);
       if (!row) throw notFound('expense', args.id, 'list_expenses');
-      const undo = await undoable(db, 'personal_transactions', row.id);
+      const undo = undoable(db);
       return {
         structured: { deleted: row, ...undo.fields },
         summary: `Deleted expense "${row.name}" of ${money(row.amount)} (${row.id}).${undo.text}`,

@@ -16,7 +16,7 @@ import {
   type DateRange,
   type Paging,
 } from './shared.js';
-import { changeId, undoable } from './undoable.js';
+import { changeOutput, undoable } from './undoable.js';
 
 // The ledger of group funds: income (positive amounts) and payouts (negative) against a fund.
 
@@ -50,16 +50,17 @@ export const fundTransactionTools: Tool[] = [
     creates: true,
     required: ['fund_id', 'name', 'amount', 'category_id', 'method_id'],
     input: (f) => f.fundTransaction,
-    output: { transaction: fundTransaction },
+    output: { transaction: fundTransaction, ...changeOutput },
     async run(args, { db }) {
       const row = await db.insert<FundTransaction>(
         'fund_transactions',
         given(args, ['fund_id', 'name', 'amount', 'category_id', 'method_id', 'occurred_at']),
         FUND_TRANSACTION_COLUMNS,
       );
+      const undo = undoable(db);
       return {
-        structured: { transaction: row },
-        summary: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).`,
+        structured: { transaction: row, ...undo.fields },
+        summary: `Recorded ${row.amount > 0 ? 'income' : 'expense'} "${row.name}" of ${money(Math.abs(row.amount))} on fund ${row.fund_id} (id ${row.id}).${undo.text}`,
       };
     },
   }),
@@ -110,7 +111,7 @@ export const fundTransactionTools: Tool[] = [
       id: uuid('The fund transaction id (list_fund_transactions shows them)'),
       ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
     }),
-    output: { transaction: fundTransaction, activity_id: changeId },
+    output: { transaction: fundTransaction, ...changeOutput },
     async run(args, { db }) {
       const row = await db.update<FundTransaction>(
         'fund_transactions',
@@ -119,7 +120,7 @@ export const fundTransactionTools: Tool[] = [
         FUND_TRANSACTION_COLUMNS,
       );
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
-      const undo = await undoable(db, 'fund_transactions', row.id);
+      const undo = undoable(db);
       return {
         structured: { transaction: row, ...undo.fields },
         summary: `Updated fund transaction "${row.name}" (${row.id}).${undo.text}`,
@@ -133,11 +134,11 @@ export const fundTransactionTools: Tool[] = [
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The fund transaction id (list_fund_transactions shows them)') }),
-    output: { deleted: fundTransaction, activity_id: changeId },
+    output: { deleted: fundTransaction, ...changeOutput },
     async run(args, { db }) {
       const row = await db.remove<FundTransaction>('fund_transactions', args.id, FUND_TRANSACTION_COLUMNS);
       if (!row) throw notFound('fund transaction', args.id, 'list_fund_transactions');
-      const undo = await undoable(db, 'fund_transactions', row.id);
+      const undo = undoable(db);
       return {
         structured: { deleted: row, ...undo.fields },
         summary: `Deleted fund transaction "${row.name}" of ${money(row.amount)} (${row.id}).${undo.text}`,

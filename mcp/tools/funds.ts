@@ -15,7 +15,7 @@ import {
 import { pageOf, ToolError } from '../gateway-client.js';
 import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
 import { given, money, notFound, pageText, pick, type NoArgs } from './shared.js';
-import { changeId, undoable } from './undoable.js';
+import { changeOutput, undoable } from './undoable.js';
 import type { FundTransaction } from './fund-transactions.js';
 import type { Contact } from './contacts.js';
 
@@ -196,12 +196,13 @@ export const fundTools: Tool[] = [
     creates: true,
     required: ['name'],
     input: (f) => pick(f.fund, [...FUND_FIELDS, 'kind', 'currency']),
-    output: { fund },
+    output: { fund, ...changeOutput },
     async run(args, { db }) {
       const row = await db.insert<FundRow>('funds', given(args, [...FUND_FIELDS, 'kind', 'currency']), FUND_COLUMNS);
+      const undo = undoable(db);
       return {
-        structured: { fund: row },
-        summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.`,
+        structured: { fund: row, ...undo.fields },
+        summary: `Created fund "${row.name}" (${row.kind}, ${row.currency}) with id ${row.id}.${undo.text}`,
       };
     },
   }),
@@ -225,7 +226,7 @@ export const fundTools: Tool[] = [
       contribution_frequency: nullable(f.fund.contribution_frequency),
       contribution_due_day: nullable(f.fund.contribution_due_day),
     }),
-    output: { fund, activity_id: changeId },
+    output: { fund, ...changeOutput },
     async run(args, { db }) {
       const row = await db.update<FundRow>(
         'funds',
@@ -234,7 +235,7 @@ export const fundTools: Tool[] = [
         FUND_COLUMNS,
       );
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
-      const undo = await undoable(db, 'funds', row.id);
+      const undo = undoable(db);
       return {
         structured: { fund: row, ...undo.fields },
         summary: `Updated fund "${row.name}" (${row.status}).${undo.text}`,
@@ -254,16 +255,17 @@ export const fundTools: Tool[] = [
       fund_id: uuid('The fund id (list_funds shows them)'),
       contact_id: uuid('The contact id (list_contacts shows them)'),
     }),
-    output: { participant: participantOutput },
+    output: { participant: participantOutput, ...changeOutput },
     async run(args, { db }) {
       const row = await db.insert<{ fund_id: string; contact_id: string }>(
         'fund_participants',
         { fund_id: args.fund_id, contact_id: args.contact_id },
         'fund_id,contact_id,joined_at',
       );
+      const undo = undoable(db);
       return {
-        structured: { participant: row },
-        summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.`,
+        structured: { participant: row, ...undo.fields },
+        summary: `Contact ${row.contact_id} now takes part in fund ${row.fund_id}.${undo.text}`,
       };
     },
   }),
@@ -278,7 +280,7 @@ export const fundTools: Tool[] = [
       fund_id: uuid('The fund id (list_funds shows them)'),
       contact_id: uuid("The contact id (get_fund lists the fund's participants)"),
     }),
-    output: { removed: participantOutput, activity_id: changeId },
+    output: { removed: participantOutput, ...changeOutput },
     async run(args, { db }) {
       const [row] = await db.removeWhere<{ fund_id: string; contact_id: string }>(
         'fund_participants',
@@ -289,7 +291,7 @@ export const fundTools: Tool[] = [
         throw new ToolError(
           `Contact ${args.contact_id} takes no part in a fund ${args.fund_id} of this workspace (get_fund lists its participants).`,
         );
-      const undo = await undoable(db, 'fund_participants', `${row.fund_id}/${row.contact_id}`);
+      const undo = undoable(db);
       return {
         structured: { removed: row, ...undo.fields },
         summary: `Contact ${row.contact_id} no longer takes part in fund ${row.fund_id}.${undo.text}`,
@@ -304,11 +306,11 @@ export const fundTools: Tool[] = [
     annotations: DELETE,
     required: ['fund_id'],
     input: () => ({ fund_id: uuid('The fund id (list_funds shows them)') }),
-    output: { deleted: fund, activity_id: changeId },
+    output: { deleted: fund, ...changeOutput },
     async run(args, { db }) {
       const row = await db.remove<FundRow>('funds', args.fund_id, FUND_COLUMNS);
       if (!row) throw notFound('fund', args.fund_id, 'list_funds');
-      const undo = await undoable(db, 'funds', row.id);
+      const undo = undoable(db);
       return {
         structured: { deleted: row, ...undo.fields },
         summary: `Deleted fund "${row.name}" with its transactions and participants (${row.id}).${undo.text}`,

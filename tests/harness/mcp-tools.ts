@@ -59,6 +59,7 @@ const EXAMPLES: Record<string, Example> = {
   remove_fund_participant: (_, r) => ({ fund_id: r.create_fund!.fund.id, contact_id: r.create_contact!.contact.id }),
   delete_contact: (_, r) => ({ id: r.create_contact!.contact.id }),
   delete_fund: (_, r) => ({ fund_id: r.create_fund!.fund.id }),
+  undo_changes: (_, r) => ({ activity_ids: r.create_expenses!.activity_ids, dry_run: true }),
 };
 
 /**
