@@ -352,22 +352,18 @@ $$;
 REVOKE EXECUTE ON FUNCTION tally.refuse_cascade(public.activity) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tally.refuse_cascade(public.activity) TO api_write;
 
--- Puts one record back as it was before `step`, as the caller (RLS decides what it may touch),
--- the undo logged with undo_of = the step. Answers the undo's own change.
-CREATE FUNCTION tally.undo_step(step public.activity) RETURNS uuid
-LANGUAGE plpgsql VOLATILE
+-- Where a change's record is: its table (one of the schema whose changes are tracked), the
+-- condition that finds it (t, the table, against p, the record's key, and $2 the workspace, a
+-- value of the statement, by which Citus routes it to the workspace's shard), and its key, as
+-- a jsonb object for jsonb_populate_record (record_id is the key's columns but workspace_id,
+-- joined by '/', as the trigger wrote it).
+CREATE FUNCTION tally.record_of(step public.activity, OUT rel regclass, OUT match text, OUT probe jsonb)
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  rel regclass;
   keys text[];
-  probe jsonb;
-  match text;
-  sets text;
-  statement text;
-  made uuid;
 BEGIN
-  -- Only a table of the schema whose changes are tracked, keyed by its primary key.
   SELECT c.oid::regclass INTO rel
     FROM pg_class c
    WHERE c.relnamespace = 'public'::regnamespace AND c.relname = step.table_name
@@ -376,7 +372,6 @@ BEGIN
     RAISE SQLSTATE 'PT409' USING
       MESSAGE = format('Change %s cannot be undone: %s is no longer tracked', step.id, step.table_name);
   END IF;
-  -- The record's key: its record_id is the key's columns but workspace_id, joined by '/' (as the trigger wrote it).
   SELECT array_agg(a.attname::text ORDER BY k.o) INTO keys
     FROM pg_index i
     CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k (attnum, o)
@@ -384,30 +379,65 @@ BEGIN
    WHERE i.indrelid = rel AND i.indisprimary AND a.attname <> 'workspace_id';
   SELECT jsonb_object_agg(k, split_part(step.record_id, '/', o::integer)) INTO probe
     FROM unnest(keys) WITH ORDINALITY AS x (k, o);
-  -- The workspace as a value of the statement: Citus routes it to the workspace's shard.
   SELECT 't.workspace_id = $2 AND ' || string_agg(format('t.%I = p.%I', k, k), ' AND ') INTO match
     FROM unnest(keys) AS k;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.record_of(public.activity) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.record_of(public.activity) TO api_write;
+
+-- Locks the record of a change (when it exists) until the undo's transaction ends, before the
+-- log is read for what stands in its way: a write of the record that comes meanwhile waits, and
+-- one that came first is in the log by then. Without it, an update committed between the read
+-- and the undo's own write would be overwritten and never seen.
+CREATE FUNCTION tally.lock_record(step public.activity) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record := tally.record_of(step);
+BEGIN
+  EXECUTE format('SELECT 1 FROM %s AS t, jsonb_populate_record(NULL::%s, $1) AS p WHERE %s FOR UPDATE OF t',
+                 r.rel, r.rel, r.match)
+    USING r.probe, step.workspace_id;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.lock_record(public.activity) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.lock_record(public.activity) TO api_write;
+
+-- Puts one record back as it was before `step`, as the caller (RLS decides what it may touch),
+-- the undo logged with undo_of = the step. Answers the undo's own change.
+CREATE FUNCTION tally.undo_step(step public.activity) RETURNS uuid
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r record := tally.record_of(step);
+  sets text;
+  statement text;
+  made uuid;
+BEGIN
   EXECUTE format('SET LOCAL tally.undo_of = %L', step.id);
   IF step.action = 'insert' THEN
-    EXECUTE format('DELETE FROM %s AS t USING jsonb_populate_record(NULL::%s, $3) AS p WHERE %s', rel, rel, match)
-      USING NULL::jsonb, step.workspace_id, probe;
+    EXECUTE format('DELETE FROM %s AS t USING jsonb_populate_record(NULL::%s, $1) AS p WHERE %s', r.rel, r.rel, r.match)
+      USING r.probe, step.workspace_id;
     PERFORM tally.refuse_cascade(step);
   ELSIF step.action = 'update' THEN
     -- Only the columns the change changed: the others may not be the caller's to write.
-    SELECT string_agg(format('%I = r.%I', k, k), ', ') INTO sets FROM jsonb_object_keys(step.before) AS k;
-    EXECUTE format('UPDATE %s AS t SET %s FROM jsonb_populate_record(NULL::%s, $1) AS r, '
-                   'jsonb_populate_record(NULL::%s, $3) AS p WHERE %s', rel, sets, rel, rel, match)
-      USING step.before, step.workspace_id, probe;
+    SELECT string_agg(format('%I = v.%I', k, k), ', ') INTO sets FROM jsonb_object_keys(step.before) AS k;
+    EXECUTE format('UPDATE %s AS t SET %s FROM jsonb_populate_record(NULL::%s, $1) AS p, '
+                   'jsonb_populate_record(NULL::%s, $3) AS v WHERE %s', r.rel, sets, r.rel, r.rel, r.match)
+      USING r.probe, step.workspace_id, step.before;
   ELSE
     -- VALUES, not INSERT … SELECT: Citus routes it to the workspace's shard (it would run an
     -- INSERT … SELECT as a COPY, which RLS refuses).
-    SELECT format('INSERT INTO %s (%s) VALUES (%s)', rel,
+    SELECT format('INSERT INTO %s (%s) VALUES (%s)', r.rel,
                   string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
                   string_agg(format('($1 ->> %L)::%s', a.attname, format_type(a.atttypid, a.atttypmod)), ', '
                              ORDER BY a.attnum))
       INTO statement
       FROM pg_attribute a
-     WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+     WHERE a.attrelid = r.rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
        AND step.before ? a.attname;
     EXECUTE statement USING step.before;
   END IF;
@@ -436,11 +466,14 @@ DECLARE
 BEGIN
   FOREACH target IN ARRAY targets LOOP
     FOREACH step IN ARRAY tally.undo_steps(target) LOOP
+      PERFORM tally.lock_record(step);
       blocker := tally.undo_blocker(step, '{}');
       IF blocker.id IS NOT NULL AND blocker.undo_of = step.id THEN
+        -- No advice to follow: undoing that undo would make the change again (a delete, maybe
+        -- of a record another client made), which is not what undoing this change asks for.
         RAISE SQLSTATE 'PT409' USING
           MESSAGE = format('Change %s was undone already, by change %s (%s)', step.id, blocker.id, blocker.at),
-          HINT = format('To make it again, undo change %s', blocker.id);
+          HINT = 'Nothing is left to undo of it: its record is as it was before it';
       ELSIF blocker.id IS NOT NULL THEN
         RAISE SQLSTATE 'PT409' USING
           MESSAGE = format('Change %s cannot be undone: %s %s changed again since (change %s, %s at %s)',
@@ -587,6 +620,8 @@ DROP FUNCTION IF EXISTS tally.undo_all(public.activity[]);
 DROP TYPE IF EXISTS tally.undone;
 DROP FUNCTION IF EXISTS tally.refuse_cascade(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_step(public.activity);
+DROP FUNCTION IF EXISTS tally.lock_record(public.activity);
+DROP FUNCTION IF EXISTS tally.record_of(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_steps(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_blocker(public.activity, uuid[]);
 DROP FUNCTION IF EXISTS tally.report_changes();

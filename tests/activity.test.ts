@@ -228,7 +228,7 @@ describe('undo', () => {
     const undone = await undo(second.id).expect(200);
     const again = await undo(second.id).expect(409);
     expect(again.body.message).toContain(`Change ${second.id} was undone already, by change ${undone.body[0].id}`);
-    expect(again.body.hint).toBe(`To make it again, undo change ${undone.body[0].id}`);
+    expect(again.body.hint).toBe('Nothing is left to undo of it: its record is as it was before it');
   });
 
   it("cannot undo another workspace's change, nor undo with a read token", async () => {
