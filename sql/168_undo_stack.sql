@@ -50,7 +50,7 @@ UPDATE public.activity
    SET before = tally.changed_fields(before, after, 'before'), after = tally.changed_fields(before, after, 'after')
  WHERE action = 'update' AND before IS NOT NULL AND after IS NOT NULL;
 UPDATE public.activity
-   SET bytes = coalesce(pg_column_size(before), 0) + coalesce(pg_column_size(after), 0) + 160;
+   SET bytes = octet_length(coalesce(before::text, '')) + octet_length(coalesce(after::text, '')) + 160;
 -- A cascade's deletes of before: a fund's transactions and participants deleted with it.
 UPDATE public.activity c SET cascaded = true
  WHERE c.action = 'delete' AND c.table_name IN ('fund_transactions', 'fund_participants')
@@ -162,7 +162,8 @@ BEGIN
   SELECT string_agg(rec ->> k, '/' ORDER BY o) INTO key
     FROM unnest(TG_ARGV[1:]) WITH ORDINALITY AS a (k, o);
   request := tally.request_id(claims);
-  bytes := coalesce(pg_column_size(old_row), 0) + coalesce(pg_column_size(new_row), 0) + 160;
+  -- As text, what a reader of the log gets, plus the entry's other columns.
+  bytes := octet_length(coalesce(old_row::text, '')) + octet_length(coalesce(new_row::text, '')) + 160;
   IF ws IS NOT NULL THEN
     shard := tally.local_shard('public', 'activity', ws);
   END IF;
@@ -236,15 +237,21 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  later public.activity[];
+  later uuid[];
   x public.activity;
   gone uuid[] := coalesce(undone, '{}');
 BEGIN
-  SELECT coalesce(array_agg(a ORDER BY a.at DESC, a.id DESC), '{}') INTO later
-    FROM public.activity a
-   WHERE a.workspace_id = change.workspace_id AND a.table_name = change.table_name
-     AND a.record_id = change.record_id AND (a.at, a.id) > (change.at, change.id) AND a.at >= change.at;
-  FOREACH x IN ARRAY later LOOP
+  -- Ids and rows column by column, never a row of the table as a value: on Citus a shard's row
+  -- has a type of its own.
+  later := ARRAY(SELECT a.id FROM public.activity a
+                  WHERE a.workspace_id = change.workspace_id AND a.table_name = change.table_name
+                    AND a.record_id = change.record_id AND (a.at, a.id) > (change.at, change.id) AND a.at >= change.at);
+  FOR x IN
+    SELECT * FROM public.activity a
+     WHERE a.workspace_id = change.workspace_id AND a.table_name = change.table_name
+       AND a.record_id = change.record_id AND (a.at, a.id) > (change.at, change.id) AND a.at >= change.at
+     ORDER BY a.at DESC, a.id DESC
+  LOOP
     CONTINUE WHEN x.id = ANY (gone);
     IF x.undo_of IS NULL THEN
       RETURN x;
@@ -253,7 +260,7 @@ BEGIN
     IF x.undo_of = change.id THEN
       RETURN x; -- the change itself was undone
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM unnest(later) l WHERE l.id = x.undo_of) THEN
+    IF NOT x.undo_of = ANY (later) THEN
       RETURN x; -- it undid a change of before this one
     END IF;
   END LOOP;
@@ -263,23 +270,39 @@ $$;
 REVOKE EXECUTE ON FUNCTION tally.undo_blocker(public.activity, uuid[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tally.undo_blocker(public.activity, uuid[]) TO api_write;
 
--- The records of a change, in the order to put them back: the change, then for a delete what
--- its foreign keys' cascades deleted in the same request, level by level (parents first).
-CREATE FUNCTION tally.undo_steps(target public.activity) RETURNS public.activity[]
+-- A change of the workspace's log by id (NULL when there is none).
+CREATE FUNCTION tally.change_of(ws uuid, change uuid) RETURNS public.activity
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  found public.activity;
+BEGIN
+  SELECT * INTO found FROM public.activity a WHERE a.workspace_id = ws AND a.id = change;
+  RETURN found;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.change_of(uuid, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.change_of(uuid, uuid) TO api_write;
+
+-- The records of a change, in the order to put them back (their changes' ids): the change, then
+-- for a delete what its foreign keys' cascades deleted in the same request, level by level
+-- (parents first).
+CREATE FUNCTION tally.undo_steps(target public.activity) RETURNS uuid[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   ws uuid := target.workspace_id;
-  steps public.activity[] := ARRAY[target];
-  frontier public.activity[] := ARRAY[target];
-  found_now public.activity[];
+  steps uuid[] := ARRAY[target.id];
+  frontier uuid[] := ARRAY[target.id];
+  found_now uuid[];
   parent public.activity;
   fk record;
 BEGIN
   WHILE target.action = 'delete' AND cardinality(frontier) > 0 AND cardinality(steps) < 10000 LOOP
     found_now := '{}';
-    FOREACH parent IN ARRAY frontier LOOP
+    FOR parent IN SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (frontier) LOOP
       FOR fk IN
         SELECT c.relname AS child,
                (SELECT jsonb_object_agg(ca.attname, parent.before -> pa.attname)
@@ -292,10 +315,9 @@ BEGIN
            AND c.relnamespace = 'public'::regnamespace
       LOOP
         found_now := found_now || ARRAY(
-          SELECT a FROM public.activity a
+          SELECT a.id FROM public.activity a
            WHERE a.workspace_id = ws AND a.request_id = parent.request_id AND a.table_name = fk.child
-             AND a.action = 'delete' AND a.cascaded AND a.before @> fk.probe
-             AND NOT a.id = ANY (SELECT s.id FROM unnest(steps) s)
+             AND a.action = 'delete' AND a.cascaded AND a.before @> fk.probe AND NOT a.id = ANY (steps)
            ORDER BY a.at, a.id);
       END LOOP;
     END LOOP;
@@ -316,27 +338,26 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  taken public.activity[];
+  ws uuid := step.workspace_id;
+  taken uuid[];
   child public.activity;
+  first public.activity;
   newest public.activity;
   blocker public.activity;
 BEGIN
-  SELECT coalesce(array_agg(a), '{}') INTO taken FROM public.activity a
-   WHERE a.workspace_id = step.workspace_id AND a.undo_of = step.id AND a.cascaded;
+  taken := ARRAY(SELECT a.id FROM public.activity a WHERE a.workspace_id = ws AND a.undo_of = step.id AND a.cascaded);
   IF cardinality(taken) = 0 THEN
     RETURN;
   END IF;
-  FOREACH child IN ARRAY taken LOOP
+  FOR child IN SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (taken) LOOP
     -- From the record's first change on, the cascade's own deletes left out.
-    blocker := tally.undo_blocker((SELECT c FROM public.activity c WHERE c.workspace_id = child.workspace_id
-                                      AND c.table_name = child.table_name AND c.record_id = child.record_id
-                                    ORDER BY c.at, c.id LIMIT 1),
-                                  ARRAY(SELECT t.id FROM unnest(taken) t));
+    SELECT * INTO first FROM public.activity c
+     WHERE c.workspace_id = ws AND c.table_name = child.table_name AND c.record_id = child.record_id
+       AND NOT c.id = ANY (taken)
+     ORDER BY c.at, c.id LIMIT 1;
+    blocker := tally.undo_blocker(first, taken);
     IF blocker.id IS NULL THEN
-      blocker := (SELECT c FROM public.activity c WHERE c.workspace_id = child.workspace_id
-                     AND c.table_name = child.table_name AND c.record_id = child.record_id
-                     AND NOT c.id = ANY (ARRAY(SELECT t.id FROM unnest(taken) t))
-                   ORDER BY c.at, c.id LIMIT 1);
+      blocker := first;
     END IF;
     IF newest.id IS NULL OR (blocker.at, blocker.id) > (newest.at, newest.id) THEN
       newest := blocker;
@@ -455,17 +476,20 @@ CREATE TYPE tally.undone AS (undone uuid, table_name text, record_id text, actio
 
 -- Undoes `targets` in their order (newest first), each record checked when its turn comes, after
 -- the undos before it: the newest standing change in its way is named (PT409), and nothing stays.
-CREATE FUNCTION tally.undo_all(targets public.activity[]) RETURNS SETOF tally.undone
+CREATE FUNCTION tally.undo_all(targets uuid[]) RETURNS SETOF tally.undone
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  target public.activity;
+  ws uuid := tally.current_workspace_id();
+  target uuid;
+  each_step uuid;
   step public.activity;
   blocker public.activity;
 BEGIN
   FOREACH target IN ARRAY targets LOOP
-    FOREACH step IN ARRAY tally.undo_steps(target) LOOP
+    FOREACH each_step IN ARRAY tally.undo_steps(tally.change_of(ws, target)) LOOP
+      step := tally.change_of(ws, each_step);
       PERFORM tally.lock_record(step);
       blocker := tally.undo_blocker(step, '{}');
       IF blocker.id IS NOT NULL AND blocker.undo_of = step.id THEN
@@ -487,8 +511,8 @@ BEGIN
   END LOOP;
 END
 $$;
-REVOKE EXECUTE ON FUNCTION tally.undo_all(public.activity[]) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION tally.undo_all(public.activity[]) TO api_write;
+REVOKE EXECUTE ON FUNCTION tally.undo_all(uuid[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.undo_all(uuid[]) TO api_write;
 
 -- Undoes several changes at once, newest first, all or nothing: the changes named by id, or
 -- every change of one request, or every change of one token at or after a time (the caller's
@@ -513,7 +537,7 @@ DECLARE
   wanted uuid[] := activity_ids;
   by_request uuid := request_id;
   token uuid;
-  targets public.activity[];
+  targets uuid[];
   preview tally.undone[];
   missing uuid;
 BEGIN
@@ -528,16 +552,17 @@ BEGIN
     IF cardinality(wanted) NOT BETWEEN 1 AND 1000 THEN
       RAISE SQLSTATE 'PT400' USING MESSAGE = 'activity_ids names 1 to 1000 changes';
     END IF;
-    SELECT coalesce(array_agg(a ORDER BY a.at DESC, a.id DESC), '{}') INTO targets
-      FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (wanted);
-    SELECT w INTO missing FROM unnest(wanted) w WHERE NOT w = ANY (SELECT t.id FROM unnest(targets) t) LIMIT 1;
+    targets := ARRAY(SELECT a.id FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (wanted)
+                      ORDER BY a.at DESC, a.id DESC);
+    SELECT w INTO missing FROM unnest(wanted) w WHERE NOT w = ANY (targets) LIMIT 1;
     IF missing IS NOT NULL THEN
       RAISE SQLSTATE 'PT404' USING MESSAGE = format('No change %s in this workspace''s activity', missing),
         HINT = 'List the activity for the id of the change to undo (it may be older than the log keeps)';
     END IF;
   ELSIF by_request IS NOT NULL THEN
-    SELECT coalesce(array_agg(a ORDER BY a.at DESC, a.id DESC), '{}') INTO targets
-      FROM public.activity a WHERE a.workspace_id = ws AND a.request_id = by_request AND NOT a.cascaded;
+    targets := ARRAY(SELECT a.id FROM public.activity a
+                      WHERE a.workspace_id = ws AND a.request_id = by_request AND NOT a.cascaded
+                      ORDER BY a.at DESC, a.id DESC);
   ELSE
     token := coalesce(token_id, CASE WHEN caller ~ '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$' THEN caller::uuid END);
     IF token IS NULL THEN
@@ -570,14 +595,14 @@ GRANT EXECUTE ON FUNCTION public.undo_changes(uuid[], uuid, timestamptz, uuid, b
 -- The changes of `token` at or after `since` that undoing the range undoes, newest first (see
 -- undo_changes): read newest-first, an undo that stands takes its change out of the range (the
 -- two cancel out) or, for a change of before the range, is itself undone.
-CREATE FUNCTION tally.undo_range(ws uuid, token uuid, since timestamptz) RETURNS public.activity[]
+CREATE FUNCTION tally.undo_range(ws uuid, token uuid, since timestamptz) RETURNS uuid[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   x public.activity;
   gone uuid[] := '{}';
-  picked public.activity[] := '{}';
+  picked uuid[] := '{}';
 BEGIN
   FOR x IN
     SELECT * FROM public.activity a
@@ -591,7 +616,7 @@ BEGIN
       CONTINUE WHEN EXISTS (SELECT 1 FROM public.activity c
                              WHERE c.workspace_id = ws AND c.id = x.undo_of AND c.at >= since AND c.token_id = token);
     END IF;
-    picked := picked || x;
+    picked := picked || x.id;
   END LOOP;
   RETURN picked;
 END
@@ -616,13 +641,14 @@ $$;
 -- Down Migration
 DROP FUNCTION IF EXISTS public.undo_changes(uuid[], uuid, timestamptz, uuid, boolean);
 DROP FUNCTION IF EXISTS tally.undo_range(uuid, uuid, timestamptz);
-DROP FUNCTION IF EXISTS tally.undo_all(public.activity[]);
+DROP FUNCTION IF EXISTS tally.undo_all(uuid[]);
 DROP TYPE IF EXISTS tally.undone;
 DROP FUNCTION IF EXISTS tally.refuse_cascade(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_step(public.activity);
 DROP FUNCTION IF EXISTS tally.lock_record(public.activity);
 DROP FUNCTION IF EXISTS tally.record_of(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_steps(public.activity);
+DROP FUNCTION IF EXISTS tally.change_of(uuid, uuid);
 DROP FUNCTION IF EXISTS tally.undo_blocker(public.activity, uuid[]);
 DROP FUNCTION IF EXISTS tally.report_changes();
 ALTER TABLE public.activity ADD COLUMN transaction_id bigint NOT NULL DEFAULT 0;

@@ -215,7 +215,7 @@ describe('undo works as a stack', () => {
 
 describe('undo_changes: several at once, all or nothing, with a preview', () => {
   it('"undo all of that" after a create and two updates (one a no-op): a dry run changes nothing, then the undo does it all', async () => {
-    const [{ since }] = await db.admin<{ since: string }[]>`SELECT clock_timestamp()::text AS since`;
+    const since = (await db.admin<{ since: string }[]>`SELECT clock_timestamp()::text AS since`)[0]!.since;
     const made = await ok(agent2('create_expense', expense('All of that', 10)));
     const id = (made.expense as { id: string }).id;
     await ok(agent2('update_expense', { id, amount: 12 }));
