@@ -225,8 +225,16 @@ function activityRecord(): JsonSchema {
       table_name: { type: 'string' },
       record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
       action: { type: 'string', enum: ['insert', 'update', 'delete'] },
-      before: { type: ['object', 'null'], description: 'The record before the change (null for an insert)' },
-      after: { type: ['object', 'null'], description: 'The record after the change (null for a delete)' },
+      before: {
+        type: ['object', 'null'],
+        description:
+          'A delete: the record removed; an update: the old values of the fields it changed; null for an insert',
+      },
+      after: {
+        type: ['object', 'null'],
+        description:
+          'An insert: the record made; an update: the new values of the fields it changed; null for a delete',
+      },
       actor: { type: 'string', enum: ['token', 'member', 'database'] },
       token_id: { type: ['string', 'null'], description: 'The workspace token that made it' },
       token_name: { type: ['string', 'null'], description: "That token's label" },
@@ -234,7 +242,12 @@ function activityRecord(): JsonSchema {
       member: { type: ['string', 'null'], description: 'The signed-in member of the settings page that made it' },
       surface: { type: 'string', enum: ['rest', 'api', 'mcp', 'settings', 'database'] },
       undo_of: { type: ['string', 'null'], description: 'The change this one undid, if it was an undo' },
-      transaction_id: { type: 'integer', description: 'Changes of one transaction share it' },
+      request_id: { type: 'string', format: 'uuid', description: 'The changes of one request share it' },
+      cascaded: {
+        type: 'boolean',
+        description: "A delete a foreign key's cascade made (a fund's transactions, deleted with it)",
+      },
+      bytes: { type: 'integer', description: "What the entry takes of the workspace's activity log" },
     },
     "A change of one of the workspace's records (the activity log)",
   );
