@@ -319,7 +319,7 @@ export function loadConfig(env: Env = process.env): Config {
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
     // Tally's keys of idempotent creates, per workspace (sql/163_idempotency_keys.sql).
     idempotency: { claim: 'tally.idempotency_claim', save: 'tally.idempotency_save' },
-    // The activity log's request id and the report of a write's changes (sql/168_undo_stack.sql).
+    // The activity log's request id and the report of a write's changes (sql/169_undo_stack.sql).
     changes: { requestClaim: 'request_id', report: 'tally.report_changes' },
     activityRetentionDays: e.TALLY_ACTIVITY_RETENTION_DAYS ?? 365,
     mcpAllowedOrigins: e.TALLY_MCP_ALLOWED_ORIGINS ?? [],

@@ -39,7 +39,7 @@ type Request = Omit<GatewayRequest, 'headers'> & { headers?: GatewayRequest['hea
 
 /**
  * The changes the writes of one tool call made, as each write's own transaction named them
- * (the Tally-Changes and Tally-Activity-Id headers, see sql/168_undo_stack.sql): how many
+ * (the Tally-Changes and Tally-Activity-Id headers, see sql/169_undo_stack.sql): how many
  * records changed, and the ids of those changes, oldest first.
  */
 export interface Changes {

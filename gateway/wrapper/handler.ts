@@ -94,7 +94,7 @@ const gateway = async (
   const headers = { ...req.headers, 'idempotency-key': key };
   // SQL reads the wrapper request's headers and cookies, and the call's own method and path.
   const g = await c.x.call({ ...req, headers, http: { headers: c.x.req.headers } }, c.auth);
-  // A replay says so; a write names the changes it made (sql/168_undo_stack.sql).
+  // A replay says so; a write names the changes it made (sql/169_undo_stack.sql).
   for (const name of CALL_HEADERS) {
     const value = g.headers[name];
     if (value !== undefined) c.x.res.setHeader(name, value);

@@ -16,7 +16,7 @@ import { READ, tool, type Tool } from './tool.js';
 import { pageFields, pageText, paging, type Paging } from './shared.js';
 
 // The activity log: who changed what, and putting changes back. Undo works as a stack (see
-// sql/168_undo_stack.sql): undoing changes newest-first always works, and a refusal names the
+// sql/169_undo_stack.sql): undoing changes newest-first always works, and a refusal names the
 // newest change in the way that is not undone, so following it converges.
 
 /** A row of public.activity, as the database answers it. */
