@@ -35,10 +35,14 @@ async function ok(call: Promise<ToolResult>): Promise<Record<string, unknown>> {
   return r.structuredContent;
 }
 
-const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string) =>
-  request(t.app)
-    [method](`/rest/v1/${path}`)
-    .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${jwtA}`, Prefer: 'return=representation' });
+const rest = (method: 'get' | 'post' | 'patch' | 'delete', path: string) => {
+  const agent = request(t.app);
+  return agent[method](`/rest/v1/${path}`).set({
+    apikey: TEST_API_KEY,
+    Authorization: `Bearer ${jwtA}`,
+    Prefer: 'return=representation',
+  });
+};
 
 const expense = (name: string, amount = 10) => ({ name, amount, category_id: 'other', method_id: 'cash' });
 
@@ -176,7 +180,7 @@ describe('undo works as a stack', () => {
     const id = (made.expense as { id: string }).id;
     await ok(agent1('update_expense', { id, amount: 1 }));
     await ok(agent2('update_expense', { id, amount: 2 }));
-    let target = made.activity_id as string;
+    const target = made.activity_id as string;
     const followed: string[] = [];
     for (let i = 0; i < 10; i++) {
       const r = await agent1('undo_change', { activity_id: target });
