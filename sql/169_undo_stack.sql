@@ -643,14 +643,180 @@ DROP FUNCTION IF EXISTS public.undo_changes(uuid[], uuid, timestamptz, uuid, boo
 DROP FUNCTION IF EXISTS tally.undo_range(uuid, uuid, timestamptz);
 DROP FUNCTION IF EXISTS tally.undo_all(uuid[]);
 DROP TYPE IF EXISTS tally.undone;
-DROP FUNCTION IF EXISTS tally.refuse_cascade(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_step(public.activity);
 DROP FUNCTION IF EXISTS tally.lock_record(public.activity);
 DROP FUNCTION IF EXISTS tally.record_of(public.activity);
+DROP FUNCTION IF EXISTS tally.refuse_cascade(public.activity);
 DROP FUNCTION IF EXISTS tally.undo_steps(public.activity);
 DROP FUNCTION IF EXISTS tally.change_of(uuid, uuid);
 DROP FUNCTION IF EXISTS tally.undo_blocker(public.activity, uuid[]);
 DROP FUNCTION IF EXISTS tally.report_changes();
-ALTER TABLE public.activity ADD COLUMN transaction_id bigint NOT NULL DEFAULT 0;
-ALTER TABLE public.activity ALTER COLUMN transaction_id SET DEFAULT txid_current();
+-- The trigger and undo_change of before (166, 161).
+CREATE OR REPLACE FUNCTION tally.record_activity() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  claims jsonb := coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb;
+  old_row jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) END;
+  new_row jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END;
+  rec jsonb := coalesce(new_row, old_row);
+  key text;
+  undoing text := nullif(current_setting('tally.undo_of', true), '');
+  by_token boolean := claims ? 'role' AND claims ? 'workspace_id';
+  ws uuid := (rec ->> 'workspace_id')::uuid;
+  actor text := CASE WHEN claims ? 'member' THEN 'member' WHEN by_token THEN 'token' ELSE 'database' END;
+  token_id uuid := CASE WHEN claims ->> 'sub' ~ '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$'
+                        THEN (claims ->> 'sub')::uuid END;
+  token_name text := CASE WHEN by_token THEN left(claims ->> 'token_name', 200) END;
+  scope text := CASE WHEN by_token THEN claims ->> 'scope' END;
+  surface text := CASE WHEN claims ->> 'surface' IN ('rest', 'api', 'mcp', 'settings') THEN claims ->> 'surface'
+                       WHEN by_token THEN 'rest' ELSE 'database' END;
+  undo_of uuid := CASE WHEN undoing ~ '^[0-9a-fA-F-]{36}$' THEN undoing::uuid END;
+  shard text;
+BEGIN
+  IF TG_OP = 'UPDATE' AND old_row = new_row THEN
+    RETURN NULL;
+  END IF;
+  SELECT string_agg(rec ->> k, '/' ORDER BY o) INTO key
+    FROM unnest(TG_ARGV[1:]) WITH ORDINALITY AS a (k, o);
+  IF ws IS NOT NULL THEN
+    shard := tally.local_shard('public', 'activity', ws);
+  END IF;
+  IF shard IS NULL THEN
+    INSERT INTO public.activity (workspace_id, table_name, record_id, action, before, after, actor, token_id,
+                                 token_name, scope, member, surface, undo_of)
+    VALUES (ws, TG_ARGV[0], key, lower(TG_OP), old_row, new_row, actor, token_id, token_name, scope,
+            claims ->> 'member', surface, undo_of);
+  ELSE
+    EXECUTE format('INSERT INTO %s (workspace_id, table_name, record_id, action, before, after, actor, token_id,'
+                   '                token_name, scope, member, surface, undo_of)'
+                   ' VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)', shard)
+      USING ws, TG_ARGV[0], key, lower(TG_OP), old_row, new_row, actor, token_id, token_name, scope,
+            claims ->> 'member', surface, undo_of;
+  END IF;
+  RETURN NULL;
+END
+$$;
+DROP FUNCTION IF EXISTS tally.cascaded_delete(uuid, uuid, text, jsonb, text);
+DROP FUNCTION IF EXISTS tally.request_id(jsonb);
+DROP FUNCTION IF EXISTS tally.changed_fields(jsonb, jsonb, text);
+ALTER TABLE public.activity ADD COLUMN transaction_id bigint NOT NULL DEFAULT txid_current();
 DROP INDEX IF EXISTS public.activity_request_idx;
+ALTER TABLE public.activity DROP COLUMN IF EXISTS request_id;
+ALTER TABLE public.activity DROP COLUMN IF EXISTS cascaded;
+ALTER TABLE public.activity DROP COLUMN IF EXISTS bytes;
+CREATE OR REPLACE FUNCTION public.undo_change(activity_id uuid) RETURNS SETOF public.activity
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  ws uuid := tally.current_workspace_id();
+  target public.activity;
+  step public.activity;
+  later public.activity;
+  steps uuid[];
+  frontier uuid[];
+  found_now uuid[];
+  parent public.activity;
+  fk record;
+  rel regclass;
+  match text;
+  sets text;
+  statement text;
+  started timestamptz;
+BEGIN
+  SELECT * INTO target FROM public.activity a WHERE a.workspace_id = ws AND a.id = activity_id;
+  IF NOT FOUND THEN
+    RAISE SQLSTATE 'PT404' USING MESSAGE = format('No change %s in this workspace''s activity', activity_id),
+      HINT = 'List the activity (GET /rest/v1/activity) for the id of the change to undo';
+  END IF;
+  -- A delete takes with it what its foreign keys' ON DELETE CASCADE deleted in the same
+  -- transaction (a fund's transactions and participants), level by level: parents come back first.
+  steps := ARRAY[target.id];
+  frontier := steps;
+  WHILE target.action = 'delete' AND cardinality(frontier) > 0 AND cardinality(steps) < 10000 LOOP
+    found_now := '{}';
+    FOR parent IN SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (frontier) LOOP
+      FOR fk IN
+        SELECT c.relname AS child,
+               (SELECT jsonb_object_agg(ca.attname, parent.before -> pa.attname)
+                  FROM unnest(f.conkey, f.confkey) AS k (ck, pk)
+                  JOIN pg_attribute ca ON ca.attrelid = f.conrelid AND ca.attnum = k.ck
+                  JOIN pg_attribute pa ON pa.attrelid = f.confrelid AND pa.attnum = k.pk) AS probe
+          FROM pg_constraint f JOIN pg_class c ON c.oid = f.conrelid
+         WHERE f.contype = 'f' AND f.confdeltype = 'c'
+           AND f.confrelid = to_regclass(format('public.%I', parent.table_name))
+           AND c.relnamespace = 'public'::regnamespace
+      LOOP
+        found_now := found_now || ARRAY(
+          SELECT a.id FROM public.activity a
+           WHERE a.workspace_id = ws AND a.table_name = fk.child AND a.action = 'delete'
+             AND a.transaction_id = parent.transaction_id AND a.before @> fk.probe
+             AND NOT a.id = ANY (steps));
+      END LOOP;
+    END LOOP;
+    steps := steps || found_now;
+    frontier := found_now;
+  END LOOP;
+
+  -- SET LOCAL, not set_config(): Citus sends it on to the worker whose trigger records the undo.
+  EXECUTE format('SET LOCAL tally.undo_of = %L', target.id);
+  started := clock_timestamp();
+  FOR step IN
+    SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (steps)
+     ORDER BY array_position(steps, a.id)
+  LOOP
+    SELECT * INTO later FROM public.activity a
+     WHERE a.workspace_id = ws AND a.table_name = step.table_name AND a.record_id = step.record_id
+       AND a.at > step.at AND a.at < started
+     ORDER BY a.at LIMIT 1;
+    IF FOUND THEN
+      RAISE SQLSTATE 'PT409' USING
+        MESSAGE = format('Change %s cannot be undone: %s %s changed again since (change %s, %s at %s)',
+                         target.id, step.table_name, step.record_id, later.id, later.action, later.at),
+        HINT = format('Undo change %s first, or change the record by hand', later.id);
+    END IF;
+    -- Only a table of the schema whose changes are tracked, keyed by its primary key.
+    SELECT c.oid::regclass INTO rel
+      FROM pg_class c
+     WHERE c.relnamespace = 'public'::regnamespace AND c.relname = step.table_name
+       AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'zz_record_activity');
+    IF rel IS NULL THEN
+      RAISE SQLSTATE 'PT409' USING
+        MESSAGE = format('Change %s cannot be undone: %s is no longer tracked', target.id, step.table_name);
+    END IF;
+    SELECT string_agg(format('t.%I = r.%I', a.attname, a.attname), ' AND ') INTO match
+      FROM pg_index i
+      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+     WHERE i.indrelid = rel AND i.indisprimary;
+    IF step.action = 'insert' THEN
+      EXECUTE format('DELETE FROM %s AS t USING jsonb_populate_record(NULL::%s, $1) AS r WHERE %s', rel, rel, match)
+        USING step.after;
+    ELSIF step.action = 'update' THEN
+      -- Only the columns the change changed: the others may not be the caller's to write.
+      SELECT string_agg(format('%I = r.%I', k, k), ', ') INTO sets
+        FROM jsonb_object_keys(step.before) AS k
+       WHERE step.before -> k IS DISTINCT FROM step.after -> k;
+      IF sets IS NOT NULL THEN
+        EXECUTE format('UPDATE %s AS t SET %s FROM jsonb_populate_record(NULL::%s, $1) AS r WHERE %s',
+                       rel, sets, rel, match) USING step.before;
+      END IF;
+    ELSE
+      -- VALUES, not INSERT … SELECT: Citus routes it to the workspace's shard (it would run an
+      -- INSERT … SELECT as a COPY, which RLS refuses).
+      SELECT format('INSERT INTO %s (%s) VALUES (%s)', rel,
+                    string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
+                    string_agg(format('($1 ->> %L)::%s', a.attname, format_type(a.atttypid, a.atttypmod)), ', '
+                               ORDER BY a.attnum))
+        INTO statement
+        FROM pg_attribute a
+       WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+         AND step.before ? a.attname;
+      EXECUTE statement USING step.before;
+    END IF;
+  END LOOP;
+  RETURN QUERY SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.undo_of = target.id AND a.at >= started
+                ORDER BY a.at;
+END
+$$;

@@ -19,10 +19,13 @@ import { toolCaller, type ToolResult } from './harness/mcp-tools.js';
 // Most sequences drive the SQL functions directly, as the gateway would (one transaction per
 // request, the caller's role and claims, the report of the changes read from the request's own
 // transaction); a few go through MCP. TALLY_UNDO_PROPERTY_RUNS and TALLY_UNDO_PROPERTY_MCP_RUNS
-// set how many (the suite's defaults keep the file within about a minute on a loaded machine).
+// set how many (the suite's defaults keep the file within about a minute on a loaded machine);
+// TALLY_UNDO_PROPERTY_SEED repeats a run fast-check reported.
 
 const RUNS = Number(process.env.TALLY_UNDO_PROPERTY_RUNS ?? 150);
 const MCP_RUNS = Number(process.env.TALLY_UNDO_PROPERTY_MCP_RUNS ?? 6);
+/** fast-check's seed of a run to repeat (it prints the seed of a failing one). */
+const SEED = process.env.TALLY_UNDO_PROPERTY_SEED ? Number(process.env.TALLY_UNDO_PROPERTY_SEED) : undefined;
 jest.setTimeout(Math.max(120_000, RUNS * 400 + MCP_RUNS * 10_000));
 
 let db: TestDatabase, t: TestApp, a: WorkspaceFixture;
@@ -273,7 +276,7 @@ describe('undo as a stack, as a property of random sequences of two agents', () 
   it(`undoing everything newest-first gives back the rows of before; no offered undo removes another's record (${RUNS} sequences, SQL)`, async () => {
     await fc.assert(
       fc.asyncProperty(sequence, fc.boolean(), (steps, oneByOne) => check(sqlSide, steps, oneByOne)),
-      { numRuns: RUNS },
+      { numRuns: RUNS, seed: SEED },
     );
   });
 
