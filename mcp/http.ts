@@ -1,22 +1,15 @@
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
 import type { GatewayCall } from '../gateway/engine/call.js';
-import { ApiError, catalogue, INVALID_JSON } from '../gateway/engine/errors.js';
+import { ApiError, catalogue } from '../gateway/engine/errors.js';
 import { bodyReader, parseJson } from '../gateway/body.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { oneWorkspaceToken, RecentTokens, serveWorkspaceRequest } from '../gateway/auth/workspace-token.js';
 import { header, queryOf, sendBody, sendJson as sendJsonAs, type Exchange, type Handler } from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
-import {
-  answer,
-  parseMessage,
-  rpcError,
-  SUPPORTED_PROTOCOL_VERSIONS,
-  type Message,
-  type RpcAnswer,
-} from './jsonrpc.js';
-import { toolErrorText } from './server.js';
+import { ErrorCode, mcpServer, toolErrorText } from './server.js';
 import type { McpCaller } from './tools.js';
 
 // The MCP URL is /mcp?token=<workspace token>, or Authorization: Bearer <workspace
@@ -24,19 +17,21 @@ import type { McpCaller } from './tools.js';
 // is MCP's Streamable HTTP in its stateless JSON-response mode: one POST carries one JSON-RPC
 // message and gets its answer as JSON, so any number of Tally processes can serve one client.
 //
-// A plain node:http handler (the server hands it every request under /mcp before Express,
-// through the request shell, gateway/http.ts),
-// answering the messages itself (jsonrpc.ts) rather than with the SDK's Server and transport:
-// those cost a Server, a transport and a web Request and Response per request, and with
-// Express around them an MCP request cost four times the CPU of a /rest/v1 read. What a client
-// sees is what the SDK answered (tests/mcp-http.test.ts pins it; the SDK's Client is the
-// conformance check). The token is looked up, counted against its rate limit and checked
-// against the API switch before any message is looked at; a token this process found valid in
-// the last minute is instead checked in the transaction of each of the tool's gateway calls,
-// or looked up before the answer goes out (RecentTokens), which saves a tool call a round trip.
-// One request is one JSON-RPC message: a batch would run up to 100 tool calls for the price of
-// one request, so it is refused (the 2025-06-18 protocol dropped batches; create_expenses is
-// the way to write many records at once, and counts each against the limit).
+// The messages are the SDK's to answer, as over stdio: its stateless transport
+// (WebStandardStreamableHTTPServerTransport, one per request, with the caller's Server of
+// server.ts) checks Accept, Content-Type, the message and the protocol version header, answers a
+// notification 202, and dispatches the request. Its web Response is written here only once the
+// token is confirmed (serveWorkspaceRequest: a token this process found valid in the last minute
+// is checked in the transaction of each of the tool's gateway calls, or looked up before the
+// answer goes out), which the SDK's node transport, writing to the response itself, could not
+// wait for. What stays Tally's own, before the SDK sees a request: the path; the Origin check
+// (Tally's own origins are those of the port the request came in on, which the SDK's fixed list
+// cannot say); POST only (the stateless transport would hold a GET open as an event stream); the
+// body, read within the body limit and parsed with numbers a double holds exactly (the SDK's
+// JSON.parse would change them on their way to the database); a batch refused (the SDK runs up
+// to 100 messages of one request: 100 tool calls for the price of one request; create_expenses
+// is the way to write many records, and counts each against the limit); and the token, counted
+// against its rate limit and checked against the API switch before any message is looked at.
 
 export const MCP_PATH = '/mcp';
 
@@ -46,6 +41,19 @@ const BATCH_REFUSED =
 /** MCP clients put the token in the URL; the headers other surfaces read mean nothing here. */
 const MCP_TOKEN_HINT =
   'Put the workspace token in the MCP server URL: /mcp?token=tally_ws_… (or send Authorization: Bearer tally_ws_…)';
+
+/** A JSON-RPC error answer. */
+interface RpcAnswer {
+  jsonrpc: '2.0';
+  id: string | number | null;
+  error: { code: number; message: string };
+}
+
+const rpcError = (id: string | number | null, code: number, message: string): RpcAnswer => ({
+  jsonrpc: '2.0',
+  id,
+  error: { code, message },
+});
 
 /** A transport refusal: an HTTP status with a JSON-RPC error that answers no message. */
 class Refusal {
@@ -84,15 +92,37 @@ function originAllowed(req: IncomingMessage, allowed: ReadonlySet<string>): bool
 }
 
 /**
- * The body as JSON, as Express's JSON parser read it before: no body is `{}` (not a message),
- * and anything but an object or array is the 400 of the error shape. The tools work on the
- * arguments' values, so a number a double cannot hold exactly is refused here, naming where it
- * is, rather than changed on its way to the database.
+ * The body as JSON: no body is `{}` (not a message: the SDK says so). Text that is not JSON, or
+ * not an object or array, is a parse error (-32700). The tools work on the arguments' values, so
+ * a number a double cannot hold exactly is refused here, naming where it is, rather than changed
+ * on its way to the database: invalid params (-32602) of that message.
  */
 function parseBody(raw: string | undefined): unknown {
   if (raw === undefined || raw === '') return {};
-  if (!/^[ \t\n\r]*[{[]/.test(raw)) throw catalogue.invalidBody(INVALID_JSON);
-  return parseJson(raw, { exactNumbers: true });
+  let loose: unknown;
+  try {
+    loose = JSON.parse(raw);
+  } catch {
+    throw refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
+  }
+  if (typeof loose !== 'object' || loose === null)
+    throw refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+  try {
+    return parseJson(raw, { exactNumbers: true });
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    const id = (loose as { id?: unknown }).id;
+    const known = typeof id === 'string' || typeof id === 'number' ? id : null;
+    throw new Refusal(400, rpcError(known, ErrorCode.InvalidParams, toolErrorText(err)));
+  }
+}
+
+/** A body the reader refused (not UTF-8, over the limit) as a JSON-RPC error, with the reader's status. */
+function unreadable(err: unknown): never {
+  if (err instanceof ApiError && err.status === 400)
+    throw refuse(400, ErrorCode.ParseError, `Parse error: ${err.message}`);
+  if (err instanceof ApiError && err.status === 413) throw refuse(413, -32000, toolErrorText(err));
+  throw err;
 }
 
 /** The JSON-RPC id of a tools/call in the body, when the body is one. */
@@ -104,36 +134,23 @@ function toolCallId(body: unknown): string | number | undefined {
   return undefined;
 }
 
-/** Whether the Content-Type's media type is application/json (parameters aside). */
-function isJson(contentType: string | undefined): boolean {
-  if (contentType === undefined) return false;
-  return contentType.split(';', 1)[0]!.trim().toLowerCase() === 'application/json';
-}
-
-/** A JSON answer with the Content-Type the SDK's transport sent (no charset). */
+/** A JSON answer with the Content-Type the SDK's transport sends (no charset). */
 const sendJson = (res: ServerResponse, status: number, body: unknown): void =>
   sendJsonAs(res, status, body, 'application/json');
 
-/** The request's one JSON-RPC message, after the transport's checks of its headers and body; a refusal is thrown. */
-function messageOf(req: IncomingMessage, body: unknown): Message {
-  if (Array.isArray(body)) throw refuse(400, -32600, BATCH_REFUSED);
-  const accept = header(req, 'accept');
-  if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
-    throw refuse(406, -32000, 'Not Acceptable: Client must accept both application/json and text/event-stream');
-  if (!isJson(header(req, 'content-type')))
-    throw refuse(415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
-  const message = parseMessage(body);
-  if (!message) throw refuse(400, -32700, 'Parse error: Invalid JSON-RPC message');
-  const version = header(req, 'mcp-protocol-version');
-  if (message.id === undefined || message.method !== 'initialize') {
-    if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version))
-      throw refuse(
-        400,
-        -32000,
-        `Bad Request: Unsupported protocol version: ${version} (supported versions: ${SUPPORTED_PROTOCOL_VERSIONS.join(', ')})`,
-      );
-  }
-  return message;
+/** The request as the SDK's transport reads it: its URL and headers (the body is given parsed). */
+function webRequest(req: IncomingMessage): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers))
+    if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+  return new Request(`http://tally${req.url ?? MCP_PATH}`, { method: 'POST', headers });
+}
+
+/** Writes the SDK's answer: its status, headers and body. */
+async function send(res: ServerResponse, answer: Response): Promise<void> {
+  answer.headers.forEach((value, name) => res.setHeader(name, value));
+  res.statusCode = answer.status;
+  sendBody(res, answer.body ? await answer.text() : undefined);
 }
 
 /** Refuses what is not a JSON-RPC POST to /mcp from an allowed page, before its body is read. */
@@ -179,17 +196,23 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
   // Tokens found valid a moment ago, checked again in the transaction of each gateway call.
   const recent = new RecentTokens();
 
-  /** The answer to one authenticated POST whose body is `body`, undefined for none; a refusal is thrown. */
+  /** The SDK's answer to one authenticated POST whose body is `body`; a refusal is thrown. */
   const serve = async (
     req: IncomingMessage,
     body: unknown,
     caller: McpCaller,
     call: GatewayCall,
-  ): Promise<RpcAnswer | undefined> => {
-    const message = messageOf(req, body);
-    // A notification or a response alone: accepted, nothing to answer.
-    if (message.id === undefined) return undefined;
-    return answer(message, call, caller, () => lookups.get());
+  ): Promise<Response> => {
+    if (Array.isArray(body)) throw refuse(400, ErrorCode.InvalidRequest, BATCH_REFUSED);
+    const { server, connect } = mcpServer(call, caller, await lookups.get());
+    // Stateless: no session id, a new transport per request, the answer as one JSON body.
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
+    await connect(transport);
+    try {
+      return await transport.handleRequest(webRequest(req), { parsedBody: body });
+    } finally {
+      void server.close();
+    }
   };
 
   return async (x) => {
@@ -197,7 +220,7 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
     let body: unknown;
     try {
       checkTransport(x, allowedOrigins);
-      body = parseBody(await readBody(req, res));
+      body = parseBody(await readBody(req, res).catch(unreadable));
       // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
       const reply = await serveWorkspaceRequest(
         ctx,
@@ -218,9 +241,7 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
             checked,
           ),
       );
-      if (reply) return sendJson(res, 200, reply);
-      res.statusCode = 202;
-      sendBody(res, undefined);
+      await send(res, reply);
     } catch (err) {
       answerFailure(res, err, body);
     }

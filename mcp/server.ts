@@ -1,4 +1,16 @@
-import type { CallToolResult, Tool as ToolDefinition } from '@modelcontextprotocol/sdk/types.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  CallToolRequestSchema,
+  InitializeRequestSchema,
+  isJSONRPCRequest,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  ReadResourceRequestSchema,
+  type CallToolResult,
+  type Tool as ToolDefinition,
+} from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { GatewayCall } from '../gateway/engine/call.js';
 import { ApiError } from '../gateway/engine/errors.js';
@@ -19,18 +31,18 @@ import {
   type ToolResult,
 } from './tools.js';
 
-// What Tally's MCP server answers, whatever carries the messages: the server's description, and
-// the methods tools/list, tools/call, resources/list and resources/read for one caller. HTTP
-// (http.ts, one JSON-RPC message per request) and stdio (stdio.ts, the SDK's Server) both call
-// these. tools/list answers a list built once per version of the lookup lists (and per scope: a
-// read-only token is offered the read tools only), and tools/call validates arguments with ajv
-// against the same JSON Schemas, built from the field rules of gateway/fields.ts; so answering
-// one request costs a few closures, not a schema conversion. Only type imports from the SDK:
-// the HTTP path never loads it.
+// What Tally's MCP server answers, whatever carries the messages: one SDK Server per caller
+// (mcpServer), whose methods tools/list, tools/call, resources/list and resources/read are
+// answered here. HTTP (http.ts, one Server and stateless transport per request) and stdio
+// (stdio.ts, one Server for the session) both serve it. tools/list answers a list built once per
+// version of the lookup lists (and per scope: a read-only token is offered the read tools only),
+// and tools/call validates arguments with ajv against the same JSON Schemas, built from the field
+// rules of gateway/fields.ts; so answering one request costs a few closures, not a schema
+// conversion.
 
-export const SERVER_INFO = { name: 'tally', version: '1.0.0' };
+const SERVER_INFO = { name: 'tally', version: '1.0.0' };
 
-export const INSTRUCTIONS =
+const INSTRUCTIONS =
   'Tally keeps the finances of one workspace: personal expenses, group funds with their transactions, and a contact roster. ' +
   'Amounts are in the workspace currency (get_workspace says which); fund transactions are positive for income and negative for expenses. ' +
   'Category and payment method ids must be one of the values listed in each tool schema. Lists come in pages: pass next_offset as offset ' +
@@ -54,20 +66,16 @@ const REPLAYED: JsonSchema = {
 
 const WORKSPACE_URI = 'tally://workspace';
 
-/** The JSON-RPC error codes the methods answer with. */
+/** The JSON-RPC error codes Tally answers with itself. */
 export const ErrorCode = {
   ParseError: -32700,
   InvalidRequest: -32600,
-  MethodNotFound: -32601,
   InvalidParams: -32602,
   InternalError: -32603,
 } as const;
 
-/**
- * A JSON-RPC error answer: its code and message. The SDK's Server (stdio) answers any error
- * with a numeric code this way too.
- */
-export class RpcError extends Error {
+/** A JSON-RPC error answer: its code and message (the SDK's Server answers an error with a numeric code so). */
+class RpcError extends Error {
   constructor(
     readonly code: number,
     message: string,
@@ -77,7 +85,7 @@ export class RpcError extends Error {
 }
 
 /** What the server offers. listChanged only where the transport can deliver the notification (stdio). */
-export const capabilities = (listChanged: boolean) => ({
+const capabilities = (listChanged: boolean) => ({
   tools: listChanged ? { listChanged: true } : {},
   resources: {},
 });
@@ -195,7 +203,7 @@ export interface McpMethods {
 }
 
 /** The methods for `caller`, with the lookup lists `lookups` gives at the time of each call. */
-export function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => Lookups): McpMethods {
+function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => Lookups): McpMethods {
   const context = (idempotencyKey?: string): ToolContext => ({
     db: new TableClient(call, caller.auth, idempotencyKey),
     caller,
@@ -249,6 +257,67 @@ export function mcpMethods(call: GatewayCall, caller: McpCaller, lookups: () => 
       } catch (err) {
         throw new RpcError(ErrorCode.InternalError, toolErrorText(err));
       }
+    },
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The shape of the params of each method Tally answers, and how to say it. The SDK's Server
+ * answers params of the wrong shape as an internal error (-32603) or with zod's report; Tally
+ * answers invalid params (-32602) with one sentence, before the SDK sees the message.
+ */
+const PARAMS: Record<string, [(params: unknown) => boolean, string]> = {
+  initialize: [
+    (params) => InitializeRequestSchema.shape.params.safeParse(params).success,
+    'protocolVersion (a string), capabilities and clientInfo {name, version}',
+  ],
+  'tools/call': [
+    (p) => isObject(p) && typeof p.name === 'string' && (p.arguments === undefined || isObject(p.arguments)),
+    'name (a string) and arguments (an object)',
+  ],
+  'resources/read': [(p) => isObject(p) && typeof p.uri === 'string', 'uri (a string)'],
+};
+
+/**
+ * The SDK's Server for `caller`, answering with the methods above. `refresh` gives a long-lived
+ * one (stdio) new lookup lists, new schemas, and tells the client its tool list changed.
+ */
+export function mcpServer(call: GatewayCall, caller: McpCaller, lookups: Lookups, { listChanged = false } = {}) {
+  let current = lookups;
+  const server = new Server(SERVER_INFO, {
+    capabilities: capabilities(listChanged),
+    instructions: INSTRUCTIONS,
+    // Tally's tools validate with their own compiled schemas; the SDK would make an Ajv of its own.
+    jsonSchemaValidator: new AjvJsonSchemaValidator(),
+  });
+  const methods = mcpMethods(call, caller, () => current);
+  server.setRequestHandler(ListToolsRequestSchema, () => methods.listTools());
+  server.setRequestHandler(CallToolRequestSchema, (request) => methods.callTool(request.params));
+  server.setRequestHandler(ListResourcesRequestSchema, () => methods.listResources());
+  server.setRequestHandler(ReadResourceRequestSchema, (request) => methods.readResource(request.params));
+  return {
+    server,
+    /** Connects the server to a transport; a request whose params have the wrong shape is answered -32602 (PARAMS). */
+    async connect(transport: Transport) {
+      await server.connect(transport);
+      const next = transport.onmessage;
+      transport.onmessage = (message, extra) => {
+        const request = isJSONRPCRequest(message) ? message : undefined;
+        const check = request ? PARAMS[request.method] : undefined;
+        if (request && check && !check[0](request.params))
+          return void transport.send({
+            jsonrpc: '2.0',
+            id: request.id,
+            error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${request.method}: ${check[1]}` },
+          });
+        next?.(message, extra);
+      };
+    },
+    refresh(next: Lookups) {
+      current = next;
+      if (server.transport) void server.sendToolListChanged();
     },
   };
 }

@@ -1,12 +1,4 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import {
-  CallToolRequestSchema,
-  ListResourcesRequestSchema,
-  ListToolsRequestSchema,
-  ReadResourceRequestSchema,
-} from '@modelcontextprotocol/sdk/types.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Config } from '../gateway/config.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { apiSwitchedOff, findWorkspaceToken, workspaceTokenAuth } from '../gateway/auth/workspace-token.js';
@@ -21,41 +13,12 @@ import { changesOf, createGateway } from '../gateway/engine/run.js';
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { catalogue } from '../gateway/engine/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
-import type { GatewayCall } from '../gateway/engine/call.js';
-import type { Lookups } from '../gateway/lookups.js';
-import { capabilities, INSTRUCTIONS, mcpMethods, SERVER_INFO } from './server.js';
-import type { McpCaller } from './tools.js';
+import { mcpServer } from './server.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, with the workspace token from
 // TALLY_TOKEN. Every tool call runs the pre-request check, so a revoked token or an API switch
 // turned off stops the very next call, as over HTTP. Nothing but JSON-RPC goes to stdout. The
-// session is the SDK's Server on its stdio transport, answering with the methods of server.ts.
-
-/**
- * The SDK's Server for `caller`, for a long-lived session: refresh() gives it new lookup lists
- * (new schemas) and tells the client its tool list changed.
- */
-function sdkServer(call: GatewayCall, caller: McpCaller, lookups: Lookups) {
-  let current = lookups;
-  const server = new Server(SERVER_INFO, {
-    capabilities: capabilities(true),
-    instructions: INSTRUCTIONS,
-    // Tally's tools validate with their own compiled schemas; the SDK would make an Ajv of its own.
-    jsonSchemaValidator: new AjvJsonSchemaValidator(),
-  });
-  const methods = mcpMethods(call, caller, () => current);
-  server.setRequestHandler(ListToolsRequestSchema, () => methods.listTools());
-  server.setRequestHandler(CallToolRequestSchema, (request) => methods.callTool(request.params));
-  server.setRequestHandler(ListResourcesRequestSchema, () => methods.listResources());
-  server.setRequestHandler(ReadResourceRequestSchema, (request) => methods.readResource(request.params));
-  return {
-    server,
-    refresh(next: Lookups) {
-      current = next;
-      if (server.transport) void server.sendToolListChanged();
-    },
-  };
-}
+// session is the SDK's Server of server.ts on its stdio transport, as over HTTP.
 
 export async function serveStdio(config: Config): Promise<void> {
   const presented = config.workspaceToken;
@@ -83,10 +46,12 @@ export async function serveStdio(config: Config): Promise<void> {
     );
   });
   // No rate limit over stdio: one desktop client on its own process and token.
-  const mcp = sdkServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get());
+  const mcp = mcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), {
+    listChanged: true,
+  });
   const transport = new StdioServerTransport();
   transport.onclose = () => {
     void pool.end({ timeout: 2 }).then(() => db.stop());
   };
-  await mcp.server.connect(transport);
+  await mcp.connect(transport);
 }

@@ -45,6 +45,12 @@ describe('exact JSON bodies', () => {
     send(`/api/v1/${path}`, method.toUpperCase(), body, { Authorization: `Bearer ${jwt}` });
   const mcp = (body: string | Buffer) =>
     send(`/mcp?token=${token}`, 'POST', body, { Accept: 'application/json, text/event-stream' });
+  /** MCP's answer to such a body: invalid params (-32602) of the message, in JSON-RPC, saying what is wrong. */
+  const invalidParams = (message: RegExp) => ({
+    jsonrpc: '2.0',
+    id: 7,
+    error: { code: -32602, message: expect.stringMatching(message) },
+  });
   const mcpCall = (name: string, args: string) =>
     `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"${name}","arguments":${args}}}`;
 
@@ -78,7 +84,7 @@ describe('exact JSON bodies', () => {
       expect(viaApi.body.message).toMatch(/target_amount/);
       const viaMcp = await mcp(mcpCall('update_fund', `{"id":"${a.fundId}","target_amount":1e400}`));
       expect(viaMcp.status).toBe(400);
-      expect(viaMcp.body.message).toMatch(/params\.arguments\.target_amount/);
+      expect(viaMcp.body).toEqual(invalidParams(/params\.arguments\.target_amount/));
       expect(await target()).toBe(before);
     });
   });
@@ -97,7 +103,7 @@ describe('exact JSON bodies', () => {
     it('MCP refuses a number it cannot hold exactly, naming where it is', async () => {
       const res = await mcp(mcpCall('create_expense', expense('exact mcp', '999999999999.9997')));
       expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ code: 'PGRST102', message: expect.stringMatching(/params\.arguments\.amount/) });
+      expect(res.body).toEqual(invalidParams(/params\.arguments\.amount/));
       expect(await expenses('exact mcp')).toEqual([]);
     });
 
@@ -110,17 +116,22 @@ describe('exact JSON bodies', () => {
       expect(viaApi.body.message).toMatch(/amount/);
       const viaMcp = await mcp(mcpCall('create_expense', expense('too precise', '1.00000000000000001')));
       expect(viaMcp.status).toBe(400);
-      expect(viaMcp.body.message).toMatch(/amount/);
+      expect(viaMcp.body).toEqual(invalidParams(/amount/));
       expect(await expenses('too precise')).toEqual([]);
     });
   });
 
   describe('a key given twice is a 400 on every surface', () => {
     const twice = '{"name":"twice","amount":1,"amount":5000,"category_id":"food-drinks","method_id":"cash"}';
+    it('MCP, as invalid params of the message', async () => {
+      const res = await mcp(mcpCall('create_expenses', `{"expenses":[${twice}]}`));
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual(invalidParams(/amount is given twice/));
+      expect(await expenses('twice')).toEqual([]);
+    });
     it.each([
       ['/rest/v1', () => rest('post', 'personal_transactions', twice)],
       ['/api/v1', () => api('post', 'personal_transactions', twice)],
-      ['MCP', () => mcp(mcpCall('create_expenses', `{"expenses":[${twice}]}`))],
     ])('%s', async (_surface, send) => {
       const res = await send();
       expect(res.status).toBe(400);
@@ -150,10 +161,18 @@ describe('exact JSON bodies', () => {
       return Buffer.concat([Buffer.from(head!), Buffer.from([0xff, 0xfe]), Buffer.from(tail!)]);
     };
     const body = bytes(expense('bad \u00ff bytes', '1'));
+    it('MCP, as a JSON-RPC parse error', async () => {
+      const res = await mcp(bytes(mcpCall('create_expense', expense('bad \u00ff bytes', '1'))));
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32700, message: 'Parse error: Invalid request body: the body is not valid UTF-8 text' },
+      });
+    });
     it.each([
       ['/rest/v1', () => rest('post', 'personal_transactions', body)],
       ['/api/v1', () => api('post', 'personal_transactions', body)],
-      ['MCP', () => mcp(bytes(mcpCall('create_expense', expense('bad \u00ff bytes', '1'))))],
     ])('%s', async (_surface, send) => {
       const res = await send();
       expect(res.status).toBe(400);

@@ -84,18 +84,32 @@ describe('what the transport refuses', () => {
     }).expect(200);
   });
 
-  it('a body that is not a JSON object or array is 400 in the error shape, before the token is looked at', async () => {
-    for (const body of ['{nope', '"a string"', 'null']) {
+  it('a body that is not JSON, or not an object or array, is a JSON-RPC parse error, before the token is looked at', async () => {
+    for (const [body, message] of [
+      ['{nope', 'Parse error: Invalid JSON'],
+      ['"a string"', 'Parse error: Invalid JSON-RPC message'],
+      ['null', 'Parse error: Invalid JSON-RPC message'],
+    ]) {
       for (const path of [`/mcp?token=${token}`, '/mcp']) {
-        const res = await post(body, {}, path).expect(400);
-        expect(res.body).toEqual({
-          code: 'PGRST102',
-          message: 'Empty or invalid json',
-          details: null,
-          hint: null,
-        });
+        const res = await post(body!, {}, path).expect(400);
+        expect(res.body).toEqual(transportError(-32700, message!));
       }
     }
+  });
+
+  it('a number a double cannot hold exactly is invalid params of its message, naming where it is', async () => {
+    const body =
+      '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"create_expense","arguments":' +
+      '{"name":"Exact","amount":0.1000000000000000055511151231257827,"category_id":"other","method_id":"cash"}}}';
+    for (const path of [`/mcp?token=${token}`, '/mcp']) {
+      const res = await post(body, {}, path).expect(400);
+      expect(res.body).toEqual({
+        jsonrpc: '2.0',
+        id: 9,
+        error: { code: -32602, message: expect.stringContaining('params.arguments.amount') },
+      });
+    }
+    expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE name = 'Exact'`).toHaveLength(0);
   });
 
   it('JSON that is not one JSON-RPC message is 400, -32700', async () => {
@@ -147,10 +161,10 @@ describe('what the transport refuses', () => {
     }
   });
 
-  it('a body over the limit is 413 in the error shape', async () => {
+  it('a body over the limit is 413 with a JSON-RPC error', async () => {
     const big = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { x: 'a'.repeat(2_000_000) } });
     const res = await post(big).expect(413);
-    expect(res.body).toMatchObject({ code: 'TLY001' });
+    expect(res.body).toEqual(transportError(-32000, /^The request body is too large/));
   });
 
   it('answers /mcp and /mcp/ only', async () => {
