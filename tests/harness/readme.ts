@@ -110,9 +110,11 @@ function openQuote(text: string): boolean {
  * of the output, where `…` stands for anything and `<name>` for one value.
  */
 export function showsExpected(output: string, expected: string[]): boolean {
-  // Postgres's JSON aggregates break lines between array elements: `[{…}, \n {…}]` reads `[{…},{…}]`.
+  // Postgres's JSON aggregates separate array elements by `, ` and break lines between a body's
+  // rows: `[{…}, \n {…}]` and an embedded `[{…}, {…}]` read `[{…},{…}]`.
   const lines = output
     .replace(/,\s*\n\s*/g, ',')
+    .replace(/([}\]]), ([{[])/g, '$1,$2')
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '');

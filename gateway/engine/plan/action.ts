@@ -313,10 +313,10 @@ function planOf(
   return root;
 }
 
-/** The bounds of a read; a query plan shows the request's own query, as PostgREST's does, without them. */
 /** How the request's rows are written out: its media type and nulls=stripped. */
 const outputOf = (api: ApiRequest): Output => ({ media: api.accept, stripNulls: api.stripNulls });
 
+/** The bounds of a read; a query plan shows the request's own query, as PostgREST's does, without them. */
 const readBounds = (config: PlanConfig, api: ApiRequest): ReadBounds =>
   api.plan ? {} : { maxResponseBytes: config.maxResponseBytes };
 
@@ -373,7 +373,7 @@ function callPlan(
         readBounds(config, api),
       ),
     );
-  } else statements = [scalarStatement(call)];
+  } else statements = [scalarStatement(call, readBounds(config, api))];
   const prefs = api.preferences;
   // handling=strict, max-affected=n: a function that wrote returns at most n rows, or nothing
   // it did stays; the same for the object media type and its one row.
@@ -448,7 +448,7 @@ function writePlan(
     shape,
     resolved,
     tx,
-    statements: [writeStatement(mutation, read, shape, outputOf(api))],
+    statements: [writeStatement(mutation, read, shape, outputOf(api), readBounds(config, api))],
     end: prefs.tx === 'rollback' ? 'rollback' : 'commit',
     check,
     applied: preferenceApplied(prefs, api.method, resolved),

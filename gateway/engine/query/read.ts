@@ -189,6 +189,8 @@ function embedSource(e: Embed, parent: RowRef): Fragment {
 }
 
 const T = ident('pgrst_t');
+/** A row's JSON (or the text it adds to the body: BodyShape), made once, then counted and aggregated. */
+const J = ident('pgrst_j');
 
 function embedJoin(e: Embed, parent: RowRef, budget: Budget | undefined): Fragment {
   const child = e.node;
@@ -200,12 +202,7 @@ function embedJoin(e: Embed, parent: RowRef, budget: Budget | undefined): Fragme
     budget: budget && { ...budget, level: budget.level + 1 },
   });
   const sub = sql`SELECT ${compiled.select} ${compiled.fromWhere}${compiled.groupBy}${compiled.orderLimit}`;
-  // Each embedded row counts against its level's budget as its parent's value takes it: where
-  // Postgres makes a nested embed's value once and reuses it (Materialize, Memoize), every use
-  // counts, at the level that uses it.
-  const counted = budget
-    ? sql` WHERE ${withinBudget({ ...budget, level: budget.level + 1 }, sql`pg_catalog.pg_column_size(${T})`)}`
-    : sql``;
+  const level = budget && { ...budget, level: budget.level + 1 };
   let lateral: Fragment;
   let present: Fragment; // a value that is NULL when nothing was embedded
   if (e.spread && e.toOne) {
@@ -213,13 +210,22 @@ function embedJoin(e: Embed, parent: RowRef, budget: Budget | undefined): Fragme
     lateral = sql`LATERAL (${sub}) AS ${ident(e.lateral)}`;
     present = sql`TRUE`;
   } else if (e.spread) {
-    // PostgREST 13: a to-many spread gives one array per column.
+    // PostgREST 13: a to-many spread gives one array per column; each row counts its JSON.
     const cols = spreadColumns(child).map((c) => sql`pg_catalog.json_agg(${T}.${ident(c.key)}) AS ${ident(c.key)}`);
+    const counted = level
+      ? sql` WHERE ${withinBudget(level, sql`pg_catalog.octet_length(pg_catalog.row_to_json(${T})::text)`)}`
+      : sql``;
     lateral = sql`LATERAL (SELECT ${join(cols)}, pg_catalog.count(*) AS "pgrst_n" FROM (${sub}) AS ${T}${counted}) AS ${ident(e.lateral)}`;
     present = sql`${ident(e.lateral)}."pgrst_n" > 0`;
   } else {
-    const agg = e.toOne ? sql`pg_catalog.row_to_json(${T})` : sql`pg_catalog.json_agg(${T})`;
-    lateral = sql`LATERAL (SELECT ${agg} AS ${ident(e.key)} FROM (${sub}) AS ${T}${counted}) AS ${ident(e.lateral)}`;
+    // Each embedded row is made JSON once, and counts that JSON's bytes against its level's
+    // budget as its parent's value takes it: where Postgres makes a nested embed's value once
+    // and reuses it (Materialize, Memoize), every use counts, at the level that uses it. OFFSET 0
+    // keeps the JSON a column of its own subquery, made once for the count and the value.
+    const json = sql`SELECT pg_catalog.row_to_json(${T}) AS ${J} FROM (${sub}) AS ${T}${level ? sql` OFFSET 0` : sql``}`;
+    const counted = level ? sql` WHERE ${withinBudget(level, sql`pg_catalog.octet_length(${J}::text)`)}` : sql``;
+    const agg = e.toOne ? J : sql`pg_catalog.json_agg(${J})`;
+    lateral = sql`LATERAL (SELECT ${agg} AS ${ident(e.key)} FROM (${json}) AS ${T}${counted}) AS ${ident(e.lateral)}`;
     present = sql`${ident(e.lateral)}.${ident(e.key)} IS NOT NULL`;
   }
   if (!e.inner) return sql`LEFT JOIN ${lateral} ON TRUE`;
@@ -235,31 +241,91 @@ function viaSql(e: Embed, expr: Parameters<typeof fieldSql>[0], parent: RowRef):
   return sql`(SELECT ${fieldSql(expr, aliasRow(alias, e.node.relation))} FROM ${embedSource(e, parent)} AS ${ident(alias)}${l.join}${where} LIMIT 1)`;
 }
 
+/** One row of pgrst_rows, as the body's expressions name it. */
+const ROW = sql`"_postgrest_t"`;
+
 /**
- * The body expression over the rows of `_postgrest_t`, as Postgres's own text. Stripped nulls
- * leave out every null field, in embedded rows too, as PostgREST's json_strip_nulls does.
+ * How rows become a body: the text one row (`_postgrest_t`) adds to it, what goes between two
+ * rows' texts, and the body made of the texts (column J of each row).
  */
-export function bodySql({ media, stripNulls }: Output): Fragment {
-  const rows = stripNulls
-    ? sql`pg_catalog.json_strip_nulls(pg_catalog.json_agg("_postgrest_t"))`
-    : sql`pg_catalog.json_agg("_postgrest_t")`;
-  switch (media) {
-    case 'json':
-      return sql`coalesce(${rows}, '[]')::text`;
-    case 'object':
-      return sql`coalesce((${rows} -> 0)::text, 'null')`;
-    case 'csv':
-      // PostgREST's CSV: a header from the first row's keys, then each row's record text.
-      return sql`(SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg(substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2), E'\\n'), '')`;
-    case 'geojson':
-      // PostgREST's GeoJSON: a FeatureCollection of PostGIS's ST_AsGeoJSON(record), which takes
-      // the row's first geometry column as the geometry and the others as properties (22023
-      // "geometry column is missing" without one). Unqualified, as the one function the engine
-      // does not own: PostGIS lives in whichever schema it was created in, found through the
-      // transaction's search_path (the exposed schema and the extra search path); without
-      // PostGIS, 42883.
-      return sql`pg_catalog.json_build_object('type', 'FeatureCollection', 'features', coalesce(pg_catalog.json_agg(ST_AsGeoJSON("_postgrest_t")::json), '[]'))::text`;
+export interface BodyShape {
+  row: Fragment;
+  separator: Fragment;
+  /** The separator's bytes, which each row counts. */
+  separatorBytes: Fragment;
+  body: Fragment;
+}
+
+/** The rows' texts joined by the separator. */
+const joined = (separator: Fragment) => sql`coalesce(pg_catalog.string_agg(${J}, ${separator}), '')`;
+
+/**
+ * A body of rows: JSON (an array, or one object or null), nulls stripped where asked; CSV
+ * (PostgREST's: a header from the first row's keys, then each row's record text); or GeoJSON
+ * (PostGIS's ST_AsGeoJSON(record), which takes the row's first geometry column as the geometry
+ * and the others as properties; 22023 "geometry column is missing" without one). Between two
+ * rows: json_agg's separator between records (so a body is PostgREST's byte for byte),
+ * json_strip_nulls's (each row stripped is the array stripped), a line break, json_agg's between
+ * json values. ST_AsGeoJSON is unqualified, as the one function the engine does not own: PostGIS
+ * lives in whichever schema it was created in, found through the transaction's search_path
+ * (the exposed schema and the extra search path); without PostGIS, 42883.
+ */
+export function rowsShape({ media, stripNulls }: Output): BodyShape {
+  if (media === 'csv') {
+    const header = sql`(SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a)`;
+    const separator = sql`E'\\n'`;
+    return {
+      row: sql`substring(${ROW}::text, 2, length(${ROW}::text) - 2)`,
+      separator,
+      separatorBytes: sql`1`,
+      body: sql`${header} || E'\\n' || ${joined(separator)}`,
+    };
   }
+  if (media === 'geojson') {
+    return {
+      row: sql`ST_AsGeoJSON(${ROW})::text`,
+      separator: sql`', '`,
+      separatorBytes: sql`2`,
+      body: sql`pg_catalog.json_build_object('type', 'FeatureCollection', 'features', coalesce(pg_catalog.json_agg(${J}::json), '[]'))::text`,
+    };
+  }
+  const json = sql`pg_catalog.row_to_json(${ROW})`;
+  return jsonShape(
+    stripNulls ? sql`pg_catalog.json_strip_nulls(${json})::text` : sql`${json}::text`,
+    stripNulls ? { sql: sql`','`, bytes: sql`1` } : { sql: sql`E', \\n '`, bytes: sql`4` },
+    media === 'object',
+  );
+}
+
+/** Rows' JSON texts as a JSON array, or as the one object (null for none) of a singular answer. */
+function jsonShape(row: Fragment, separator: { sql: Fragment; bytes: Fragment }, single: boolean): BodyShape {
+  return {
+    row,
+    separator: separator.sql,
+    separatorBytes: separator.bytes,
+    body: single ? sql`coalesce((pg_catalog.array_agg(${J}))[1], 'null')` : sql`'[' || ${joined(separator.sql)} || ']'`,
+  };
+}
+
+/** A function's scalar results (column pgrst_scalar) as one JSON value, or an array of them. */
+export function scalarShape(setOf: boolean): BodyShape {
+  const value = sql`coalesce(pg_catalog.to_json(${ROW}."pgrst_scalar")::text, 'null')`;
+  return jsonShape(value, { sql: sql`', '`, bytes: sql`2` }, !setOf);
+}
+
+/**
+ * The body of the rows of pgrst_rows, and the FROM it is aggregated over: each row as the text
+ * it adds to the body, made once, and counted against the budget (when there is one) as the
+ * body takes it. The count is of the very bytes sent, not of Postgres's storage: a compressed
+ * value counts as written out, an escaped character as its escape. OFFSET 0 keeps the texts a
+ * subquery of their own, so each is made once (pulled up, the count and the body would each
+ * make it).
+ */
+export function sentBody(s: BodyShape, budget: Budget | undefined): { from: Fragment; body: Fragment } {
+  const texts = sql`SELECT ${s.row} AS ${J} FROM pgrst_rows AS ${ROW}`;
+  if (!budget) return { from: sql`FROM (${texts}) AS "pgrst_body"`, body: s.body };
+  const counted = withinBudget(budget, sql`pg_catalog.octet_length(${J}) + ${s.separatorBytes}`);
+  return { from: sql`FROM (${texts} OFFSET 0) AS "pgrst_body" WHERE ${counted}`, body: s.body };
 }
 
 /** A statement the execute stage runs: compiled, its parameters numbered once. */
@@ -280,18 +346,24 @@ export interface ReadStatements {
 export interface ReadBounds {
   /**
    * Bytes a read's body may have. While it is built, every top-level row and every embedded row
-   * counts its size (Postgres's, before JSON) against it, per level of embedding, and the
-   * statement stops with BYTE_BUDGET_ERROR (errors.ts) past it; a finished body over it does not leave Postgres, only
-   * its size (body_bytes), refused by the response stage (response/index.ts).
+   * counts the bytes of its JSON (or CSV line) against it, as they will be sent (a compressed
+   * value whole, an escaped character as its escape), per level of embedding, and the statement
+   * stops with BYTE_BUDGET_ERROR (errors.ts) at the first row past it, so Postgres never holds
+   * much more than the bound of one level's values. What the rows' count leaves out (the
+   * brackets, a CSV header) is checked by the response stage (response/index.ts).
    */
   maxResponseBytes?: number;
 }
 
 /** The bound of a read's body, and the level of embedding (0: the top rows) a count is for. */
-interface Budget {
+export interface Budget {
   max: number;
   level: number;
 }
+
+/** The budget of a read's top rows, or none. */
+export const topBudget = (bounds: ReadBounds): Budget | undefined =>
+  bounds.maxResponseBytes === undefined ? undefined : { max: bounds.maxResponseBytes, level: 0 };
 
 /**
  * A condition that counts `size` bytes against its level's budget: true, or the statement fails.
@@ -332,7 +404,7 @@ export function readStatement(
 ): ReadStatements {
   const rel = root.relation;
   const from = source ? source.from : sql`FROM ${qualified(rel.schema, rel.name)} AS ${ident(root.alias)}`;
-  const budget = bounds.maxResponseBytes === undefined ? undefined : { max: bounds.maxResponseBytes, level: 0 };
+  const budget = topBudget(bounds);
   // A function's rows are not read from a table: the function says where they come from.
   const c = compileNode(source ? { ...root, tenant: undefined } : root, aliasRow(root.alias, rel), from, { budget });
   // Postgres's statistics describe every tenant's rows: an estimate for one tenant's read would
@@ -347,19 +419,11 @@ export function readStatement(
       : count === 'estimated'
         ? sql`(SELECT pg_catalog.count(*) FROM (SELECT 1 ${c.fromWhere}${c.groupBy} LIMIT ${ESTIMATE_LIMIT}) AS "pgrst_e")`
         : sql`NULL`;
-  const body = bodySql(source?.single && output.media === 'json' ? { ...output, media: 'object' } : output);
+  const media = source?.single && output.media === 'json' ? { ...output, media: 'object' as const } : output;
   const withSource = source?.with ? sql`${source.with}, ` : sql``;
   const rows = sql`pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.groupBy}${c.orderLimit})`;
-  // Each row counts against the budget as the body takes it.
-  const perRow = budget ? sql` WHERE ${withinBudget(budget, sql`pg_catalog.pg_column_size("_postgrest_t")`)}` : sql``;
-  const result = sql`SELECT ${countSql}::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${body} AS body FROM pgrst_rows AS "_postgrest_t"${perRow}`;
-  // A body over maxResponseBytes (its JSON can be larger than the sizes counted) does not leave
-  // Postgres, only its size: the server never holds it.
-  const bounded =
-    bounds.maxResponseBytes === undefined
-      ? result
-      : sql`SELECT total_result_set, page_total, CASE WHEN pg_catalog.octet_length(body) <= ${text(String(bounds.maxResponseBytes))}::int8 THEN body END AS body, pg_catalog.octet_length(body) AS body_bytes FROM (${result}) AS "pgrst_out"`;
-  const main = sql`WITH ${withSource}${rows} ${bounded}`;
+  const sent = sentBody(rowsShape(media), budget);
+  const main = sql`WITH ${withSource}${rows} SELECT ${countSql}::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body ${sent.from}`;
   const out: ReadStatements = { main: compile(main) };
   if (count === 'planned' || count === 'estimated') {
     const explainWith = source?.with ? sql`WITH ${source.with} ` : sql``;

@@ -5,7 +5,7 @@
 
 import { catalog, compile, ident, join, qualified, sql, text, type Fragment } from '../sql.js';
 import type { RoutineCall } from '../plan/types.js';
-import type { RowSource, Statement } from './read.js';
+import { scalarShape, sentBody, topBudget, type ReadBounds, type RowSource, type Statement } from './read.js';
 import { typed } from './expressions.js';
 
 const ARGS = ident('pgrst_args');
@@ -54,17 +54,17 @@ export function routineSource(call: RoutineCall, alias: string): RowSource {
 }
 
 /** A function returning a scalar (one JSON value), a set of scalars (an array), or void. */
-export function scalarStatement(call: RoutineCall): Statement {
+export function scalarStatement(call: RoutineCall, bounds: ReadBounds = {}): Statement {
   const c = callSql(call);
   const r = call.routine.returns;
-  const body =
-    r.kind === 'void'
-      ? sql`NULL::text`
-      : r.setOf
-        ? sql`coalesce(pg_catalog.json_agg("pgrst_scalar"), '[]')::text`
-        : sql`coalesce((pg_catalog.json_agg("pgrst_scalar") -> 0)::text, 'null')`;
   const args = c.args ? sql` FROM ${c.args}` : sql``;
+  const rows = sql`WITH pgrst_rows AS (SELECT ${c.call} AS "pgrst_scalar"${args})`;
+  if (r.kind === 'void')
+    return compile(
+      sql`${rows} SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body FROM pgrst_rows`,
+    );
+  const sent = sentBody(scalarShape(r.setOf), topBudget(bounds));
   return compile(
-    sql`WITH pgrst_rows AS (SELECT ${c.call} AS "pgrst_scalar"${args}) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${body} AS body FROM pgrst_rows`,
+    sql`${rows} SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body ${sent.from}`,
   );
 }

@@ -20,7 +20,7 @@ import type { DeletePlan, InsertPlan, MutationPlan, UpdatePlan } from '../plan/w
 import type { FieldExpr, ReadNode } from '../plan/types.js';
 import type { Output } from '../request/types.js';
 import type { Column, Relation } from '../schema-cache/types.js';
-import { bodySql, compileNode, tenantSql, type Statement } from './read.js';
+import { compileNode, rowsShape, sentBody, tenantSql, topBudget, type ReadBounds, type Statement } from './read.js';
 import { aliasRow, callOf, conditionSql, rowOf, type RowRef } from './expressions.js';
 
 // The written rows come back as their columns (RETURNING alias.*), never as a whole-row value:
@@ -227,7 +227,13 @@ function upsertCount(plan: MutationPlan, alias: Fragment) {
  * inserted (for an upsert: how many rows were new, not updated). Only a representation returns
  * whole rows; otherwise the write returns keys or nothing, so it needs no SELECT privilege.
  */
-export function writeStatement(plan: MutationPlan, root: ReadNode, shape: ReturnShape, output: Output): Statement {
+export function writeStatement(
+  plan: MutationPlan,
+  root: ReadNode,
+  shape: ReturnShape,
+  output: Output,
+  bounds: ReadBounds = {},
+): Statement {
   const rel = plan.relation;
   const alias = ident(root.alias);
   const pk = rel.primaryKey;
@@ -259,9 +265,12 @@ export function writeStatement(plan: MutationPlan, root: ReadNode, shape: Return
       offset: undefined,
     };
     const returned = returnedRow(rel);
-    const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`);
+    // A representation past the bound fails the statement: nothing is written.
+    const budget = topBudget(bounds);
+    const c = compileNode(representation, returned, sql`FROM pgrst_source AS "pgrst_src"`, { budget });
+    const sent = sentBody(rowsShape(output), budget);
     return compile(
-      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count("_postgrest_t")::int AS page_total, ${bodySql(output)} AS body, ${location} AS location, ${inserted} AS inserted FROM pgrst_rows AS "_postgrest_t"`,
+      sql`WITH pgrst_source AS (${mutation}), pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.orderLimit}) SELECT (SELECT pg_catalog.count(*) FROM pgrst_source)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body, ${location} AS location, ${inserted} AS inserted ${sent.from}`,
     );
   }
   if (plan.kind === 'insert' && plan.rowCount === 1 && shape === 'minimal' && matched.length === 0) {

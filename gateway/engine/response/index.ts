@@ -183,6 +183,18 @@ function plannedRows(rows: Row[] | undefined): number | undefined {
   return typeof n === 'number' ? n : undefined;
 }
 
+/**
+ * Refuses a body over the bound. Postgres stopped building it at the first row past the bound
+ * (query/read.ts), so what is left to check is what the rows' count leaves out: the array's
+ * brackets, a CSV header.
+ */
+function withinBound(body: unknown, maxResponseBytes: number | undefined): void {
+  // A UTF-16 code unit is at most three bytes of UTF-8: most bodies are judged by their length.
+  if (maxResponseBytes === undefined || typeof body !== 'string' || body.length * 3 <= maxResponseBytes) return;
+  const bytes = Buffer.byteLength(body);
+  if (bytes > maxResponseBytes) throw catalogue.responseTooLarge(bytes, maxResponseBytes);
+}
+
 /** The response of a read statement (and its EXPLAIN for planned counts), as PostgREST shapes it. */
 function readResult(
   plan: { api: ApiRequest; applied: string | undefined },
@@ -192,9 +204,7 @@ function readResult(
   const { api } = plan;
   const count = api.preferences.count;
   const row = firstRow(results);
-  if (row.body === null && row.body_bytes != null) {
-    throw catalogue.responseTooLarge(Number(row.body_bytes), defined(maxResponseBytes, 'the response bound'));
-  }
+  withinBound(row.body, maxResponseBytes);
   let total: number | undefined;
   if (count === 'exact') total = Number(row.total_result_set);
   // Without an EXPLAIN (a tenant's read: query/read.ts) the count is exact.
@@ -226,6 +236,7 @@ function callResult(plan: CallAction, results: Row[][], maxResponseBytes: number
     const rows = row.page_total as number;
     const count = api.preferences.count;
     const counted = count === 'exact' || count === 'estimated' || count === 'planned';
+    withinBound(row.body, maxResponseBytes);
     return {
       status: 200,
       headers: {
