@@ -37,6 +37,7 @@ const ON_CITUS = [
   'activity-token-name',
   'wrapper-activity',
   'wrapper-etag',
+  'sql-definitions',
 ];
 
 export default {

@@ -15,7 +15,6 @@ function findPackageRoot(): string {
 }
 
 export const packageRoot = findPackageRoot();
-/** The finance app's migrations; the gateway's own set is in its gateway/ folder. */
-export const migrationsDir = join(packageRoot, 'sql');
-export const gatewayMigrationsDir = join(migrationsDir, 'gateway');
+/** The SQL of the database: sql/gateway/, sql/app/ and sql/extensions/ (gateway/db/sql-sets.ts). */
+export const sqlDir = join(packageRoot, 'sql');
 export const policiesDir = join(packageRoot, 'policies');

@@ -303,7 +303,7 @@ describe('least privilege', () => {
   });
 });
 
-describe('a database migrated without "tally policies apply"', () => {
+describe('a database migrated by "tally migrate" alone', () => {
   let db: TestDatabase;
   let t: TestApp;
   beforeAll(async () => {

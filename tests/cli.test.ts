@@ -10,7 +10,7 @@ import { writeFile } from 'node:fs/promises';
 import { allPages, page } from './harness/docs.js';
 import request from 'supertest';
 import { accessToken, startTestApp } from './harness/app.js';
-import { tokenFor, workspaceWithData } from './harness/fixtures.js';
+import { TENANT_TABLES, tokenFor, workspaceWithData } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { waitFor } from './harness/wait.js';
 import { first, present } from './harness/present.js';
@@ -244,12 +244,17 @@ describe('tally CLI with DATABASE_URL', () => {
     expect(missing.stdout).toBe(`${db.url}\n`);
   });
 
-  it('migrates and applies policies on an empty database', async () => {
+  it('migrates an empty database, policies included, in one step', async () => {
     const empty = await createTestDatabase({ empty: true });
     try {
       const m = await tally(['migrate'], { DATABASE_URL: empty.url });
       expect(m.code).toBe(0);
-      expect(m.stdout).toContain('up: 001_roles_and_internal');
+      expect(m.stdout).toBe('up: gateway/000_baseline\nup: 000_baseline\nup: 001_prerelease\n');
+      const unpoliced = await empty.admin`
+        SELECT c.relname FROM pg_class c
+         WHERE c.relnamespace = 'public'::regnamespace AND c.relname = ANY (${TENANT_TABLES})
+           AND NOT (c.relforcerowsecurity AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid))`;
+      expect(unpoliced).toEqual([]);
       const p = await tally(['policies', 'apply'], { DATABASE_URL: empty.url });
       expect(p.code).toBe(0);
       expect(p.stdout).toContain('personal_transactions.sql');
@@ -286,7 +291,6 @@ describe('tally in embedded mode', () => {
       /^Creating the embedded Postgres in .* \(initdb, first run only\) and starting it… \d+\.\d s$/m,
     );
     expect(first.output).toMatch(/^Running migrations… \d+ applied, \d+\.\d s$/m);
-    expect(first.output).toMatch(/^Applying the RLS policies… \d+ files, \d+\.\d s$/m);
     expect(first.output).toMatch(/^Seeding the demo workspace… \d+\.\d s$/m);
     const token = /Demo token\s+(tally_ws_\S+)/.exec(first.output)![1];
     expect(first.output).toMatch(/Publishable key\s+tally_pk_[0-9A-Za-z]{40}/);

@@ -83,8 +83,8 @@ describe('Tally in front of your own database', () => {
   it('after migrate --gateway-only, serves the table over /rest/v1 under its own RLS, and nothing of the finance app', async () => {
     const m = await tally(['migrate', '--gateway-only'], env);
     expect(m.stderr).toBe('');
-    // Every migration of the gateway's own set (sql/gateway/), in file order, and no other.
-    const gatewaySet = readdirSync(new URL('../sql/gateway/', import.meta.url))
+    // Every migration of the gateway's own set (sql/gateway/migrations/), in file order, and no other.
+    const gatewaySet = readdirSync(new URL('../sql/gateway/migrations/', import.meta.url))
       .filter((f) => f.endsWith('.sql'))
       .sort();
     expect(m.stdout).toBe(gatewaySet.map((f) => `up: gateway/${f.replace(/\.sql$/, '')}\n`).join(''));

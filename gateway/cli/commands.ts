@@ -120,7 +120,8 @@ async function migrateCommand(sub: string | undefined, options: OptionValues): P
   const config = configuration();
   const db = await openDatabase(config);
   try {
-    const ran = await migrate(db.url, direction, count, options.gatewayOnly ? ['gateway'] : undefined);
+    const isolation = { schemas: config.schemas, apiRoles: config.apiRoles, tenantColumn: config.tenantColumn };
+    const ran = await migrate(db.url, direction, count, options.gatewayOnly ? ['gateway'] : undefined, { isolation });
     if (direction === 'up') await provisionServerLogin(config, db);
     process.stdout.write(
       ran.length ? ran.map((n) => `${direction}: ${n}`).join('\n') + '\n' : 'no migrations to run\n',
@@ -316,7 +317,7 @@ function serverCommands(program: Command): void {
   program
     .command('migrate')
     .description(
-      "run migrations (default: all pending, up); --gateway-only: only the gateway's own state, for a database of your own",
+      "run migrations (default: all pending, up), then apply the definitions and policies that changed; --gateway-only: only the gateway's own state, for a database of your own",
     )
     .argument('[up|down]')
     .option('--count <N>')

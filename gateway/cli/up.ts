@@ -17,7 +17,7 @@ import {
 } from '../db/connect.js';
 import { databaseState, preflight } from '../db/preflight.js';
 import { jwtKeys } from '../auth/jwt.js';
-import { applyPolicies, migrate } from '../db/migrate.js';
+import { migrate } from '../db/migrate.js';
 import { seedDemo } from '../db/seed.js';
 import { portProblem } from '../db/free-port.js';
 import { createWorkspace } from '../admin/workspaces.js';
@@ -195,15 +195,11 @@ async function start(config: Config, options: { prepare: boolean }, opened: (db:
   opened(db);
   let demo: DemoCredentials | undefined;
   if (options.prepare) {
+    const isolation = { schemas: config.schemas, apiRoles: config.apiRoles, tenantColumn: config.tenantColumn };
     await step(
       'Running migrations',
-      () => migrate(db.url),
+      () => migrate(db.url, 'up', Infinity, undefined, { isolation }),
       (ran) => `${ran.length} applied`,
-    );
-    await step(
-      'Applying the RLS policies',
-      () => applyPolicies(db.url),
-      (files) => `${files.length} files`,
     );
     const admin = adminClient(db.url);
     try {

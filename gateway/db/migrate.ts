@@ -2,64 +2,151 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import type { MigrationBuilder, RunnerOption } from 'node-pg-migrate';
-import { gatewayMigrationsDir, migrationsDir, policiesDir } from '../paths.js';
+import { policiesDir } from '../paths.js';
+import { applyDefinitions, forgetDefinitions, runEach } from './definitions.js';
+import { refuseUnisolated, type IsolationRule } from './isolation-rule.js';
+import { extensions, SETS, type Extension, type MigrationSet, type SetFiles } from './sql-sets.js';
+import { adoptSquashed } from './squashed.js';
 import { splitStatements } from './sql-statements.js';
 
-// Schema changes are node-pg-migrate migrations in two sets, each with its own table: the
-// gateway's own state (sql/gateway/: roles, schema tally, the functions the server calls), which
-// any database Tally stands in front of needs, and the finance app's (sql/: its tables,
-// workspaces, tokens, settings), which builds on it. RLS policies are idempotent files in
-// policies/ applied after them (what a DBA edits). Both end by telling the servers to reload.
-//
-// Every file runs statement by statement (sql-statements.ts says why: a Citus coordinator), and
-// after the app's migrations tally.place_tables() (sql/107) places the tables on a Citus
-// coordinator; on plain Postgres it does nothing.
+// `tally migrate`, in one step: for each set (sql-sets.ts), its early definitions, its pending
+// migrations, its definitions; then the RLS policies of policies/ (what a DBA edits), the
+// extensions' after-migrate steps, and a last check that every tenant table is isolated. It ends
+// by telling the servers to reload. Every file runs statement by statement (sql-statements.ts
+// says why: a Citus coordinator).
 
-export type MigrationSet = 'gateway' | 'app';
+export type { MigrationSet } from './sql-sets.js';
 
-const SETS: Record<MigrationSet, { dir: string; table: string; prefix: string }> = {
-  gateway: { dir: gatewayMigrationsDir, table: 'gateway_migrations', prefix: 'gateway/' },
-  // The app's table keeps the name it had when it was the only set, so that a database
-  // migrated then knows what it has.
-  app: { dir: migrationsDir, table: 'pgmigrations', prefix: '' },
-};
+export interface MigrateOptions {
+  /** The tables that must be isolated when the run ends (the server's configuration). */
+  isolation?: Partial<IsolationRule>;
+}
 
 /**
  * Runs the sets in order, up: the gateway's first; down: in reverse, `count` migrations in
- * all. Returns the names run, the gateway's prefixed with "gateway/".
+ * all. Returns the migrations run, the gateway's prefixed with "gateway/". Definitions,
+ * policies and extensions are applied once every migration of the sets has run.
  */
 export async function migrate(
   databaseUrl: string,
   direction: 'up' | 'down' = 'up',
   count = Infinity,
   sets: MigrationSet[] = ['gateway', 'app'],
+  options: MigrateOptions = {},
 ): Promise<string[]> {
-  const ordered = (['gateway', 'app'] as const).filter((s) => sets.includes(s));
-  if (direction === 'down') ordered.reverse();
+  const ordered = (['gateway', 'app'] as const).filter((s) => sets.includes(s)).map((s) => SETS[s]);
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const names =
+      direction === 'up'
+        ? await up(sql, databaseUrl, ordered, count, options)
+        : await down(sql, databaseUrl, ordered.reverse(), count);
+    await schemaChanged(sql);
+    return names;
+  } finally {
+    await sql.end();
+  }
+}
+
+async function up(
+  sql: postgres.Sql,
+  url: string,
+  sets: SetFiles[],
+  count: number,
+  options: MigrateOptions,
+): Promise<string[]> {
+  const installed = await installedExtensions(sql);
   const names: string[] = [];
+  for (const set of sets) {
+    await adoptSquashed(sql, set.name, set.table);
+    await applyDefinitions(sql, set.early, { checkBodies: false });
+    const afterEach = set.name === 'app' ? installed.flatMap((e) => e.afterEachMigration) : [];
+    names.push(...(await runMigrations(url, set, 'up', count - names.length, afterEach)));
+    if (await pending(sql, set)) return names; // --count stopped inside this set
+    await applyDefinitions(sql, set.definitions);
+    // What an extension defines may be needed by the app's migrations (afterEach).
+    if (set.name === 'gateway' && sets.some((s) => s.name === 'app')) {
+      await applyDefinitions(
+        sql,
+        installed.flatMap((e) => e.definitions),
+      );
+    }
+  }
+  if (sets.some((s) => s.name === 'app')) {
+    await applyPolicyFiles(sql);
+    await runEach(
+      sql,
+      installed.flatMap((e) => e.afterMigrate),
+    );
+  }
+  await refuseUnisolated(sql, options.isolation);
+  return names;
+}
+
+async function down(sql: postgres.Sql, url: string, sets: SetFiles[], count: number): Promise<string[]> {
+  const names: string[] = [];
+  for (const set of sets) {
+    if (names.length >= count) break;
+    names.push(...(await runMigrations(url, set, 'down', count - names.length, [])));
+    // Gone down entirely: its definitions (and the extensions' with the app) are applied again
+    // by the next up.
+    const [left] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM tally_migrations.${sql(set.table)}`;
+    if (left?.n === 0) {
+      await forgetDefinitions(sql, set.name + '/');
+      if (set.name === 'app') await forgetDefinitions(sql, 'extensions/');
+    }
+  }
+  return names;
+}
+
+/** The extensions of sql/extensions/ installed in this database. */
+async function installedExtensions(sql: postgres.Sql): Promise<Extension[]> {
+  const all = extensions();
+  const present = new Set(
+    (
+      await sql<{ extname: string }[]>`SELECT extname FROM pg_extension WHERE extname = ANY (${all.map((e) => e.name)})`
+    ).map((r) => r.extname),
+  );
+  return all.filter((e) => present.has(e.name));
+}
+
+/** Whether migrations of the set are still to run. */
+async function pending(sql: postgres.Sql, set: SetFiles): Promise<boolean> {
+  const files = (await readdir(set.migrations)).filter((f) => f.endsWith('.sql')).map((f) => f.replace(/\.sql$/, ''));
+  const [exists] = await sql<{ present: boolean }[]>`
+    SELECT to_regclass(${'tally_migrations.' + set.table}) IS NOT NULL AS present`;
+  if (!exists?.present) return files.length > 0;
+  const ran = new Set(
+    (await sql<{ name: string }[]>`SELECT name FROM tally_migrations.${sql(set.table)}`).map((r) => r.name),
+  );
+  return files.some((f) => !ran.has(f));
+}
+
+async function runMigrations(
+  databaseUrl: string,
+  set: SetFiles,
+  direction: 'up' | 'down',
+  count: number,
+  afterEach: string[],
+): Promise<string[]> {
+  if (count <= 0) return [];
   // Loaded here, not at start: with its own Postgres driver it is megabytes a server never uses.
   const { runner } = await import('node-pg-migrate');
-  for (const set of ordered) {
-    if (names.length >= count) break;
-    const { dir, table, prefix } = SETS[set];
-    const ran = await runner({
-      databaseUrl,
-      dir,
-      direction,
-      count: count - names.length,
-      migrationsTable: table,
-      migrationsSchema: 'tally_migrations',
-      createMigrationsSchema: true,
-      checkOrder: true,
-      singleTransaction: true,
-      migrationLoaderStrategies: [{ extensions: ['.sql'], loader: loadSqlMigrations }],
-      log: () => {},
-    });
-    names.push(...ran.map((m) => prefix + m.name));
-  }
-  if (direction === 'up' && ordered.includes('app')) await placeTables(databaseUrl);
-  await notifyReload(databaseUrl);
-  return names;
+  const tail = (await Promise.all(afterEach.map((f) => readFile(f, 'utf8')))).flatMap((t) => splitStatements(t));
+  const ran = await runner({
+    databaseUrl,
+    dir: set.migrations,
+    direction,
+    count,
+    migrationsTable: set.table,
+    migrationsSchema: 'tally_migrations',
+    createMigrationsSchema: true,
+    checkOrder: true,
+    singleTransaction: true,
+    migrationLoaderStrategies: [{ extensions: ['.sql'], loader: sqlMigrations(tail) }],
+    log: () => {},
+  });
+  return ran.map((m) => set.prefix + m.name);
 }
 
 type MigrationLoader = Extract<
@@ -67,86 +154,71 @@ type MigrationLoader = Extract<
   (paths: string[]) => unknown
 >;
 
-/** node-pg-migrate's SQL files (`-- Up Migration` / `-- Down Migration`), one step per statement. */
-const loadSqlMigrations: MigrationLoader = async (filePaths) =>
-  Promise.all(
-    filePaths.map(async (filePath) => {
-      const text = await readFile(filePath, 'utf8');
-      const marker = (direction: string) => new RegExp(`^\\s*--[\\s-]*${direction}\\s+migration`, 'im');
-      const up = text.search(marker('up'));
-      const down = text.search(marker('down'));
-      const upSql = up < 0 ? text : text.slice(up, down > up ? down : undefined);
-      const downSql = down < 0 ? undefined : text.slice(down, up > down ? up : undefined);
-      const steps = (part: string) => (pgm: MigrationBuilder) => {
-        for (const statement of splitStatements(part)) pgm.sql(statement);
-      };
-      return {
-        id: filePath,
-        filePaths: [filePath],
-        actions: { up: steps(upSql), down: downSql === undefined ? false : steps(downSql) },
-      };
-    }),
-  );
+/**
+ * node-pg-migrate's SQL files (`-- Up Migration` / `-- Down Migration`), one step per statement;
+ * `tail`'s statements end each up (an extension's after-each-migration step).
+ */
+export const sqlMigrations =
+  (tail: string[] = []): MigrationLoader =>
+  async (filePaths) =>
+    Promise.all(
+      filePaths.map(async (filePath) => {
+        const text = await readFile(filePath, 'utf8');
+        const marker = (direction: string) => new RegExp(`^\\s*--[\\s-]*${direction}\\s+migration`, 'im');
+        const upAt = text.search(marker('up'));
+        const downAt = text.search(marker('down'));
+        const upSql = upAt < 0 ? text : text.slice(upAt, downAt > upAt ? downAt : undefined);
+        const downSql = downAt < 0 ? undefined : text.slice(downAt, upAt > downAt ? upAt : undefined);
+        const steps = (statements: string[]) => (pgm: MigrationBuilder) => {
+          for (const statement of statements) pgm.sql(statement);
+        };
+        return {
+          id: filePath,
+          filePaths: [filePath],
+          actions: {
+            up: steps([...splitStatements(upSql), ...tail]),
+            down: downSql === undefined ? false : steps(splitStatements(downSql)),
+          },
+        };
+      }),
+    );
 
-/** Distributes the tables on a Citus coordinator (idempotent; nothing on plain Postgres). */
-async function placeTables(databaseUrl: string): Promise<void> {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    await sql`SELECT tally.place_tables() WHERE to_regprocedure('tally.place_tables()') IS NOT NULL`;
-    // The check and the category trigger name the shards the placement made (sql/167); asked
-    // first, since a statement naming a missing function fails whatever its WHERE says.
-    const [bind] = await sql<
-      { present: boolean }[]
-    >`SELECT to_regprocedure('tally.bind_shards()') IS NOT NULL AS present`;
-    if (bind?.present) await sql`SELECT tally.bind_shards()`;
-    // Then what the placed tables need on the workers: the API roles' logins and the computed
-    // fields as distributed objects (sql/091, sql/108); also for a database that became a
-    // coordinator after its migrations ran.
-    await sql`SELECT tally.citus_api_roles() WHERE to_regprocedure('tally.citus_api_roles()') IS NOT NULL`;
-  } finally {
-    await sql.end();
-  }
-}
-
+/** `tally policies apply`: every file of policies/, in one transaction, then the reload. */
 export async function applyPolicies(databaseUrl: string): Promise<string[]> {
-  const files = (await readdir(policiesDir)).filter((f) => f.endsWith('.sql')).sort();
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
-    await sql.begin(async (tx) => {
-      for (const file of files) {
-        for (const statement of splitStatements(await readFile(join(policiesDir, file), 'utf8'))) {
-          await tx.unsafe(statement);
-        }
-      }
-    });
-    // After the commit: a transaction that changed a distributed table ends in a two-phase
-    // commit, which refuses one that has sent a NOTIFY.
+    const files = await applyPolicyFiles(sql);
     await schemaChanged(sql);
+    return files;
   } finally {
     await sql.end();
   }
-  return files;
 }
 
-async function notifyReload(databaseUrl: string): Promise<void> {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    await schemaChanged(sql);
-  } finally {
-    await sql.end();
-  }
+async function applyPolicyFiles(sql: postgres.Sql): Promise<string[]> {
+  const files = (await readdir(policiesDir)).filter((f) => f.endsWith('.sql')).sort();
+  await sql.begin(async (tx) => {
+    for (const file of files) {
+      for (const statement of splitStatements(await readFile(join(policiesDir, file), 'utf8'))) {
+        await tx.unsafe(statement);
+      }
+    }
+  });
+  return files;
 }
 
 /**
  * Tells every server that the schema changed: the change version they poll (which the event
- * trigger of sql/gateway/095 moves by itself when the migrating role could create it), and
- * NOTIFY pgrst for the servers that listen.
+ * trigger of sql/gateway/definitions/schema_version.sql moves by itself when the migrating role
+ * could create it), and NOTIFY pgrst for the servers that listen. After the commit of what
+ * changed: a transaction that changed a distributed table ends in a two-phase commit, which
+ * refuses one that has sent a NOTIFY.
  */
 export async function schemaChanged(sql: postgres.Sql): Promise<void> {
-  // Its own transaction: the version moves, for every server, when it commits (sql/gateway/109).
+  // Its own transaction: the version moves, for every server, when it commits.
   const [moved] = await sql<
     { exists: boolean }[]
   >`SELECT to_regprocedure('tally.schema_changed()') IS NOT NULL AS exists`;
-  if (moved?.exists) await sql`SELECT tally.schema_changed()`; // not before sql/gateway/109
+  if (moved?.exists) await sql`SELECT tally.schema_changed()`; // not on a database gone down
   await sql`NOTIFY pgrst, 'reload schema'`;
 }

@@ -1,6 +1,6 @@
 import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { randomBytes } from 'node:crypto';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { claimsStatement } from '../../gateway/engine/execute.js';
 import { createCitusDatabase, dropCitusDatabase, nodeAt } from '../scale/harness/citus.js';
 
@@ -9,8 +9,8 @@ import { createCitusDatabase, dropCitusDatabase, nodeAt } from '../scale/harness
 //
 // On a Citus cluster (the scale suite's `on-citus` project sets TALLY_TEST_CITUS_WORKERS), a
 // file's database is made as a deployment is: on the coordinator and every worker, with the
-// extension and the workers added, then migrated and given its policies by `tally migrate`'s
-// own code (a template cannot be cloned there: Citus's own connections hold it open).
+// extension and the workers added, then migrated by `tally migrate`'s own code (a template
+// cannot be cloned there: Citus's own connections hold it open).
 
 export interface TestDatabase {
   name: string;
@@ -65,10 +65,7 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
   const citus = citusNodes();
   if (citus) {
     const url = await createCitusDatabase(citus.coordinator, citus.workers, name);
-    if (!options.empty) {
-      await migrate(url);
-      await applyPolicies(url);
-    }
+    if (!options.empty) await migrate(url);
     const admin = postgres(url, { max: 4, onnotice: () => {} });
     return {
       name,

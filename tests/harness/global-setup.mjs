@@ -59,9 +59,8 @@ export default async function globalSetup() {
   const templateUrl = withDatabase(clusterUrl, TEMPLATE);
   // jest loads this file outside its module system, so the TypeScript sources are imported
   // through tsx: the template is migrated by the very code `tally migrate` runs.
-  const { applyPolicies, migrate } = await tsImport('../../gateway/db/migrate.ts', import.meta.url);
+  const { migrate } = await tsImport('../../gateway/db/migrate.ts', import.meta.url);
   await migrate(templateUrl);
-  await applyPolicies(templateUrl);
   // The server logs in as authenticator (a cluster-wide role): tests do too, with this password.
   const authenticatorPassword = 'test-authenticator-' + Math.random().toString(36).slice(2);
   const owner = postgres(templateUrl, { max: 1, onnotice: () => {} });

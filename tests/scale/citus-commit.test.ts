@@ -3,7 +3,7 @@ import request from 'supertest';
 import { jwtKeys } from '../../gateway/auth/jwt.js';
 import { loadConfig } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
 import { TEST_JWT_SECRET } from '../harness/app.js';
@@ -32,8 +32,9 @@ import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 // citus.log_local_commands on every node, each is a notice, which the coordinator passes on.
 // An insert's activity trigger writes the local shard of activity by EXECUTE; the pre-request
 // check on the coordinator and the category trigger on the worker read the one shard of each
-// table they read (api_tokens, workspaces; categories, payment_methods) by its name, which
-// tally.bind_shards() (sql/167) wrote into them, without a look-up of it: the worker calls
+// table they read (api_tokens, workspaces; categories, payment_methods) through the view of it
+// that tally.bind_shards() (sql/extensions/citus/) puts first in their search path, without a
+// look-up of it: the worker calls
 // tally.local_shard once per insert, for activity (Postgres counts a transaction's function
 // calls with track_functions on).
 
@@ -54,7 +55,6 @@ beforeAll(async () => {
   cluster = await startCitusCluster({ workers: 2 });
   const ownerUrl = await cluster.createDatabase(DB);
   await migrate(ownerUrl);
-  await applyPolicies(ownerUrl);
   owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
   // For the sessions that open after this one, on every node: Citus passes it on to the
   // workers' copies of the database.

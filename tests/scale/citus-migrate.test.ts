@@ -1,10 +1,10 @@
 import postgres, { type Sql } from 'postgres';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { TENANT_TABLES, workspaceWithData } from '../harness/fixtures.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 
-// `tally migrate` and `tally policies apply` make the Citus deployment by themselves, and the
-// whole migration set runs on plain PostgreSQL 15 and on a Citus coordinator with two workers.
+// `tally migrate` makes the Citus deployment by itself (sql/extensions/citus/), and the whole
+// set runs on plain PostgreSQL 15 and on a Citus coordinator with two workers.
 
 /** The tenant tables with the workspace policy; the activity log has policies of its own (checked apart). */
 const TENANT = TENANT_TABLES.filter((t) => t !== 'activity');
@@ -65,10 +65,9 @@ async function placement(sql: Sql): Promise<Record<string, string>> {
   return Object.fromEntries(rows.map((r) => [r.rel, r.kind]));
 }
 
-describe('tally migrate and tally policies apply on a Citus coordinator', () => {
+describe('tally migrate on a Citus coordinator', () => {
   it('distribute the tenant tables on workspace_id, colocated; replicate workspaces and the lookups; keep the internal tables on the coordinator', async () => {
     await migrate(citusUrl);
-    await applyPolicies(citusUrl);
     const placed = await placement(citus);
     for (const t of TENANT) expect(placed[t]).toBe('distributed by workspace_id');
     // A workspace's activity lives with its records: the trigger on a record's shard writes it.
@@ -144,7 +143,7 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
   });
 
   it('read the token and the workspace of the pre-request check on the coordinator alone', async () => {
-    // Its two statements (sql/166), each one task. The token's is on the coordinator (a Citus
+    // Its two statements (sql/app/definitions/check_request.sql), each one task. The token's is on the coordinator (a Citus
     // local table has no other placement); the workspace's, alone here, may go to any copy of
     // the reference table, but in the check it follows the token's read, which Citus ran
     // locally, and then Citus runs it on the coordinator's copy too (citus-commit.test.ts sees
@@ -163,13 +162,14 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
   it('change nothing when run again', async () => {
     const before = await layout(citus);
     expect(await migrate(citusUrl)).toEqual([]);
-    await applyPolicies(citusUrl);
     expect(await layout(citus)).toEqual(before);
   });
 
   it('place a tenant table a later migration adds, following the rule of docs/architecture.md', async () => {
-    // The rule: create the table (foreign keys to workspaces and the lookups may be inline),
-    // place it, then add its foreign keys to other tenant tables, then its policy.
+    // The rule: one migration creates and grants the table (foreign keys to workspaces and the
+    // lookups may be inline), which tally migrate ends with sql/extensions/citus/
+    // after-each-migration.sql; the next adds its foreign keys to other tenant tables; its
+    // policy file follows. As tally migrate runs them:
     await citus.begin(async (tx) => {
       await tx`CREATE TABLE public.budgets (
         workspace_id uuid NOT NULL DEFAULT tally.current_workspace_id() REFERENCES public.workspaces (id) ON DELETE CASCADE,
@@ -180,6 +180,7 @@ describe('tally migrate and tally policies apply on a Citus coordinator', () => 
       await tx`GRANT SELECT ON public.budgets TO api_read`;
       await tx`SELECT tally.place_tables()`;
       await tx`ALTER TABLE public.budgets ADD FOREIGN KEY (workspace_id, fund_id) REFERENCES public.funds (workspace_id, id) ON DELETE CASCADE`;
+      await tx`SELECT tally.place_tables()`;
       await tx`SELECT tally.workspace_isolation('public.budgets')`;
     });
     const placed = await placement(citus);
@@ -207,9 +208,8 @@ describe('the whole migration set on plain PostgreSQL 15', () => {
   });
   afterAll(() => plain?.end());
 
-  it('migrates and applies the policies as before: the claim read once per statement, nothing distributed', async () => {
+  it('migrates, policies included, as before: the claim read once per statement, nothing distributed', async () => {
     await migrate(plainUrl);
-    await applyPolicies(plainUrl);
     const policies = await plain<{ rel: string; qual: string }[]>`
       SELECT polrelid::regclass::text AS rel, pg_get_expr(polqual, polrelid) AS qual FROM pg_policy ORDER BY 1, polname`;
     expect(policies).toEqual([
@@ -226,7 +226,6 @@ describe('the whole migration set on plain PostgreSQL 15', () => {
     ]);
     const before = await layout(plain);
     expect(await migrate(plainUrl)).toEqual([]);
-    await applyPolicies(plainUrl);
     expect(await layout(plain)).toEqual(before);
   });
 });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { accessToken } from '../harness/app.js';
 import { apiSwitchAcross, rateLimitAcross, revocationAcross } from '../harness/access-checks.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
@@ -25,7 +25,6 @@ beforeAll(async () => {
   cluster = await startCitusCluster({ workers: 2 });
   url = await cluster.createDatabase(DB);
   await migrate(url);
-  await applyPolicies(url);
   admin = postgres(url, { max: 2, onnotice: () => {} });
   // The processes log in as authenticator, as `tally serve` does (startServers: serverUrl).
   process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD = randomBytes(18).toString('base64url');

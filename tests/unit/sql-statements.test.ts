@@ -24,13 +24,13 @@ $fn$`;
     ]);
   });
 
-  it('reads every migration and policy file into statements that end where the file says', async () => {
+  it('reads every SQL file of sql/ and policies/ into statements that end where the file says', async () => {
     const { readdir, readFile } = await import('node:fs/promises');
-    const { join } = await import('node:path');
     let count = 0;
-    for (const dir of ['sql', 'sql/gateway', 'policies']) {
-      for (const file of (await readdir(dir)).filter((f) => f.endsWith('.sql'))) {
-        const statements = splitStatements(await readFile(join(dir, file), 'utf8'));
+    for (const dir of ['sql', 'policies']) {
+      const files = (await readdir(dir, { recursive: true })).filter((f) => f.endsWith('.sql'));
+      for (const file of files.map((f) => `${dir}/${f}`)) {
+        const statements = splitStatements(await readFile(file, 'utf8'));
         count += statements.length;
         // A statement that swallowed its neighbour would hold two CREATE/ALTER/… at line starts.
         for (const s of statements) {
