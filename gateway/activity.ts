@@ -1,7 +1,7 @@
 // The activity log's retention: every change of a workspace's records is kept for
-// TALLY_ACTIVITY_RETENTION_DAYS (sql/161_activity.sql writes it; tally.prune_activity deletes
+// TALLY_ACTIVITY_RETENTION_DAYS (sql/app/definitions/activity.sql writes it; tally.prune_activity deletes
 // what is older); the same sweep deletes the idempotency keys older than their 24 hours
-// (sql/163_idempotency_keys.sql). A serving process prunes at start and then every hour; with
+// (sql/app/definitions/idempotency.sql). A serving process prunes at start and then every hour; with
 // several processes each does, and a delete of what another already deleted costs nothing.
 
 import type { Pool } from './engine/pool.js';

@@ -317,7 +317,7 @@ export function loadConfig(env: Env = process.env): Config {
     aggregatesEnabled: e.TALLY_DB_AGGREGATES_ENABLED,
     planEnabled: e.TALLY_DB_PLAN_ENABLED,
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
-    // Tally's keys of idempotent creates, per workspace (sql/163_idempotency_keys.sql).
+    // Tally's keys of idempotent creates, per workspace (sql/app/definitions/idempotency.sql).
     idempotency: { claim: 'tally.idempotency_claim', save: 'tally.idempotency_save' },
     // The activity log's request id and the report of a write's changes (sql/169_undo_stack.sql).
     changes: { requestClaim: 'request_id', report: 'tally.report_changes' },

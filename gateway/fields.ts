@@ -31,7 +31,7 @@ const PHONE_PATTERN = '^\\+?[0-9 ().-]{3,32}$';
  * An email address: one @, no blanks, and a domain with at least one dot. Letters of any script
  * are allowed (zoë@example.com, an internationalised address); a domain without a dot
  * (ann@localhost) is refused, as no mail from outside reaches it. The same pattern is the CHECK
- * contacts_email_format (sql/150_field_rules_of_every_surface.sql); JSON Schema's `format: email` (ASCII only)
+ * contacts_email_format (sql/app/migrations/000_baseline.sql); JSON Schema's `format: email` (ASCII only)
  * and the database's old pattern (any domain) disagreed on both examples.
  */
 const EMAIL_PATTERN = '^[^@\\s]+@[^@\\s.]+(\\.[^@\\s.]+)+$';

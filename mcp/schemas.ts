@@ -108,7 +108,7 @@ export const array = (items: JsonSchema, description?: string): JsonSchema => ({
   ...(description ? { description } : {}),
 });
 
-/** The tables whose changes the activity log records (sql/161_activity.sql). */
+/** The tables whose changes the activity log records (sql/app/definitions/activity.sql). */
 export const TRACKED_TABLES = ['personal_transactions', 'funds', 'fund_transactions', 'contacts', 'fund_participants'];
 export const ACTIVITY_COLUMNS = 'id,at,table_name,record_id,action,before,after,actor,token_name,surface,undo_of';
 const fields: JsonSchema = { type: 'object', additionalProperties: true };

@@ -6,7 +6,7 @@ import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 import { first } from './harness/present.js';
 
-// fund_summary and friends (sql/040_fund_summary.sql) over /rest/v1/rpc on the finance schema:
+// fund_summary and friends (sql/app/definitions/funds.sql) over /rest/v1/rpc on the finance schema:
 // the figures, their composition with the read grammar, and RLS through SECURITY INVOKER
 // functions: workspace A's claims never see B's figures. The wrapper shows the same numbers.
 

@@ -2,7 +2,7 @@ import type { ISql, Sql } from 'postgres';
 import { oneRow } from '../engine/invariant.js';
 
 // Operations on workspaces, shared by the CLI and the settings page. They call the tally.*
-// functions of sql/003_admin.sql, which also write the audit log.
+// functions of sql/app/definitions/admin.sql, which also write the audit log.
 
 export class AdminError extends Error {}
 

@@ -4,7 +4,7 @@ import type { Scope } from '../admin/tokens.js';
 import { oneRow } from '../engine/invariant.js';
 
 // The settings page's only way into the database: the tally.settings_* functions of
-// sql/020_settings.sql, called on the server's `authenticator` pool. Every call after sign-in
+// sql/app/definitions/settings.sql, called on the server's `authenticator` pool. Every call after sign-in
 // carries the SHA-256 of the session cookie; the database checks the session, the membership
 // and the role itself, and changes go through the CLI's own functions (audit log included).
 

@@ -143,7 +143,7 @@ export const RESOURCES: Resource[] = [
     filters: [{ name: 'name', description: 'Filter on the name, e.g. ilike.*ann*', example: 'ilike.*ann*' }],
   },
   {
-    // The activity log (sql/161_activity.sql): read only; the database writes it.
+    // The activity log (sql/app/definitions/activity.sql): read only; the database writes it.
     path: 'activity',
     relation: 'activity',
     noun: 'change',
@@ -193,7 +193,7 @@ export const RESOURCES: Resource[] = [
 /**
  * GET /funds/{id}: the fund, its ledger newest first, and its participants (the
  * fund_participants join with each contact embedded). Its figures come from a second call,
- * GET rpc/fund_summary (sql/040_fund_summary.sql): the numbers the MCP tools and /rest/v1/rpc
+ * GET rpc/fund_summary (sql/app/definitions/funds.sql): the numbers the MCP tools and /rest/v1/rpc
  * give too.
  */
 const FUND_DETAIL_QUERY: Record<string, string> = {

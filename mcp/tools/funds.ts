@@ -22,7 +22,7 @@ import type { Contact } from './contacts.js';
 // Group funds: list them with their totals, read one with its participants and ledger, create,
 // change, and add a participant. Their transactions are in fund-transactions.ts.
 
-/** public.fund_figures, as the computed field funds.summary embeds it (sql/051_fund_figures_linear.sql). */
+/** public.fund_figures, as the computed field funds.summary embeds it (sql/app/definitions/funds.sql). */
 interface FundFigures {
   balance: number;
   income: number;
