@@ -56,6 +56,7 @@ export default {
       displayName: 'on-citus',
       roots: ['<rootDir>/tests'],
       testMatch: ON_CITUS.map((name) => `<rootDir>/tests/${name}.test.ts`),
+      setupFilesAfterEnv: ['<rootDir>/tests/scale/harness/on-citus.ts'],
       globalSetup: '<rootDir>/tests/scale/harness/global-setup-citus.mjs',
       globalTeardown: '<rootDir>/tests/scale/harness/global-teardown-citus.mjs',
     },

@@ -7,7 +7,7 @@ import { splitStatements } from './sql-statements.js';
 // Definition files (functions, triggers, views) are applied again whenever their text changes:
 // tally_migrations.definitions records the SHA-256 of each file as last applied. Each file is
 // idempotent (CREATE OR REPLACE, DROP … IF EXISTS before a CREATE), so the database runs exactly
-// the text of the tree. A run's files go in one transaction, statement by statement
+// the text of the tree. Each file is one transaction, run statement by statement
 // (sql-statements.ts says why).
 
 const TABLE = `CREATE TABLE IF NOT EXISTS tally_migrations.definitions (
@@ -42,16 +42,19 @@ export async function applyDefinitions(
     const key = definitionKey(file);
     if (applied.get(key) !== sha256) changed.push({ key, text, sha256 });
   }
-  if (changed.length === 0) return [];
-  await sql.begin(async (tx) => {
-    if (options.checkBodies === false) await tx`SET LOCAL check_function_bodies = off`;
-    for (const { key, text, sha256 } of changed) {
+  // A transaction per file: Citus keeps the search_path a statement left on a worker's connection
+  // for the rest of the transaction (a function with SET search_path that runs DDL, as
+  // track_activity), and deparses a later statement for its own path ("type funds does not
+  // exist" on the worker).
+  for (const { key, text, sha256 } of changed) {
+    await sql.begin(async (tx) => {
+      if (options.checkBodies === false) await tx`SET LOCAL check_function_bodies = off`;
       for (const statement of splitStatements(text)) await tx.unsafe(statement);
       await tx`
         INSERT INTO tally_migrations.definitions (file, sha256) VALUES (${key}, ${sha256})
         ON CONFLICT (file) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()`;
-    }
-  });
+    });
+  }
   return changed.map((c) => c.key);
 }
 

@@ -2,15 +2,13 @@ import postgres, { type Sql, type TransactionSql } from 'postgres';
 import { randomBytes } from 'node:crypto';
 import { migrate } from '../../gateway/db/migrate.js';
 import { claimsStatement } from '../../gateway/engine/execute.js';
-import { createCitusDatabase, dropCitusDatabase, nodeAt } from '../scale/harness/citus.js';
 
 // Per-file databases cloned from the migrated template, and helpers to act as a request would:
 // inside a transaction, as an API role, with the JWT claims of a workspace.
 //
-// On a Citus cluster (the scale suite's `on-citus` project sets TALLY_TEST_CITUS_WORKERS), a
-// file's database is made as a deployment is: on the coordinator and every worker, with the
-// extension and the workers added, then migrated by `tally migrate`'s own code (a template
-// cannot be cloned there: Citus's own connections hold it open).
+// Another way to make a database can be handed in (useDatabases): the scale suite's `on-citus`
+// project makes each file's database on a Citus cluster, as a deployment is made, then migrated
+// by `tally migrate`'s own code (tests/scale/harness/on-citus.ts).
 
 export interface TestDatabase {
   name: string;
@@ -50,21 +48,26 @@ export function serverUrl(ownerUrl: string): string {
  */
 export const onCitus = Boolean(process.env.TALLY_TEST_CITUS_WORKERS);
 
-/** The Citus cluster the tests run on (the coordinator is the cluster URL's server), if any. */
-function citusNodes() {
-  if (!onCitus) return undefined;
-  return {
-    coordinator: nodeAt(Number(new URL(clusterUrl()).port)),
-    workers: process.env.TALLY_TEST_CITUS_WORKERS!.split(',').map((port) => nodeAt(Number(port))),
-  };
+/** How a database is made and dropped when it is not a clone of the template. */
+export interface Databases {
+  /** Makes database `name`; returns its owner URL. */
+  create(name: string): Promise<string>;
+  drop(name: string): Promise<void>;
+}
+
+let databases: Databases | undefined;
+
+/** Makes this file's databases with `made` (a project's setup file calls it). */
+export function useDatabases(made: Databases): void {
+  databases = made;
 }
 
 /** A new database: a clone of the migrated template, or empty with `{ empty: true }`. */
 export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   const name = 'tally_test_' + randomBytes(6).toString('hex');
-  const citus = citusNodes();
-  if (citus) {
-    const url = await createCitusDatabase(citus.coordinator, citus.workers, name);
+  const made = databases;
+  if (made) {
+    const url = await made.create(name);
     if (!options.empty) await migrate(url);
     const admin = postgres(url, { max: 4, onnotice: () => {} });
     return {
@@ -73,7 +76,7 @@ export async function createTestDatabase(options: { empty?: boolean } = {}): Pro
       admin,
       async drop() {
         await admin.end({ timeout: 5 });
-        await dropCitusDatabase([citus.coordinator, ...citus.workers], name);
+        await made.drop(name);
       },
     };
   }

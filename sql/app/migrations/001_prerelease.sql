@@ -20,7 +20,7 @@ DROP FUNCTION IF EXISTS tally.bound_shard(text);
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-    DROP FUNCTION IF EXISTS tally.place_tables(), tally.tenant_tables(), tally.citus_api_roles(),
+    DROP FUNCTION IF EXISTS tally.place_tables(), tally.tenant_tables(), tally.citus_coordinator(), tally.citus_api_roles(),
       tally.citus_role_secret(text), tally.bind_shards();
   END IF;
 END

@@ -21,6 +21,21 @@
 -- (this folder's after-each-migration.sql and after-migrate.sql), so a database that became a
 -- coordinator after it was migrated, or a tenant table a later migration adds, is placed too.
 
+-- A Citus coordinator with at least one worker: where tables are distributed, and where a
+-- policy may not hold a sub-select (tally.workspace_isolation asks).
+CREATE OR REPLACE FUNCTION tally.citus_coordinator() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+    RETURN false;
+  END IF;
+  RETURN citus_is_coordinator()
+     AND EXISTS (SELECT 1 FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive);
+END
+$$;
+
 -- The tables placed with the workspaces' records: the tenant tables, and the idempotency keys,
 -- which no API role reads but which are written in the transactions of those records, so they
 -- must live on the same shard.
@@ -110,4 +125,4 @@ BEGIN
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION tally.tenant_tables(), tally.place_tables() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION tally.citus_coordinator(), tally.tenant_tables(), tally.place_tables() FROM PUBLIC;
