@@ -58,7 +58,7 @@ async function up(
   const installed = await installedExtensions(sql);
   const names: string[] = [];
   for (const set of sets) {
-    await adoptSquashed(sql, set.name, set.table);
+    await adoptSquashed(sql, set);
     await applyDefinitions(sql, set.early, { checkBodies: false });
     const afterEach = set.name === 'app' ? installed.flatMap((e) => e.afterEachMigration) : [];
     names.push(...(await runMigrations(url, set, 'up', count - names.length, afterEach)));

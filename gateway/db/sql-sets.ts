@@ -25,6 +25,8 @@ export interface SetFiles {
   early: string[];
   /** Definitions, applied after the set's migrations in file order. */
   definitions: string[];
+  /** What brings a database migrated by the squashed history to the baseline (squashed.ts). */
+  upgrade: string[];
 }
 
 export interface Extension {
@@ -53,6 +55,7 @@ function setFiles(name: MigrationSet, table: string, prefix: string): SetFiles {
     prefix,
     early: optional(join(dir, 'defaults.sql')),
     definitions: sqlFiles(join(dir, 'definitions')),
+    upgrade: optional(join(dir, 'upgrade-from-prerelease.sql')),
   };
 }
 

@@ -1,15 +1,18 @@
+import { readFile } from 'node:fs/promises';
 import type postgres from 'postgres';
-import type { MigrationSet } from './sql-sets.js';
+import type { SetFiles } from './sql-sets.js';
+import { splitStatements } from './sql-statements.js';
 
 // The pre-release history, squashed into each set's 000_baseline. A database migrated by those
 // files has their names in its migrations table: when all of them are there, they are replaced
-// by the baseline's name (its state is the baseline's), and 001_prerelease then brings what
-// differs to a fresh database's state. A database that stopped part of the way through them is
+// by the baseline's name, and the set's upgrade-from-prerelease.sql brings what differs to a
+// fresh database's state, in the same transaction. Migrations added after the squash keep
+// their names (168_…), so a database that ran them has them recorded as before. A database that stopped part of the way through them is
 // refused: only the release it was migrated with knows how to finish.
 
 const BASELINE = '000_baseline';
 
-const SQUASHED: Record<MigrationSet, string[]> = {
+const SQUASHED: Record<SetFiles['name'], string[]> = {
   gateway: [
     '001_gateway_state',
     '095_change_version',
@@ -53,22 +56,24 @@ const SQUASHED: Record<MigrationSet, string[]> = {
   ],
 };
 
-/** Replaces a complete pre-release history of `set` in `table` by the baseline's name. */
-export async function adoptSquashed(sql: postgres.Sql, set: MigrationSet, table: string): Promise<void> {
+/** Replaces a complete pre-release history of the set by the baseline's name, and upgrades. */
+export async function adoptSquashed(sql: postgres.Sql, set: SetFiles): Promise<void> {
   const [exists] = await sql<{ present: boolean }[]>`
-    SELECT to_regclass(${'tally_migrations.' + table}) IS NOT NULL AS present`;
+    SELECT to_regclass(${'tally_migrations.' + set.table}) IS NOT NULL AS present`;
   if (!exists?.present) return;
-  const names = (await sql<{ name: string }[]>`SELECT name FROM tally_migrations.${sql(table)}`).map((r) => r.name);
-  const old = SQUASHED[set];
+  const names = (await sql<{ name: string }[]>`SELECT name FROM tally_migrations.${sql(set.table)}`).map((r) => r.name);
+  const old = SQUASHED[set.name];
   if (!names.some((n) => old.includes(n))) return;
   const missing = old.filter((n) => !names.includes(n));
   if (missing.length > 0) {
     throw new Error(
-      `the database was migrated by a pre-release of Tally that stopped before ${set === 'gateway' ? 'gateway/' : ''}${missing[0]}: finish with that release's "tally migrate" first`,
+      `the database was migrated by a pre-release of Tally that stopped before ${set.prefix}${missing[0]}: finish with that release's "tally migrate" first`,
     );
   }
+  const upgrade = (await Promise.all(set.upgrade.map((f) => readFile(f, 'utf8')))).flatMap((t) => splitStatements(t));
   await sql.begin(async (tx) => {
-    await tx`DELETE FROM tally_migrations.${tx(table)} WHERE name = ANY (${old}::text[])`;
-    await tx`INSERT INTO tally_migrations.${tx(table)} (name, run_on) VALUES (${BASELINE}, now())`;
+    for (const statement of upgrade) await tx.unsafe(statement);
+    await tx`DELETE FROM tally_migrations.${tx(set.table)} WHERE name = ANY (${old}::text[])`;
+    await tx`INSERT INTO tally_migrations.${tx(set.table)} (name, run_on) VALUES (${BASELINE}, now())`;
   });
 }

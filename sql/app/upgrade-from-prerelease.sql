@@ -1,7 +1,7 @@
--- Up Migration
--- A database migrated by the pre-release history (which 000_baseline squashed; the runner takes
--- its recorded names for the baseline's) holds what a fresh one does, but for what this file
--- changes; on a fresh database it changes nothing.
+-- Run once on a database migrated by the pre-release history (which migrations/000_baseline.sql
+-- squashed), when `tally migrate` replaces that history's recorded names by the baseline's
+-- (gateway/db/squashed.ts), in the same transaction. Such a database holds what a fresh one
+-- does, but for what this file changes.
 --
 -- 1. Constraints added NOT VALID to tables that had rows are validated: the baseline declares
 --    them valid. A row that breaks one stops this migration, naming the constraint: fix the row.
@@ -25,6 +25,3 @@ BEGIN
   END IF;
 END
 $$;
-
--- Down Migration
--- Nothing to undo: the baseline's down removes what this file kept.
