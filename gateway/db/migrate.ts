@@ -87,11 +87,11 @@ async function down(sql: postgres.Sql, url: string, sets: SetFiles[], count: num
   const names: string[] = [];
   for (const set of sets) {
     if (names.length >= count) break;
-    names.push(...(await runMigrations(url, set, 'down', count - names.length, [])));
-    // Gone down entirely: its definitions (and the extensions' with the app) are applied again
-    // by the next up.
-    const [left] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM tally_migrations.${sql(set.table)}`;
-    if (left?.n === 0) {
+    const ran = await runMigrations(url, set, 'down', count - names.length, []);
+    names.push(...ran);
+    // The definitions may read what went down: the next up applies them all again (and the
+    // extensions' with the app's).
+    if (ran.length > 0) {
       await forgetDefinitions(sql, set.name + '/');
       if (set.name === 'app') await forgetDefinitions(sql, 'extensions/');
     }

@@ -56,6 +56,12 @@ const SQUASHED: Record<SetFiles['name'], string[]> = {
   ],
 };
 
+/**
+ * Migrations of the old layout that only replaced functions, folded into sql/app/definitions/
+ * since: forgotten with the squashed names where a database ran them.
+ */
+const FOLDED: Record<SetFiles['name'], string[]> = { gateway: [], app: ['170_undo_lock_absent_record'] };
+
 /** Replaces a complete pre-release history of the set by the baseline's name, and upgrades. */
 export async function adoptSquashed(sql: postgres.Sql, set: SetFiles): Promise<void> {
   const [exists] = await sql<{ present: boolean }[]>`
@@ -73,7 +79,7 @@ export async function adoptSquashed(sql: postgres.Sql, set: SetFiles): Promise<v
   const upgrade = (await Promise.all(set.upgrade.map((f) => readFile(f, 'utf8')))).flatMap((t) => splitStatements(t));
   await sql.begin(async (tx) => {
     for (const statement of upgrade) await tx.unsafe(statement);
-    await tx`DELETE FROM tally_migrations.${tx(set.table)} WHERE name = ANY (${old}::text[])`;
+    await tx`DELETE FROM tally_migrations.${tx(set.table)} WHERE name = ANY (${[...old, ...FOLDED[set.name]]}::text[])`;
     await tx`INSERT INTO tally_migrations.${tx(set.table)} (name, run_on) VALUES (${BASELINE}, now())`;
   });
 }

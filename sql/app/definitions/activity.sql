@@ -1,7 +1,7 @@
 -- The activity log (public.activity, of the baseline migration): every insert, update and delete
 -- of a workspace's records, written by a trigger in the transaction of the change, whatever made
 -- it (/rest/v1, /api/v1, MCP, or SQL run in the database), with the record before and after and
--- who made it. public.undo_change() puts a record back as it was before a change.
+-- who made it. Undo is in undo.sql.
 
 -- The local shard of `schema_name.table_name` holding workspace `workspace` (any value for a
 -- table without a distribution column), as a schema-qualified identifier for format('%s'), or
@@ -51,12 +51,87 @@ $$;
 -- Citus's catalog, readable by every role, does not.
 GRANT EXECUTE ON FUNCTION tally.local_shard(text, text, uuid) TO PUBLIC;
 
+-- A jsonb object of the fields whose values differ between two rows: `side` 'before' gives the
+-- old values, 'after' the new ones; NULL when nothing differs.
+CREATE OR REPLACE FUNCTION tally.changed_fields(old_row jsonb, new_row jsonb, side text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT jsonb_object_agg(n.key, CASE WHEN side = 'before' THEN o.value ELSE n.value END)
+    FROM jsonb_each(new_row) n LEFT JOIN jsonb_each(old_row) o ON o.key = n.key
+   WHERE o.value IS DISTINCT FROM n.value
+$$;
+GRANT EXECUTE ON FUNCTION tally.changed_fields(jsonb, jsonb, text) TO PUBLIC;
+
+-- The request a change belongs to: the claim the server sets, else one made for this
+-- transaction (SQL run in the database), kept in a transaction-local setting.
+CREATE OR REPLACE FUNCTION tally.request_id(claims jsonb) RETURNS uuid
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  made text := claims ->> 'request_id';
+BEGIN
+  IF made ~ '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$' THEN
+    RETURN made::uuid;
+  END IF;
+  made := nullif(current_setting('tally.request_id', true), '');
+  IF made IS NULL THEN
+    made := gen_random_uuid()::text;
+    PERFORM set_config('tally.request_id', made, true);
+  END IF;
+  RETURN made::uuid;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.request_id(jsonb) FROM PUBLIC;
+
+-- Whether a delete was made by a foreign key's cascade: the parent it references was deleted in
+-- the same request, its change logged already (Postgres fires a cascade's row triggers after
+-- those of the delete that caused it). `tbl` is the table's name (a shard's trigger passes its
+-- table's); `log` the activity shard of this node, or NULL for the table itself.
+CREATE OR REPLACE FUNCTION tally.cascaded_delete(ws uuid, request uuid, tbl text, old_row jsonb, log text) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  fk record;
+  parent_key text;
+  found boolean;
+BEGIN
+  FOR fk IN
+    SELECT f.conkey, f.confkey, f.confrelid, p.relname AS parent
+      FROM pg_constraint f JOIN pg_class p ON p.oid = f.confrelid
+     WHERE f.conrelid = to_regclass(format('public.%I', tbl)) AND f.contype = 'f' AND f.confdeltype = 'c'
+  LOOP
+    -- The parent's record_id: its key's columns but workspace_id, as the child's columns hold them.
+    SELECT string_agg(old_row ->> ca.attname, '/' ORDER BY k.o), bool_and(ca.attname IS NOT NULL)
+      INTO parent_key, found
+      FROM pg_index i
+      CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k (attnum, o)
+      JOIN pg_attribute pa ON pa.attrelid = i.indrelid AND pa.attnum = k.attnum
+      LEFT JOIN LATERAL (SELECT m.ck FROM unnest(fk.conkey, fk.confkey) AS m (ck, pk) WHERE m.pk = k.attnum) m ON true
+      LEFT JOIN pg_attribute ca ON ca.attrelid = to_regclass(format('public.%I', tbl)) AND ca.attnum = m.ck
+     WHERE i.indrelid = fk.confrelid AND i.indisprimary AND pa.attname <> 'workspace_id';
+    CONTINUE WHEN parent_key IS NULL OR NOT found;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s a WHERE a.workspace_id = $1 AND a.request_id = $2'
+                   ' AND a.table_name = $3 AND a.action = ''delete'' AND a.record_id = $4)',
+                   coalesce(log, 'public.activity'))
+      INTO found USING ws, request, fk.parent, parent_key;
+    IF found THEN
+      RETURN true;
+    END IF;
+  END LOOP;
+  RETURN false;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.cascaded_delete(uuid, uuid, text, jsonb, text) FROM PUBLIC;
+
 -- The row trigger of a tracked table. Its arguments: the table's name (a shard on Citus has a
 -- name of its own) and the key columns. The actor comes from the request's JWT claims, which
 -- only the server sets (a token's id as `sub`, its `scope`, its label as `token_name`, the
--- `surface`); none: SQL run in the database. An update that changes nothing is not a change.
--- Its row goes into the local shard of activity that holds the workspace when this node has it
--- (on Citus, the worker where the changed row's shard is: the two are colocated).
+-- `surface`, the `request_id`); none: SQL run in the database. An update that changes nothing is
+-- not a change. Its row goes into the local shard of activity that holds the workspace when this
+-- node has it (on Citus, the worker where the changed row's shard is: the two are colocated).
 CREATE OR REPLACE FUNCTION tally.record_activity() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -78,32 +153,85 @@ DECLARE
   surface text := CASE WHEN claims ->> 'surface' IN ('rest', 'api', 'mcp', 'settings') THEN claims ->> 'surface'
                        WHEN by_token THEN 'rest' ELSE 'database' END;
   undo_of uuid := CASE WHEN undoing ~ '^[0-9a-fA-F-]{36}$' THEN undoing::uuid END;
+  cascaded boolean := false;
+  request uuid;
+  bytes integer;
   shard text;
 BEGIN
-  IF TG_OP = 'UPDATE' AND old_row = new_row THEN
-    RETURN NULL;
+  IF TG_OP = 'UPDATE' THEN
+    old_row := tally.changed_fields(old_row, new_row, 'before');
+    IF old_row IS NULL THEN
+      RETURN NULL; -- an update that changes nothing is not a change
+    END IF;
+    new_row := tally.changed_fields(to_jsonb(OLD), new_row, 'after');
   END IF;
   SELECT string_agg(rec ->> k, '/' ORDER BY o) INTO key
     FROM unnest(TG_ARGV[1:]) WITH ORDINALITY AS a (k, o);
+  request := tally.request_id(claims);
+  -- As text, what a reader of the log gets, plus the entry's other columns.
+  bytes := octet_length(coalesce(old_row::text, '')) + octet_length(coalesce(new_row::text, '')) + 160;
   IF ws IS NOT NULL THEN
     shard := tally.local_shard('public', 'activity', ws);
   END IF;
+  -- A delete a cascade made rides along with the change that caused it (a fund's delete).
+  IF TG_OP = 'DELETE' THEN
+    cascaded := tally.cascaded_delete(ws, request, TG_ARGV[0], old_row, shard);
+  END IF;
   IF shard IS NULL THEN
     INSERT INTO public.activity (workspace_id, table_name, record_id, action, before, after, actor, token_id,
-                                 token_name, scope, member, surface, undo_of)
+                                 token_name, scope, member, surface, undo_of, request_id, cascaded, bytes)
     VALUES (ws, TG_ARGV[0], key, lower(TG_OP), old_row, new_row, actor, token_id, token_name, scope,
-            claims ->> 'member', surface, undo_of);
+            claims ->> 'member', surface, undo_of, request, cascaded, bytes);
   ELSE
     EXECUTE format('INSERT INTO %s (workspace_id, table_name, record_id, action, before, after, actor, token_id,'
-                   '                token_name, scope, member, surface, undo_of)'
-                   ' VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)', shard)
+                   '                token_name, scope, member, surface, undo_of, request_id, cascaded, bytes)'
+                   ' VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)', shard)
       USING ws, TG_ARGV[0], key, lower(TG_OP), old_row, new_row, actor, token_id, token_name, scope,
-            claims ->> 'member', surface, undo_of;
+            claims ->> 'member', surface, undo_of, request, cascaded, bytes;
   END IF;
   RETURN NULL;
 END
 $$;
 REVOKE EXECUTE ON FUNCTION tally.record_activity() FROM PUBLIC;
+
+-- Names the changes of this request in its response headers: Tally-Changes (how many records
+-- it changed, a cascade's rows not counted: 0 when it changed nothing), Tally-Activity-Id (their
+-- ids, oldest first, up to 100) and Tally-Request-Id (what they share). Run as the caller, in
+-- the request's transaction (on Citus a router read of the workspace's shard, on the
+-- connection that wrote it); it appends to the headers the request's SQL may have set.
+CREATE OR REPLACE FUNCTION tally.report_changes() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  claims jsonb := tally.jwt_claims();
+  ws uuid := tally.current_workspace_id();
+  request uuid;
+  made integer;
+  ids text;
+  headers text := coalesce(current_setting('response.headers', true), '');
+BEGIN
+  IF ws IS NULL OR NOT coalesce(claims ->> 'request_id' ~ '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$', false) THEN
+    RETURN;
+  END IF;
+  request := (claims ->> 'request_id')::uuid;
+  SELECT count(*), string_agg(a.id::text, ', ' ORDER BY a.at, a.id) FILTER (WHERE a.n <= 100)
+    INTO made, ids
+    FROM (SELECT x.id, x.at, row_number() OVER (ORDER BY x.at, x.id) AS n
+            FROM public.activity x
+           WHERE x.workspace_id = ws AND x.request_id = request AND NOT x.cascaded) a;
+  IF trim(headers) = '' THEN
+    headers := '[]';
+  END IF;
+  PERFORM set_config('response.headers',
+    (headers::jsonb || jsonb_build_array(jsonb_build_object('Tally-Changes', made::text))
+       || CASE WHEN made > 0 THEN jsonb_build_array(jsonb_build_object('Tally-Request-Id', request::text)) ELSE '[]' END
+       || CASE WHEN ids IS NOT NULL THEN jsonb_build_array(jsonb_build_object('Tally-Activity-Id', ids)) ELSE '[]' END)::text,
+    true);
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.report_changes() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.report_changes() TO anon, api_read, api_write;
 
 -- Tracks a table's changes in the activity log (idempotent): it (re)makes the table's trigger.
 -- citus.enable_unsafe_triggers: on a distributed table the trigger runs on the shard of the row
@@ -136,128 +264,6 @@ REVOKE EXECUTE ON FUNCTION tally.track_activity(regclass) FROM PUBLIC;
 SELECT tally.track_activity(t)
   FROM unnest(ARRAY['public.personal_transactions', 'public.contacts', 'public.funds',
                     'public.fund_transactions', 'public.fund_participants']::regclass[]) AS t;
-
--- Puts the records of a change back as they were before it, as the caller (RLS decides what it
--- may touch): a deleted record comes back with its id (with what its delete cascaded to), an
--- update is reverted, a created record is deleted. Refused (409) when a record changed again
--- since, naming that change; the undo is itself logged, each of its changes with undo_of.
--- Returns the activity the undo made.
-CREATE OR REPLACE FUNCTION public.undo_change(activity_id uuid) RETURNS SETOF public.activity
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-  ws uuid := tally.current_workspace_id();
-  target public.activity;
-  step public.activity;
-  later public.activity;
-  steps uuid[];
-  frontier uuid[];
-  found_now uuid[];
-  parent public.activity;
-  fk record;
-  rel regclass;
-  match text;
-  sets text;
-  statement text;
-  started timestamptz;
-BEGIN
-  SELECT * INTO target FROM public.activity a WHERE a.workspace_id = ws AND a.id = activity_id;
-  IF NOT FOUND THEN
-    RAISE SQLSTATE 'PT404' USING MESSAGE = format('No change %s in this workspace''s activity', activity_id),
-      HINT = 'List the activity (GET /rest/v1/activity) for the id of the change to undo';
-  END IF;
-  -- A delete takes with it what its foreign keys' ON DELETE CASCADE deleted in the same
-  -- transaction (a fund's transactions and participants), level by level: parents come back first.
-  steps := ARRAY[target.id];
-  frontier := steps;
-  WHILE target.action = 'delete' AND cardinality(frontier) > 0 AND cardinality(steps) < 10000 LOOP
-    found_now := '{}';
-    FOR parent IN SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (frontier) LOOP
-      FOR fk IN
-        SELECT c.relname AS child,
-               (SELECT jsonb_object_agg(ca.attname, parent.before -> pa.attname)
-                  FROM unnest(f.conkey, f.confkey) AS k (ck, pk)
-                  JOIN pg_attribute ca ON ca.attrelid = f.conrelid AND ca.attnum = k.ck
-                  JOIN pg_attribute pa ON pa.attrelid = f.confrelid AND pa.attnum = k.pk) AS probe
-          FROM pg_constraint f JOIN pg_class c ON c.oid = f.conrelid
-         WHERE f.contype = 'f' AND f.confdeltype = 'c'
-           AND f.confrelid = to_regclass(format('public.%I', parent.table_name))
-           AND c.relnamespace = 'public'::regnamespace
-      LOOP
-        found_now := found_now || ARRAY(
-          SELECT a.id FROM public.activity a
-           WHERE a.workspace_id = ws AND a.table_name = fk.child AND a.action = 'delete'
-             AND a.transaction_id = parent.transaction_id AND a.before @> fk.probe
-             AND NOT a.id = ANY (steps));
-      END LOOP;
-    END LOOP;
-    steps := steps || found_now;
-    frontier := found_now;
-  END LOOP;
-
-  -- SET LOCAL, not set_config(): Citus sends it on to the worker whose trigger records the undo.
-  EXECUTE format('SET LOCAL tally.undo_of = %L', target.id);
-  started := clock_timestamp();
-  FOR step IN
-    SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.id = ANY (steps)
-     ORDER BY array_position(steps, a.id)
-  LOOP
-    SELECT * INTO later FROM public.activity a
-     WHERE a.workspace_id = ws AND a.table_name = step.table_name AND a.record_id = step.record_id
-       AND a.at > step.at AND a.at < started
-     ORDER BY a.at LIMIT 1;
-    IF FOUND THEN
-      RAISE SQLSTATE 'PT409' USING
-        MESSAGE = format('Change %s cannot be undone: %s %s changed again since (change %s, %s at %s)',
-                         target.id, step.table_name, step.record_id, later.id, later.action, later.at),
-        HINT = format('Undo change %s first, or change the record by hand', later.id);
-    END IF;
-    -- Only a table of the schema whose changes are tracked, keyed by its primary key.
-    SELECT c.oid::regclass INTO rel
-      FROM pg_class c
-     WHERE c.relnamespace = 'public'::regnamespace AND c.relname = step.table_name
-       AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'zz_record_activity');
-    IF rel IS NULL THEN
-      RAISE SQLSTATE 'PT409' USING
-        MESSAGE = format('Change %s cannot be undone: %s is no longer tracked', target.id, step.table_name);
-    END IF;
-    SELECT string_agg(format('t.%I = r.%I', a.attname, a.attname), ' AND ') INTO match
-      FROM pg_index i
-      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-     WHERE i.indrelid = rel AND i.indisprimary;
-    IF step.action = 'insert' THEN
-      EXECUTE format('DELETE FROM %s AS t USING jsonb_populate_record(NULL::%s, $1) AS r WHERE %s', rel, rel, match)
-        USING step.after;
-    ELSIF step.action = 'update' THEN
-      -- Only the columns the change changed: the others may not be the caller's to write.
-      SELECT string_agg(format('%I = r.%I', k, k), ', ') INTO sets
-        FROM jsonb_object_keys(step.before) AS k
-       WHERE step.before -> k IS DISTINCT FROM step.after -> k;
-      IF sets IS NOT NULL THEN
-        EXECUTE format('UPDATE %s AS t SET %s FROM jsonb_populate_record(NULL::%s, $1) AS r WHERE %s',
-                       rel, sets, rel, match) USING step.before;
-      END IF;
-    ELSE
-      -- VALUES, not INSERT … SELECT: Citus routes it to the workspace's shard (it would run an
-      -- INSERT … SELECT as a COPY, which RLS refuses).
-      SELECT format('INSERT INTO %s (%s) VALUES (%s)', rel,
-                    string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),
-                    string_agg(format('($1 ->> %L)::%s', a.attname, format_type(a.atttypid, a.atttypmod)), ', '
-                               ORDER BY a.attnum))
-        INTO statement
-        FROM pg_attribute a
-       WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-         AND step.before ? a.attname;
-      EXECUTE statement USING step.before;
-    END IF;
-  END LOOP;
-  RETURN QUERY SELECT * FROM public.activity a WHERE a.workspace_id = ws AND a.undo_of = target.id AND a.at >= started
-                ORDER BY a.at;
-END
-$$;
-REVOKE EXECUTE ON FUNCTION public.undo_change(uuid) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION public.undo_change(uuid) TO api_write;
 
 -- Keeps `days` of activity (the server runs it now and then: TALLY_ACTIVITY_RETENTION_DAYS). One
 -- DELETE, not a data-modifying WITH, which has no distributed plan on Citus; GET DIAGNOSTICS
