@@ -20,7 +20,6 @@
 import autocannon, { type Result } from 'autocannon';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import postgres from 'postgres';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -30,7 +29,7 @@ import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusCase, type CitusReport } from './citus.js';
-import { cpuMsOf, postgresCpuMsOf } from './proc.js';
+import { cpuMsOf, memoryOf, postgresCpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
@@ -47,57 +46,6 @@ const CONNECTIONS = (env.BENCH_CONNECTIONS ?? '16').split(',').map(Number);
 const OUT = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'latest.json');
 
 const log = (line: string): void => void process.stdout.write(line + '\n');
-
-/** Peak and current resident set of a process, in MB (Linux /proc). */
-function memoryOf(pid: number | undefined): { peakMb: number; rssMb: number } | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-    return { peakMb: Math.round(kb('VmHWM') / 102.4) / 10, rssMb: Math.round(kb('VmRSS') / 102.4) / 10 };
-  } catch {
-    return undefined;
-  }
-}
-
-async function waitReady(url: string, child: ChildProcess, output: () => string, anyAnswer = false): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode}:\n${output()}`);
-    try {
-      const res = await fetch(url);
-      await res.arrayBuffer();
-      if (res.ok || anyAnswer) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`not ready at ${url} after 60 s:\n${output()}`);
-}
-
-function startProcess(args: string[], childEnv: Record<string, string>): { child: ChildProcess; output: () => string } {
-  const child = spawn(process.execPath, args, {
-    cwd: packageRoot,
-    env: { ...env, NODE_OPTIONS: '', ...childEnv },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
-  return { child, output: () => stderr };
-}
-
-function stopProcess(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
-}
 
 interface Case {
   id: string;
