@@ -3,7 +3,7 @@ import { jest } from '@jest/globals';
 import { ApiKeys } from '../gateway/auth/apikey.js';
 import { createKey, listKeys, revokeKey } from '../gateway/admin/keys.js';
 import { serverPool } from '../gateway/db/connect.js';
-import { ApiError } from '../gateway/engine/errors.js';
+import { ApiError, catalogue } from '../gateway/engine/errors.js';
 import { newPublishableKey } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 
@@ -73,6 +73,32 @@ describe('publishable keys', () => {
     });
     expect((await refusal(keys, '')).status).toBe(401);
     expect((await refusal(keys, newPublishableKey())).body()).toMatchObject({ message: 'Invalid API key' });
+  });
+
+  it('refuses a key it was told is unknown for 10 seconds without asking the database again', async () => {
+    // A client repeating a wrong key (or a flood of them) was a lookup per request.
+    const keys = new ApiKeys(pool, []);
+    const key = newPublishableKey();
+    expect((await refusal(keys, key)).status).toBe(401);
+    // The key is made now: the database would accept it, so a refusal is the process's own answer.
+    await db.admin`INSERT INTO public.publishable_keys (key_hash, label) VALUES (sha256(${key}::bytea), 'late')`;
+    expect((await refusal(keys, key)).status).toBe(401);
+    const now = Date.now();
+    jest.spyOn(Date, 'now').mockReturnValue(now + 10_001);
+    await keys.check(key);
+  });
+
+  it('asks the database about a key only after the caller had its say (an address over its limit)', async () => {
+    const keys = new ApiKeys(pool, []);
+    const over = catalogue.rateLimited('over the limit', null, 'wait');
+    const refuse = () => {
+      throw over;
+    };
+    await expect(keys.check(newPublishableKey(), { poolKey: 'ip:192.0.2.1', beforeLookup: refuse })).rejects.toBe(over);
+    // A key it knows needs no lookup, so nothing refuses it.
+    const { key } = await createKey(db.admin, 'known', 'test');
+    await keys.check(key, { poolKey: 'ip:192.0.2.1' });
+    await keys.check(key, { poolKey: 'ip:192.0.2.1', beforeLookup: refuse });
   });
 
   it('accepts keys from TALLY_PUBLISHABLE_KEYS without a database row', async () => {

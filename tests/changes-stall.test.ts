@@ -5,6 +5,7 @@ import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { restEnv } from './harness/rest.js';
 import { waitFor } from './harness/wait.js';
+import { holdEverySlot } from './harness/pool.js';
 
 // The change watch (gateway/engine/changes.ts) while every connection of the server hangs: the
 // pool's slots busy with statements on backends that stopped, the control connection stopped
@@ -42,7 +43,7 @@ describe('the change watch while every connection of the server is stuck', () =>
 
     // Every pool slot held by a statement in flight on a backend that is about to stop.
     const size = t.ctx.db.stats().size;
-    const leases: Lease[] = await Promise.all(Array.from({ length: size }, () => t.ctx.db.reserve()));
+    const leases: Lease[] = await holdEverySlot(t.ctx.db, t.ctx.config.poolReserved);
     await Promise.all(leases.map((lease) => lease.sql`SELECT 1`));
     const stopped = await serverBackends();
     expect(stopped.length).toBeGreaterThanOrEqual(size + 2); // the slots, control, the watch

@@ -1,17 +1,27 @@
 import type { Pool } from '../engine/pool.js';
 import { catalogue } from '../engine/errors.js';
+import { Lru } from '../engine/lru.js';
 import { sameHash, sha256 } from '../secrets.js';
 import { oneRow } from '../engine/invariant.js';
 
 // The `apikey` header of the direct table interface: a publishable (public client) key, from
 // TALLY_PUBLISHABLE_KEYS or the database. It identifies a client application, not a user, so
-// a short positive cache is enough: a revoked key stops within KEY_CACHE_MS.
+// a short cache of what the database answered is enough: a revoked key stops within
+// KEY_CACHE_MS, and a key refused once (unknown, revoked) is refused again for as long without
+// asking the database again, so a client repeating a wrong key costs no statement per request.
+// A new key is accepted at once, unless it was sent, and refused, in the seconds before it was made.
 
 const KEY_CACHE_MS = 10_000;
 
+/** What the database said of a key (by hash): accepted or not, until when that holds. */
+interface Known {
+  active: boolean;
+  until: number;
+}
+
 export class ApiKeys {
   private readonly configured: Buffer[];
-  private readonly cache = new Map<string, number>(); // hash (hex) -> valid until (ms)
+  private readonly known = new Lru<string, Known>(10_000);
 
   constructor(
     private readonly db: Pool,
@@ -20,8 +30,12 @@ export class ApiKeys {
     this.configured = configuredKeys.map(sha256);
   }
 
-  /** Throws PostgREST-style 401s for a missing or unknown key. */
-  async check(apikey: string | undefined): Promise<void> {
+  /**
+   * Throws PostgREST-style 401s for a missing or unknown key. A key this process has no recent
+   * answer for is looked up for `client` (a pool key: the statement counts against its share),
+   * after `beforeLookup`, which may refuse the request first (an address over its limit).
+   */
+  async check(apikey: string | undefined, client?: { poolKey: string; beforeLookup?: () => void }): Promise<void> {
     if (apikey === undefined || apikey === '') {
       throw catalogue.invalidCredential(
         'No API key found in request',
@@ -32,17 +46,18 @@ export class ApiKeys {
     const hash = sha256(apikey);
     if (this.configured.some((k) => sameHash(k, hash))) return;
     const hex = hash.toString('hex');
-    const until = this.cache.get(hex);
-    if (until !== undefined && until > Date.now()) return;
-    const { active } = oneRow(
-      await this.db<{ active: boolean }[]>`SELECT tally.publishable_key_active(${hash}) AS active`,
-      'tally.publishable_key_active',
-    );
-    if (!active) {
-      this.cache.delete(hex);
-      throw catalogue.invalidCredential('Invalid API key', 'Double check your publishable key (tally key list)', {});
+    let known = this.known.get(hex);
+    if (known === undefined || known.until <= Date.now()) {
+      client?.beforeLookup?.();
+      const lookup = client ? this.db.for(client.poolKey) : this.db;
+      const { active } = oneRow(
+        await lookup<{ active: boolean }[]>`SELECT tally.publishable_key_active(${hash}) AS active`,
+        'tally.publishable_key_active',
+      );
+      known = { active, until: Date.now() + KEY_CACHE_MS };
+      this.known.set(hex, known);
     }
-    if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(hex, Date.now() + KEY_CACHE_MS);
+    if (!known.active)
+      throw catalogue.invalidCredential('Invalid API key', 'Double check your publishable key (tally key list)', {});
   }
 }

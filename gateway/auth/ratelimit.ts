@@ -29,7 +29,8 @@ export const FAILED_AUTH_LIMIT_PER_MINUTE = 10;
 /**
  * The counters on the database: fixed windows, one round trip per hit (an atomic upsert in
  * tally.rate_limit_take), or per block of hits under a high limit. Keys are token ids and
- * addresses, never secrets.
+ * addresses, never secrets; each key's statements count against its own share of the pool
+ * (pool.ts), so one client's counting does not queue before everyone else's.
  */
 export class PostgresRateLimitStore {
   /** Hits taken from Postgres in a block and not yet handed out (limits of LEASE_MIN_LIMIT and more). */
@@ -47,7 +48,7 @@ export class PostgresRateLimitStore {
     if (this.limit === undefined || this.limit < LEASE_MIN_LIMIT) {
       // A low limit is counted exactly, hit by hit, across every process.
       const row = oneRow(
-        await this.db<{ hits: number; reset_at: Date }[]>`
+        await this.db.for(key)<{ hits: number; reset_at: Date }[]>`
         SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, 1)`,
         'tally.rate_limit_take',
       );
@@ -108,7 +109,7 @@ export class PostgresRateLimitStore {
     // loses while Postgres restarts cannot hold them all (it answers 503, errors.ts).
     let timer: NodeJS.Timeout | undefined;
     const rows = await Promise.race([
-      this.db<{ hits: number; reset_at: Date }[]>`
+      this.db.for(key)<{ hits: number; reset_at: Date }[]>`
         SELECT hits, reset_at FROM tally.rate_limit_take(${this.prefix + key}, ${this.windowMs}, ${n})`,
       new Promise<never>((_, reject) => {
         timer = setTimeout(
@@ -144,7 +145,7 @@ export class PostgresRateLimitStore {
   }
 
   async get(key: string): Promise<{ totalHits: number; resetTime: Date } | undefined> {
-    const [row] = await this.db<{ hits: number; reset_at: Date }[]>`
+    const [row] = await this.db.for(key)<{ hits: number; reset_at: Date }[]>`
       SELECT hits, reset_at FROM tally.rate_limit_get(${this.prefix + key})`;
     return row ? { totalHits: row.hits, resetTime: row.reset_at } : undefined;
   }
@@ -165,8 +166,11 @@ interface Lease {
   resetTime: Date;
 }
 
-/** The client address as a key of a counter (an IPv6 client: its /56 network, address.ts). */
-const addressCounter = (address: string | undefined): string => `ip:${addressKey(address)}`;
+/**
+ * The client address as the key of its counters (an IPv6 client: its /56 network, address.ts),
+ * and of the statements the server makes for it in the pool (its share, pool.ts).
+ */
+export const addressRateKey = (address: string | undefined): string => `ip:${addressKey(address)}`;
 
 /** What the limit says of one request. */
 interface LimitInfo {
@@ -185,6 +189,13 @@ class RequestLimit {
   /** Its counters, for what a surface reports beyond one request (requestsLeft). */
   readonly store: PostgresRateLimitStore;
   private readonly partitions = new Lru<string, string>(10_000);
+  /**
+   * Keys whose window the database said is used up, until its end: their requests are refused
+   * here, without a database call (a request already over its limit was counted again, in a
+   * statement of its own, however fast it came). A window never gets hits back, so the refusal
+   * is the database's own answer, held by this process until the window ends.
+   */
+  private readonly exhausted = new Lru<string, Date>(10_000);
   readonly name: string;
 
   constructor(
@@ -201,7 +212,8 @@ class RequestLimit {
    * headers and Retry-After.
    */
   async take(rateKey: string | undefined, address: string | undefined): Promise<LimitInfo> {
-    const key = rateKey?.startsWith('token:') ? rateKey : addressCounter(address);
+    const key = rateKey?.startsWith('token:') ? rateKey : addressRateKey(address);
+    this.refuseExhausted(key);
     const { totalHits, resetTime } = await this.store.increment(key);
     const info = {
       limit: this.limit,
@@ -210,14 +222,28 @@ class RequestLimit {
       partition: this.partition(key),
     };
     if (totalHits > this.limit) {
-      throw catalogue.rateLimited(
-        `Rate limit exceeded: at most ${this.limit} requests per minute`,
-        null,
-        'Wait the number of seconds in the Retry-After header before sending more requests',
-        { ...this.headers(info), 'Retry-After': String(Math.max(1, secondsUntil(resetTime))) },
-      );
+      this.exhausted.set(key, resetTime);
+      throw this.tooMany(info);
     }
     return info;
+  }
+
+  /** Throws the 429 of `key` (a counter's key) while this process knows its window is used up. */
+  refuseExhausted(key: string): void {
+    const until = this.exhausted.get(key);
+    if (until === undefined) return;
+    if (until.getTime() > Date.now())
+      throw this.tooMany({ limit: this.limit, remaining: 0, resetTime: until, partition: this.partition(key) });
+    this.exhausted.delete(key);
+  }
+
+  private tooMany(info: LimitInfo): ApiError {
+    return catalogue.rateLimited(
+      `Rate limit exceeded: at most ${this.limit} requests per minute`,
+      null,
+      'Wait the number of seconds in the Retry-After header before sending more requests',
+      { ...this.headers(info), 'Retry-After': String(Math.max(1, secondsUntil(info.resetTime))) },
+    );
   }
 
   /** The draft-8 headers of a request the limit counted. */
@@ -267,6 +293,14 @@ export async function limitRequest(
   for (const [name, value] of Object.entries(limit.headers(info))) res.setHeader(name, value);
 }
 
+/**
+ * Throws the 429 of a client address whose request window this process knows is used up: for
+ * database work a request would do before it is counted against that address (an apikey lookup).
+ */
+export function refuseExhaustedAddress(ctx: AppContext, address: string | undefined): void {
+  RequestLimit.of(ctx).refuseExhausted(addressRateKey(address));
+}
+
 /** The request limit as Express middleware, after an authentication step (res.locals.rateKey). */
 export function rateLimit(ctx: AppContext): RequestHandler {
   return (req, res, next) => {
@@ -298,7 +332,7 @@ export function tooManyFailures(resetAt: Date): ApiError {
  * so the limit is exact even for guesses sent all at once; only failures count, so an agent's
  * many concurrent calls are never taken for guesses.
  */
-export const failedAuthKey = (address: string | undefined): string => 'authfail:' + addressCounter(address);
+export const failedAuthKey = (address: string | undefined): string => 'authfail:' + addressRateKey(address);
 
 /**
  * Counts `hits` more requests of `key` (a token's rate key) at once: a call that does the work
@@ -310,7 +344,7 @@ export async function takeRequests(ctx: AppContext, key: string, hits: number): 
   if (hits <= 0) return;
   const limit = ctx.config.rateLimitPerMinute;
   const row = oneRow(
-    await ctx.db<{ reset_at: Date; taken: boolean }[]>`
+    await ctx.db.for(key)<{ reset_at: Date; taken: boolean }[]>`
     SELECT reset_at, taken FROM tally.rate_limit_take_if_fits(${'req:' + key}, ${WINDOW_MS}, ${hits}, ${limit})`,
     'tally.rate_limit_take_if_fits',
   );

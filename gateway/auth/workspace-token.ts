@@ -6,7 +6,14 @@ import type { AppContext } from '../context.js';
 import { catalogue, ApiError } from '../errors.js';
 import { looksLikeWorkspaceToken, sameHash, sha256 } from '../secrets.js';
 import { ACCESS_TOKEN_TTL_SECONDS } from './jwt.js';
-import { failedAuthKey, FAILED_AUTH_LIMIT_PER_MINUTE, limitRequest, tooManyFailures, WINDOW_MS } from './ratelimit.js';
+import {
+  addressRateKey,
+  failedAuthKey,
+  FAILED_AUTH_LIMIT_PER_MINUTE,
+  limitRequest,
+  tooManyFailures,
+  WINDOW_MS,
+} from './ratelimit.js';
 import { oneRow } from '../engine/invariant.js';
 import { Lru } from '../engine/lru.js';
 
@@ -91,15 +98,16 @@ type TokenRow = {
  * one; the API switch is left to the caller (authenticateWorkspaceRequest), after the rate limit
  * has counted the request against the token. Marks the token used (at most once a minute, in SQL).
  *
- * With `failureKey` (the client address), the failed-authentication limit applies: the check,
- * the lookup and the count of a failure are one database call that decides the guesses of one
+ * With `from` (the client address), the failed-authentication limit applies: the check, the
+ * lookup and the count of a failure are one database call that decides the guesses of one
  * address one after the other (tally.authenticate_token), and an address over the limit gets
- * a 429 before its token is looked at.
+ * a 429 before its token is looked at. That call counts against the address's share of the
+ * pool, so one address's guesses queue behind each other, not before everyone's requests.
  */
 export async function findWorkspaceToken(
   ctx: AppContext,
   presented: string | undefined,
-  failureKey?: string,
+  from?: { address: string | undefined },
 ): Promise<WorkspaceToken> {
   // No token, or a value that cannot be one (an unset shell variable, the README's
   // placeholder, a truncated paste), is no guess: refused without a database call and not
@@ -108,12 +116,12 @@ export async function findWorkspaceToken(
   if (!looksLikeWorkspaceToken(presented)) throw invalidToken();
   const hash = sha256(presented);
   let row: TokenRow | undefined;
-  if (failureKey !== undefined) {
+  if (from !== undefined) {
     const r = oneRow(
-      await ctx.db<(TokenRow & { limited: boolean; reset_at: Date })[]>`
+      await ctx.db.for(addressRateKey(from.address))<(TokenRow & { limited: boolean; reset_at: Date })[]>`
       SELECT limited, reset_at, token_id, workspace_id, scope, token_hash, revoked, api_enabled,
              tally.token_label(token_id) AS label
-        FROM tally.authenticate_token(${hash}, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
+        FROM tally.authenticate_token(${hash}, ${failedAuthKey(from.address)}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
       'tally.authenticate_token',
     );
     if (r.limited) throw tooManyFailures(r.reset_at);
@@ -155,10 +163,10 @@ export function oneWorkspaceToken(candidates: string[]): string | undefined {
 }
 
 /** A failure of the request's own making (two tokens sent): counted like a bad token. */
-async function countFailure(ctx: AppContext, failureKey: string): Promise<void> {
+async function countFailure(ctx: AppContext, address: string | undefined): Promise<void> {
   const r = oneRow(
-    await ctx.db<{ limited: boolean; reset_at: Date }[]>`
-    SELECT limited, reset_at FROM tally.authenticate_token(NULL, ${failureKey}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
+    await ctx.db.for(addressRateKey(address))<{ limited: boolean; reset_at: Date }[]>`
+    SELECT limited, reset_at FROM tally.authenticate_token(NULL, ${failedAuthKey(address)}, ${FAILED_AUTH_LIMIT_PER_MINUTE}, ${WINDOW_MS})`,
     'tally.authenticate_token',
   );
   if (r.limited) throw tooManyFailures(r.reset_at);
@@ -219,13 +227,13 @@ function keyOf(presented: string): string {
 /** The token a request presents (`extract`); two tokens sent count as a guess, no token at all does not. */
 async function presentedToken(
   ctx: AppContext,
-  failureKey: string,
+  address: string | undefined,
   extract: () => string | undefined,
 ): Promise<string | undefined> {
   try {
     return extract();
   } catch (err) {
-    if (err instanceof ApiError && err.code === 'PGRST301') await countFailure(ctx, failureKey);
+    if (err instanceof ApiError && err.code === 'PGRST301') await countFailure(ctx, address);
     throw err;
   }
 }
@@ -239,7 +247,7 @@ async function lookedUp(
   identified: ((auth: AuthContext) => void) | undefined,
   recent?: RecentTokens,
 ): Promise<TokenCaller> {
-  const token = await findWorkspaceToken(ctx, presented, failedAuthKey(address));
+  const token = await findWorkspaceToken(ctx, presented, { address });
   if (token.apiEnabled && presented !== undefined) recent?.remember(presented, token);
   const rateKey = `token:${token.id}`;
   const auth = workspaceTokenAuth(token);
@@ -266,7 +274,7 @@ export async function authenticateWorkspaceRequest(
   extract: () => string | undefined,
   { identified }: { identified?: (auth: AuthContext) => void } = {},
 ): Promise<TokenCaller> {
-  const presented = await presentedToken(ctx, failedAuthKey(address), extract);
+  const presented = await presentedToken(ctx, address, extract);
   return lookedUp(ctx, res, address, presented, identified);
 }
 
@@ -288,7 +296,7 @@ export async function serveWorkspaceRequest<T>(
   { call, recent, identified }: { call: GatewayCall; recent: RecentTokens; identified?: (auth: AuthContext) => void },
   serve: (caller: TokenCaller, call: GatewayCall) => Promise<T>,
 ): Promise<T> {
-  const presented = await presentedToken(ctx, failedAuthKey(address), extract);
+  const presented = await presentedToken(ctx, address, extract);
   const trusted = presented !== undefined ? recent.recall(presented) : undefined;
   if (!trusted || presented === undefined) {
     return serve(await lookedUp(ctx, res, address, presented, identified, recent), call);

@@ -11,12 +11,15 @@ import { errorFields, log } from './log.js';
 // Here each slot is a one-connection postgres.js client: destroying a slot ends that client
 // (its queued queries fail, its socket is closed) and a fresh one takes its place at once, so
 // the pool is always at full size. Every acquisition has a deadline, and one key (a tenant, as
-// execute.ts names it from the claims) holds at most `perKey` slots at a time: a tenant's heavy
-// requests queue behind each other, not in front of everyone else's. `reserved` slots serve only
-// the server's own short statements (reserve() without a key: token lookups, counters, the
-// settings pages, health), so the controls an owner needs to stop a tenant answer whatever the
-// tenants run. A freed slot goes to a keyless waiter first, then to the waiting key that holds
-// the fewest slots: several tenants at their share leave room for one that holds none.
+// execute.ts names it from the claims; a client address or a token, for the statements the
+// server makes on its behalf) holds at most `perKey` slots at a time: a key's heavy requests
+// queue behind each other, not in front of everyone else's. The server's own statements
+// (reserve() without a key: the settings pages, health) are one more key, whose share is
+// `reserved` slots that no keyed reservation takes, so the controls an owner needs to stop a
+// tenant answer whatever the tenants run, plus `perKey` more. A freed slot goes to the waiting
+// key that holds the fewest (the keyless one counting only what it holds beyond its reserved
+// slots): several keys at their share leave room for one that holds none, and keyless work
+// neither jumps the queue nor fills the pool.
 
 export interface PoolOptions {
   size: number;
@@ -24,7 +27,7 @@ export interface PoolOptions {
   acquireTimeoutMs: number;
   /** Slots one key may hold at once; the key's further requests wait (429 when that lasts). */
   perKey: number;
-  /** Slots no keyed reservation takes, kept for keyless ones (0 by default). */
+  /** Slots no keyed reservation takes, kept for keyless ones (0 by default); keyless ones take at most `perKey` more. */
   reserved?: number;
   /** postgres.js options of each slot's connection. */
   client: Options<Record<string, never>>;
@@ -48,6 +51,12 @@ interface PoolStats {
   waiting: number;
 }
 
+/** A single statement outside a request transaction, on a leased connection, with a deadline. */
+type Statement = <T extends readonly object[] = Row[]>(
+  strings: TemplateStringsArray,
+  ...values: unknown[]
+) => Promise<RowList<T>>;
+
 interface Slot {
   client: Sql;
   /** Stops the client from ever opening a connection again (see slotClient). */
@@ -56,13 +65,14 @@ interface Slot {
 }
 
 interface Waiter {
-  key: string | undefined;
+  key: string;
   grant: (slot: Slot) => void;
 }
 
-/** The pool is also a tagged template: one statement on a leased connection, with a deadline. */
-export interface Pool {
-  <T extends readonly object[] = Row[]>(strings: TemplateStringsArray, ...values: unknown[]): Promise<RowList<T>>;
+/** The pool is also a tagged template: one keyless statement (the server's own) on a leased connection, with a deadline. */
+export interface Pool extends Statement {
+  /** A statement the server makes on behalf of `key` (a client address, a token): it counts against that key's share. */
+  for(key: string): Statement;
   reserve(key?: string): Promise<Lease>;
   stats(): PoolStats;
   /** A client of its own (not a pool slot) for LISTEN and the schema cache's catalog reads. */
@@ -119,7 +129,8 @@ export function createPool(url: string, options: PoolOptions): Pool {
   });
   const newWatch = () => slotClient(url, named(options.client, 'tally-changes'));
   let watch = newWatch();
-  return Object.assign(simpleStatement(reserve), {
+  return Object.assign(simpleStatement(reserve, undefined), {
+    for: (key: string) => simpleStatement(reserve, key),
     reserve,
     control,
     watch: {
@@ -142,9 +153,12 @@ export function createPool(url: string, options: PoolOptions): Pool {
   }) as Pool;
 }
 
+/** The key of the server's own statements (reserve() without a key) among the others. */
+const KEYLESS = '\0keyless';
+
 /**
- * Who holds which slot, and who gets the next free one: a keyless waiter first, then the
- * waiting key that holds the fewest slots and is under its share. No I/O but a destroyed slot's
+ * Who holds which slot, and who gets the next free one: the waiting key, eligible for a slot,
+ * that holds the fewest (the first of them in the queue). No I/O but a destroyed slot's
  * replacement client.
  */
 class Slots {
@@ -158,7 +172,7 @@ class Slots {
   constructor(
     size: number,
     private readonly perKey: number,
-    reserved: number,
+    private readonly reserved: number,
     private readonly newClient: () => Pick<Slot, 'client' | 'retire'>,
   ) {
     this.slots = Array.from({ length: size }, () => ({ ...newClient(), busy: false }));
@@ -166,22 +180,23 @@ class Slots {
   }
 
   /**
-   * A slot for `key`: a free one at once when nobody waits before the caller and it may take
-   * one, else the next one given to it (dispatch); after `timeoutMs`, a 429 when the caller
-   * waited on its own share, a 504 when it waited on the pool.
+   * A slot for `key`: a free one at once when it may take one and no waiter may, else the next
+   * one given to it (dispatch); after `timeoutMs`, a 429 when the caller waited on its own
+   * share, a 504 when it waited on the pool.
    */
   take(key: string | undefined, timeoutMs: number): Slot | Promise<Slot> {
-    const free = this.takeFree(key);
+    const k = key ?? KEYLESS;
+    const free = this.takeFree(k);
     if (free) return free;
     let timer: NodeJS.Timeout | undefined;
     return new Promise<Slot>((resolve, reject) => {
-      const waiter: Waiter = { key, grant: resolve };
+      const waiter: Waiter = { key: k, grant: resolve };
       this.waiting.push(waiter);
       timer = setTimeout(() => {
         const i = this.waiting.indexOf(waiter);
         if (i < 0) return;
         this.waiting.splice(i, 1);
-        reject(key === undefined || this.underShare(key) ? poolTimeout(timeoutMs) : tooManyConcurrent(this.perKey));
+        reject(k === KEYLESS || this.underShare(k) ? poolTimeout(timeoutMs) : tooManyConcurrent(this.perKey));
       }, timeoutMs);
       this.dispatch();
     }).finally(() => clearTimeout(timer));
@@ -196,7 +211,7 @@ class Slots {
       Object.assign(slot, this.newClient());
     }
     slot.busy = false;
-    this.hold(key, -1);
+    this.hold(key ?? KEYLESS, -1);
     this.dispatch();
   }
 
@@ -212,9 +227,8 @@ class Slots {
     return this.slots.map((s) => s.client);
   }
 
-  private hold(key: string | undefined, delta: number): void {
-    if (key === undefined) return;
-    this.keyed += delta;
+  private hold(key: string, delta: number): void {
+    if (key !== KEYLESS) this.keyed += delta;
     const n = (this.held.get(key) ?? 0) + delta;
     if (n > 0) this.held.set(key, n);
     else this.held.delete(key);
@@ -224,18 +238,25 @@ class Slots {
     return (this.held.get(key) ?? 0) < this.perKey;
   }
 
-  private eligible(key: string | undefined): boolean {
-    return key === undefined || (this.keyed < this.shared && this.underShare(key));
+  /** Whether `key` may take one more slot: keyless work within its reserved slots and a share more. */
+  private eligible(key: string): boolean {
+    if (key === KEYLESS) return (this.held.get(key) ?? 0) < this.reserved + this.perKey;
+    return this.keyed < this.shared && this.underShare(key);
   }
 
-  /** The waiter a free slot goes to: the first keyless one, else the eligible key holding fewest. */
+  /** What a key holds when waiters are compared: keyless work's reserved slots count for nothing. */
+  private weight(key: string): number {
+    const n = this.held.get(key) ?? 0;
+    return key === KEYLESS ? Math.max(0, n - this.reserved) : n;
+  }
+
+  /** The waiter a free slot goes to: of the eligible ones, the first whose key holds the fewest; -1 for none. */
   private next(): number {
     let best = -1;
     let fewest = Infinity;
     for (const [i, { key }] of this.waiting.entries()) {
-      if (key === undefined) return i;
       if (!this.eligible(key)) continue;
-      const n = this.held.get(key) ?? 0;
+      const n = this.weight(key);
       if (n < fewest) [best, fewest] = [i, n];
     }
     return best;
@@ -253,14 +274,14 @@ class Slots {
     }
   }
 
-  /** A free slot at once, when nobody waits before the caller and it may take one. */
-  private takeFree(key: string | undefined): Slot | undefined {
-    if ((this.waiting.length > 0 && key !== undefined) || !this.eligible(key)) return undefined;
+  /** A free slot at once, when the caller may take one and no waiter may (it would come first). */
+  private takeFree(key: string): Slot | undefined {
+    if (!this.eligible(key) || this.next() >= 0) return undefined;
     const slot = this.slots.find((s) => !s.busy);
     return slot && this.occupy(slot, key);
   }
 
-  private occupy(slot: Slot, key: string | undefined): Slot {
+  private occupy(slot: Slot, key: string): Slot {
     slot.busy = true;
     this.hold(key, 1);
     return slot;
@@ -317,13 +338,13 @@ function leaseOf(conn: ReservedSql, free: (destroy: boolean) => void): Lease {
   };
 }
 
-/** The pool as a tagged template: one statement on a leased connection, with a deadline. */
-function simpleStatement(reserve: () => Promise<Lease>) {
+/** One statement on a connection leased for `key`, with a deadline. */
+function simpleStatement(reserve: (key?: string) => Promise<Lease>, key: string | undefined): Statement {
   return async function simple<T extends readonly object[]>(
     strings: TemplateStringsArray,
     ...values: unknown[]
   ): Promise<RowList<T>> {
-    const lease = await reserve();
+    const lease = await reserve(key);
     const query = lease.sql<T>(strings, ...(values as never[]));
     try {
       const rows = await watched(query, SIMPLE_STATEMENT_MS);
@@ -398,7 +419,7 @@ export function watched<T>(work: Promise<T>, ms: number): Promise<T> {
 
 function tooManyConcurrent(n: number): ApiError {
   return catalogue.rateLimited(
-    `Too many concurrent requests of one tenant: at most ${n} run at a time`,
+    `Too many concurrent requests of one tenant or client address: at most ${n} run at a time`,
     null,
     'Wait for your running requests to finish, or send fewer at once',
     { 'Retry-After': '1' },

@@ -10,6 +10,7 @@
 import type { IncomingMessage } from 'node:http';
 import { ApiKeys } from '../auth/apikey.js';
 import { authenticateRequest } from '../auth/bearer.js';
+import { addressRateKey, refuseExhaustedAddress } from '../auth/ratelimit.js';
 import { bodyReader } from '../body.js';
 import type { AuthContext, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
@@ -62,7 +63,13 @@ export function restHandler(ctx: AppContext): Handler {
   return async (x) => {
     if (answerCors(x.req, x.res)) return;
     try {
-      const check = () => apiKeys.check(header(x.req, 'apikey'));
+      // A key not known yet is looked up for the client's address (its share of the pool), and
+      // not at all once the address is over its limit: such a request would be refused anyway.
+      const client = {
+        poolKey: addressRateKey(x.address),
+        beforeLookup: () => refuseExhaustedAddress(ctx, x.address),
+      };
+      const check = () => apiKeys.check(header(x.req, 'apikey'), client);
       const auth = (x.auth = await authenticateRequest(ctx, x.req, x.res, x.address, check));
       await serve(x, auth);
     } catch (err) {
