@@ -1,6 +1,7 @@
 import type { Server, ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import { addressKey } from './auth/address.js';
+import type { SendLimits } from './sending.js';
 import { catalogue } from './engine/errors.js';
 
 // What one client address may hold of the server, before any request of it is read: a bounded
@@ -9,7 +10,7 @@ import { catalogue } from './engine/errors.js';
 // (about 20,000), and then nobody could connect and the pool could not reconnect to Postgres; a
 // client sending a header or a body one byte at a time kept its connection for minutes.
 
-export interface HttpLimits {
+export interface HttpLimits extends SendLimits {
   /** Time from a connection's first byte (or its previous response) to the end of a request's headers. */
   httpHeadersTimeoutMs: number;
   /** Time to receive a whole request, headers and body. */

@@ -11,6 +11,7 @@ import type { AuthContext, GatewayCall, GatewayTiming } from './engine/call.js';
 import { ApiError, catalogue } from './engine/errors.js';
 import { writeError } from './error-response.js';
 import { log } from './log.js';
+import { Sending, type SendLimits } from './sending.js';
 
 /** Answers one request that the shell has taken in (thrown errors are answered by the shell). */
 export type Handler = (x: Exchange) => Promise<void> | void;
@@ -33,8 +34,14 @@ export class Exchange {
     readonly res: ServerResponse,
     private readonly gateway: GatewayCall,
     private readonly trustProxy: boolean,
+    private readonly sending: Sending,
   ) {
     this.path = pathOf(req);
+  }
+
+  /** Counts an answer's body against the client address's bytes waiting to be sent (sending.ts); throws its 429. */
+  reserveSend(bytes: number): void {
+    this.sending.reserve(this.res, this.address, bytes);
   }
 
   /** The client's address (auth/address.ts): the socket's peer, or behind a trusted proxy the one it names. */
@@ -77,16 +84,22 @@ export function exchangeOf(req: IncomingMessage): Exchange {
   return x;
 }
 
+/** No bound on sending: for a listener a test makes of the shell alone. */
+const UNBOUNDED: SendLimits = { httpSendTimeoutMs: 0, httpSendBytesPerAddress: 0, httpPipelineDepth: Infinity };
+
 /**
  * The server's request listener: each request taken in as an Exchange, then answered by
- * `handle`. Before it, a malformed percent-escape in the path is the 400 every surface gives
- * (routers decode paths for their parameters, and would make it a 500); after it, when the
- * response ends, the request log line. Server-Timing is added when the headers are written, so
- * it is on every answer that ran a database transaction, errors included, whoever wrote it.
+ * `handle`. First, a connection with `limits.httpPipelineDepth` requests in flight is answered
+ * 429 and closed, and every answer gets its send deadline (sending.ts). Before `handle`, a
+ * malformed percent-escape in the path is the 400 every surface gives (routers decode paths for
+ * their parameters, and would make it a 500); after it, when the response ends, the request log
+ * line. Server-Timing is added when the headers are written, so it is on every answer that ran
+ * a database transaction, errors included, whoever wrote it.
  */
-export function serve(gateway: GatewayCall, trustProxy: boolean, handle: Handler) {
+export function serve(gateway: GatewayCall, trustProxy: boolean, handle: Handler, limits: SendLimits = UNBOUNDED) {
+  const sending = new Sending(limits);
   return (req: IncomingMessage, res: ServerResponse): void => {
-    const x = new Exchange(req, res, gateway, trustProxy);
+    const x = new Exchange(req, res, gateway, trustProxy, sending);
     (req as { [EXCHANGE]?: Exchange })[EXCHANGE] = x;
     const writeHead = res.writeHead;
     res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
@@ -95,6 +108,7 @@ export function serve(gateway: GatewayCall, trustProxy: boolean, handle: Handler
       return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
     } as typeof res.writeHead;
     res.once('finish', () => logRequest(x));
+    if (!sending.admit(req, res)) return;
     const run = async (): Promise<void> => {
       try {
         decodeURIComponent(x.path);
@@ -185,10 +199,23 @@ export const header = (req: IncomingMessage, name: string): string | undefined =
   return typeof value === 'string' ? value : undefined;
 };
 
-/** Ends a response with the body as it is (JSON or CSV text as Postgres serialised it). */
+/**
+ * Ends a response with the body as it is (JSON or CSV text as Postgres serialised it). A body
+ * the client address has no room for (sending.ts) is not sent: the 429 is thrown instead, the
+ * answer's own headers taken off first (a CORS header and the rate limit's stay).
+ */
 export function sendBody(res: ServerResponse, body: string | undefined): void {
   if (body === undefined) return void res.end();
-  res.setHeader('Content-Length', Buffer.byteLength(body));
+  const bytes = Buffer.byteLength(body);
+  if (res.req.method !== 'HEAD') {
+    try {
+      (res.req as { [EXCHANGE]?: Exchange })[EXCHANGE]?.reserveSend(bytes);
+    } catch (err) {
+      for (const name of res.getHeaderNames()) if (!/^(access-control-|ratelimit)/.test(name)) res.removeHeader(name);
+      throw err;
+    }
+  }
+  res.setHeader('Content-Length', bytes);
   res.end(body); // no body goes out for HEAD: node:http leaves it off
 }
 

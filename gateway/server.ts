@@ -55,11 +55,16 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
 
   app.use((_req, _res, next) => next(catalogue.invalidPath('GET / lists what this server serves')));
   app.use(errorHandler);
-  return serve(call, trustProxy, (x) => {
-    const url = x.req.url ?? '/';
-    for (const { prefix, handle } of own) if (isUnder(url, prefix)) return handle(x);
-    return toExpress(x);
-  });
+  return serve(
+    call,
+    trustProxy,
+    (x) => {
+      const url = x.req.url ?? '/';
+      for (const { prefix, handle } of own) if (isUnder(url, prefix)) return handle(x);
+      return toExpress(x);
+    },
+    ctx.config,
+  );
 }
 
 /** Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do. */
