@@ -12,8 +12,8 @@ import { LookupCache } from './lookups.js';
 import { SURFACES, type Surface } from './surfaces.js';
 
 // The one HTTP server: every request goes through the request shell (http.ts serve), then to
-// the surface (surfaces.ts) that answers its path: one with a handler of its own (/rest/v1,
-// /api/v1, /mcp) answers the requests under its path; Express answers the rest.
+// the surface (surfaces.ts) that answers its path, the longest path that fits: a plain handler
+// (/rest/v1, /api/v1, /mcp, …) or Express, which also answers every path no surface names.
 
 /** The server's request listener: what node:http's createServer (and supertest) take. */
 export type App = (req: IncomingMessage, res: ServerResponse) => void;
@@ -46,12 +46,17 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   const lookups = new LookupCache(call, changesOf(ctx));
   const services = { ctx, lookups, app: surfaces.some((s) => s.app) };
   const toExpress: Handler = (x) => app(x.req, x.res);
-  const own: { prefix: string; handle: Handler }[] = [];
+  const paths: { prefix: string; handle: Handler }[] = [];
   for (const surface of surfaces) {
-    surface.mount?.(app, services);
-    if (surface.handler)
-      own.push({ prefix: surface.handler.path.toLowerCase(), handle: surface.handler.make(services, toExpress) });
+    for (const { path, make } of surface.routers ?? []) {
+      app.use(path, make(services));
+      paths.push({ prefix: path.toLowerCase(), handle: toExpress });
+    }
+    for (const { path, make } of surface.handlers ?? [])
+      paths.push({ prefix: path.toLowerCase(), handle: make(services) });
   }
+  // The longest first: /api/v1/docs (a page, on Express) before /api/v1 (a handler).
+  paths.sort((a, b) => b.prefix.length - a.prefix.length);
 
   app.use((_req, _res, next) => next(catalogue.invalidPath('GET / lists what this server serves')));
   app.use(errorHandler);
@@ -60,7 +65,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
     trustProxy,
     (x) => {
       const url = x.req.url ?? '/';
-      for (const { prefix, handle } of own) if (isUnder(url, prefix)) return handle(x);
+      for (const { prefix, handle } of paths) if (isUnder(url, prefix)) return handle(x);
       return toExpress(x);
     },
     ctx.config,
@@ -69,6 +74,7 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
 
 /** Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do. */
 function isUnder(url: string, prefix: string): boolean {
+  if (prefix === '/') return true;
   if (url.length < prefix.length || url.slice(0, prefix.length).toLowerCase() !== prefix) return false;
   const next = url.charAt(prefix.length);
   return next === '' || next === '/' || next === '?';

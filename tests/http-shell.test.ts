@@ -14,8 +14,8 @@ import { newWorkspaceToken } from '../gateway/secrets.js';
 import { FAILED_AUTH_LIMIT_PER_MINUTE } from '../gateway/auth/ratelimit.js';
 
 // Every request goes through one request shell (gateway/http.ts serve), whichever surface
-// answers it: the node:http ones (/rest/v1, /api/v1, /mcp) and the Express ones (the token
-// exchange, the settings pages, health, the OpenAPI document at /openapi.json). These hold each
+// answers it: the plain node:http handlers (/rest/v1, /api/v1 with its token exchange, /mcp, the
+// OpenAPI document at /openapi.json) and the Express routers (the settings pages, health). These hold each
 // cross-cutting concern to every surface: the request log line, Server-Timing, the body limit,
 // a malformed path, and the client address behind a trusted proxy.
 
@@ -47,6 +47,7 @@ describe('the request shell, on every surface', () => {
     ['exchange', () => request(t.app).post('/api/v1/token').set('Authorization', `Bearer ${tokenA}`)],
     ['settings', () => request(t.app).get('/settings/login')],
     ['health', () => request(t.app).get('/healthz')],
+    ['openapi', () => request(t.app).get('/openapi.json')],
   ];
   const bearer = () => ({ Authorization: `Bearer ${jwtA}` });
 

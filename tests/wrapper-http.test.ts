@@ -5,11 +5,12 @@ import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
-// /api/v1 is a plain node:http handler with a route table of its own, called before Express
-// (gateway/wrapper/handler.ts). These pin what it answered as an Express router and must go on
-// answering: how paths match (case, a trailing slash, percent-escapes, HEAD), that every request
-// under /api/v1 but the exchange and the reference page needs a JWT first, the headers, the
-// body limit, the limit on failed authentications, and the paths it must leave to Express.
+// /api/v1 is a plain node:http handler with a route table of its own, the token exchange one of
+// its routes (gateway/wrapper/handler.ts). These pin what it answered as an Express router and
+// must go on answering: how paths match (case, a trailing slash, percent-escapes, HEAD), that
+// every request under /api/v1 but the exchange, the document and the reference page needs a JWT
+// first, the headers, the body limit, the limit on failed authentications, and the paths that
+// are not its: the reference page (a page, on Express) and the paths that only start like it.
 
 const LIMIT = 30;
 
@@ -151,7 +152,7 @@ describe('the /api/v1 handler, beside the Express surfaces', () => {
     expect(await expenses()).toBe(before);
   });
 
-  it('leaves the exchange, the reference page and /openapi.json to Express, whatever the case', async () => {
+  it('answers the exchange and the document without a JWT, and leaves the reference page to Express, whatever the case', async () => {
     const exchanged = await request(t.app).post('/API/V1/Token').set('x-api-token', tokenA);
     expect(exchanged.status).toBe(200);
     expect(typeof exchanged.body.access_token).toBe('string');

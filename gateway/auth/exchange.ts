@@ -1,6 +1,6 @@
-import { Router, type Request } from 'express';
+import type { IncomingMessage } from 'node:http';
 import { optionalJsonReader } from '../body.js';
-import { exchangeOf } from '../http.js';
+import { header, sendJson, type Handler } from '../http.js';
 import type { AppContext } from '../context.js';
 import { catalogue } from '../engine/errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
@@ -9,13 +9,14 @@ import { emptyBearer, isEmptyBearer } from './bearer.js';
 import { group } from '../engine/invariant.js';
 
 // The token exchange: a workspace token in, a one-hour access
-// token (JWT) out. Served at POST /api/v1/token and POST /functions/v1/api-token.
+// token (JWT) out. Served at POST /api/v1/token (a route of the wrapper, wrapper/handler.ts) and
+// POST /functions/v1/api-token (a path of its own, surfaces.ts).
 //
 // The checks are MCP's (authenticateWorkspaceRequest): the failed-authentication limit per
 // address, the lookup (401 unknown/revoked), the request limit keyed by the token, the API
 // switch (403); then the JWT.
 
-const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
+const FUNCTIONS_PATH = '/functions/v1/api-token';
 
 /**
  * The workspace token of an exchange request, from one of three places: the
@@ -24,16 +25,15 @@ const EXCHANGE_PATHS = ['/api/v1/token', '/functions/v1/api-token'];
  * the workspace token elsewhere, so a value that is not a workspace token there gives way to
  * one in the other places. Two different workspace tokens are refused rather than guessed at.
  */
-function presentedToken(req: Request): string | undefined {
+function presentedToken(req: IncomingMessage, body: unknown): string | undefined {
   const candidates: string[] = [];
   const authorization = req.headers.authorization;
   if (authorization !== undefined && !isEmptyBearer(authorization)) {
     const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization);
     candidates.push(m ? group(m, 1) : authorization);
   }
-  const header = req.headers['x-api-token'];
-  if (typeof header === 'string') candidates.push(header.trim());
-  const body: unknown = req.body;
+  const apiToken = header(req, 'x-api-token');
+  if (apiToken !== undefined) candidates.push(apiToken.trim());
   if (body !== undefined && body !== null) {
     if (typeof body !== 'object' || Array.isArray(body)) {
       throw catalogue.invalidBody(
@@ -55,39 +55,46 @@ function presentedToken(req: Request): string | undefined {
   return presented;
 }
 
-export function exchangeRouter(ctx: AppContext): Router {
-  const router = Router();
+/** Answers one exchange request (its method and path checked by the caller). */
+export function tokenExchange(ctx: AppContext): Handler {
   // The body is optional: only a JSON content type is read (body.ts); malformed JSON is a 400 in
   // the error shape.
   const readJson = optionalJsonReader(Math.min(ctx.config.maxBodyBytes, 64 * 1024));
+  return async (x) => {
+    const body = await readJson(x.req, x.res);
+    const { token } = await authenticateWorkspaceRequest(ctx, x.res, x.address, () => presentedToken(x.req, body), {
+      identified: (auth) => (x.auth = auth), // for the request log, refusals included
+    });
+    const accessToken = await signAccessToken(ctx.jwt, {
+      role: roleForScope(token.scope),
+      workspace_id: token.workspaceId,
+      scope: token.scope,
+      sub: token.id,
+      token_name: token.name,
+    });
+    x.res.setHeader('Cache-Control', 'no-store');
+    sendJson(x.res, 200, {
+      access_token: accessToken,
+      token_type: 'Bearer',
+      expires_in: ACCESS_TOKEN_TTL_SECONDS,
+      scope: token.scope,
+    });
+  };
+}
 
-  router.post(EXCHANGE_PATHS, async (req, res, next) => {
-    try {
-      const x = exchangeOf(req);
-      req.body = await readJson(req, res);
-      const { token } = await authenticateWorkspaceRequest(ctx, res, x.address, () => presentedToken(req), {
-        identified: (auth) => (x.auth = auth), // for the request log, refusals included
-      });
-      const accessToken = await signAccessToken(ctx.jwt, {
-        role: roleForScope(token.scope),
-        workspace_id: token.workspaceId,
-        scope: token.scope,
-        sub: token.id,
-        token_name: token.name,
-      });
-      res.set('Cache-Control', 'no-store').json({
-        access_token: accessToken,
-        token_type: 'Bearer',
-        expires_in: ACCESS_TOKEN_TTL_SECONDS,
-        scope: token.scope,
-      });
-    } catch (err) {
-      next(err);
-    }
-  });
-  // Any other method: the exchange is a POST (a GET was once answered as a failed sign-in).
-  router.all(EXCHANGE_PATHS, (req, _res, next) => {
-    next(catalogue.unsupportedMethod(req.method, ['POST'], 'POST a workspace token here to get an access token'));
-  });
-  return router;
+/** POST /functions/v1/api-token: the exchange at the path of a functions host. */
+export function functionsExchangeHandler(ctx: AppContext): Handler {
+  const exchange = tokenExchange(ctx);
+  return (x) => {
+    const below = x.path.slice(FUNCTIONS_PATH.length);
+    if (below !== '' && below !== '/') throw catalogue.invalidPath('GET / lists what this server serves');
+    // Any other method: the exchange is a POST (a GET was once answered as a failed sign-in).
+    if (x.req.method !== 'POST')
+      throw catalogue.unsupportedMethod(
+        x.req.method ?? '',
+        ['POST'],
+        'POST a workspace token here to get an access token',
+      );
+    return exchange(x);
+  };
 }

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { RequestHandler } from 'express';
 import type { ServerResponse } from 'node:http';
 import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
@@ -299,13 +298,6 @@ export async function limitRequest(
  */
 export function refuseExhaustedAddress(ctx: AppContext, address: string | undefined): void {
   RequestLimit.of(ctx).refuseExhausted(addressRateKey(address));
-}
-
-/** The request limit as Express middleware, after an authentication step (res.locals.rateKey). */
-export function rateLimit(ctx: AppContext): RequestHandler {
-  return (req, res, next) => {
-    limitRequest(ctx, res, res.locals.rateKey as string | undefined, req.ip).then(() => next(), next);
-  };
 }
 
 /** The answer to an address over the failed-authentication limit, with its draft-8 headers. */

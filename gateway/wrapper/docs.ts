@@ -1,4 +1,4 @@
-import type { RequestHandler } from 'express';
+import { Router, type RequestHandler } from 'express';
 import { lazyHandler } from '../lazy.js';
 
 // GET /api/v1/docs: the human-readable reference, rendered by Swagger UI from the live
@@ -7,7 +7,7 @@ import { lazyHandler } from '../lazy.js';
 // to itself, so it also works behind a proxy that adds a prefix. Swagger UI is loaded on the
 // first visit of the page, not at start.
 
-export function docsHandlers(documentPath: string): RequestHandler[] {
+export function docsRouter(documentPath: string): Router {
   const relative = `../${documentPath.split('/').pop()!}`;
   const options = {
     swaggerUrl: relative,
@@ -37,5 +37,5 @@ export function docsHandlers(documentPath: string): RequestHandler[] {
       run(0);
     };
   });
-  return [slash, swagger];
+  return Router().use(slash, swagger);
 }

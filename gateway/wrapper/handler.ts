@@ -1,14 +1,12 @@
-import { Router, type RequestHandler } from 'express';
-import type { ServerResponse } from 'node:http';
 import type { AuthContext, GatewayMethod, GatewayRequest, GatewayResponse } from '../engine/call.js';
 import type { AppContext } from '../context.js';
 import { catalogue, type ApiError } from '../errors.js';
 import type { LookupCache } from '../lookups.js';
 import { authenticateRequest } from '../auth/bearer.js';
-import { limitRequest, rateLimit } from '../auth/ratelimit.js';
+import { limitRequest } from '../auth/ratelimit.js';
+import { tokenExchange } from '../auth/exchange.js';
 import { bodyReader, isJson, parseJson, type BodyReader } from '../body.js';
 import { answerCors, header, queryOf, sendBody, sendJson, type Exchange, type Handler } from '../http.js';
-import { docsHandlers } from './docs.js';
 import { openApiDocument } from './openapi.js';
 import { LOOKUP_LISTS, RESOURCES, type LookupList, type Resource } from './resources.js';
 import { findRoute, route, segmentsOf, type Route } from './routes.js';
@@ -23,14 +21,14 @@ import { etagOf, matches, unchangedFilters } from './etag.js';
 // so a list here equals the same query on /rest/v1. Bodies are validated before the gateway
 // (validate.ts), so a 400 writes nothing. Postgres (grants, RLS) decides everything else.
 //
-// A plain node:http handler with a route table of its own (routes.ts), not an Express router:
-// Express's per-request work (its request and response extensions, router layers, the
-// middleware around each step) was a third of a list's CPU. The server (server.ts) hands it
-// every request under /api/v1 before Express sees it; the two paths it does not answer itself
-// it hands on to Express (forExpress below). Every other request needs a JWT, even one for a path
-// that does not exist.
+// A plain node:http handler with a route table of its own (routes.ts), as every surface programs
+// call is (surfaces.ts). The server hands it every request under /api/v1 but the reference page
+// (/api/v1/docs, a page on Express). Two routes need no JWT: the OpenAPI document and the token
+// exchange (POST /api/v1/token, auth/exchange.ts, which takes a workspace token); every other
+// request needs one, even one for a path that does not exist.
 
-const BASE = '/api/v1';
+export const WRAPPER_PATH = '/api/v1';
+const BASE = WRAPPER_PATH;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -38,17 +36,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PASSED_HEADERS = ['content-type', 'content-range', 'preference-applied'].map(
   (name) => [name, name.replace(/(^|-)[a-z]/g, (ch) => ch.toUpperCase())] as const,
 );
-
-/**
- * The requests under /api/v1 that Express answers: the token exchange (POST /api/v1/token,
- * auth/exchange.ts, which authenticates with a workspace token, not a JWT) and the reference
- * page and its assets (/api/v1/docs, Swagger UI's Express handlers), both without a JWT.
- */
-function forExpress(method: string, segments: string[]): boolean {
-  const [first = '', ...more] = segments;
-  const name = first.toLowerCase();
-  return name === 'docs' || (name === 'token' && more.length === 0 && method === 'POST');
-}
 
 /** What a route's handler gets: the request (its Exchange), its path parameters, and the caller. */
 interface Call {
@@ -153,11 +140,12 @@ function passThrough(c: Call, g: GatewayResponse): void {
 }
 
 /**
- * The live OpenAPI document, public (no workspace data): at /api/v1/openapi.json here and at
- * /openapi.json on Express (wrapperExpressRoutes). The caller counted it against the limit.
+ * The live OpenAPI document, public (no workspace data): at /api/v1/openapi.json and at
+ * /openapi.json (openApiHandler), counted per address like any anonymous call.
  */
 function describer(ctx: AppContext, lookups: LookupCache) {
-  return async (res: ServerResponse): Promise<void> => {
+  return async (x: Exchange): Promise<void> => {
+    await limitRequest(ctx, x.res, undefined, x.address);
     const doc = openApiDocument(
       schemasFor(await lookups.get()).schemas,
       // A path, not the Host header's origin: a document that echoed a client's Host would
@@ -165,20 +153,20 @@ function describer(ctx: AppContext, lookups: LookupCache) {
       BASE,
       ctx.config.rateLimitPerMinute,
     );
-    res.setHeader('Cache-Control', 'no-cache');
-    sendJson(res, 200, doc);
+    x.res.setHeader('Cache-Control', 'no-cache');
+    sendJson(x.res, 200, doc);
   };
 }
 
-/** The wrapper's routes on Express: /openapi.json (the document outside /api/v1) and the reference page. */
-export function wrapperExpressRoutes(ctx: AppContext, lookups: LookupCache): Router {
-  const router = Router();
+/** /openapi.json, the document outside /api/v1: GET only, no path below it. */
+export function openApiHandler(ctx: AppContext, lookups: LookupCache): Handler {
   const describe = describer(ctx, lookups);
-  router.get('/openapi.json', rateLimit(ctx), ((_req, res, next) => {
-    describe(res).catch(next);
-  }) as RequestHandler);
-  router.use(`${BASE}/docs`, ...docsHandlers(`${BASE}/openapi.json`));
-  return router;
+  return (x) => {
+    const below = x.path.slice('/openapi.json'.length);
+    if ((x.req.method !== 'GET' && x.req.method !== 'HEAD') || (below !== '' && below !== '/'))
+      throw catalogue.invalidPath('GET / lists what this server serves');
+    return describe(x);
+  };
 }
 
 const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -356,23 +344,23 @@ function lookupRoute({ path, query: fixed, choice }: LookupList): Route<RouteHan
   });
 }
 
-/** Answers every request under /api/v1; `express` hands forExpress's on to Express. */
-export function wrapperHandler(ctx: AppContext, lookups: LookupCache, express: Handler): Handler {
+/** Answers every request under /api/v1 (but /api/v1/docs, surfaces.ts). */
+export function wrapperHandler(ctx: AppContext, lookups: LookupCache): Handler {
   const read = bodyReader(ctx.config.maxBodyBytes);
   const bodyOf: BodyOf = (c, schema) => jsonBody(c, read, lookups, schema);
   const routes = [...RESOURCES.flatMap((r) => resourceRoutes(r, bodyOf)), ...LOOKUP_LISTS.map(lookupRoute)];
-  // The document is public, counted per address like any anonymous call.
-  const describe = describer(ctx, lookups);
+  // The routes that need no JWT: the OpenAPI document, and the exchange that makes one.
+  const publicRoutes = [
+    route('GET', '/openapi.json', describer(ctx, lookups)),
+    route('POST', '/token', tokenExchange(ctx)),
+  ];
 
   return async (x) => {
     const method = x.req.method ?? '';
     const segments = segmentsOf(x.path.slice(BASE.length));
     if (answerCors(x.req, x.res)) return;
-    if (forExpress(method, segments)) return express(x);
-    if (findRoute(PUBLIC_ROUTES, method, segments)) {
-      await limitRequest(ctx, x.res, undefined, x.address);
-      return describe(x.res);
-    }
+    const open = findRoute(publicRoutes, method, segments);
+    if (open) return open.handler(x);
     // The exchange answers POST only, with a workspace token: any other method there is told
     // so before it is taken for a request that needs an access token.
     if (segments.length === 1 && segments[0]!.toLowerCase() === 'token') {
@@ -385,6 +373,3 @@ export function wrapperHandler(ctx: AppContext, lookups: LookupCache, express: H
     await found.handler({ x, params: found.params, auth });
   };
 }
-
-/** The routes that need no JWT: the OpenAPI document. */
-const PUBLIC_ROUTES = [route('GET', '/openapi.json', true)];
