@@ -13,6 +13,17 @@
 //
 // Errors cost work, so a parse first runs without them (the outcome never depends on them);
 // only a parameter that fails is read a second time, recording errors, to be described.
+//
+// Why our own and not a parser-combinator library from npm: the words of an error are the
+// point, and they come from the two rules above, which the well-kept libraries do not follow.
+// Parsimmon (the most used) backtracks every alternative whether it consumed or not, replaces
+// what was expected with a `desc` name after input was consumed too, and reports only the
+// furthest position and what was expected there, no "unexpected": Parsec's `a` then `b` or `ac`
+// fails on "ac" at column 2 (unexpected "c" expecting "b") where Parsimmon succeeds, and a label
+// over `ab` read on "ax" is expecting "b" in Parsec, the label's name in Parsimmon. Arcsecond,
+// parjs and typescript-parsec word their errors in their own ways too; a Parsec port (bennu) is
+// not maintained. Giving PostgREST's words on any of them would mean tracking consumption and
+// messages around each of its parsers: this file again, with a dependency under it.
 
 import { catalogue, type ApiError } from '../errors.js';
 
