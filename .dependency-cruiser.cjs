@@ -46,7 +46,7 @@ module.exports = {
         orphan: true,
         pathNot: [
           '(^|/)\\.[^/]+\\.(js|cjs|mjs|ts|json)$',
-          '\\.d\\.ts$',
+          '\\.d\\.m?ts$',
           '^tests/',
           '^bench/',
           '^gateway/settings/static/',
