@@ -1,8 +1,9 @@
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile, readdir } from 'node:fs/promises';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packageRoot } from '../gateway/paths.js';
+import { buildIfChanged } from '../gateway/cli/build.mjs';
 import { freePort } from '../gateway/db/free-port.js';
 import { exited, tallyServer } from './harness/cli.js';
 import { readmeBlocks, showsExpected, type Block } from './harness/readme.js';
@@ -39,25 +40,10 @@ const PAGES = [
 ];
 const READY = /Demo token\s+(tally_ws_\S+)/;
 
-/** `npm run tally` runs the build: rebuild when a source file is newer than it. */
-async function ensureBuilt(): Promise<void> {
-  const built = join(packageRoot, 'dist/gateway/cli/main.js');
-  const newest = async (dir: string): Promise<number> => {
-    let max = 0;
-    for (const entry of await readdir(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      max = Math.max(max, entry.isDirectory() ? await newest(path) : (await stat(path)).mtimeMs);
-    }
-    return max;
-  };
-  const builtAt = await stat(built).then(
-    (s) => s.mtimeMs,
-    () => 0,
-  );
-  if (builtAt < Math.max(await newest(join(packageRoot, 'gateway')), await newest(join(packageRoot, 'mcp')))) {
-    const r = spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: packageRoot, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`build failed:\n${r.stdout}${r.stderr}`);
-  }
+/** The blocks run `npm run tally`, which runs dist/: built first if a source changed, as `npm start` does. */
+function ensureBuilt(): void {
+  if (buildIfChanged(packageRoot, () => {}).status !== 0)
+    throw new Error('npm run build failed (its errors are above)');
 }
 
 /** One bash process for all shell blocks; each command is sourced from a file (stdin stays ours). */
@@ -104,7 +90,7 @@ describe('the examples of the README and docs/', () => {
     pages = await Promise.all(
       PAGES.map(async (page) => ({ page, blocks: readmeBlocks(await readFile(join(packageRoot, page), 'utf8')) })),
     );
-    await ensureBuilt();
+    ensureBuilt();
     dir = await mkdtemp(join(tmpdir(), 'tally-readme-'));
     await chmod(dir, 0o755);
     port = await freePort();
