@@ -39,7 +39,9 @@ describe('the change watch while every connection of the server is stuck', () =>
     await watch.ready();
     await schemaCacheOf(t.ctx).get(); // the control connection exists and has loaded
     let seen = 0;
-    const stopWatching = watch.onChange(() => seen++);
+    const stopWatching = watch.onChange(() => {
+      seen++;
+    });
 
     // Every pool slot held by a statement in flight on a backend that is about to stop.
     const size = t.ctx.db.stats().size;

@@ -8,7 +8,7 @@ import { createToken, listTokens, parseScope, revokeToken } from '../admin/token
 import { createKey, listKeys, revokeKey } from '../admin/keys.js';
 import { addMember, parseRole } from '../admin/members.js';
 import { up } from './up.js';
-import { databaseUrl, NOT_RUNNING, openPsql, PSQL_MISSING, runSql } from './db-access.js';
+import { databaseUrl, NOT_RUNNING, notServedYet, openPsql, PSQL_MISSING, runSql } from './db-access.js';
 import { readFile, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -78,8 +78,10 @@ async function sqlCommand(file: string | undefined, { command: inline }: OptionV
     (inline as string | undefined) ??
     (file !== undefined && file !== '-' ? await readFile(file, 'utf8') : await stdinText());
   if (script === undefined) throw new UsageError('tally sql needs a FILE, -c SQL or SQL on standard input');
-  const lines = await runSql(configuration(), script);
+  const { lines, served } = await runSql(configuration(), script);
   process.stdout.write(lines.map((l) => l + '\n').join(''));
+  const late = notServedYet(served);
+  if (late) process.stderr.write(`tally: ${late}\n`);
 }
 
 async function psqlCommand(psqlArgs: string[]): Promise<void> {

@@ -3,7 +3,8 @@ import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Config } from '../config.js';
 import { adminClient, openDatabase } from '../db/connect.js';
-import { schemaChanged } from '../db/migrate.js';
+import { schemaChanged, type Served } from '../db/schema-changed.js';
+import { CHANGE_BOUND_MS } from '../engine/changes.js';
 import { embeddedUrl } from '../db/embedded.js';
 
 // A DBA's way into the database, embedded or external: `tally sql` runs SQL as the owner,
@@ -57,9 +58,10 @@ function format(result: Result): string[] {
 /**
  * Runs a script as the owner, in one implicit transaction (the simple query protocol: several
  * statements, all or nothing unless the script says BEGIN/COMMIT itself), then tells running
- * servers to reload their schema cache, as a DBA's change usually needs.
+ * servers to reload their schema cache, as a DBA's change usually needs, and waits until they
+ * serve it (or for CHANGE_BOUND_MS at most: `served` says how many did).
  */
-export async function runSql(config: Config, script: string): Promise<string[]> {
+export async function runSql(config: Config, script: string): Promise<{ lines: string[]; served: Served }> {
   const db = await openDatabase(config);
   const sql = adminClient(db.url);
   try {
@@ -70,12 +72,22 @@ export async function runSql(config: Config, script: string): Promise<string[]> 
         : Array.isArray(raw) && raw.length > 0 && typeof (raw[0] as Result).command === 'string'
           ? (raw as Result[])
           : [raw as Result];
-    await schemaChanged(sql);
-    return results.flatMap(format);
+    const served = await schemaChanged(sql);
+    return { lines: results.flatMap(format), served };
   } finally {
     await sql.end();
     await db.stop();
   }
+}
+
+/** What `tally sql` says when running servers did not all serve the change in time; else nothing. */
+export function notServedYet({ servers, serving }: Served): string | undefined {
+  if (serving >= servers) return undefined;
+  const seconds = CHANGE_BOUND_MS / 1000;
+  return (
+    `${servers - serving} of ${servers} running servers had not reloaded the schema ${seconds} s after the change; ` +
+    'until they do, requests to them may not see it'
+  );
 }
 
 function onPath(name: string): string | undefined {

@@ -6,13 +6,15 @@ import { policiesDir } from '../paths.js';
 import { applyDefinitions, forgetDefinitions, runEach } from './definitions.js';
 import { refuseUnisolated, type IsolationRule } from './isolation-rule.js';
 import { extensions, SETS, type Extension, type MigrationSet, type SetFiles } from './sql-sets.js';
+import { schemaChanged } from './schema-changed.js';
 import { adoptSquashed } from './squashed.js';
 import { splitStatements } from './sql-statements.js';
 
 // `tally migrate`, in one step: for each set (sql-sets.ts), its early definitions, its pending
 // migrations, its definitions; then the RLS policies of policies/ (what a DBA edits), the
 // extensions' after-migrate steps, and a last check that every tenant table is isolated. It ends
-// by telling the servers to reload. Every file runs statement by statement (sql-statements.ts
+// by telling the servers to reload, and waits until the running ones serve the change
+// (schema-changed.ts). Every file runs statement by statement (sql-statements.ts
 // says why: a Citus coordinator).
 
 export type { MigrationSet } from './sql-sets.js';
@@ -205,20 +207,4 @@ async function applyPolicyFiles(sql: postgres.Sql): Promise<string[]> {
     }
   });
   return files;
-}
-
-/**
- * Tells every server that the schema changed: the change version they poll (which the event
- * trigger of sql/gateway/definitions/schema_version.sql moves by itself when the migrating role
- * could create it), and NOTIFY pgrst for the servers that listen. After the commit of what
- * changed: a transaction that changed a distributed table ends in a two-phase commit, which
- * refuses one that has sent a NOTIFY.
- */
-export async function schemaChanged(sql: postgres.Sql): Promise<void> {
-  // Its own transaction: the version moves, for every server, when it commits.
-  const [moved] = await sql<
-    { exists: boolean }[]
-  >`SELECT to_regprocedure('tally.schema_changed()') IS NOT NULL AS exists`;
-  if (moved?.exists) await sql`SELECT tally.schema_changed()`; // not on a database gone down
-  await sql`NOTIFY pgrst, 'reload schema'`;
 }

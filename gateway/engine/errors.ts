@@ -6,7 +6,7 @@ import { ApiError, catalogue } from './errors/catalogue.js';
 
 // The errors themselves, every one of them, are in errors/catalogue.ts; this module maps what
 // is thrown (Postgres errors, lost connections, bugs) onto them.
-export { ApiError, catalogue, INVALID_JSON } from './errors/catalogue.js';
+export { ApiError, catalogue, INVALID_JSON, NEW_FUNCTION_HINT, whileReloading } from './errors/catalogue.js';
 
 // ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
 

@@ -100,6 +100,12 @@ interface WatchClient {
  */
 export const WATCHDOG_MARGIN_MS = 2000;
 
+/**
+ * The change watch's session in pg_stat_activity (see WatchClient): one for each running
+ * server, which is how `tally sql` and `tally migrate` count the servers that must reload.
+ */
+export const WATCH_NAME = 'tally-changes';
+
 /** A single statement outside a request transaction (apikey, counters, settings) gets this long. */
 const SIMPLE_STATEMENT_MS = 5000;
 
@@ -127,7 +133,7 @@ export function createPool(url: string, options: PoolOptions): Pool {
   keepDriverClassesFast(control).catch((err: unknown) => {
     if (!ended) log.warn(errorFields(err), 'could not put the database driver classes in fast mode');
   });
-  const newWatch = () => slotClient(url, named(options.client, 'tally-changes'));
+  const newWatch = () => slotClient(url, named(options.client, WATCH_NAME));
   let watch = newWatch();
   return Object.assign(simpleStatement(reserve, undefined), {
     for: (key: string) => simpleStatement(reserve, key),

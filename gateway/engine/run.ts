@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
-import { ApiError, catalogue, type ErrorWording } from './errors.js';
+import { ApiError, catalogue, whileReloading, type ErrorWording } from './errors.js';
 import type { Row } from 'postgres';
 import {
   runTransaction,
@@ -98,7 +98,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     // The same read again (a client polling its list): parse, plan and SQL are done already.
     const key = readKey(ctx, req, auth);
     const cached = key === undefined ? undefined : compiledReadsOf(cache).get(key);
-    const plan = cached ?? actionPlan(req, auth, cache, ctx.config);
+    const plan = cached ?? planned(req, auth, cache, ctx.config, holder);
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
@@ -120,6 +120,21 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
  */
 function withRequestId(auth: AuthContext, claim: string): AuthContext {
   return { ...auth, claims: { ...auth.claims, [claim]: randomUUID() } };
+}
+
+/** The call's plan; a name it misses while the schema cache reloads is said to be maybe coming. */
+function planned(
+  req: GatewayRequest,
+  auth: AuthContext,
+  cache: SchemaCache,
+  config: EngineContext['config'],
+  holder: SchemaCacheHolder,
+): ActionPlan {
+  try {
+    return actionPlan(req, auth, cache, config);
+  } catch (err) {
+    throw err instanceof ApiError && holder.isReloading() ? whileReloading(err) : err;
+  }
 }
 
 /** Runs a plan's statements in one transaction, ended as the plan says (see execute.ts). */

@@ -102,6 +102,26 @@ export const INVALID_JSON = 'Empty or invalid json';
 const RETRY_AFTER_SECONDS = 2;
 const retryLater = { 'Retry-After': String(RETRY_AFTER_SECONDS) };
 
+/**
+ * The errors of a name the schema cache does not hold (a relationship, a function, a column, a
+ * table), which a schema change may be about to add.
+ */
+const SCHEMA_CACHE_MISSES = new Set(['PGRST200', 'PGRST202', 'PGRST204', 'PGRST205']);
+
+/** PostgREST's hint of a PGRST202 that suggests no other call. */
+export const NEW_FUNCTION_HINT =
+  'If a new function was created in the database with this name and parameters, try reloading the schema cache.';
+
+/**
+ * `err` as answered while the schema cache reloads after a change in the database: a miss that
+ * suggests no other name says that this one may be served in a moment (PostgREST, whose cache
+ * reloads only when asked, says to ask).
+ */
+export function whileReloading(err: ApiError): ApiError {
+  if (!SCHEMA_CACHE_MISSES.has(err.code) || (err.hint !== null && err.hint !== NEW_FUNCTION_HINT)) return err;
+  return err.withHint('The schema cache is reloading after a change in the database; retry the request in a moment');
+}
+
 export const catalogue = {
   // ---- the database connection (PGRST0xx) ----
   couldNotConnect: entry('PGRST000', 503, 'no connection with the database could be made', () => ({

@@ -5,7 +5,7 @@
 // unnamed text, xml or bytea parameter instead, and is never read as JSON. Only names that
 // matched a parameter reach SQL; values stay one JSON parameter.
 
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, NEW_FUNCTION_HINT, type ApiError } from '../errors.js';
 import { isReservedKey, type ApiRequest } from '../request/types.js';
 import { closeName, type Routine, type RoutineParam, type SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';
@@ -72,9 +72,7 @@ export function routineNotFound(
   return catalogue.noFunction(
     sorted.length ? `${fn}(${sorted.join(', ')})` : `${fn} without parameters`,
     `Searched for the function ${fn}${byNames}${orJson ? ' or with a single unnamed json/jsonb parameter' : ''}, but no matches were found in the schema cache.`,
-    close
-      ? `Perhaps you meant to call the function ${schema}.${close}`
-      : 'If a new function was created in the database with this name and parameters, try reloading the schema cache.',
+    close ? `Perhaps you meant to call the function ${schema}.${close}` : NEW_FUNCTION_HINT,
   );
 }
 

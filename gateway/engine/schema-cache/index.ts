@@ -25,9 +25,8 @@ export class SchemaCacheHolder {
     private readonly schemas: string[],
     private readonly changes: ChangeWatch,
   ) {
-    changes.onChange(() => {
-      if (this.current) void this.reload().catch(() => {});
-    });
+    // The change is served once the reload is done (with no schema loaded, the first load is).
+    changes.onChange(() => (this.current ? this.reload() : undefined));
   }
 
   get(): Promise<SchemaCache> {
@@ -66,6 +65,11 @@ export class SchemaCacheHolder {
         return this.reload();
       });
     return this.nextReload;
+  }
+
+  /** Whether a reload runs: a change was seen that the schema in use may not show yet. */
+  isReloading(): boolean {
+    return this.reloading !== undefined;
   }
 
   private async load(): Promise<SchemaCache> {
