@@ -56,6 +56,17 @@ describe('/api/v1 OpenAPI description and docs', () => {
     await expect(SwaggerParser.validate(structuredClone(doc) as never)).resolves.toBeDefined();
   });
 
+  it('requires every field of each record it answers, so that generated client types are not all optional', async () => {
+    const doc = (await fetchDoc()) as unknown as {
+      components: { schemas: Record<string, { properties: Record<string, unknown>; required?: string[] }> };
+    };
+    const records = ['Expense', 'FundTransaction', 'Fund', 'FundWithTransactions', 'FundDetail', 'Contact'];
+    for (const name of [...records, 'Participant', 'Activity', 'Category', 'PaymentMethod']) {
+      const schema = present(doc.components.schemas[name], `the schema ${name}`);
+      expect([name, [...(schema.required ?? [])].sort()]).toEqual([name, Object.keys(schema.properties).sort()]);
+    }
+  });
+
   it('reads right: "an expense", "a fund" in the summaries', async () => {
     const doc = (await fetchDoc()) as unknown as { paths: Record<string, Record<string, { summary: string }>> };
     const summaries = Object.values(doc.paths).flatMap((p) => Object.values(p).map((op) => op.summary));

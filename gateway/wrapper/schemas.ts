@@ -154,12 +154,15 @@ function recordSchemas(): Pick<
     contact: Contact,
     participant: Participant,
   } = financeRecords();
+  // The finance records as the gateway answers any select; the wrapper answers every column.
+  const whole = (schema: JsonSchema) =>
+    record(schema.properties as Record<string, JsonSchema>, schema.description as string);
   return {
-    Expense,
-    FundTransaction,
-    ...fundRecords(fundProperties, FundTransaction, Participant),
-    Contact,
-    Participant,
+    Expense: whole(Expense),
+    FundTransaction: whole(FundTransaction),
+    ...fundRecords(fundProperties, whole(FundTransaction), whole(Participant)),
+    Contact: whole(Contact),
+    Participant: whole(Participant),
     Activity: activityRecord(),
     ...lookupRecords(),
   };
