@@ -18,6 +18,17 @@ type Doc = {
   components: { schemas: Record<string, { required?: string[]; properties: Record<string, { type?: unknown }> }> };
 };
 
+/** Each operation's id, by `METHOD path`: every operation has one, and no two the same. */
+function operationIds(doc: Doc): Record<string, string | undefined> {
+  const ids: Record<string, string | undefined> = {};
+  for (const [path, item] of Object.entries(doc.paths))
+    for (const [method, op] of Object.entries(item))
+      ids[`${method.toUpperCase()} ${path}`] = (op as { operationId?: string }).operationId;
+  expect(Object.entries(ids).filter(([, id]) => typeof id !== 'string' || id === '')).toEqual([]);
+  expect(new Set(Object.values(ids)).size).toBe(Object.keys(ids).length);
+  return ids;
+}
+
 describe('the OpenAPI 3.1 description of /rest/v1', () => {
   let db: TestDatabase, t: TestApp, jwtA: string, readA: string;
 
@@ -68,6 +79,17 @@ describe('the OpenAPI 3.1 description of /rest/v1', () => {
 
     const anonymous = (await describeFor(null)).doc;
     expect(Object.keys(anonymous.paths).filter((p) => !p.startsWith('/rpc/'))).toEqual([]);
+  });
+
+  it('names every operation with an id of its own, for the code generators that name methods by it', async () => {
+    const ids = operationIds((await describeFor(jwtA)).doc);
+    expect(ids).toMatchObject({
+      'GET /personal_transactions': 'get.personal_transactions',
+      'POST /personal_transactions': 'post.personal_transactions',
+      'PATCH /personal_transactions': 'patch.personal_transactions',
+      'DELETE /personal_transactions': 'delete.personal_transactions',
+    });
+    expect(Object.keys(ids).length).toBeGreaterThanOrEqual(35);
   });
 
   it('says a returned row has every column, null where it may be, and what an insert needs', async () => {
@@ -133,6 +155,10 @@ describe('the OpenAPI 3.1 description of schemas that are not Tally’s', () => 
       expect(Object.keys(doc.paths)).toEqual(
         expect.arrayContaining([`/${encodeURIComponent('odd name.x-y/{z}')}`, `/rpc/${encodeURIComponent('odd fn')}`]),
       );
+      expect(operationIds(doc)).toMatchObject({
+        [`GET /${encodeURIComponent('odd name.x-y/{z}')}`]: 'get.odd-20-name-2e-x-2d-y-2f--7b-z-7d-',
+        [`POST /rpc/${encodeURIComponent('odd fn')}`]: 'post.rpc.odd-20-fn',
+      });
       const oddRow = doc.components.schemas['odd-20-name-2e-x-2d-y-2f--7b-z-7d-']!;
       expect(oddRow.required).toEqual(['id', 'tags[]', 'data']);
       expect(types).toContain('"odd-20-name-2e-x-2d-y-2f--7b-z-7d-.insert": {');

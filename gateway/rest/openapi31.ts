@@ -45,6 +45,13 @@ const componentName = (name: string): string =>
   name.replace(/[^A-Za-z0-9_]/gu, (c) => `-${c.codePointAt(0)!.toString(16)}-`);
 
 const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });
+
+/**
+ * An operation's id, unique in the document: the method, then the component name of the
+ * relation, or `rpc` and the function's (componentName leaves no dot in a name).
+ */
+const operationId = (method: string, name: string, rpc = false): string =>
+  rpc ? `${method}.rpc.${componentName(name)}` : `${method}.${name}`;
 const json = (schema: JsonSchema) => ({ 'application/json': { schema } });
 // The error shape's component: a relation's name has no dot there (componentName), and its
 // own components end in .insert or .update.
@@ -89,6 +96,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
   const path: Record<string, unknown> = {};
   if (readable.length > 0) {
     path.get = {
+      operationId: operationId('get', name),
       tags,
       summary: relation.description ?? `Read ${relation.name}`,
       parameters: [
@@ -108,6 +116,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
   }
   if (allowed.insert.size > 0) {
     path.post = {
+      operationId: operationId('post', name),
       tags,
       summary: `Insert into ${relation.name}`,
       parameters: [
@@ -129,6 +138,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
   }
   if (allowed.update.size > 0) {
     path.patch = {
+      operationId: operationId('patch', name),
       tags,
       summary: `Change the rows of ${relation.name} the filters take`,
       parameters: [SELECT, ...filters(readable), prefer('return=representation|minimal, count=exact')],
@@ -138,6 +148,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
   }
   if (allowed.delete) {
     path.delete = {
+      operationId: operationId('delete', name),
       tags,
       summary: `Delete the rows of ${relation.name} the filters take`,
       parameters: [SELECT, ...filters(readable), prefer('return=representation|minimal, count=exact')],
@@ -241,6 +252,7 @@ function routinePath(overloads: Routine[], described: Map<Relation, string>): Re
       };
   const path: Record<string, unknown> = {
     post: {
+      operationId: operationId('post', first!.name, true),
       tags: ['rpc'],
       summary,
       parameters: [idempotencyKeyHeader()],
@@ -256,6 +268,7 @@ function routinePath(overloads: Routine[], described: Map<Relation, string>): Re
     const params = new Map<string, boolean>();
     for (const r of reads) for (const p of r.params) params.set(p.name, (params.get(p.name) ?? true) && p.required);
     path.get = {
+      operationId: operationId('get', first!.name, true),
       tags: ['rpc'],
       summary,
       parameters: [
