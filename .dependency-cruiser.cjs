@@ -31,6 +31,14 @@ module.exports = {
       to: { path: '^(mcp|gateway/(wrapper|settings))/' },
     },
     {
+      name: 'errors-in-one-place',
+      severity: 'error',
+      comment:
+        "Around the engine, errors are made and written through gateway/errors.ts (both catalogues, toApiError, writeError), never the engine's error modules directly.",
+      from: { path: APP, pathNot: '^gateway/errors\\.ts$' },
+      to: { path: '^gateway/engine/errors/' },
+    },
+    {
       name: 'admin-knows-no-surface',
       severity: 'error',
       comment:

@@ -2,7 +2,7 @@ import type { Server, ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import { addressKey } from './auth/address.js';
 import type { SendLimits } from './sending.js';
-import { catalogue } from './engine/errors.js';
+import { catalogue } from './errors.js';
 
 // What one client address may hold of the server, before any request of it is read: a bounded
 // number of open connections, and a bounded time to send its headers and its whole request.

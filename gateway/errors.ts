@@ -1,12 +1,25 @@
-// The errors of Tally's own surfaces, in a catalogue of their own beside the engine's (which is
-// PostgREST's, engine/errors/catalogue.ts): the same one error shape, made by the same entries.
-// Surfaces import `catalogue` from here: the engine's entries and these. Anything thrown becomes
-// an answer as the engine's toApiError says (error-response.ts); a body's refusals are made
-// from these entries where the body is read (body.ts).
+// Errors, in one place: how an error is made, and how it is written.
+//
+// - Every error a client can get is an ApiError in the one shape, {code, message, details, hint}
+//   with an HTTP status (and headers where it needs them), made only by an entry of a
+//   catalogue: the engine's (PostgREST's errors, engine/errors/catalogue.ts, which knows no app)
+//   and the app's below (its surfaces' own). `catalogue` here is both; surfaces import from
+//   this file only.
+// - Anything else thrown becomes an ApiError by the engine's toApiError
+//   (engine/errors/translate.ts): a database error as PostgREST maps it, in the app's wording
+//   given to the engine as configuration (READ_ONLY_HINT and the others below, through
+//   deployment.ts), a lost database a 503, anything unexpected a logged 500.
+// - writeError below writes it, on every surface: the request shell (http.ts) calls it for
+//   anything a surface throws, Express's error handler (server.ts) for what a router passes on.
+//   MCP answers a tool's error as a tool result instead (mcp/server.ts), from the same ApiError.
 
+import type { ServerResponse } from 'node:http';
 import { catalogue as engineCatalogue, entry } from './engine/errors/catalogue.js';
+import { toApiError } from './engine/errors/translate.js';
+import { errorFields, log } from './log.js';
 
 export { ApiError } from './engine/errors/catalogue.js';
+export { toApiError };
 
 // Codes: PT### as PostgREST's convention (the status it names), TLY0xx the server, TLY1xx the
 // /api/v1 wrapper, TLY2xx the settings pages.
@@ -104,3 +117,21 @@ export const catalogue = { ...engineCatalogue, ...appCatalogue } as const;
 export const READ_ONLY_HINT = 'Writes need a workspace token with the write scope (tally token create --scope write)';
 export const ROW_SECURITY_HINT =
   'Rows belong to the workspace of your token: leave workspace_id out of the body, and only reference rows of your workspace';
+
+/**
+ * Answers anything thrown in the one error shape, on every surface: an ApiError as it is (a
+ * body's refusals are made as ApiErrors where it is read, body.ts), a lost database a 503,
+ * anything unexpected a logged 500. A response already under way cannot change its status: it
+ * is left as it is.
+ */
+export function writeError(res: ServerResponse, err: unknown): void {
+  const { error, unexpected } = toApiError(err);
+  if (unexpected) log.error(errorFields(err), 'unexpected error');
+  if (res.headersSent) return;
+  const body = JSON.stringify(error.body());
+  res.statusCode = error.status;
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
+}

@@ -8,8 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { clientAddress } from './auth/address.js';
 import type { AuthContext, GatewayCall, GatewayTiming } from './engine/call.js';
-import { ApiError, catalogue } from './engine/errors.js';
-import { writeError } from './error-response.js';
+import { ApiError, catalogue, writeError } from './errors.js';
 import { log } from './log.js';
 import { Sending, type SendLimits } from './sending.js';
 

@@ -1,8 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { addressKey } from './auth/address.js';
-import { catalogue } from './engine/errors.js';
-import { writeError } from './error-response.js';
+import { catalogue, writeError } from './errors.js';
 
 // What one client may hold of the server's memory through the answers it is sent, and how many
 // of its requests one connection may have the server work on at once. An answer waits in the

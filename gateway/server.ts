@@ -3,8 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { Server as NetServer } from 'node:net';
 import { limitConnectionsPerAddress, serverOptions, type HttpLimits } from './connections.js';
 import type { AppContext } from './context.js';
-import { catalogue } from './engine/errors.js';
-import { writeError } from './error-response.js';
+import { catalogue, writeError } from './errors.js';
 import { GATEWAY_OPTIONS } from './deployment.js';
 import { changesOf, createGateway } from './engine/run.js';
 import { exchangeOf, serve, type Handler } from './http.js';
@@ -80,7 +79,7 @@ function isUnder(url: string, prefix: string): boolean {
   return next === '' || next === '/' || next === '?';
 }
 
-/** Answers anything thrown in the one error shape (error-response.ts). */
+/** Answers anything thrown in the one error shape (errors.ts writeError). */
 const errorHandler: ErrorRequestHandler = (err, _req, res, _next) => writeError(res, err);
 
 /** Serves `app` on `port` and `host`, within the limits of a connection (connections.ts). */

@@ -2,7 +2,7 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
 import type { GatewayCall } from '../gateway/engine/call.js';
-import { ApiError, catalogue } from '../gateway/engine/errors.js';
+import { ApiError, catalogue } from '../gateway/errors.js';
 import { bodyReader, parseJson } from '../gateway/body.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
 import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';

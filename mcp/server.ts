@@ -13,7 +13,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { GatewayCall } from '../gateway/engine/call.js';
-import { ApiError } from '../gateway/engine/errors.js';
+import { ApiError } from '../gateway/errors.js';
 import { readOnlyError } from '../gateway/auth/scopes.js';
 import type { Scope } from '../gateway/auth/workspace-token.js';
 import { financeFields, IDEMPOTENCY_KEY, published, type JsonSchema } from '../gateway/fields.js';

@@ -11,7 +11,7 @@ import {
 } from '../gateway/db/connect.js';
 import { changesOf, createGateway } from '../gateway/engine/run.js';
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
-import { catalogue } from '../gateway/engine/errors.js';
+import { catalogue } from '../gateway/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { mcpServer } from './server.js';
 

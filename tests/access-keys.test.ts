@@ -3,7 +3,7 @@ import { jest } from '@jest/globals';
 import { ApiKeys } from '../gateway/auth/apikey.js';
 import { createKey, listKeys, revokeKey } from '../gateway/admin/keys.js';
 import { serverPool } from '../gateway/db/connect.js';
-import { ApiError, catalogue } from '../gateway/engine/errors.js';
+import { ApiError, catalogue } from '../gateway/errors.js';
 import { newPublishableKey } from '../gateway/secrets.js';
 import { createTestDatabase, type TestDatabase, serverUrl } from './harness/db.js';
 

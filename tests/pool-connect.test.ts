@@ -1,4 +1,4 @@
-import { ApiError } from '../gateway/engine/errors.js';
+import { ApiError } from '../gateway/errors.js';
 import { createPool, type Pool } from '../gateway/engine/pool.js';
 import { databaseUrl } from './harness/db.js';
 import { stallProxy, type StallProxy } from './harness/stall-proxy.js';

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import request from 'supertest';
 import type { GatewayCall, GatewayMethod, AuthContext } from '../gateway/engine/call.js';
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
-import { ApiError } from '../gateway/engine/errors.js';
+import { ApiError } from '../gateway/errors.js';
 import { createGateway } from '../gateway/engine/run.js';
 import { OPERATOR_NAMES } from '../gateway/engine/operators.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';

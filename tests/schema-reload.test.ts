@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { loadConfig } from '../gateway/config.js';
 import { notServedYet, runSql } from '../gateway/cli/db-access.js';
-import { NEW_FUNCTION_HINT } from '../gateway/engine/errors.js';
+import { NEW_FUNCTION_HINT } from '../gateway/engine/errors/catalogue.js';
 import { schemaCacheOf } from '../gateway/engine/run.js';
 import { accessToken, startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';

@@ -1,5 +1,5 @@
 import type { Pool } from '../engine/pool.js';
-import { catalogue } from '../engine/errors.js';
+import { catalogue } from '../errors.js';
 import { Lru } from '../engine/lru.js';
 import { sameHash, sha256 } from '../secrets.js';
 import { oneRow } from '../engine/invariant.js';

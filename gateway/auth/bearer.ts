@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthContext } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue, type ApiError } from '../engine/errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import { header } from '../http.js';
 import type { JWTPayload } from 'jose';
 import { verifyJwt } from './jwt.js';

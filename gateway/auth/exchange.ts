@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { optionalJsonReader } from '../body.js';
 import { header, sendJson, type Handler } from '../http.js';
 import type { AppContext } from '../context.js';
-import { catalogue } from '../engine/errors.js';
+import { catalogue } from '../errors.js';
 import { ACCESS_TOKEN_TTL_SECONDS, signAccessToken } from './jwt.js';
 import { authenticateWorkspaceRequest, oneWorkspaceToken, roleForScope } from './workspace-token.js';
 import { emptyBearer, isEmptyBearer } from './bearer.js';

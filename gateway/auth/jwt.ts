@@ -1,6 +1,6 @@
 import { errors, jwtVerify, SignJWT, type JWTPayload } from 'jose';
 import { hash, randomUUID } from 'node:crypto';
-import { ApiError, catalogue } from '../engine/errors.js';
+import { ApiError, catalogue } from '../errors.js';
 
 // Access tokens: HS256 JWTs. The current secret signs; the current and the previous one both
 // verify, so the secret can be rotated without cutting clients off. Only HS256 is accepted

@@ -4,7 +4,7 @@ import type { Pool } from '../engine/pool.js';
 import type { AppContext } from '../context.js';
 import { Lru } from '../engine/lru.js';
 import { addressKey } from './address.js';
-import { catalogue, type ApiError } from '../engine/errors.js';
+import { catalogue, type ApiError } from '../errors.js';
 import { oneRow } from '../engine/invariant.js';
 import { errorFields, log } from '../log.js';
 
@@ -105,7 +105,7 @@ export class PostgresRateLimitStore {
     const remaining = fresh ? limit : Math.max(0, limit - previous.hits);
     const n = Math.max(1, Math.min(LEASE_MAX, Math.floor(remaining / 100)));
     // Every request of this key waits for this one query: bounded, so that a query the driver
-    // loses while Postgres restarts cannot hold them all (it answers 503, errors.ts).
+    // loses while Postgres restarts cannot hold them all (it answers 503, engine/errors/translate.ts).
     let timer: NodeJS.Timeout | undefined;
     const rows = await Promise.race([
       this.db.for(key)<{ hits: number; reset_at: Date }[]>`

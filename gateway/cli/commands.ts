@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { HOME_FILES, runningEmbeddedPort } from '../db/embedded.js';
 import { packageRoot } from '../paths.js';
-import { ApiError } from '../engine/errors.js';
+import { ApiError } from '../errors.js';
 import { SURFACES } from '../surfaces.js';
 import { setLogLevel } from '../log.js';
 import type { Sql } from 'postgres';

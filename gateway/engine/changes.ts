@@ -17,7 +17,7 @@
 // as long as that lasted. A poll past its deadline is given up with its connection.
 
 import { randomUUID } from 'node:crypto';
-import { isConnectionError, isPgError } from './errors.js';
+import { isConnectionError, isPgError } from './errors/translate.js';
 import { errorFields, log } from './log.js';
 import { watched, type Pool } from './pool.js';
 import { compile, param, run, sql, type CompiledSql } from './sql.js';

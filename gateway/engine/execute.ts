@@ -7,14 +7,14 @@
 
 import type { Row } from 'postgres';
 import type { AuthContext, GatewayTiming } from './call.js';
+import { ApiError } from './errors/catalogue.js';
 import {
-  ApiError,
   isConnectionError,
   isPgError,
   toApiError,
   type ErrorWording,
   type PgErrorContext,
-} from './errors.js';
+} from './errors/translate.js';
 import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
 import {
   compile,
@@ -213,7 +213,7 @@ export async function runTransaction<T = never>(
     try {
       lease = await db.reserve(shareKey(opts.auth, opts.tenantClaim));
     } catch (err) {
-      throw databaseError(err, errorContext); // the database is away: a 503 (errors.ts)
+      throw databaseError(err, errorContext); // the database is away: a 503 (errors/translate.ts)
     }
     const reserved = performance.now();
     const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
@@ -250,7 +250,7 @@ const ATTEMPTS = 3;
 const isTransientConflict = (err: unknown): err is { code: string } =>
   isPgError(err) && (err.code === '40P01' || err.code === '40001');
 
-/** What Postgres errors of this transaction mean to the caller (errors.ts words them). */
+/** What Postgres errors of this transaction mean to the caller (errors/translate.ts words them). */
 function errorContextOf(opts: TransactionOptions): PgErrorContext {
   return {
     anonymous: opts.auth.role === opts.anonRole,

@@ -1,7 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
 import { keepDriverClassesFast } from './driver-classes.js';
-import { catalogue, type ApiError, isConnectionError, isPgError, poolTimeout } from './errors.js';
+import { catalogue, type ApiError } from './errors/catalogue.js';
+import { isConnectionError, isPgError } from './errors/translate.js';
 import { defined } from './invariant.js';
 import { errorFields, log } from './log.js';
 
@@ -202,7 +203,7 @@ class Slots {
         const i = this.waiting.indexOf(waiter);
         if (i < 0) return;
         this.waiting.splice(i, 1);
-        reject(k === KEYLESS || this.underShare(k) ? poolTimeout(timeoutMs) : tooManyConcurrent(this.perKey));
+        reject(k === KEYLESS || this.underShare(k) ? catalogue.poolTimeout(timeoutMs) : tooManyConcurrent(this.perKey));
       }, timeoutMs);
       this.dispatch();
     }).finally(() => clearTimeout(timer));
@@ -309,7 +310,7 @@ async function connectionOf(slot: Slot, leftMs: number, deadlineMs: number): Pro
     return await Promise.race([
       reserving,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(poolTimeout(deadlineMs)), Math.max(1, leftMs));
+        timer = setTimeout(() => reject(catalogue.poolTimeout(deadlineMs)), Math.max(1, leftMs));
       }),
     ]);
   } catch (err) {

@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
 import type { EngineContext } from './config.js';
-import { ApiError, catalogue, whileReloading, type ErrorWording } from './errors.js';
+import { ApiError, catalogue, whileReloading } from './errors/catalogue.js';
+import type { ErrorWording } from './errors/translate.js';
 import type { Row } from 'postgres';
 import {
   runTransaction,

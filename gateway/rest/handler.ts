@@ -14,7 +14,7 @@ import { addressRateKey, refuseExhaustedAddress } from '../auth/ratelimit.js';
 import { bodyReader } from '../body.js';
 import type { AuthContext, GatewayMethod, GatewayRequest } from '../engine/call.js';
 import type { AppContext } from '../context.js';
-import { catalogue, toApiError } from '../engine/errors.js';
+import { catalogue, toApiError } from '../errors.js';
 import { answerCors, header, queryOf, sendBody, type Exchange, type Handler } from '../http.js';
 
 export const REST_PATH = '/rest/v1';

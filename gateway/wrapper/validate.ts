@@ -1,6 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { catalogue } from '../engine/errors.js';
+import { catalogue } from '../errors.js';
 import { DECIMALS, decimalsOf } from '../fields.js';
 import type { Lookups } from '../lookups.js';
 import { REQUEST_SCHEMAS, wrapperSchemas, type RequestSchemaName, type WrapperSchemas } from './schemas.js';

@@ -1,8 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ApiError, catalogue as engineCatalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
-import { appCatalogue, catalogue } from '../../gateway/errors.js';
-import { toApiError } from '../../gateway/engine/errors.js';
+import { appCatalogue, catalogue, toApiError } from '../../gateway/errors.js';
 import { packageRoot as root } from '../../gateway/paths.js';
 import { page } from '../harness/docs.js';
 

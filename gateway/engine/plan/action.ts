@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import type { AuthContext, GatewayRequest } from '../call.js';
 import type { EngineConfig } from '../config.js';
-import { catalogue, INVALID_JSON } from '../errors.js';
+import { catalogue, INVALID_JSON } from '../errors/catalogue.js';
 import type { TransactionMode } from '../execute.js';
 import { defined } from '../invariant.js';
 import { readStatement, type ReadBounds, type Statement } from '../query/read.js';

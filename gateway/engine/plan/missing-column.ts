@@ -4,7 +4,7 @@
 // many-to-many), and the hint Postgres makes from the relation's columns close to the one asked
 // for (parse_relation.c, errorMissingColumn). Only columns the caller may read are offered.
 
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors/catalogue.js';
 import { readableColumns, type Relation } from '../schema-cache/types.js';
 
 /** Postgres's bound on a suggestion's distance (MAX_FUZZY_DISTANCE). */

@@ -2,7 +2,7 @@
 // cache into ReadNodes. Unknown names fail here with PostgREST's errors, before any SQL exists.
 
 import type { CatalogText } from '../sql.js';
-import { catalogue } from '../errors.js';
+import { catalogue } from '../errors/catalogue.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
 import {

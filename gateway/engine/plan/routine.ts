@@ -5,7 +5,7 @@
 // unnamed text, xml or bytea parameter instead, and is never read as JSON. Only names that
 // matched a parameter reach SQL; values stay one JSON parameter.
 
-import { catalogue, NEW_FUNCTION_HINT, type ApiError } from '../errors.js';
+import { catalogue, NEW_FUNCTION_HINT, type ApiError } from '../errors/catalogue.js';
 import { isReservedKey, type ApiRequest } from '../request/types.js';
 import { closeName, type Routine, type RoutineParam, type SchemaCache } from '../schema-cache/types.js';
 import type { RoutineCall } from './types.js';

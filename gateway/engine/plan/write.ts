@@ -1,7 +1,7 @@
 // writePlan: the body and target of POST/PUT/PATCH/DELETE checked against the schema cache.
 // Only columns that matched the cache are written; the body travels as one JSON parameter.
 
-import { catalogue, INVALID_JSON, type ApiError } from '../errors.js';
+import { catalogue, INVALID_JSON, type ApiError } from '../errors/catalogue.js';
 import type { ApiRequest } from '../request/types.js';
 import { columnsHint, type Column, type Relation } from '../schema-cache/types.js';
 import type { PlanCondition, ReadNode } from './types.js';

@@ -348,7 +348,7 @@ export interface ReadBounds {
    * Bytes a read's body may have. While it is built, every top-level row and every embedded row
    * counts the bytes of its JSON (or CSV line) against it, as they will be sent (a compressed
    * value whole, an escaped character as its escape), per level of embedding, and the statement
-   * stops with BYTE_BUDGET_ERROR (errors.ts) at the first row past it, so Postgres never holds
+   * stops with BYTE_BUDGET_ERROR (errors/translate.ts) at the first row past it, so Postgres never holds
    * much more than the bound of one level's values. What the rows' count leaves out (the
    * brackets, a CSV header) is checked by the response stage (response/index.ts).
    */
@@ -371,7 +371,7 @@ export const topBudget = (bounds: ReadBounds): Budget | undefined =>
  * every transaction): what one level takes in all is at most about the body's size, where one
  * count for all levels would count a nested value again at every level above it. Built-in
  * functions only: the engine serves databases it has no functions in. Past `max` it fails the
- * statement with a bigint cast of "pgrst read bytes N over MAX" (errors.ts recognises it), which
+ * statement with a bigint cast of "pgrst read bytes N over MAX" (errors/translate.ts recognises it), which
  * reads the setting (a stable function), so the planner cannot fold it into an error.
  */
 function withinBudget({ max, level }: Budget, size: Fragment): Fragment {

@@ -5,7 +5,7 @@
 // rest of a parameter, Tally reads it to its end: trailing text is refused, not dropped.
 // Pure functions from strings to the types of ./types.ts.
 
-import { catalogue } from '../errors.js';
+import { catalogue } from '../errors/catalogue.js';
 import type { IsKeyword, Operator } from '../operators.js';
 import {
   ahead,

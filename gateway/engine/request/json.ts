@@ -6,7 +6,7 @@
 // caller asks, a number a double cannot hold exactly. Where the engine writes JSON to SQL it sends the client's own text, which
 // Postgres reads exactly (plan/write.ts, plan/routine.ts).
 
-import { catalogue, INVALID_JSON } from '../errors.js';
+import { catalogue, INVALID_JSON } from '../errors/catalogue.js';
 
 export interface JsonOptions {
   /** Refuse a number whose double differs from its text (for a surface that works on the value). */

@@ -4,7 +4,7 @@
 // any depth). A request over a limit is a 400 in PostgREST's shape; the statement timeout and
 // work_mem (execute.ts) bound what a request within them may take.
 
-import { catalogue } from '../errors.js';
+import { catalogue } from '../errors/catalogue.js';
 import type { SelectItem } from './types.js';
 
 export interface SelectLimits {

@@ -2,7 +2,7 @@
 // names). Pure: no schema cache, no I/O.
 
 import type { GatewayRequest } from '../call.js';
-import { catalogue } from '../errors.js';
+import { catalogue } from '../errors/catalogue.js';
 import {
   parseColumnList,
   parseLogic,

@@ -25,7 +25,7 @@
 // not maintained. Giving PostgREST's words on any of them would mean tracking consumption and
 // messages around each of its parsers: this file again, with a dependency under it.
 
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors/catalogue.js';
 
 /** The kinds of messages, in the order Parsec sorts them before it writes them. */
 const SYS_UNEXPECT = 0;

@@ -4,7 +4,7 @@
 
 import type { Row } from 'postgres';
 import type { GatewayResponse } from '../call.js';
-import { catalogue, type ApiError } from '../errors.js';
+import { catalogue, type ApiError } from '../errors/catalogue.js';
 import { defined } from '../invariant.js';
 import type { ActionPlan, CallAction, ExplainAction, InspectAction, WriteAction } from '../plan/action.js';
 import { ESTIMATE_THRESHOLD } from '../query/read.js';

@@ -1,12 +1,11 @@
-// The one error shape of every surface, PostgREST's: {code, message, details, hint}, with an
-// HTTP status. Nothing else (no stack, no SQL text) ever reaches a client.
+// Anything thrown, as the ApiError a client gets (toApiError): a Postgres error as PostgREST
+// maps it to a status (in the deployment's wording where it gives one), an error a function
+// raised in PostgREST's way, a lost or unreachable database, and anything else a 500 the caller
+// logs. The errors themselves, every one of them, are entries of catalogue.ts beside this file;
+// nothing else (no stack, no SQL text) ever reaches a client.
 
-import { raisedError } from './raised-error.js';
-import { ApiError, catalogue } from './errors/catalogue.js';
-
-// The errors themselves, every one of them, are in errors/catalogue.ts; this module maps what
-// is thrown (Postgres errors, lost connections, bugs) onto them.
-export { ApiError, catalogue, INVALID_JSON, NEW_FUNCTION_HINT, whileReloading } from './errors/catalogue.js';
+import { catalogue, ApiError } from './catalogue.js';
+import { isSendableHeader } from '../query/settings.js';
 
 // ---- Postgres errors → HTTP, as PostgREST maps them -------------------------------------
 
@@ -73,6 +72,52 @@ export interface PgErrorContext extends ErrorWording {
 
 /** A sentence naming the field and what is allowed, for a constraint or data error; else undefined. */
 type DescribeConstraint = (err: PgErrorLike) => string | undefined;
+
+// ---- PostgREST's custom errors from SQL ------------------------------------------------------
+
+// `RAISE SQLSTATE 'PGRST' USING message = '{"code": …, "message": …, "details": …, "hint": …}',
+// detail = '{"status": 402, "headers": {…}}'`: the function decides the whole response, its
+// status, headers and body.
+
+const text = (v: unknown): string | null =>
+  typeof v === 'string' ? v : v === undefined || v === null ? null : JSON.stringify(v);
+
+function raisedError(err: { message: string; detail?: string }): ApiError {
+  let body: Record<string, unknown>;
+  let meta: { status?: unknown; headers?: unknown };
+  try {
+    body = JSON.parse(err.message);
+    meta = JSON.parse(err.detail ?? '');
+    if (typeof body !== 'object' || body === null || typeof meta !== 'object' || meta === null)
+      throw new Error('not objects');
+  } catch {
+    return catalogue.raisedUnparseable();
+  }
+  const status =
+    Number.isInteger(meta.status) && (meta.status as number) >= 100 && (meta.status as number) <= 599
+      ? (meta.status as number)
+      : 500;
+  const headers: Record<string, string> = {};
+  if (typeof meta.headers === 'object' && meta.headers !== null) {
+    for (const [k, v] of Object.entries(meta.headers)) {
+      // Only well-formed header names and values; the framing headers stay the server's.
+      if (
+        typeof v === 'string' &&
+        isSendableHeader(k, v) &&
+        !['content-length', 'content-type', 'transfer-encoding', 'connection'].includes(k.toLowerCase())
+      )
+        headers[k] = v;
+    }
+  }
+  return catalogue.raised(
+    status,
+    text(body.code) ?? '',
+    text(body.message) ?? '',
+    text(body.details),
+    text(body.hint),
+    headers,
+  );
+}
 
 /** How a read past its byte budget fails (query/read.ts, withinBudget), with the bytes counted. */
 const BYTE_BUDGET_ERROR = /"pgrst read bytes (\d+) over (\d+)"/;
@@ -183,9 +228,6 @@ function connectionError(err: unknown): ApiError {
   return UNREACHABLE.has(code) || code === '57P03' ? catalogue.couldNotConnect() : catalogue.connectionLost();
 }
 
-/** PostgREST's PGRST003: no pooled connection became free in time (504, retry later). */
-export const poolTimeout = (ms: number): ApiError => catalogue.poolTimeout(ms);
-
 /**
  * The database itself accepts no writes (a hot standby, or default_transaction_read_only):
  * - a write refused as read-only where nothing asked for a read-only transaction (PostgREST's
@@ -203,7 +245,7 @@ function databaseReadOnly(err: PgErrorLike, pg?: PgErrorContext): boolean {
  * How anything thrown becomes an answer: an ApiError as it is, a lost database a 503, a database
  * error as PostgREST maps it (given the request's context), and anything else a 500 (TLY000)
  * that the caller logs (`unexpected` is then true). Every surface answers errors with it
- * (gateway/error-response.ts); a body's refusals are ApiErrors where it is read (gateway/body.ts).
+ * (gateway/errors.ts writeError); a body's refusals are ApiErrors where it is read (gateway/body.ts).
  */
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
