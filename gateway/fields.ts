@@ -95,12 +95,12 @@ export const nullable = (schema: JsonSchema): JsonSchema => ({
 const dateTime = (description: string): JsonSchema => ({
   type: 'string',
   format: 'date-time',
-  description: `${description}; ISO 8601 date-time with a time zone, e.g. 2026-03-14T18:30:00Z`,
+  description: `${description}; e.g. 2026-03-14T18:30:00Z`,
 });
 const date = (description: string): JsonSchema => ({
   type: 'string',
   format: 'date',
-  description: `${description}; ISO 8601 date, e.g. 2026-03-14`,
+  description: `${description}; e.g. 2026-03-14`,
 });
 
 /** The writable fields of each finance table, with the live enums of `lookups`. */

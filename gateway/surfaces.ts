@@ -52,7 +52,13 @@ export interface Surface {
   /** Its Express routers (pages and probes), mounted on Express at their paths. */
   routers?: Mounted<RequestHandler>[];
   /** A command of its own on the command line (`tally NAME`), loaded when it runs. */
-  command?: { name: string; usage: string; run(config: Config): Promise<void> };
+  command?: {
+    name: string;
+    usage: string;
+    /** Its options, as commander takes them: [flags, description]. */
+    options?: [string, string][];
+    run(config: Config, options: Record<string, unknown>): Promise<void>;
+  };
 }
 
 export const SURFACES: Surface[] = [
@@ -83,9 +89,20 @@ export const SURFACES: Surface[] = [
     command: {
       name: 'mcp',
       usage: 'the MCP server on stdio (workspace token in TALLY_TOKEN)',
-      run: async (config) => {
+      options: [
+        [
+          '--toolsets <areas>',
+          'load only these areas of tools, comma-separated (workspace, expenses, funds, contacts, activity)',
+        ],
+        ['--read-only', 'load only the read tools'],
+      ],
+      run: async (config, options) => {
         logToStderr(); // standard output carries only JSON-RPC
-        return (await import('../mcp/stdio.js')).serveStdio(config);
+        return (await import('../mcp/stdio.js')).serveStdio(config, {
+          toolsets:
+            typeof options.toolsets === 'string' ? options.toolsets.split(',').filter((s) => s !== '') : undefined,
+          readOnly: options.readOnly === true,
+        });
       },
     },
   },

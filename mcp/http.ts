@@ -10,7 +10,7 @@ import { oneWorkspaceToken, RecentTokens, serveWorkspaceRequest } from '../gatew
 import { header, queryOf, sendBody, sendJson as sendJsonAs, type Exchange, type Handler } from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
 import { ErrorCode, mcpServer, toolErrorText } from './server.js';
-import type { McpCaller } from './tools.js';
+import { selectedTools, type McpCaller } from './tools.js';
 
 // The MCP URL is /mcp?token=<workspace token>, or Authorization: Bearer <workspace
 // token>. No OAuth: a client registers it with Client ID and Secret left empty. The transport
@@ -117,6 +117,30 @@ function parseBody(raw: string | undefined): unknown {
   }
 }
 
+/**
+ * The tools this URL loads: ?toolsets=expenses,funds (areas, comma-separated or repeated; all
+ * when none) and ?read_only=true (the read tools only); undefined for every tool.
+ */
+function loadedTools(query: URLSearchParams): ReadonlySet<string> | undefined {
+  const toolsets = query
+    .getAll('toolsets')
+    .flatMap((v) => v.split(','))
+    .filter((v) => v !== '');
+  const readOnly = query.get('read_only');
+  if (toolsets.length === 0 && readOnly === null) return undefined;
+  if (readOnly !== null && readOnly !== 'true' && readOnly !== 'false')
+    throw refuse(
+      400,
+      ErrorCode.InvalidParams,
+      `read_only must be true or false, not ${JSON.stringify(readOnly).slice(0, 100)}`,
+    );
+  try {
+    return selectedTools({ toolsets, readOnly: readOnly === 'true' });
+  } catch (err) {
+    throw refuse(400, ErrorCode.InvalidParams, (err as Error).message.slice(0, 300));
+  }
+}
+
 /** A body the reader refused (not UTF-8, over the limit) as a JSON-RPC error, with the reader's status. */
 function unreadable(err: unknown): never {
   if (err instanceof ApiError && err.status === 400)
@@ -202,9 +226,10 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
     body: unknown,
     caller: McpCaller,
     call: GatewayCall,
+    loaded: ReadonlySet<string> | undefined,
   ): Promise<Response> => {
     if (Array.isArray(body)) throw refuse(400, ErrorCode.InvalidRequest, BATCH_REFUSED);
-    const { server, connect } = mcpServer(call, caller, await lookups.get());
+    const { server, connect } = mcpServer(call, caller, await lookups.get(), { loaded });
     // Stateless: no session id, a new transport per request, the answer as one JSON body.
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
     await connect(transport);
@@ -220,6 +245,7 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
     let body: unknown;
     try {
       checkTransport(x, allowedOrigins);
+      const loaded = loadedTools(queryOf(req));
       body = parseBody(await readBody(req, res).catch(unreadable));
       // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
       const reply = await serveWorkspaceRequest(
@@ -239,6 +265,7 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
               rateLimit: () => requestsLeft(ctx, rateKey),
             },
             checked,
+            loaded,
           ),
       );
       await send(res, reply);

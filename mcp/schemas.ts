@@ -11,7 +11,7 @@ const DATE = /^\d{4}-\d{2}-\d{2}$/;
 export const dateOrDateTime = (description: string): JsonSchema => ({
   type: 'string',
   anyOf: [{ format: 'date' }, { format: 'date-time' }],
-  description: `${description}: an ISO 8601 date (2026-03-14) or date-time (2026-03-14T18:30:00Z)`,
+  description: `${description}: a date (2026-03-14) or date-time`,
 });
 
 /** The start of a range: a date means from 00:00 UTC of that day. */
@@ -35,12 +35,12 @@ export const limit: JsonSchema = {
   type: 'integer',
   minimum: 1,
   maximum: MAX_LIMIT,
-  description: `How many records to return, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT})`,
+  description: `Page size (default ${DEFAULT_LIMIT})`,
 };
 export const offset: JsonSchema = {
   type: 'integer',
   minimum: 0,
-  description: 'How many matching records to skip, for paging: pass the next_offset of the previous page (default 0)',
+  description: "Records to skip: the previous page's next_offset (default 0)",
 };
 export const search: JsonSchema = { type: 'string', minLength: 1, maxLength: 200 };
 

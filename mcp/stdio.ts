@@ -14,13 +14,15 @@ import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { catalogue } from '../gateway/errors.js';
 import { LookupCache } from '../gateway/lookups.js';
 import { mcpServer } from './server.js';
+import { selectedTools, type ToolSelection } from './tools.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, with the workspace token from
 // TALLY_TOKEN. Every tool call runs the pre-request check, so a revoked token or an API switch
 // turned off stops the very next call, as over HTTP. Nothing but JSON-RPC goes to stdout. The
 // session is the SDK's Server of server.ts on its stdio transport, as over HTTP.
 
-export async function serveStdio(config: Config): Promise<void> {
+export async function serveStdio(config: Config, selection: ToolSelection = {}): Promise<void> {
+  const loaded = selection.toolsets?.length || selection.readOnly ? selectedTools(selection) : undefined;
   const presented = config.workspaceToken;
   if (!presented) {
     throw catalogue.noCredential(
@@ -48,6 +50,7 @@ export async function serveStdio(config: Config): Promise<void> {
   // No rate limit over stdio: one desktop client on its own process and token.
   const mcp = mcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), {
     listChanged: true,
+    loaded,
   });
   const transport = new StdioServerTransport();
   transport.onclose = () => {

@@ -5,7 +5,7 @@ import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 import { waitFor } from './harness/wait.js';
-import { toolCaller } from './harness/mcp-tools.js';
+import { dataText, toolCaller } from './harness/mcp-tools.js';
 import { keepActivity } from '../gateway/activity.js';
 import { loadConfig } from '../gateway/config.js';
 
@@ -296,7 +296,7 @@ describe('through MCP: list_activity, undo_change, and the activity id of an upd
       changes: [expect.objectContaining({ action: 'insert', undo_of: activityId, surface: 'mcp' })],
     });
     // The agent reads what the undo did, not an "insert" it might take for the change undone.
-    expect(undone.content[0]!.text).toMatch(
+    expect(dataText(undone.content[0]!.text)).toMatch(
       new RegExp(`^Undid change ${activityId}\\. The undo made: insert of personal_transactions ${id}\\.`),
     );
     expect(await db.admin`SELECT amount::float AS amount FROM public.personal_transactions WHERE id = ${id}`).toEqual([

@@ -5,7 +5,7 @@ import type { WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 import { waitFor } from './harness/wait.js';
-import { toolCaller } from './harness/mcp-tools.js';
+import { dataText, toolCaller } from './harness/mcp-tools.js';
 import { keepActivity } from '../gateway/activity.js';
 
 // Idempotency keys: a create sent again with its Idempotency-Key answers what the first
@@ -368,7 +368,7 @@ describe('MCP: a create tool called again with its idempotency_key', () => {
     for (const tl of tools.filter((x) => CREATES.includes(x.name))) {
       // A host may repeat an idempotent tool on its own: a repeat without the key records again.
       // A contact takes part in a fund once, so add_fund_participant's repeat is refused instead.
-      expect([tl.name, tl.annotations.idempotentHint]).toEqual([tl.name, tl.name === 'add_fund_participant']);
+      expect([tl.name, tl.annotations.idempotentHint ?? false]).toEqual([tl.name, tl.name === 'add_fund_participant']);
       expect(tl.description).toContain('A retry with the same idempotency_key writes nothing');
       expect(tl.inputSchema.properties.idempotency_key).toMatchObject({ maxLength: 255, pattern: '^[!-~]+$' });
       expect(tl.inputSchema.required ?? []).not.toContain('idempotency_key');
@@ -407,8 +407,8 @@ describe('MCP: a create tool called again with its idempotency_key', () => {
       expect([name, first.isError, again.isError]).toEqual([name, undefined, undefined]);
       // The replay says it is one, in the text an agent reads and in the structured result.
       expect(again.structuredContent).toEqual({ ...first.structuredContent, replayed: true });
-      expect(first.content[0]!.text).not.toMatch(/Replayed/);
-      expect(again.content[0]!.text).toMatch(
+      expect(dataText(first.content[0]!.text)).not.toMatch(/Replayed/);
+      expect(dataText(again.content[0]!.text)).toMatch(
         /^Replayed: this idempotency_key was used before, so nothing was written now/,
       );
       expect([name, await count()]).toEqual([name, name === 'create_expenses' ? 2 : 1]);

@@ -6,10 +6,10 @@ import request from 'supertest';
 import { CONSTRAINT_MESSAGES } from '../gateway/fields.js';
 import { startTestApp } from './harness/app.js';
 import { TENANT_TABLES, tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { callEveryTool, READ_TOOLS } from './harness/mcp-tools.js';
+import { callEveryTool, dataText, READ_TOOLS } from './harness/mcp-tools.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown, type FinanceSuite } from './harness/suite.js';
-import { first, present } from './harness/present.js';
+import { first } from './harness/present.js';
 
 // The MCP server as an agent uses it, through the SDK's own Client over Streamable HTTP: records
 // it can act on in the text content, errors that say what to change, paging, scope-aware tool
@@ -37,7 +37,7 @@ const text = (r: CallToolResult): string => (r.content[0] as { text: string }).t
 
 /** What a host that passes only `content` to the model gives it: the summary line, then the JSON. */
 function fromText(r: CallToolResult): { summary: string; json: unknown } {
-  const t = text(r);
+  const t = dataText(text(r));
   const i = t.indexOf('\n{');
   return { summary: t.slice(0, i), json: JSON.parse(t.slice(i + 1)) };
 }
@@ -394,16 +394,21 @@ describe('context and workflow', () => {
 });
 
 describe('schema details', () => {
-  it('output schemas carry formats and descriptions; upper-case uuids are accepted', async () => {
+  it('output schemas name the members of a result and their types; upper-case uuids are accepted', async () => {
     const client = await connect(writeA);
     const { tools } = await client.listTools();
-    const out = tools.find((t) => t.name === 'list_expenses')!.outputSchema as unknown as {
-      properties: { expenses: { items: { properties: Record<string, { format?: string; description?: string }> } } };
-    };
-    const props = out.properties.expenses.items.properties;
-    expect(present(props.id).format).toBe('uuid');
-    expect(present(props.occurred_at).format).toBe('date-time');
-    expect(present(props.amount).description).toMatch(/currency/);
+    expect(tools.find((t) => t.name === 'list_expenses')!.outputSchema).toEqual({
+      type: 'object',
+      properties: {
+        expenses: { type: 'array' },
+        limit: { type: 'integer' },
+        offset: { type: 'integer' },
+        has_more: { type: 'boolean' },
+        next_offset: { type: ['integer', 'null'] },
+        total: { type: ['integer', 'null'] },
+      },
+      required: ['expenses', 'limit', 'offset', 'has_more', 'next_offset', 'total'],
+    });
     const input = tools.find((t) => t.name === 'delete_expense')!.inputSchema as unknown as {
       properties: { id: { format: string } };
     };

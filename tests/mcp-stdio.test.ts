@@ -7,7 +7,7 @@ import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.j
 import { tally } from './harness/cli.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { first, present } from './harness/present.js';
-import { READ_TOOLS } from './harness/mcp-tools.js';
+import { dataText, READ_TOOLS } from './harness/mcp-tools.js';
 import { tools } from '../mcp/tools.js';
 import { waitFor } from './harness/wait.js';
 
@@ -165,7 +165,7 @@ describe('tally mcp (stdio)', () => {
         name: 'list_expenses',
         arguments: { search: 'Desk import', limit: 1 },
       })) as CallToolResult;
-      const [summary, json] = text(listed).split('\n');
+      const [summary, json] = dataText(text(listed)).split('\n');
       expect(summary).toBe('expenses 1-1; more follow (next_offset 1). This page sums to 2.00.');
       expect(JSON.parse(present(json))).toEqual(listed.structuredContent);
       expect(

@@ -92,8 +92,9 @@ describe('tools/list', () => {
       expect(tool.description).toBeTruthy();
       expect(tool.outputSchema).toBeDefined();
       expect(tool.inputSchema.type).toBe('object');
-      expect(tool.annotations?.readOnlyHint).toBe(READ_TOOLS.includes(tool.name));
-      if (tool.name.startsWith('delete_')) expect(tool.annotations?.destructiveHint).toBe(true);
+      // MCP's defaults (readOnlyHint false, destructiveHint true) are left out.
+      expect(tool.annotations?.readOnlyHint === true).toBe(READ_TOOLS.includes(tool.name));
+      if (tool.name.startsWith('delete_')) expect(tool.annotations?.destructiveHint ?? true).toBe(true);
     }
   });
 

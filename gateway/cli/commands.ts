@@ -295,11 +295,11 @@ function commands(): Command {
   databaseCommands(program);
   for (const s of SURFACES) {
     const command = s.command;
-    if (command)
-      program
-        .command(command.name)
-        .description(command.usage)
-        .action(() => command.run(configuration()));
+    if (command) {
+      const sub = program.command(command.name).description(command.usage);
+      for (const [flags, description] of command.options ?? []) sub.option(flags, description);
+      sub.action((options: Record<string, unknown>) => command.run(configuration(), options));
+    }
   }
   helpCommand(program);
   oneLineErrors(program);

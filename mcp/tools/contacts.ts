@@ -2,7 +2,7 @@ import { nullable, uuid } from '../../gateway/fields.js';
 import { searchFilter } from '../gateway-client.js';
 import { CONTACT_COLUMNS, DEFAULT_LIMIT, array, contact, search, pageOutput } from '../schemas.js';
 import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
-import { given, notFound, pageFields, pageText, paging, type ById, type Paging } from './shared.js';
+import { given, notFound, pick, terse, pageFields, pageText, paging, type ById, type Paging } from './shared.js';
 import { changeOutput, undoable } from './undoable.js';
 
 // The workspace's roster: the members and participants of its funds.
@@ -26,8 +26,7 @@ export const contactTools: Tool[] = [
     name: 'list_contacts',
     title: 'List contacts',
     description:
-      'Lists the roster of members and participants by name; search is a case-insensitive substring of name, nickname or phone. ' +
-      'Pages: limit (1-1000, default 50) and offset, with has_more and next_offset.',
+      'Lists the roster of members and participants by name, in pages; search finds text in the name, nickname or phone.',
     annotations: READ,
     required: [],
     input: () => ({ search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging }),
@@ -66,15 +65,15 @@ export const contactTools: Tool[] = [
     name: 'update_contact',
     title: 'Update a contact',
     description:
-      'Changes the given fields of a contact; fields left out stay as they are, null clears an optional one. An unknown id is an error.',
+      'Changes the given fields of a contact (as create_contact describes them); others stay, null clears an optional one. An unknown id is an error.',
     annotations: UPDATE,
     required: ['id'],
     input: (f) => ({
       id: uuid('The contact id (list_contacts shows them)'),
-      name: f.contact.name,
-      nickname: nullable(f.contact.nickname),
-      phone: nullable(f.contact.phone),
-      email: nullable(f.contact.email),
+      ...terse(pick(f.contact, ['name'])),
+      nickname: nullable(terse(f.contact).nickname),
+      phone: nullable(terse(f.contact).phone),
+      email: nullable(terse(f.contact).email),
     }),
     output: { contact, ...changeOutput },
     async run(args, { db }) {

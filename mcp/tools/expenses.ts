@@ -3,6 +3,7 @@ import { ToolError, searchFilter } from '../gateway-client.js';
 import { DEFAULT_LIMIT, EXPENSE_COLUMNS, array, expense, search, pageOutput } from '../schemas.js';
 import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
 import {
+  terse,
   dateFilters,
   given,
   listQuery,
@@ -75,7 +76,7 @@ export const expenseTools: Tool[] = [
         description: 'The expenses, each with the fields of create_expense',
         items: {
           type: 'object',
-          properties: f.expense,
+          properties: terse(f.expense),
           required: ['name', 'amount', 'category_id', 'method_id'],
           additionalProperties: false,
         },
@@ -103,24 +104,22 @@ export const expenseTools: Tool[] = [
     name: 'list_expenses',
     title: 'List expenses',
     description:
-      'Lists expenses, newest first (by occurred_at). Filters: category_id, method_id, start_date/end_date (ISO date = whole UTC ' +
-      'day, inclusive; or a date-time), search (case-insensitive substring of name or note). Pages: limit (1-1000, default 50) and ' +
-      'offset; has_more and next_offset say whether and where the next page starts, and total is exact on the last page only ' +
-      '(null while more follow: the whole table is never counted). For sums over a period use spending_summary.',
+      'Lists expenses, newest first, filtered and in pages (total is exact on the last page only, null before it). ' +
+      'For sums over a period use spending_summary.',
     annotations: READ,
     required: [],
     input: (f) => ({
       ...paging,
       category_id: {
         ...f.expense.category_id,
-        description: `Only this category. ${f.expense.category_id.description as string}`,
+        description: 'Only this category',
       },
       method_id: {
         ...f.expense.method_id,
-        description: `Only this payment method. ${f.expense.method_id.description as string}`,
+        description: 'Only this payment method',
       },
       ...dateFilters,
-      search: { ...search, description: 'Case-insensitive text to find in the name or note' },
+      search: { ...search, description: 'Text in the name or note (any case)' },
     }),
     output: { expenses: array(expense), ...pageOutput },
     async run(args, { db }) {
@@ -138,20 +137,20 @@ export const expenseTools: Tool[] = [
     name: 'spending_summary',
     title: 'Spending summary',
     description:
-      'Sums the personal expenses between two dates (whole UTC days, both included; leave one out for no bound) by category, by ' +
-      'payment method and by month, largest first, computed by Postgres over every matching expense. Answers "what did I spend on food last month?".',
+      'Sums the expenses between two dates (whole UTC days, both included; either may be left out) by category, payment method ' +
+      'and month, largest first: "what did I spend on food last month?".',
     annotations: READ,
     required: [],
     input: () => ({
       start_date: {
         type: 'string',
         format: 'date',
-        description: 'First day, e.g. 2026-03-01 (default: no lower bound)',
+        description: 'First day',
       },
       end_date: {
         type: 'string',
         format: 'date',
-        description: 'Last day, included, e.g. 2026-03-31 (default: no upper bound)',
+        description: 'Last day, included',
       },
     }),
     output: {
@@ -198,13 +197,13 @@ export const expenseTools: Tool[] = [
     name: 'update_expense',
     title: 'Update an expense',
     description:
-      'Changes the given fields of an expense; fields left out stay as they are, note: null clears the note. An unknown id is an error.',
+      'Changes the given fields of an expense (as create_expense describes them); others stay, note: null clears the note. An unknown id is an error.',
     annotations: UPDATE,
     required: ['id'],
     input: (f) => ({
       id: uuid('The expense id (list_expenses shows them)'),
-      ...f.expense,
-      note: nullable(f.expense.note),
+      ...terse(f.expense),
+      note: nullable(terse(f.expense).note),
     }),
     output: { expense, ...changeOutput },
     async run(args, { db }) {

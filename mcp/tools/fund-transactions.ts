@@ -3,6 +3,7 @@ import type { TableClient } from '../gateway-client.js';
 import { DEFAULT_LIMIT, FUND_TRANSACTION_COLUMNS, array, fundTransaction, pageOutput } from '../schemas.js';
 import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
 import {
+  terse,
   dateFilters,
   given,
   listQuery,
@@ -68,9 +69,7 @@ export const fundTransactionTools: Tool[] = [
     name: 'list_fund_transactions',
     title: 'List fund transactions',
     description:
-      'Lists fund transactions, newest first: of one fund (fund_id; an unknown fund is an error) or of all funds. Filters: ' +
-      'category_id, start_date/end_date (ISO date = whole UTC day, inclusive; or a date-time). Pages: limit (1-1000, default 50) ' +
-      'and offset, with has_more and next_offset; total is exact on the last page only.',
+      'Lists fund transactions, newest first, of one fund (an unknown fund is an error) or of all, filtered and in pages.',
     annotations: READ,
     required: [],
     input: (f) => ({
@@ -78,7 +77,7 @@ export const fundTransactionTools: Tool[] = [
       ...paging,
       category_id: {
         ...f.fundTransaction.category_id,
-        description: `Only this category. ${f.fundTransaction.category_id.description as string}`,
+        description: 'Only this category',
       },
       ...dateFilters,
     }),
@@ -104,12 +103,12 @@ export const fundTransactionTools: Tool[] = [
     name: 'update_fund_transaction',
     title: 'Update a fund transaction',
     description:
-      'Changes the given fields of a fund transaction (it stays in its fund); fields left out stay as they are. An unknown id is an error.',
+      'Changes the given fields of a fund transaction (as create_fund_transaction describes them; it stays in its fund); others stay. An unknown id is an error.',
     annotations: UPDATE,
     required: ['id'],
     input: (f) => ({
       id: uuid('The fund transaction id (list_fund_transactions shows them)'),
-      ...pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at']),
+      ...terse(pick(f.fundTransaction, ['name', 'amount', 'category_id', 'method_id', 'occurred_at'])),
     }),
     output: { transaction: fundTransaction, ...changeOutput },
     async run(args, { db }) {

@@ -1,4 +1,4 @@
-import { nullable, uuid, type JsonSchema } from '../../gateway/fields.js';
+import { uuid, type JsonSchema } from '../../gateway/fields.js';
 import {
   CONTACT_COLUMNS,
   DEFAULT_LIMIT,
@@ -14,7 +14,7 @@ import {
 } from '../schemas.js';
 import { pageOf, ToolError } from '../gateway-client.js';
 import { CREATE, DELETE, READ, UPDATE, tool, type Tool } from './tool.js';
-import { given, money, notFound, pageText, pick, type NoArgs } from './shared.js';
+import { nullables, terse, given, money, notFound, pageText, pick, type NoArgs } from './shared.js';
 import { changeOutput, undoable } from './undoable.js';
 import type { FundTransaction } from './fund-transactions.js';
 import type { Contact } from './contacts.js';
@@ -128,8 +128,7 @@ export const fundTools: Tool[] = [
     name: 'get_fund',
     title: 'Get a fund',
     description:
-      'One fund: its fields and budget target, its totals, its participants and one page of its ledger (newest first): ' +
-      'ledger_limit (1-1000, default 50) and ledger_offset, with ledger_has_more and ledger_next_offset.',
+      'One fund: its fields, totals and participants, and one page of its ledger, newest first (ledger_limit, ledger_offset).',
     annotations: READ,
     required: ['fund_id'],
     input: () => ({
@@ -210,21 +209,21 @@ export const fundTools: Tool[] = [
     name: 'update_fund',
     title: 'Update a fund',
     description:
-      "Changes the given fields of a fund; null clears an optional one. status may be set to any of 'Upcoming', 'In Progress', 'Completed' (no transition rule). " +
-      'The contribution schedule (contribution_amount, contribution_frequency, contribution_due_day) is set or cleared whole.',
+      'Changes the given fields of a fund (as create_fund describes them); null clears an optional one, the contribution schedule ' +
+      'is set or cleared whole, and any status may follow any.',
     annotations: UPDATE,
     required: ['fund_id'],
     input: (f) => ({
       fund_id: uuid('The fund id (list_funds shows them)'),
-      name: f.fund.name,
-      status: f.fund.status,
-      target_amount: nullable(f.fund.target_amount),
-      description: nullable(f.fund.description),
-      start_date: nullable(f.fund.start_date),
-      end_date: nullable(f.fund.end_date),
-      contribution_amount: nullable(f.fund.contribution_amount),
-      contribution_frequency: nullable(f.fund.contribution_frequency),
-      contribution_due_day: nullable(f.fund.contribution_due_day),
+      ...pick(f.fund, ['name', 'status']),
+      ...nullables(
+        terse(
+          pick(
+            f.fund,
+            [...FUND_FIELDS].filter((n) => n !== 'name'),
+          ),
+        ),
+      ),
     }),
     output: { fund, ...changeOutput },
     async run(args, { db }) {

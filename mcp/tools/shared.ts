@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../gateway/fields.js';
+import { DECIMALS, nullable, type JsonSchema } from '../../gateway/fields.js';
 import { defined } from '../../gateway/engine/invariant.js';
 import { ToolError, type Page } from '../gateway-client.js';
 import { dateOrDateTime, limit, offset, rangeEnd, rangeStart } from '../schemas.js';
@@ -22,6 +22,25 @@ export function given<A extends object>(args: A, fields: readonly (keyof A & str
   for (const f of fields) if (args[f] !== undefined) out[f] = args[f];
   if (Object.keys(out).length === 0) throw new ToolError(`Give at least one field to change: ${fields.join(', ')}.`);
   return out;
+}
+
+/**
+ * Fields without their descriptions: for a tool that takes the fields another tool describes
+ * (update_* those of create_*), so tools/list says each once.
+ */
+export function terse<T extends Record<string, JsonSchema>>(fields: T): T {
+  return Object.fromEntries(
+    Object.entries(fields).map(([name, { description: _, ...rule }]) => [
+      name,
+      // The one bound no published keyword states (fields.ts DECIMALS) stays, in words.
+      typeof rule[DECIMALS] === 'number' ? { ...rule, description: `at most ${rule[DECIMALS]} decimals` } : rule,
+    ]),
+  ) as T;
+}
+
+/** Each field nullable: null clears it. */
+export function nullables<T extends Record<string, JsonSchema>>(fields: T): T {
+  return Object.fromEntries(Object.entries(fields).map(([name, rule]) => [name, nullable(rule)])) as T;
 }
 
 /** Some of a table's fields. */
@@ -50,8 +69,8 @@ export function listQuery(
 
 export const paging = { limit, offset };
 export const dateFilters = {
-  start_date: dateOrDateTime('Only records on or after this moment (a date means from 00:00 UTC of that day)'),
-  end_date: dateOrDateTime('Only records on or before this moment (a date includes that whole UTC day)'),
+  start_date: dateOrDateTime('On or after (a date: from its start, UTC)'),
+  end_date: dateOrDateTime('On or before (a date: its whole UTC day)'),
 };
 
 /** "Records 51-100 of 230" / "51-100, more follow (next_offset 100)". */

@@ -100,28 +100,15 @@ export const tool =
 /** Read tools are what a read-only token sees. */
 export const isReadTool = (tool: Tool): boolean => tool.annotations.readOnlyHint === true;
 
-// idempotentHint tells a host it may repeat a call on its own (after a lost answer): true only
-// where a repeat of the same arguments cannot write again.
+// The hints say only what differs from MCP's defaults (readOnlyHint false, destructiveHint true,
+// idempotentHint false, openWorldHint true). idempotentHint tells a host it may repeat a call
+// on its own (after a lost answer): true only where a repeat of the same arguments cannot write
+// again.
 export const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
 // A repeat without idempotency_key records a second time; with the same key it writes nothing
 // (Tool.creates, the description says so), but the hint is about the arguments a host repeats.
-export const CREATE: ToolAnnotations = {
-  readOnlyHint: false,
-  destructiveHint: false,
-  idempotentHint: false,
-  openWorldHint: false,
-};
+export const CREATE: ToolAnnotations = { destructiveHint: false, openWorldHint: false };
 // Sets the given fields to the given values: a repeat finds them so and changes nothing.
-export const UPDATE: ToolAnnotations = {
-  readOnlyHint: false,
-  destructiveHint: false,
-  idempotentHint: true,
-  openWorldHint: false,
-};
+export const UPDATE: ToolAnnotations = { destructiveHint: false, idempotentHint: true, openWorldHint: false };
 // A repeat finds the record gone and is refused.
-export const DELETE: ToolAnnotations = {
-  readOnlyHint: false,
-  destructiveHint: true,
-  idempotentHint: true,
-  openWorldHint: false,
-};
+export const DELETE: ToolAnnotations = { idempotentHint: true, openWorldHint: false };

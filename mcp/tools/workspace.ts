@@ -10,8 +10,8 @@ export const workspaceTools: Tool[] = [
     name: 'get_workspace',
     title: 'About this workspace',
     description:
-      "The workspace this token belongs to: its name and currency, the token's scope (read or write), how much of the rate limit " +
-      'is left, and the live lists of expense categories, fund categories, payment methods and fund kinds. Also the resource tally://workspace.',
+      "This workspace's name and currency, the token's scope and rate limit left, and the live category, payment method and " +
+      'fund kind lists (also the resource tally://workspace).',
     annotations: READ,
     required: [],
     input: () => ({}),
