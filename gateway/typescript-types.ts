@@ -244,9 +244,17 @@ async function loadEnums(db: Sql, schemas: string[]): Promise<TypesOptions['enum
   return new Map(rows.map((r) => [r.name, r]));
 }
 
-/** The types of the database `db` reaches, for its exposed `schemas`, as `role` sees them. */
-export async function generateTypes(db: Sql, schemas: string[], role: string): Promise<string> {
-  const cache = await loadSchemaCache(db, schemas);
+/**
+ * The types of the database `db` reaches, for its exposed `schemas`, as `role` sees them; with a
+ * tenant column, without what the server withholds (engine/schema-cache/isolation.ts).
+ */
+export async function generateTypes(
+  db: Sql,
+  schemas: string[],
+  role: string,
+  tenantColumn: string | undefined,
+): Promise<string> {
+  const cache = await loadSchemaCache(db, schemas, tenantColumn);
   const oids = [...cache.routines.values()].flat().map((f) => f.oid);
   const executable = await db<{ oid: number }[]>`
     SELECT f.oid::int AS oid FROM unnest(${oids}::oid[]) AS f (oid)

@@ -75,7 +75,10 @@ console.log(JSON.stringify({ name, target, amounts, expense, summary }));
 `;
 
 it('types a supabase-js program that compiles with tsc --strict, refuses its mistakes, and runs against Tally', async () => {
-  await writeFile(join(dir, 'database.types.ts'), await generateTypes(db.admin, ['public'], 'api_write'));
+  await writeFile(
+    join(dir, 'database.types.ts'),
+    await generateTypes(db.admin, ['public'], 'api_write', 'workspace_id'),
+  );
   await writeFile(join(dir, 'program.ts'), PROGRAM);
   await writeFile(join(dir, 'package.json'), '{"type":"module"}');
   // ws (supabase-js's realtime transport on Node 20) ships no types; only the transport option takes it.
@@ -118,14 +121,14 @@ it('types a supabase-js program that compiles with tsc --strict, refuses its mis
 }, 120_000);
 
 it('describes only what the role may read', async () => {
-  const anon = await generateTypes(db.admin, ['public'], 'anon');
+  const anon = await generateTypes(db.admin, ['public'], 'anon', 'workspace_id');
   expect(anon).not.toContain('personal_transactions');
-  const writer = await generateTypes(db.admin, ['public'], 'api_write');
+  const writer = await generateTypes(db.admin, ['public'], 'api_write', 'workspace_id');
   expect(writer).toContain('"personal_transactions": {');
   expect(writer).not.toContain('api_tokens');
   expect(writer).toContain('PostgrestVersion: "13"');
   // Functions as the role may execute them: undo_change is the write role's.
   expect(writer).toContain('"undo_change": {');
-  expect(await generateTypes(db.admin, ['public'], 'api_read')).not.toContain('undo_change');
+  expect(await generateTypes(db.admin, ['public'], 'api_read', 'workspace_id')).not.toContain('undo_change');
   expect(anon).not.toContain('fund_summary');
 });

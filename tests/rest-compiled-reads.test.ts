@@ -46,7 +46,7 @@ describe('compiled reads', () => {
     it('schema reloads asked for while one runs are one load after it, shared by all of them', async () => {
       // A holder of its own, whose change watch is never started: no reload of the server's
       // (the DDL of the test before moved the change version) runs beside the burst.
-      const holder = new SchemaCacheHolder(t.ctx.db.control, ['blog'], new ChangeWatch(t.ctx.db));
+      const holder = new SchemaCacheHolder(t.ctx.db.control, ['blog'], undefined, new ChangeWatch(t.ctx.db));
       // A burst of reloads, as the changes of a migration ask for them: twenty at once.
       const caches = await Promise.all(Array.from({ length: 20 }, () => holder.reload()));
       const [first, ...meanwhile] = caches;

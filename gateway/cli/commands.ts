@@ -110,7 +110,7 @@ async function genTypesCommand(options: OptionValues): Promise<void> {
     (options.role as string | undefined) ??
     (config.apiRoles.includes('api_write') ? 'api_write' : config.apiRoles.at(-1)!);
   if (!roles.includes(role)) throw new UsageError(`--role must be one of ${roles.join(', ')}`);
-  process.stdout.write(await withAdmin(config, (sql) => generateTypes(sql, config.schemas, role)));
+  process.stdout.write(await withAdmin(config, (sql) => generateTypes(sql, config.schemas, role, config.tenantColumn)));
 }
 
 async function migrateCommand(sub: string | undefined, options: OptionValues): Promise<void> {

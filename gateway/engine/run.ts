@@ -41,7 +41,11 @@ export function changesOf(ctx: EngineContext): ChangeWatch {
 /** The schema cache of a server context: one per context, shared by every surface. */
 export function schemaCacheOf(ctx: EngineContext): SchemaCacheHolder {
   let h = holders.get(ctx);
-  if (!h) holders.set(ctx, (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas, changesOf(ctx))));
+  if (!h)
+    holders.set(
+      ctx,
+      (h = new SchemaCacheHolder(ctx.db.control, ctx.config.schemas, ctx.config.tenantColumn, changesOf(ctx))),
+    );
   return h;
 }
 

@@ -588,6 +588,16 @@ export const catalogue = {
       hint: "An operator must fix it: run `tally migrate` against the coordinator (it gives each API role its secret in pg_dist_authinfo and on every worker), and check that the workers' pg_hba.conf admits the API roles from the coordinator",
     }),
   ),
+  notIsolated: entry(
+    'TLY005',
+    403,
+    'a table or view with the tenant column (TALLY_DB_TENANT_COLUMN), or a function returning its rows, is not isolated by row-level security (enabled, forced, with a policy), so it is not served',
+    (kind: 'table' | 'view' | 'function', name: string, reason: string) => ({
+      message: `The ${kind} '${name}' is not served: it is not isolated by row-level security`,
+      details: reason,
+      hint: 'An operator must isolate it: enable and force row-level security on the table and give it a policy; it is served from the next schema reload',
+    }),
+  ),
   bodyTooLarge: entry('TLY001', 413, 'the request body is larger than TALLY_MAX_BODY_BYTES', (limit?: number) => ({
     message: 'The request body is too large',
     details: limit === undefined ? null : `The limit is ${limit} bytes`,

@@ -5,6 +5,7 @@ import type { CatalogText } from '../sql.js';
 import { catalogue } from '../errors/catalogue.js';
 import type { Condition, FieldRef, NodeOptions, OrderTerm, SelectItem } from '../request/types.js';
 import { BUILTIN_TYPES } from '../schema-cache/load.js';
+import { withheldError } from '../schema-cache/isolation.js';
 import {
   closeName,
   readableBy,
@@ -83,6 +84,8 @@ function resolveType(cache: SchemaCache, name: string): CatalogText {
 
 export function findRelation(cache: SchemaCache, schema: string, name: string): Relation {
   const rel = cache.relations.get(`${schema}.${name}`);
+  const withheld = rel ? undefined : cache.withheld?.get(`${schema}.${name}`);
+  if (withheld) throw withheldError(`${schema}.${name}`, withheld);
   if (!rel) {
     // Only relations the caller may read: a hint must not name a table kept from it.
     const names = [...cache.relations.values()]
@@ -133,6 +136,8 @@ function relationshipFor(cache: SchemaCache, source: Relation, name: string, hin
   const [only] = candidates;
   if (only && candidates.length === 1) return only;
   if (candidates.length === 0) {
+    const withheld = cache.withheld?.get(`${source.schema}.${name}`);
+    if (withheld) throw withheldError(`${source.schema}.${name}`, withheld);
     // PostgREST suggests a related resource whose name is close to the one asked for.
     const close = closeName(new Set(all.map((r) => r.target.name)), name);
     throw catalogue.noRelationship(

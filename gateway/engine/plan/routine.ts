@@ -12,6 +12,7 @@ import type { RoutineCall } from './types.js';
 import { defined } from '../invariant.js';
 import { parseJsonText } from '../request/json.js';
 import { levenshtein } from './missing-column.js';
+import { withheldError } from '../schema-cache/isolation.js';
 
 export function findRoutines(cache: SchemaCache, schema: string, name: string): Routine[] {
   return cache.routines.get(`${schema}.${name}`) ?? [];
@@ -55,6 +56,8 @@ export function routineNotFound(
   { post, contentType }: Invocation,
 ): ApiError {
   const fn = `${schema}.${name}`;
+  const withheld = cache.withheld?.get(fn);
+  if (withheld) return withheldError(fn, withheld);
   const type = mediaType(contentType);
   const raw = rawBodyParam({ post, contentType });
   if (raw !== undefined)

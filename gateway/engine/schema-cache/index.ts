@@ -7,6 +7,7 @@ import type { ChangeWatch } from '../changes.js';
 import { loadSchemaCache } from './load.js';
 import type { SchemaCache } from './types.js';
 import { watched } from '../pool.js';
+import { log } from '../log.js';
 
 /** How long a request waits for the first load: as long as the server lets a connection attempt take. */
 const LOAD_WAIT_MS = 5000;
@@ -23,6 +24,7 @@ export class SchemaCacheHolder {
   constructor(
     private readonly db: Sql,
     private readonly schemas: string[],
+    private readonly tenantColumn: string | undefined,
     private readonly changes: ChangeWatch,
   ) {
     // The change is served once the reload is done (with no schema loaded, the first load is).
@@ -31,7 +33,7 @@ export class SchemaCacheHolder {
 
   get(): Promise<SchemaCache> {
     if (!this.current) {
-      const loading = this.changes.ready().then(() => loadSchemaCache(this.db, this.schemas));
+      const loading = this.changes.ready().then(() => this.loadLogged());
       this.current = loading;
       this.loaded = false;
       loading.then(
@@ -73,9 +75,18 @@ export class SchemaCacheHolder {
   }
 
   private async load(): Promise<SchemaCache> {
-    const cache = await loadSchemaCache(this.db, this.schemas);
+    const cache = await this.loadLogged();
     this.current = Promise.resolve(cache);
     this.loaded = true;
+    return cache;
+  }
+
+  /** A load, and a line in the log for each relation or function it withholds (isolation.ts). */
+  private async loadLogged(): Promise<SchemaCache> {
+    const cache = await loadSchemaCache(this.db, this.schemas, this.tenantColumn);
+    for (const [name, { kind, reason }] of cache.withheld ?? []) {
+      log.warn({ [kind]: name, reason }, `not serving ${kind} ${name} until it is isolated by row-level security`);
+    }
     return cache;
   }
 }

@@ -5,8 +5,17 @@
 
 import type { Sql } from 'postgres';
 import { catalogText, compile, run, sql, text, type CatalogText, type Fragment } from '../sql.js';
-import { relationKey, type Column, type Relation, type Relationship, type Routine, type SchemaCache } from './types.js';
+import {
+  relationKey,
+  type Column,
+  type Relation,
+  type Relationship,
+  type Routine,
+  type SchemaCache,
+  type Withheld,
+} from './types.js';
 import { viewColumnOrigins } from './view-origins.js';
+import { unisolatedRelations, withheldByName, type TenantRelationRow, type ViewReadsRow } from './isolation.js';
 
 interface RelationRow {
   oid: number;
@@ -15,6 +24,8 @@ interface RelationRow {
   relkind: string;
   description: string | null;
   exposed: boolean;
+  /** A role the server may become has a privilege on it. */
+  granted: boolean;
 }
 interface ColumnRow {
   relid: number;
@@ -136,14 +147,21 @@ interface CatalogRows {
   attributes: AttRow[];
   casts: CastRow[];
   computedRelationships: ComputedRelRow[];
+  tenantRelations: TenantRelationRow[];
+  viewReads: ViewReadsRow[];
 }
 
 /**
  * The catalog queries after the relations'. `schemas` is the exposed schemas (text[]), `oids` the
- * exposed relations (oid[]); each travels as one parameter, a Postgres array literal.
+ * exposed relations (oid[]); each travels as one parameter, a Postgres array literal. `tenant` is
+ * the tenant column (text, NULL for none).
  */
 const QUERIES: {
-  [K in Exclude<keyof CatalogRows, 'relations'>]: (p: { schemas: Fragment; oids: Fragment }) => Fragment;
+  [K in Exclude<keyof CatalogRows, 'relations'>]: (p: {
+    schemas: Fragment;
+    oids: Fragment;
+    tenant: Fragment;
+  }) => Fragment;
 } = {
   columns: (p) => sql`
       SELECT a.attrelid::int AS relid, a.attname AS name, a.attnum::int AS num, NOT a.attnotnull AS nullable,
@@ -245,6 +263,31 @@ const QUERIES: {
        WHERE c.castcontext = 'i' AND c.castmethod = 'f'
          AND ((c.castsource = d.oid AND c.casttarget = 'pg_catalog.json'::regtype)
            OR (c.casttarget = d.oid AND c.castsource IN ('pg_catalog.text'::regtype, 'pg_catalog.json'::regtype)))`,
+  // Relations of every user schema with the tenant column, and their row-level security
+  // (isolation.ts): a view may read a table of a schema that is not exposed.
+  tenantRelations: (p) => sql`
+      SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
+             c.relrowsecurity AS rls, c.relforcerowsecurity AS forced,
+             (SELECT count(*) FROM pg_catalog.pg_policy pol WHERE pol.polrelid = c.oid)::int AS policies
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE ${USER_SCHEMAS} AND c.relkind IN ('r', 'p', 'f', 'm')
+         AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                      WHERE a.attrelid = c.oid AND a.attname = ${p.tenant} AND a.attnum > 0 AND NOT a.attisdropped)`,
+  // Views of every user schema, the relations their query reads, and whether it reads them as a
+  // role row-level security does not hold: its owner, unless security_invoker, being a superuser
+  // or BYPASSRLS; a materialized view's rows were read when it was refreshed, for no one.
+  viewReads: (p) => sql`
+      SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name,
+             (c.relkind = 'm' OR ((o.rolsuper OR o.rolbypassrls) AND NOT EXISTS (
+               SELECT 1 FROM unnest(c.reloptions) AS opt
+                WHERE opt ~* '^security_invoker=(t|tr|tru|true|y|ye|yes|on|1)$'))) AS bypass,
+             ARRAY(SELECT DISTINCT d.refobjid::int FROM pg_catalog.pg_depend d
+                    WHERE d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = r.oid
+                      AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid <> c.oid) AS reads
+        FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        JOIN pg_catalog.pg_roles o ON o.oid = c.relowner
+       WHERE ${p.tenant} IS NOT NULL AND ${USER_SCHEMAS} AND c.relkind IN ('v', 'm') AND r.rulename = '_RETURN'`,
   // Computed relationships: a function of one row type returning rows of another relation.
   computedRelationships: (p) => sql`
       SELECT pn.nspname AS schema, p.proname AS name, at.typrelid::int AS relid, t.typrelid::int AS target,
@@ -263,7 +306,12 @@ const QUERIES: {
  */
 const relationsQuery = (schemas: Fragment) => sql`
     SELECT c.oid::int AS oid, n.nspname AS schema, c.relname AS name, c.relkind::text AS relkind,
-           pg_catalog.obj_description(c.oid, 'pg_class') AS description, n.nspname = ANY(${schemas}) AS exposed
+           pg_catalog.obj_description(c.oid, 'pg_class') AS description, n.nspname = ANY(${schemas}) AS exposed,
+           c.relkind <> 'c' AND EXISTS (
+             SELECT 1 FROM pg_catalog.pg_roles r
+              WHERE pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')
+                AND (pg_catalog.has_table_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE, DELETE')
+                  OR pg_catalog.has_any_column_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE'))) AS granted
       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c') AND NOT c.relispartition
        AND (n.nspname = ANY(${schemas}) OR c.reltype IN (
@@ -280,9 +328,10 @@ const relationsQuery = (schemas: Fragment) => sql`
 const arrayLiteral = (items: readonly (string | number)[]) =>
   `{${items.map((i) => (typeof i === 'number' ? i : `"${i.replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`;
 
-async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows> {
+async function readCatalog(db: Sql, schemaNames: string[], tenantColumn: string | undefined): Promise<CatalogRows> {
   const query = <T extends object[]>(f: Fragment) => run<T>(db, compile(f), false);
   const schemas = sql`${text(arrayLiteral(schemaNames))}::text[]`;
+  const tenant = text(tenantColumn ?? null);
   const relations = await query<RelationRow[]>(relationsQuery(schemas));
   const oids = sql`${text(arrayLiteral(relations.map((r) => r.oid)))}::oid[]`;
   // One after the other, not pipelined: behind PgBouncer in transaction mode (1.18, Debian's)
@@ -290,14 +339,19 @@ async function readCatalog(db: Sql, schemaNames: string[]): Promise<CatalogRows>
   // load that never ends holds every request. A dozen round trips once per schema load is cheap.
   const rows = { relations } as Record<string, object[]>;
   for (const k of Object.keys(QUERIES) as (keyof typeof QUERIES)[]) {
-    rows[k] = await query<object[]>(QUERIES[k]({ schemas, oids }));
+    rows[k] = await query<object[]>(QUERIES[k]({ schemas, oids, tenant }));
   }
   return rows as unknown as CatalogRows;
 }
 
-export async function loadSchemaCache(db: Sql, schemas: string[]): Promise<SchemaCache> {
-  const rows = await readCatalog(db, schemas);
+/**
+ * The schema cache of `schemas`. With a tenant column, a relation that is not isolated
+ * (isolation.ts) is left out, with the functions that return its rows: each is in `withheld`.
+ */
+export async function loadSchemaCache(db: Sql, schemas: string[], tenantColumn?: string): Promise<SchemaCache> {
+  const rows = await readCatalog(db, schemas, tenantColumn);
   const { byOid, relations } = relationsOf(rows.relations, rows.columns, representationsOf(rows.casts));
+  const unisolated = withhold(rows, byOid, relations, tenantColumn);
   const keys = keysOf(rows.keys, byOid);
   addComputedFields(rows.computedFields, byOid);
   const views = viewOriginsOf(rows.views, rows.attributes, byOid);
@@ -307,10 +361,42 @@ export async function loadSchemaCache(db: Sql, schemas: string[]): Promise<Schem
     schemas,
     relations,
     relationships: relationshipsOf(rows.keys, rows.computedRelationships, keys, byOid, exposures),
-    routines: routinesOf(rows.routines, rows.routineArgs, byOid),
+    routines: routinesOf(rows.routines, rows.routineArgs, byOid, unisolated),
     types: typesOf(rows.types),
+    withheld: unisolated.byName,
     loadedAt: new Date(),
   };
+}
+
+/**
+ * Takes the relations that are not isolated out of `byOid` and `relations`, so that nothing
+ * built after (keys, relationships, views, functions) reaches them: a relation an API role may
+ * touch, or the row type of a function's result. Their oids and names, for the functions
+ * (routinesOf) and the errors.
+ */
+function withhold(
+  rows: CatalogRows,
+  byOid: Map<number, Relation>,
+  relations: Map<string, Relation>,
+  tenantColumn: string | undefined,
+): Unisolated {
+  if (!tenantColumn) return { oids: new Map(), byName: new Map() };
+  const granted = new Set(rows.relations.filter((r) => r.granted).map((r) => r.oid));
+  const candidates = [...byOid.values()].filter((r) => r.kind !== 'composite' && (r.hidden || granted.has(r.oid)));
+  const oids = unisolatedRelations(candidates, rows.tenantRelations, rows.viewReads, tenantColumn);
+  const byName = withheldByName(oids, byOid);
+  for (const oid of oids.keys()) {
+    const rel = byOid.get(oid)!;
+    byOid.delete(oid);
+    if (!rel.hidden) relations.delete(relationKey(rel.schema, rel.name));
+  }
+  return { oids, byName };
+}
+
+/** What withhold() left out: by oid, and by schema.name (where functions are added). */
+interface Unisolated {
+  oids: Map<number, Withheld>;
+  byName: Map<string, Withheld>;
 }
 
 type Representation = NonNullable<Column['representation']>;
@@ -692,6 +778,7 @@ function routinesOf(
   rows: RoutineRow[],
   argRows: RoutineArgRow[],
   byOid: Map<number, Relation>,
+  unisolated: Unisolated,
 ): Map<string, Routine[]> {
   const args = new Map<number, RoutineArgRow[]>();
   for (const a of argRows) {
@@ -700,6 +787,15 @@ function routinesOf(
   }
   const out = new Map<string, Routine[]>();
   for (const r of rows) {
+    // A function returning rows of a relation that is not isolated is withheld with it.
+    const of = unisolated.oids.get(r.ret_relid);
+    if (of) {
+      unisolated.byName.set(relationKey(r.schema, r.name), {
+        kind: 'function',
+        reason: `${r.schema}.${r.name} returns its rows: ${of.reason}`,
+      });
+      continue;
+    }
     const routine = routineOf(r, args.get(r.oid) ?? [], byOid);
     if (!routine) continue;
     const key = relationKey(r.schema, r.name);

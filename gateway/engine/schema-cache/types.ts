@@ -126,6 +126,13 @@ export interface Routine {
   description: string | null;
 }
 
+/** Why a relation or function is not served (schema-cache/isolation.ts), for its error and the log. */
+export interface Withheld {
+  kind: 'table' | 'view' | 'function';
+  /** What is not isolated, in a sentence that names it. */
+  reason: string;
+}
+
 export interface SchemaCache {
   schemas: string[];
   relations: Map<string, Relation>; // key: schema.name
@@ -134,6 +141,11 @@ export interface SchemaCache {
   routines: Map<string, Routine[]>;
   /** Type names usable in casts: name (and aliases) → qualified SQL type. */
   types: Map<string, CatalogText>;
+  /**
+   * Relations and functions of the exposed schemas left out because they are not isolated, by
+   * schema.name: a request naming one is answered why (isolation.ts), not that it does not exist.
+   */
+  withheld?: ReadonlyMap<string, Withheld>;
   loadedAt: Date;
   /** The role a request runs as: errors list only the columns and relations it may read. */
   viewer?: string;
