@@ -56,7 +56,19 @@ const json = (schema: JsonSchema) => ({ 'application/json': { schema } });
 // The error shape's component: a relation's name has no dot there (componentName), and its
 // own components end in .insert or .update.
 const ERROR = 'tally.error';
-const ERRORS = { default: { $ref: '#/components/responses/error' } };
+const ERROR_SCHEMA = {
+  type: 'object',
+  properties: {
+    code: { type: 'string' },
+    message: { type: 'string' },
+    details: { type: ['string', 'null'] },
+    hint: { type: ['string', 'null'] },
+  },
+  required: ['code', 'message', 'details', 'hint'],
+};
+const ERROR_RESPONSE = { $ref: '#/components/responses/error' };
+// A request's errors (4XX), and any other (a 5XX), in the one shape.
+const ERRORS = { '4XX': ERROR_RESPONSE, default: ERROR_RESPONSE };
 
 const query = (name: string, description: string, schema: JsonSchema = { type: 'string' }) => ({
   name,
@@ -91,7 +103,7 @@ function relationPaths(relation: Relation, allowed: Allowed, name: string): Reco
   // The rows a write returns, where the role may read them (a role that may only insert gets none).
   const rows = { type: 'array', items: ref(name) };
   const written = readable.length > 0 ? { content: json(rows) } : {};
-  const returned = { 200: { description: RETURNED, ...written }, 204: { description: 'Done' } };
+  const returned = { 200: { description: RETURNED, ...written }, 204: { description: 'Done' }, ...ERRORS };
   const tags = [relation.name];
   const path: Record<string, unknown> = {};
   if (readable.length > 0) {
@@ -314,20 +326,15 @@ export function openApi31(described: Described): Record<string, unknown> {
     security: [{ apikey: [], bearer: [] }, { apikey: [] }],
     paths,
     components: {
-      schemas: {
-        ...schemas,
-        [ERROR]: {
-          type: 'object',
-          properties: {
-            code: { type: 'string' },
-            message: { type: 'string' },
-            details: { type: ['string', 'null'] },
-            hint: { type: ['string', 'null'] },
-          },
-          required: ['code', 'message', 'details', 'hint'],
-        },
-      },
-      responses: { error: { description: 'The error, in the one shape of every error', content: json(ref(ERROR)) } },
+      // The error shape, where an operation answers it (a role that may do nothing has none).
+      schemas: { ...schemas, ...(Object.keys(paths).length > 0 ? { [ERROR]: ERROR_SCHEMA } : {}) },
+      ...(Object.keys(paths).length > 0
+        ? {
+            responses: {
+              error: { description: 'The error, in the one shape of every error', content: json(ref(ERROR)) },
+            },
+          }
+        : {}),
       securitySchemes: {
         apikey: { type: 'apiKey', in: 'header', name: 'apikey', description: 'A publishable key (tally_pk_…)' },
         bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token' },
