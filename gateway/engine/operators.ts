@@ -8,10 +8,10 @@ import { sql, type Fragment } from './sql.js';
 
 /** How an operator's value is written and turned into SQL; `sql` is the operator or function. */
 export type OperatorRule =
-  /** `e <sql> value`, the value of the field's type; `op(any)`/`op(all)` take a `{…}` list. */
-  | { shape: 'compare'; sql: Fragment }
+  /** `e <sql> value`, the value of the field's type; if `quantified`, `op(any)`/`op(all)` take a `{…}` list. */
+  | { shape: 'compare'; sql: Fragment; quantified: boolean }
   /** `(e)::text <sql> pattern`; with `wildcard`, `*` stands for `%`; `(any)`/`(all)` as compare. */
-  | { shape: 'pattern'; sql: Fragment; wildcard: boolean }
+  | { shape: 'pattern'; sql: Fragment; wildcard: boolean; quantified: boolean }
   /** `e <sql> value`, the value cast to the field's own type (arrays, ranges, IS DISTINCT FROM). */
   | { shape: 'binary'; sql: Fragment }
   /** `e IN (…)`, written `in.(a,b,"c,d")`. */
@@ -22,16 +22,16 @@ export type OperatorRule =
   | { shape: 'search'; sql: Fragment };
 
 export const OPERATORS = {
-  eq: { shape: 'compare', sql: sql`=` },
-  neq: { shape: 'compare', sql: sql`<>` },
-  gt: { shape: 'compare', sql: sql`>` },
-  gte: { shape: 'compare', sql: sql`>=` },
-  lt: { shape: 'compare', sql: sql`<` },
-  lte: { shape: 'compare', sql: sql`<=` },
-  like: { shape: 'pattern', sql: sql`LIKE`, wildcard: true },
-  ilike: { shape: 'pattern', sql: sql`ILIKE`, wildcard: true },
-  match: { shape: 'pattern', sql: sql`~`, wildcard: false },
-  imatch: { shape: 'pattern', sql: sql`~*`, wildcard: false },
+  eq: { shape: 'compare', sql: sql`=`, quantified: true },
+  neq: { shape: 'compare', sql: sql`<>`, quantified: false },
+  gt: { shape: 'compare', sql: sql`>`, quantified: true },
+  gte: { shape: 'compare', sql: sql`>=`, quantified: true },
+  lt: { shape: 'compare', sql: sql`<`, quantified: true },
+  lte: { shape: 'compare', sql: sql`<=`, quantified: true },
+  like: { shape: 'pattern', sql: sql`LIKE`, wildcard: true, quantified: true },
+  ilike: { shape: 'pattern', sql: sql`ILIKE`, wildcard: true, quantified: true },
+  match: { shape: 'pattern', sql: sql`~`, wildcard: false, quantified: true },
+  imatch: { shape: 'pattern', sql: sql`~*`, wildcard: false, quantified: true },
   in: { shape: 'list' },
   is: {
     shape: 'keyword',
@@ -72,6 +72,12 @@ export function isFilterValue(value: string): boolean {
 /** The operators of some shapes, in the table's order. */
 export const operatorsOf = (...shapes: OperatorShape[]): Operator[] =>
   OPERATOR_NAMES.filter((op) => shapes.includes(OPERATORS[op].shape));
+
+/** The operators that take `(any)`/`(all)` before their value: `eq(any).{1,2}`. */
+export const isQuantified = (op: Operator): boolean => {
+  const rule: OperatorRule = OPERATORS[op];
+  return (rule.shape === 'compare' || rule.shape === 'pattern') && rule.quantified;
+};
 
 /** The keywords of `is`. */
 export type IsKeyword = keyof (typeof OPERATORS)['is']['values'];

@@ -5,7 +5,7 @@ import { parseAccept, parsePreferences, parseRange } from '../../gateway/engine/
 import { parseLogic, parseOperation, parseOrder, parseSelect, toFilter } from '../../gateway/engine/request/grammar.js';
 import type { Condition, FieldRef, Filter } from '../../gateway/engine/request/types.js';
 import { failure, parse, SCALAR_OPERATORS } from './helpers/pipeline.js';
-import { OPERATOR_NAMES } from '../../gateway/engine/operators.js';
+import { isQuantified, OPERATOR_NAMES } from '../../gateway/engine/operators.js';
 import fc from 'fast-check';
 import { ApiError } from '../../gateway/engine/errors/catalogue.js';
 import { section } from '../harness/docs.js';
@@ -164,6 +164,13 @@ describe('filters', () => {
     expect(filter('eq.(1,2).3').value).toEqual({ kind: 'scalar', text: '(1,2).3' });
     expect(filter('eq.').value).toEqual({ kind: 'scalar', text: '' });
     expect(filter('cs.{a,b}').value).toEqual({ kind: 'scalar', text: '{a,b}' });
+  });
+
+  it('takes (any) and (all) after exactly the operators the table marks quantified: the grammar has no list of its own', () => {
+    for (const op of SCALAR_OPERATORS) {
+      if (isQuantified(op)) expect([op, filter(`${op}(any).{1,2}`).quantifier]).toEqual([op, 'any']);
+      else expect(() => filter(`${op}(all).{1,2}`)).toThrow(ApiError);
+    }
   });
 
   it('reads not. before any operator', () => {

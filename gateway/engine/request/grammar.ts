@@ -6,7 +6,7 @@
 // Pure functions from strings to the types of ./types.ts.
 
 import { catalogue } from '../errors/catalogue.js';
-import type { IsKeyword, Operator } from '../operators.js';
+import { isQuantified, operatorsOf, OPERATORS, type IsKeyword, type Operator } from '../operators.js';
 import {
   ahead,
   alt,
@@ -246,22 +246,17 @@ export interface Operation {
 const named = <T extends string>(names: readonly T[], what: string): Parser<T> =>
   label(alt(...names.map((n) => attempt(literal(n)))), what) as Parser<T>;
 
-// The operators of ../operators.ts in the order PostgREST tries them: `gte` before `gt`, or
-// `gte.1` would read as `gt` followed by "e"; the order also decides its errors' words.
-const SIMPLE = ['neq', 'cs', 'cd', 'ov', 'sl', 'sr', 'nxr', 'nxl', 'adj'] as const satisfies readonly Operator[];
-const QUANTIFIED = [
-  'eq',
-  'gte',
-  'gt',
-  'lte',
-  'lt',
-  'like',
-  'ilike',
-  'match',
-  'imatch',
-] as const satisfies readonly Operator[];
-const SEARCH = ['fts', 'plfts', 'phfts', 'wfts'] as const satisfies readonly Operator[];
-const IS_VALUES = ['null', 'not_null', 'true', 'false', 'unknown'] as const;
+// The operators are the table's (../operators.ts), read by shape, each group tried longest name
+// first: `gte` before `gt`, or `gte.1` would read as `gt` followed by "e". Where no name fits,
+// the group's label is what an error says was expected, whatever the order.
+const longestFirst = (ops: Operator[]): Operator[] => [...ops].sort((a, b) => b.length - a.length);
+/** A value after the operator's delimiter, `(any)`/`(all)` first where the operator takes them. */
+const QUANTIFIED = longestFirst(operatorsOf('compare', 'pattern').filter(isQuantified));
+/** A value after the operator's delimiter, no more. */
+const SIMPLE = longestFirst(operatorsOf('compare', 'pattern', 'binary').filter((op) => !isQuantified(op)));
+/** Words to search for, after a text search configuration in parentheses if the client names one. */
+const SEARCH = longestFirst(operatorsOf('search'));
+const IS_VALUES = Object.keys(OPERATORS.is.values);
 
 /** `in`'s list: `(a,"b,c")`; an element is quoted only where its closing quote ends it. */
 const listElement = alt(attempt(seq([quoted, notFollowedBy(ELEMENT)], (q) => q)), run(ELEMENT, 0));
@@ -286,7 +281,6 @@ const operator = (value: Parser<string>): Parser<Omit<Operation, 'negate'>> => {
           value: { kind: 'is' as const, value: v.toLowerCase() as IsKeyword },
         }),
       ),
-      seq([after('isdistinct'), scalar], (_, v) => ({ op: 'isdistinct' as const, value: v })),
       attempt(
         seq(
           [
@@ -398,7 +392,7 @@ const braceList = seq([lexeme(char('{')), sepBy1(braceElement, char(',')), lexem
 export function toFilter(field: FieldRef, o: Operation): Filter {
   const { negate, op, quantifier, value } = o;
   if (value.kind !== 'scalar') return { field, negate, op, quantifier, value };
-  if (SEARCH.includes(op as (typeof SEARCH)[number]))
+  if (OPERATORS[op].shape === 'search')
     return { field, negate, op, quantifier, value: { kind: 'fts', language: o.language, text: value.text } };
   if (quantifier === undefined) return { field, negate, op, quantifier, value };
   return { field, negate, op, quantifier, value: { kind: 'list', items: braceItems(value.text, o) } };
