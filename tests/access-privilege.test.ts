@@ -204,27 +204,35 @@ describe('least privilege', () => {
       const expected = (role: string, fns: string[]) => fns.map((fn) => ({ role, fn }));
       // local_shard: every role's, as the category trigger runs as whoever writes; it names a
       // shard of Citus's catalog (readable by every role) or nothing.
+      // changed_fields: a pure function of two rows (the activity trigger's and the undo's).
+      // report_changes: every request's last statement names the changes of its own request.
+      const everyRole = ['changed_fields', 'check_request', 'current_workspace_id', 'jwt_claims', 'local_shard'];
+      // The steps of public.undo_changes, which runs as its caller (SECURITY INVOKER), so each
+      // reads and writes under the caller's role and row-level security, nothing more.
+      const undoSteps = ['change_of', 'lock_record', 'record_of', 'refuse_cascade', 'undo_all', 'undo_blocker'];
+      const undo = [...undoSteps, 'undo_range', 'undo_step', 'undo_steps'];
       expect(executable).toEqual([
-        ...expected('anon', ['check_request', 'current_workspace_id', 'jwt_claims', 'local_shard']),
-        ...expected('api_read', [
-          'check_request',
-          'current_workspace_currency',
-          'current_workspace_id',
-          'jwt_claims',
-          'local_shard',
-        ]),
-        ...expected('api_write', [
-          'check_category_domain',
-          'check_request',
-          'current_workspace_currency',
-          'current_workspace_id',
-          // A keyed create claims its key and stores its answer, for the workspace of its claims only.
-          'idempotency_claim',
-          'idempotency_save',
-          'jwt_claims',
-          'local_shard',
-        ]),
+        ...expected('anon', [...everyRole, 'report_changes'].sort()),
+        ...expected('api_read', [...everyRole, 'current_workspace_currency', 'report_changes'].sort()),
+        ...expected(
+          'api_write',
+          [
+            ...everyRole,
+            ...undo,
+            'check_category_domain',
+            'current_workspace_currency',
+            // A keyed create claims its key and stores its answer, for the workspace of its claims only.
+            'idempotency_claim',
+            'idempotency_save',
+            'report_changes',
+          ].sort(),
+        ),
       ]);
+      // None of the undo's steps runs with more rights than its caller.
+      const definers = await db.admin<{ fn: string }[]>`
+        SELECT p.proname AS fn FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'tally' AND p.prosecdef AND p.proname = ANY(${[...undo, 'changed_fields', 'report_changes']})`;
+      expect(definers).toEqual([]);
       for (const role of ['anon', 'api_read', 'api_write']) {
         for (const call of [
           pool.begin(async (tx) => {

@@ -18,7 +18,14 @@ import {
   type TransactionSettings,
 } from './execute.js';
 import { defined } from './invariant.js';
-import { actionPlan, tenantOf, writes, type ActionPlan, type Idempotency, type ReadAction } from './plan/action.js';
+import {
+  actionPlan,
+  changeLogOf,
+  tenantOf,
+  type ActionPlan,
+  type Idempotency,
+  type ReadAction,
+} from './plan/action.js';
 import { saveStatement } from './query/idempotency.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
 import { requestSettings, type RequestSettings } from './request/settings.js';
@@ -108,7 +115,8 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
     const tx = { ...settings, request: requestSettings(req) };
-    const caller = ctx.config.changes && writes(plan) ? withRequestId(auth, ctx.config.changes.requestClaim) : auth;
+    const changes = changeLogOf(plan, auth, ctx.config);
+    const caller = changes ? withRequestId(auth, changes.requestClaim) : auth;
     if (plan.idempotency) return idempotentWrite(ctx, tx, caller, plan, plan.idempotency, limits);
     const { rows, timing, verified } = await execute(ctx, tx, caller, plan);
     try {

@@ -166,7 +166,7 @@ export function tenantOf(config: PlanConfig, auth: AuthContext): { column: strin
  */
 export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: SchemaCache, config: PlanConfig): ActionPlan {
   const schema = requestSchema(config, req);
-  const planned = withSettings(plannedAction(req, auth, cache, config, schema), config);
+  const planned = withSettings(plannedAction(req, auth, cache, config, schema), auth, config);
   return config.schemas.length > 1 ? { ...planned, profile: schema } : planned;
 }
 
@@ -174,14 +174,27 @@ export function actionPlan(req: GatewayRequest, auth: AuthContext, cache: Schema
  * A read, write or call reads the response settings its SQL made, last (query/settings.ts); one
  * that may write runs the deployment's report of its changes first, in the same statement.
  */
-function withSettings(plan: ActionPlan, config: PlanConfig): ActionPlan {
+function withSettings(plan: ActionPlan, auth: AuthContext, config: PlanConfig): ActionPlan {
   if (!readsResponseSettings(plan)) return plan;
-  const settings = config.changes && writes(plan) ? responseSettingsAfter(config.changes.report) : RESPONSE_SETTINGS;
+  const changes = changeLogOf(plan, auth, config);
+  const settings = changes ? responseSettingsAfter(changes.report) : RESPONSE_SETTINGS;
   return { ...plan, statements: [...plan.statements, settings] };
 }
 
-/** The plan's transaction may write (EngineConfig.changes: it gets a request id and a report). */
-export const writes = (plan: Pick<ActionPlan, 'tx'>): boolean => !plan.tx.readOnly;
+/**
+ * The deployment's change log (EngineConfig.changes) as it applies to this call: to a
+ * transaction that may write, of a caller whose claims name a tenant. A caller of no tenant
+ * has no log of its own, and its role need not reach the report's schema (the roles of another
+ * schema served beside the app's do not).
+ */
+export function changeLogOf(
+  plan: Pick<ActionPlan, 'tx'>,
+  auth: AuthContext,
+  config: Pick<PlanConfig, 'changes' | 'tenantClaim'>,
+): PlanConfig['changes'] {
+  const tenant = auth.claims[config.tenantClaim];
+  return !plan.tx.readOnly && tenant !== undefined && tenant !== null ? config.changes : undefined;
+}
 
 function plannedAction(
   req: GatewayRequest,
