@@ -16,6 +16,11 @@
 // expenses), BENCH_CASES (e.g. c,d: only these besides the baseline and (a); n is the noisy
 // neighbour), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
 // into bench/results/profiles), BENCH_OUT (the JSON file).
+//
+// BENCH_AGAINST=<a built checkout of another commit> runs instead the comparison of
+// bench/against.ts: CPU, statements, round trips and commits per request of this build against
+// that one (BENCH_AGAINST_ROUNDS, default 4; BENCH_AGAINST_ROWS, default 200000; 8 connections
+// unless BENCH_CONNECTIONS says otherwise), written to bench/results/against.json.
 
 import autocannon, { type Result } from 'autocannon';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -29,6 +34,7 @@ import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
 import { applyPolicies, migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusCase, type CitusReport } from './citus.js';
+import { compareBuilds } from './against.js';
 import { cpuMsOf, memoryOf, postgresCpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
@@ -335,6 +341,23 @@ async function startPgBouncer(
 }
 
 async function main(): Promise<void> {
+  if (env.BENCH_AGAINST) {
+    const report = await compareBuilds({
+      against: env.BENCH_AGAINST,
+      rows: num('BENCH_AGAINST_ROWS', 200_000),
+      seconds: SECONDS,
+      rounds: num('BENCH_AGAINST_ROUNDS', 4),
+      connections: env.BENCH_CONNECTIONS ? CONNECTIONS[0]! : 8,
+      log,
+    });
+    const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'against.json');
+    await writeFile(
+      out,
+      JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...report }, null, 2) + '\n',
+    );
+    log(`\nWrote ${out}`);
+    return;
+  }
   const started = Date.now();
   const home = await mkdtemp(join(tmpdir(), 'tally-bench-'));
   await chmod(home, 0o755); // the embedded server runs as the user postgres when we are root
