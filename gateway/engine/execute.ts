@@ -1,7 +1,7 @@
 // One transaction per request. Everything a read needs is pipelined on one reserved connection:
-// BEGIN READ ONLY; role, statement timeout and what SQL may read of the HTTP request
-// (set_config … true = SET LOCAL); the claims (SET LOCAL); the pre-request function; the
-// statement(s); COMMIT — one round trip to Postgres. A write waits
+// BEGIN READ ONLY; role, statement timeout, the claims and what SQL may read of the HTTP request
+// (set_config … true = SET LOCAL, one prepared statement; on Citus the claims are a SET LOCAL of
+// their own); the pre-request function; the statement(s); COMMIT — one round trip to Postgres. A write waits
 // for its statement's result before it decides COMMIT or ROLLBACK (max-affected, tx=rollback,
 // singular responses), so a refused write leaves the database as it was.
 
@@ -66,7 +66,12 @@ export interface TransactionMode {
 }
 
 export type TransactionOptions = TransactionSettings &
-  TransactionMode & { auth: AuthContext; request: RequestSettings };
+  TransactionMode & {
+    auth: AuthContext;
+    request: RequestSettings;
+    /** The claims are a SET LOCAL of their own (SchemaCache.propagatesSetLocal), not a setting of the setup statement. */
+    setLocalClaims?: boolean;
+  };
 
 /** The settings every transaction of a gateway runs with: the one place they are read from the configuration. */
 export function transactionSettings(config: EngineConfig, wording: ErrorWording = {}): TransactionSettings {
@@ -116,15 +121,15 @@ const COMMIT = compile(sql`COMMIT`);
 const ROLLBACK = compile(sql`ROLLBACK`);
 
 /**
- * Role, statement timeout and search_path of the transaction, and the HTTP request's headers,
- * cookies, method and path (request/settings.ts), as SET LOCAL sets them: parameters of the one
- * prepared statement every request sends anyway, so they cost no statement and no round trip.
- * Unlike the claims they are not SET LOCAL statements: a distributed database (Citus) does not
- * copy set_config() to its workers, so there a policy evaluated on a worker reads them unset;
- * functions, triggers and policies run on the coordinator read them. A SET LOCAL of each would
- * be four statements more per request, unprepared since their text would be the values, and
- * would copy the client's headers to every worker; policies that decide access read the
- * claims, which every server gets. No credential is among the headers (request/settings.ts).
+ * Role, statement timeout and search_path of the transaction, the claims, and the HTTP request's
+ * headers, cookies, method and path (request/settings.ts), as SET LOCAL sets them: parameters of
+ * the one prepared statement every request sends anyway, so they cost no statement, no parse and
+ * no round trip. A distributed database (Citus) does not copy set_config() to its workers, so
+ * there the claims, which row-level security reads on every server, are a SET LOCAL of their own
+ * (claimsStatement), and a policy evaluated on a worker reads the request's headers, cookies,
+ * method and path unset; functions, triggers and policies run on the coordinator read them. A
+ * SET LOCAL of each would be four statements more per request, unprepared since their text
+ * would be the values; policies that decide access read the claims, which every server gets.
  */
 const SETTINGS = [
   sql`'role'`,
@@ -135,14 +140,24 @@ const SETTINGS = [
   sql`'request.method'`,
   sql`'request.path'`,
 ];
-/** One SELECT of set_config(name, $n, true) for each name, its values in the names' order. */
+const CLAIMS = sql`'request.jwt.claims'`;
+const WORK_MEM = sql`'work_mem'`;
+/**
+ * One statement of set_config(name, $n, true) for each name, its values in the names' order. It
+ * answers a row without columns: set_config() returns the value it set, and the request's
+ * headers and claims would come back over the wire to be read and dropped. (A sub-select whose
+ * columns call a volatile function is neither merged into the outer one nor pruned of them.)
+ */
 const setupOf = (names: readonly Fragment[]) =>
   compiledOnce(names.length, (...values) => {
     const sets = names.map((name, i) => sql`pg_catalog.set_config(${name}, ${values[i]!}::text, true)`);
-    return sql`SELECT ${join(sets)}, pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)`;
+    return sql`SELECT FROM (SELECT ${join(sets)}, pg_catalog.set_config('response.headers', '', true), pg_catalog.set_config('response.status', '', true)) AS "pgrst_setup"`;
   });
-const SETUP = setupOf(SETTINGS);
-const SETUP_WITH_WORK_MEM = setupOf([...SETTINGS, sql`'work_mem'`]);
+/** The setup statements by whether they set the claims and work_mem (SETTINGS, then those two). */
+const SETUPS = {
+  claims: { workMem: setupOf([...SETTINGS, CLAIMS, WORK_MEM]), none: setupOf([...SETTINGS, CLAIMS]) },
+  setLocal: { workMem: setupOf([...SETTINGS, WORK_MEM]), none: setupOf(SETTINGS) },
+};
 
 /**
  * search_path values by schema, each made once: the schema, then the extra search path, every
@@ -173,16 +188,18 @@ function setupStatement(opts: TransactionOptions): CompiledSql {
     cookies,
     method,
     path,
-  ] as const;
-  return opts.workMem ? SETUP_WITH_WORK_MEM(...values, opts.workMem) : SETUP(...values);
+  ];
+  if (!opts.setLocalClaims) values.push(claimsJson(opts.auth.claims));
+  const setups = opts.setLocalClaims ? SETUPS.setLocal : SETUPS.claims;
+  return opts.workMem ? setups.workMem(...values, opts.workMem) : setups.none(...values);
 }
 
 /**
- * The claims, with SET LOCAL rather than set_config(): a distributed database copies a SET
- * LOCAL to every server its transaction reaches (Citus, with citus.propagate_set_commands =
- * 'local'), where row-level security reads the claims too. SET takes no parameter, so the
- * claims' JSON is a quoted literal (literal(), sql.ts), and the statement is not prepared:
- * its text is the claims'.
+ * The claims with SET LOCAL rather than set_config(), where the database copies a SET LOCAL to
+ * every server its transaction reaches (Citus, with citus.propagate_set_commands = 'local'), so
+ * that row-level security there reads the claims too. SET takes no parameter, so the claims'
+ * JSON is a quoted literal (literal(), sql.ts), and the statement is not prepared: its text is
+ * the claims'.
  */
 export const claimsStatement = (json: string): CompiledSql =>
   compile(sql`SET LOCAL request.jwt.claims = ${literal(json)}`);
@@ -287,7 +304,8 @@ class Transaction {
     guard: Guard<T> | undefined,
   ): Promise<Omit<TransactionResult<T>, 'timing'>> {
     const { opts } = this;
-    const setup = setupStatements(opts, (this.claims = claimsOf(opts.auth.claims)));
+    if (opts.setLocalClaims) this.claims = claimsOf(opts.auth.claims);
+    const setup = setupStatements(opts, this.claims);
     // A read commits, and a write whose end does not depend on its results ends, in the same
     // round trip as its statements.
     const pipelined = decide === undefined ? 'commit' : typeof decide === 'string' ? decide : undefined;
@@ -362,13 +380,19 @@ class Transaction {
 }
 
 /**
- * After BEGIN: role and limits, the claims, the pre-request function, then the caller's own
- * check (AuthContext.verify); once, when the pre-request function is that very statement.
+ * After BEGIN: role, limits and claims (their SET LOCAL apart where one is needed), the
+ * pre-request function, then the caller's own check (AuthContext.verify); once, when the
+ * pre-request function is that very statement.
  */
-function setupStatements(opts: TransactionOptions, claims: CompiledSql): CompiledSql[] {
+function setupStatements(opts: TransactionOptions, claims: CompiledSql | undefined): CompiledSql[] {
   const preRequest = opts.preRequest ? preRequestStatement(opts.preRequest) : undefined;
   const verify = opts.auth.verify?.text === preRequest?.text ? undefined : opts.auth.verify;
-  return [setupStatement(opts), claims, ...(preRequest ? [preRequest] : []), ...(verify ? [verify] : [])];
+  return [
+    setupStatement(opts),
+    ...(claims ? [claims] : []),
+    ...(preRequest ? [preRequest] : []),
+    ...(verify ? [verify] : []),
+  ];
 }
 
 function throwFirstFailure(settled: PromiseSettledResult<unknown>[]): void {
@@ -391,14 +415,20 @@ function shareKey(auth: AuthContext, tenantClaim: string): string {
 }
 
 /**
- * The claims' SET LOCAL statement, made once per claims object: a caller that gives its requests
- * one claims object (a JWT verified before) has it made once, not per request. Claims are never
- * changed once made.
+ * The claims as JSON, and their SET LOCAL statement, made once per claims object: a caller that
+ * gives its requests one claims object (a JWT verified before) has them made once, not per
+ * request. Claims are never changed once made.
  */
+const claimsJsons = new WeakMap<object, string>();
+function claimsJson(claims: Record<string, unknown>): string {
+  let json = claimsJsons.get(claims);
+  if (json === undefined) claimsJsons.set(claims, (json = JSON.stringify(claims)));
+  return json;
+}
 const claimsStatements = new WeakMap<object, CompiledSql>();
 function claimsOf(claims: Record<string, unknown>): CompiledSql {
   let statement = claimsStatements.get(claims);
-  if (statement === undefined) claimsStatements.set(claims, (statement = claimsStatement(JSON.stringify(claims))));
+  if (statement === undefined) claimsStatements.set(claims, (statement = claimsStatement(claimsJson(claims))));
   return statement;
 }
 

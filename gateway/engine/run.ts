@@ -114,7 +114,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
-    const tx = { ...settings, request: requestSettings(req) };
+    const tx = { ...settings, request: requestSettings(req), setLocalClaims: cache.propagatesSetLocal === true };
     const changes = changeLogOf(plan, auth, ctx.config);
     const caller = changes ? withRequestId(auth, changes.requestClaim) : auth;
     if (plan.idempotency) return idempotentWrite(ctx, tx, caller, plan, plan.idempotency, limits);
@@ -150,10 +150,13 @@ function planned(
   }
 }
 
+/** A gateway's transaction settings with the request's own. */
+type RequestTransaction = TransactionSettings & { request: RequestSettings; setLocalClaims: boolean };
+
 /** Runs a plan's statements in one transaction, ended as the plan says (see execute.ts). */
 function execute(
   ctx: EngineContext,
-  settings: TransactionSettings & { request: RequestSettings },
+  settings: RequestTransaction,
   auth: AuthContext,
   plan: ActionPlan,
 ): Promise<TransactionResult> {
@@ -186,7 +189,7 @@ type Stored = Pick<GatewayResponse, 'status' | 'headers' | 'body'>;
  */
 async function idempotentWrite(
   ctx: EngineContext,
-  settings: TransactionSettings & { request: RequestSettings },
+  settings: RequestTransaction,
   auth: AuthContext,
   plan: ActionPlan,
   key: Idempotency,

@@ -61,7 +61,7 @@ const transactions = new Map<unknown, { role: string; claims: string | undefined
 function record(connection: unknown, text: string, params: unknown[]): void {
   if (/^BEGIN\b/.test(text)) transactions.set(connection, { role: 'authenticator', claims: undefined });
   else if (/^(COMMIT|ROLLBACK)$/.test(text)) transactions.delete(connection);
-  else if (text.startsWith(`SELECT pg_catalog.set_config('role'`)) {
+  else if (text.startsWith(`SELECT FROM (SELECT pg_catalog.set_config('role'`)) {
     const t = transactions.get(connection);
     if (t) t.role = String(params[0]);
   } else if (text.startsWith('SET LOCAL request.jwt.claims')) {

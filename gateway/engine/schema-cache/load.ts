@@ -350,6 +350,7 @@ async function readCatalog(db: Sql, schemaNames: string[], tenantColumn: string 
  */
 export async function loadSchemaCache(db: Sql, schemas: string[], tenantColumn?: string): Promise<SchemaCache> {
   const rows = await readCatalog(db, schemas, tenantColumn);
+  const [server] = await run<{ propagates: boolean }[]>(db, PROPAGATES_SET_LOCAL, false);
   const { byOid, relations } = relationsOf(rows.relations, rows.columns, representationsOf(rows.casts));
   const unisolated = withhold(rows, byOid, relations, tenantColumn);
   const keys = keysOf(rows.keys, byOid);
@@ -364,6 +365,7 @@ export async function loadSchemaCache(db: Sql, schemas: string[], tenantColumn?:
     routines: routinesOf(rows.routines, rows.routineArgs, byOid, unisolated),
     types: typesOf(rows.types),
     withheld: unisolated.byName,
+    ...(server?.propagates ? { propagatesSetLocal: true as const } : {}),
     loadedAt: new Date(),
   };
 }
@@ -398,6 +400,14 @@ interface Unisolated {
   oids: Map<number, Withheld>;
   byName: Map<string, Withheld>;
 }
+
+/**
+ * Whether this login's transactions copy a SET LOCAL to the other servers they reach: Citus does
+ * where citus.propagate_set_commands is 'local' (a setting that exists only where Citus is loaded).
+ */
+const PROPAGATES_SET_LOCAL = compile(
+  sql`SELECT coalesce(pg_catalog.current_setting('citus.propagate_set_commands', true), '') = 'local' AS propagates`,
+);
 
 type Representation = NonNullable<Column['representation']>;
 

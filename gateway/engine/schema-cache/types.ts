@@ -146,6 +146,12 @@ export interface SchemaCache {
    * schema.name: a request naming one is answered why (isolation.ts), not that it does not exist.
    */
   withheld?: ReadonlyMap<string, Withheld>;
+  /**
+   * The database copies a SET LOCAL to the other servers a transaction reaches, and not what
+   * set_config() sets (Citus, with citus.propagate_set_commands = 'local'): the claims, which
+   * row-level security reads on every server, are then set with SET LOCAL (execute.ts).
+   */
+  propagatesSetLocal?: true;
   loadedAt: Date;
   /** The role a request runs as: errors list only the columns and relations it may read. */
   viewer?: string;
