@@ -214,9 +214,16 @@ export function prefixed(head: Fragment, statement: CompiledSql): CompiledSql {
 
 /**
  * Sends a compiled statement on a postgres.js connection (or pool), every parameter as text
- * (oid 25; the SQL casts it), as a prepared statement unless `prepare` is false.
+ * (oid 25; the SQL casts it), as a prepared statement unless `prepare` is false. postgres.js
+ * sends a statement without parameters as a simple query, which Postgres parses and plans at
+ * every call, unless told otherwise: a prepared one is parsed once per connection (BEGIN, the
+ * pre-request function, COMMIT: every request runs them).
  */
 export function run<T extends object[] = Row[]>(conn: Sql, statement: CompiledSql, prepare = true) {
   const params = statement.params.map((v) => (v === null ? null : conn.typed(v, 25)));
-  return conn.unsafe<T>(statement.text, params as never[], { prepare });
+  return conn.unsafe<T>(statement.text, params as never[], prepare ? PREPARED : UNPREPARED);
 }
+
+// `simple` is an option of postgres.js's unsafe() its types leave out.
+const PREPARED = { prepare: true, simple: false };
+const UNPREPARED = { prepare: false };
