@@ -393,13 +393,50 @@ function slotClient(url: string, clientOptions: PoolOptions['client']): Pick<Slo
   const socket = (o: { host: string[]; port: number[] }): Socket => {
     if (retired) throw Object.assign(new Error('this pool slot was retired'), { code: 'CONNECTION_DESTROYED' });
     const i = attempt++ % o.host.length;
-    return connect({
-      host: defined(o.host[i], 'the database host'),
-      port: defined(o.port[i] ?? o.port[0], 'the database port'),
-    });
+    return writesInOnePiece(
+      connect({
+        host: defined(o.host[i], 'the database host'),
+        port: defined(o.port[i] ?? o.port[0], 'the database port'),
+      }),
+    );
   };
   const client = postgres(url, { ...clientOptions, max: 1, socket } as never);
   return { client, retire: () => void (retired = true) };
+}
+
+/** What postgres.js (3.4.9) gathers of a pipeline before it writes it out at once. */
+const PIECE_BYTES = 1024;
+
+/**
+ * postgres.js writes the statements of a pipeline in pieces: at once whenever a kilobyte has
+ * gathered, and the rest at the end of the event loop's turn. Postgres answered the first piece
+ * before the rest arrived (half of the list reads did, with a request's headers and claims
+ * among the setup statement's values) and waited for it: two reads, two answers and a wake-up
+ * more for what the client sent as one round trip. A piece of that size is held (corked) until
+ * the rest is written, and both go in one write; a later turn of the event loop lets go of a
+ * piece that nothing followed.
+ */
+function writesInOnePiece(socket: Socket): Socket {
+  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+  let held = false;
+  const release = (): void => {
+    if (!held) return;
+    held = false;
+    socket.uncork();
+  };
+  socket.write = ((...args: unknown[]): boolean => {
+    const chunk = args[0] as Uint8Array | string;
+    const piece = (typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length) >= PIECE_BYTES;
+    if (piece && !held) {
+      held = true;
+      socket.cork();
+      setImmediate(() => setImmediate(release));
+    }
+    const written = write(...args);
+    if (!piece) release();
+    return written;
+  }) as Socket['write'];
+  return socket;
 }
 
 /** A promise that rejects as a lost connection when `work` takes longer than `ms` (0: never). */
