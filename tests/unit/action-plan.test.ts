@@ -20,7 +20,7 @@ describe('the action plan', () => {
     expect(decided(plan('posts', { headers: { Prefer: 'count=planned, tx=rollback, return=minimal' } }))).toEqual({
       kind: 'read',
       tx: { schema: 'blog', readOnly: true, write: false },
-      statements: 3, // the read, the EXPLAIN its planned count reads, then the response settings
+      statements: 2, // the read (with the response settings), the EXPLAIN its planned count reads
       end: 'commit',
       check: undefined,
       applied: 'count=planned',
@@ -38,7 +38,7 @@ describe('the action plan', () => {
     expect(decided(patch)).toEqual({
       kind: 'write',
       tx: { schema: 'blog', readOnly: false, write: true },
-      statements: 2, // its statement, then the response settings
+      statements: 2, // its statement, then the response settings (after its triggers)
       end: 'rollback',
       check: { column: 'total_result_set', maxAffected: 2, singular: false },
       applied: 'return=representation, tx=rollback, handling=strict, max-affected=2',
@@ -67,7 +67,7 @@ describe('the action plan', () => {
     expect(decided(volatile)).toEqual({
       kind: 'call',
       tx: { schema: 'blog', readOnly: false, write: true },
-      statements: 2, // its statement, then the response settings
+      statements: 2, // its statement, then the response settings (its transaction may write)
       end: 'rollback',
       check: { column: 'page_total', maxAffected: 1, singular: false },
       applied: 'tx=rollback, handling=strict, max-affected=1',
@@ -76,7 +76,7 @@ describe('the action plan', () => {
     expect(decided(stable)).toEqual({
       kind: 'call',
       tx: { schema: 'blog', readOnly: true, write: false },
-      statements: 2, // its statement, then the response settings
+      statements: 1, // its statement (with the response settings)
       end: 'commit',
       check: undefined,
       applied: 'handling=strict, max-affected=1',

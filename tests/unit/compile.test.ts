@@ -10,7 +10,7 @@ import { compile } from '../../gateway/engine/sql.js';
 
 /** A read statement around the root's row query: the envelope every plain JSON read shares. */
 const rows = (inner: string) =>
-  `WITH pgrst_rows AS (${inner}) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`;
+  `WITH pgrst_rows AS (${inner}) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`;
 
 describe('select', () => {
   it('a plain read: every column, the body written by Postgres', () => {
@@ -44,7 +44,7 @@ describe('select', () => {
       }),
     ).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."author_id" AS "author_id", CAST(pg_catalog.sum("pgrst_0"."rating") AS pg_catalog.int4) AS "total", pg_catalog.count(*) AS "count" FROM "blog"."posts" AS "pgrst_0" GROUP BY "pgrst_0"."author_id") SELECT (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM "blog"."posts" AS "pgrst_0" GROUP BY "pgrst_0"."author_id") AS "pgrst_g")::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."author_id" AS "author_id", CAST(pg_catalog.sum("pgrst_0"."rating") AS pg_catalog.int4) AS "total", pg_catalog.count(*) AS "count" FROM "blog"."posts" AS "pgrst_0" GROUP BY "pgrst_0"."author_id") SELECT (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM "blog"."posts" AS "pgrst_0" GROUP BY "pgrst_0"."author_id") AS "pgrst_g")::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: [],
       },
     });
@@ -359,7 +359,7 @@ describe('counts and media types', () => {
   it('count=exact counts the filtered rows without the limit, reusing the parameters', () => {
     expect(compileRead('tags', { headers: { Prefer: 'count=exact' }, query: 'id=gt.1&limit=5' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" > $1::text::pg_catalog.int4 LIMIT $2::text::int8) SELECT (SELECT pg_catalog.count(*) FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" > $1::text::pg_catalog.int4)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" > $1::text::pg_catalog.int4 LIMIT $2::text::int8) SELECT (SELECT pg_catalog.count(*) FROM "blog"."tags" AS "pgrst_0" WHERE "pgrst_0"."id" > $1::text::pg_catalog.int4)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['1', '5'],
       },
     });
@@ -384,7 +384,7 @@ describe('counts and media types', () => {
   it('count=estimated counts up to the threshold and adds an EXPLAIN', () => {
     expect(compileRead('tags', { headers: { Prefer: 'count=estimated' } })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0") SELECT (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM "blog"."tags" AS "pgrst_0" LIMIT 10001) AS "pgrst_e")::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0") SELECT (SELECT pg_catalog.count(*) FROM (SELECT 1 FROM "blog"."tags" AS "pgrst_0" LIMIT 10001) AS "pgrst_e")::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: [],
       },
       explain: {
@@ -397,7 +397,7 @@ describe('counts and media types', () => {
   it('the singular object media type takes the first element', () => {
     expect(compileRead('tags', { headers: { Accept: 'application/vnd.pgrst.object+json' } })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: [],
       },
     });
@@ -406,7 +406,7 @@ describe('counts and media types', () => {
   it('CSV is written by Postgres, header first', () => {
     expect(compileRead('tags', { headers: { Accept: 'text/csv' } })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, (SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg("pgrst_j", E'\\n'), '') AS body FROM (SELECT substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2) AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."tags" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, (SELECT coalesce(pg_catalog.string_agg(a.k, ','), '') FROM (SELECT pg_catalog.json_object_keys(r)::text AS k FROM (SELECT pg_catalog.row_to_json(hh) AS r FROM pgrst_rows AS hh LIMIT 1) s) a) || E'\\n' || coalesce(pg_catalog.string_agg("pgrst_j", E'\\n'), '') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT substring("_postgrest_t"::text, 2, length("_postgrest_t"::text) - 2) AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: [],
       },
     });
@@ -556,7 +556,7 @@ describe('rpc', () => {
   it('POST: named arguments from one jsonb parameter, typed by jsonb_to_record', () => {
     expect(compileRoutine('add_them', { method: 'POST', body: { a: 1, b: 2 } })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "blog"."add_them"("a" := "pgrst_args"."a", "b" := "pgrst_args"."b") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("a" pg_catalog.int4, "b" pg_catalog.int4)) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "blog"."add_them"("a" := "pgrst_args"."a", "b" := "pgrst_args"."b") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("a" pg_catalog.int4, "b" pg_catalog.int4)) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"a":1,"b":2}'],
       },
     });
@@ -565,7 +565,7 @@ describe('rpc', () => {
   it('GET: the arguments come from the query string as text', () => {
     expect(compileRoutine('add_them', { query: 'a=1&b=2' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "blog"."add_them"("a" := "pgrst_args"."a", "b" := "pgrst_args"."b") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("a" pg_catalog.int4, "b" pg_catalog.int4)) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "blog"."add_them"("a" := "pgrst_args"."a", "b" := "pgrst_args"."b") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("a" pg_catalog.int4, "b" pg_catalog.int4)) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"a":"1","b":"2"}'],
       },
     });
@@ -574,7 +574,7 @@ describe('rpc', () => {
   it('a repeated GET argument is an array; a set of scalars is a JSON array', () => {
     expect(compileRoutine('ids_of', { query: 'ids=1&ids=2' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "blog"."ids_of"("ids" := "pgrst_args"."ids") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("ids" pg_catalog.int4[])) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", ', '), '') || ']' AS body FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "blog"."ids_of"("ids" := "pgrst_args"."ids") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("ids" pg_catalog.int4[])) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", ', '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"ids":["1","2"]}'],
       },
     });
@@ -583,7 +583,7 @@ describe('rpc', () => {
   it('a void function has no body', () => {
     expect(compileRoutine('rename_user', { method: 'POST', body: { uid: 1, new_name: 'x' } })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "blog"."rename_user"("uid" := "pgrst_args"."uid", "new_name" := "pgrst_args"."new_name") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("uid" pg_catalog.int4, "new_name" pg_catalog.text)) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body FROM pgrst_rows`,
+        text: `WITH pgrst_rows AS (SELECT "blog"."rename_user"("uid" := "pgrst_args"."uid", "new_name" := "pgrst_args"."new_name") AS "pgrst_scalar" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("uid" pg_catalog.int4, "new_name" pg_catalog.text)) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM pgrst_rows`,
         params: ['{"uid":1,"new_name":"x"}'],
       },
     });
@@ -592,7 +592,7 @@ describe('rpc', () => {
   it('one unnamed json parameter takes the whole body', () => {
     expect(compileRoutine('echo', { method: 'POST', body: [1, 2] })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "blog"."echo"($1::text::pg_catalog.json) AS "pgrst_scalar") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "blog"."echo"($1::text::pg_catalog.json) AS "pgrst_scalar") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['[1,2]'],
       },
     });
@@ -601,7 +601,7 @@ describe('rpc', () => {
   it('a function without parameters', () => {
     expect(compileRoutine('post_count')).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "blog"."post_count"() AS "pgrst_scalar") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "blog"."post_count"() AS "pgrst_scalar") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT coalesce(pg_catalog.to_json("_postgrest_t"."pgrst_scalar")::text, 'null') AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: [],
       },
     });
@@ -615,7 +615,7 @@ describe('rpc', () => {
       }),
     ).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", "pgrst_0"."title" AS "title" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" WHERE "pgrst_0"."id" > $2::text::pg_catalog.int4 ORDER BY "pgrst_0"."id" LIMIT $3::text::int8) SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" WHERE "pgrst_0"."id" > $2::text::pg_catalog.int4)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", "pgrst_0"."title" AS "title" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" WHERE "pgrst_0"."id" > $2::text::pg_catalog.int4 ORDER BY "pgrst_0"."id" LIMIT $3::text::int8) SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" WHERE "pgrst_0"."id" > $2::text::pg_catalog.int4)::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"author":"1"}', '2', '5'],
       },
     });
@@ -626,7 +626,7 @@ describe('rpc', () => {
       compileRoutine('new_post', { method: 'POST', body: { title: 'x' }, headers: { Prefer: 'count=exact' } }),
     ).toEqual({
       main: {
-        text: `WITH pgrst_call AS MATERIALIZED (SELECT "pgrst_c".* FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("title" pg_catalog.text) CROSS JOIN LATERAL "blog"."new_post"("title" := "pgrst_args"."title") AS "pgrst_c"), pgrst_rows AS (SELECT "pgrst_0".* FROM pgrst_call AS "pgrst_0") SELECT (SELECT pg_catalog.count(*) FROM pgrst_call AS "pgrst_0")::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_call AS MATERIALIZED (SELECT "pgrst_c".* FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("title" pg_catalog.text) CROSS JOIN LATERAL "blog"."new_post"("title" := "pgrst_args"."title") AS "pgrst_c"), pgrst_rows AS (SELECT "pgrst_0".* FROM pgrst_call AS "pgrst_0") SELECT (SELECT pg_catalog.count(*) FROM pgrst_call AS "pgrst_0")::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"title":"x"}'],
       },
     });
@@ -637,7 +637,7 @@ describe('edge cases', () => {
   it('an empty in list matches nothing; on an array column it is false', () => {
     expect(compileRead('posts', { query: 'id=in.()&tags=in.()' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."posts" AS "pgrst_0" WHERE "pgrst_0"."id" = ANY($1::text::pg_catalog.int4[]) AND false) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."posts" AS "pgrst_0" WHERE "pgrst_0"."id" = ANY($1::text::pg_catalog.int4[]) AND false) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{}'],
       },
     });
@@ -646,7 +646,7 @@ describe('edge cases', () => {
   it('list items are written as one array literal, quotes and backslashes escaped', () => {
     expect(compileRead('posts', { query: 'title=in.("a\\"b","c\\\\d",e f)' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."posts" AS "pgrst_0" WHERE "pgrst_0"."title" = ANY($1::text::pg_catalog.text[])) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0".* FROM "blog"."posts" AS "pgrst_0" WHERE "pgrst_0"."title" = ANY($1::text::pg_catalog.text[])) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"a\\"b","c\\\\d","e f"}'],
       },
     });
@@ -655,7 +655,7 @@ describe('edge cases', () => {
   it('a negative JSON array index is an int4 parameter too', () => {
     expect(compileRead('posts', { query: 'select=last:tags->-1,meta->>-2' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT (pg_catalog.to_jsonb("pgrst_0"."tags")->$1::text::int4) AS "last", ("pgrst_0"."meta"->>$2::text::int4) AS "meta" FROM "blog"."posts" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT (pg_catalog.to_jsonb("pgrst_0"."tags")->$1::text::int4) AS "last", ("pgrst_0"."meta"->>$2::text::int4) AS "meta" FROM "blog"."posts" AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['-1', '-2'],
       },
     });
@@ -664,7 +664,7 @@ describe('edge cases', () => {
   it('logic trees on an embedded resource filter its rows', () => {
     expect(compileRead('posts', { query: 'select=id,comments(id)&comments.or=(id.eq.1,body.is.null)' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", coalesce("pgrst_2"."comments", '[]'::json) AS "comments" FROM "blog"."posts" AS "pgrst_0" LEFT JOIN LATERAL (SELECT pg_catalog.json_agg("pgrst_j") AS "comments" FROM (SELECT pg_catalog.row_to_json("pgrst_t") AS "pgrst_j" FROM (SELECT "pgrst_1"."id" AS "id" FROM "blog"."comments" AS "pgrst_1" WHERE "pgrst_1"."post_id" = "pgrst_0"."id" AND ("pgrst_1"."id" = $1::text::pg_catalog.int4 OR "pgrst_1"."body" IS NULL)) AS "pgrst_t") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", coalesce("pgrst_2"."comments", '[]'::json) AS "comments" FROM "blog"."posts" AS "pgrst_0" LEFT JOIN LATERAL (SELECT pg_catalog.json_agg("pgrst_j") AS "comments" FROM (SELECT pg_catalog.row_to_json("pgrst_t") AS "pgrst_j" FROM (SELECT "pgrst_1"."id" AS "id" FROM "blog"."comments" AS "pgrst_1" WHERE "pgrst_1"."post_id" = "pgrst_0"."id" AND ("pgrst_1"."id" = $1::text::pg_catalog.int4 OR "pgrst_1"."body" IS NULL)) AS "pgrst_t") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['1'],
       },
     });
@@ -678,7 +678,7 @@ describe('edge cases', () => {
       }),
     ).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."published" AS "published", pg_catalog.count("pgrst_2"."count") AS "count", pg_catalog.sum("pgrst_0"."rating") AS "sum" FROM "blog"."posts" AS "pgrst_0" LEFT JOIN LATERAL (SELECT "pgrst_1"."name" AS "count" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_0"."author_id") AS "pgrst_2" ON TRUE GROUP BY "pgrst_0"."published") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."published" AS "published", pg_catalog.count("pgrst_2"."count") AS "count", pg_catalog.sum("pgrst_0"."rating") AS "sum" FROM "blog"."posts" AS "pgrst_0" LEFT JOIN LATERAL (SELECT "pgrst_1"."name" AS "count" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_0"."author_id") AS "pgrst_2" ON TRUE GROUP BY "pgrst_0"."published") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: [],
       },
     });
@@ -687,7 +687,7 @@ describe('edge cases', () => {
   it('a cast JSON path and a cast computed field', () => {
     expect(compileRead('posts', { query: 'select=v:meta->>views::int,title_upper::text&meta->>views=gt.5' })).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT CAST(("pgrst_0"."meta"->>$1::text) AS pg_catalog.int4) AS "v", CAST("blog"."title_upper"(ROW("pgrst_0"."id", "pgrst_0"."author_id", "pgrst_0"."editor_id", "pgrst_0"."title", "pgrst_0"."body", "pgrst_0"."meta", "pgrst_0"."search", "pgrst_0"."active", "pgrst_0"."tags", "pgrst_0"."rating", "pgrst_0"."published")::"blog"."posts") AS pg_catalog.text) AS "title_upper" FROM "blog"."posts" AS "pgrst_0" WHERE ("pgrst_0"."meta"->>$2::text) > $3::text::pg_catalog.text) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT CAST(("pgrst_0"."meta"->>$1::text) AS pg_catalog.int4) AS "v", CAST("blog"."title_upper"(ROW("pgrst_0"."id", "pgrst_0"."author_id", "pgrst_0"."editor_id", "pgrst_0"."title", "pgrst_0"."body", "pgrst_0"."meta", "pgrst_0"."search", "pgrst_0"."active", "pgrst_0"."tags", "pgrst_0"."rating", "pgrst_0"."published")::"blog"."posts") AS pg_catalog.text) AS "title_upper" FROM "blog"."posts" AS "pgrst_0" WHERE ("pgrst_0"."meta"->>$2::text) > $3::text::pg_catalog.text) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, '[' || coalesce(pg_catalog.string_agg("pgrst_j", E', \\n '), '') || ']' AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['views', 'views', '5'],
       },
     });
@@ -698,7 +698,7 @@ describe('edge cases', () => {
       compileRoutine('new_post', { method: 'POST', body: { title: 'x' }, headers: { Prefer: 'count=planned' } }),
     ).toEqual({
       main: {
-        text: `WITH pgrst_call AS MATERIALIZED (SELECT "pgrst_c".* FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("title" pg_catalog.text) CROSS JOIN LATERAL "blog"."new_post"("title" := "pgrst_args"."title") AS "pgrst_c"), pgrst_rows AS (SELECT "pgrst_0".* FROM pgrst_call AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_call AS MATERIALIZED (SELECT "pgrst_c".* FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("title" pg_catalog.text) CROSS JOIN LATERAL "blog"."new_post"("title" := "pgrst_args"."title") AS "pgrst_c"), pgrst_rows AS (SELECT "pgrst_0".* FROM pgrst_call AS "pgrst_0") SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"title":"x"}'],
       },
       explain: {
@@ -716,7 +716,7 @@ describe('edge cases', () => {
       }),
     ).toEqual({
       main: {
-        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", "pgrst_2"."author" AS "author" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" LEFT JOIN LATERAL (SELECT "pgrst_j" AS "author" FROM (SELECT pg_catalog.row_to_json("pgrst_t") AS "pgrst_j" FROM (SELECT "pgrst_1"."name" AS "name" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_0"."author_id") AS "pgrst_t") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
+        text: `WITH pgrst_rows AS (SELECT "pgrst_0"."id" AS "id", "pgrst_2"."author" AS "author" FROM pg_catalog.jsonb_to_record($1::text::pg_catalog.jsonb) AS "pgrst_args"("author" pg_catalog.int4) CROSS JOIN LATERAL "blog"."posts_by"("author" := "pgrst_args"."author") AS "pgrst_0" LEFT JOIN LATERAL (SELECT "pgrst_j" AS "author" FROM (SELECT pg_catalog.row_to_json("pgrst_t") AS "pgrst_j" FROM (SELECT "pgrst_1"."name" AS "name" FROM "blog"."users" AS "pgrst_1" WHERE "pgrst_1"."id" = "pgrst_0"."author_id") AS "pgrst_t") AS "pgrst_t") AS "pgrst_2" ON TRUE) SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, coalesce((pg_catalog.array_agg("pgrst_j"))[1], 'null') AS body, pg_catalog.current_setting('response.headers', true) AS response_headers, pg_catalog.current_setting('response.status', true) AS response_status FROM (SELECT pg_catalog.row_to_json("_postgrest_t")::text AS "pgrst_j" FROM pgrst_rows AS "_postgrest_t") AS "pgrst_body"`,
         params: ['{"author":"1"}'],
       },
     });

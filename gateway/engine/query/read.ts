@@ -19,6 +19,7 @@ import { spreadColumns } from '../plan/spread.js';
 import type { AggregateFn, Output } from '../request/types.js';
 import { aliasRow, callOf, conditionSql, fieldSql, outputSql, type RowRef } from './expressions.js';
 import { defined } from '../invariant.js';
+import { RESPONSE_COLUMNS } from './settings.js';
 
 export interface CompiledNode {
   select: Fragment;
@@ -423,7 +424,7 @@ export function readStatement(
   const withSource = source?.with ? sql`${source.with}, ` : sql``;
   const rows = sql`pgrst_rows AS (SELECT ${c.select} ${c.fromWhere}${c.groupBy}${c.orderLimit})`;
   const sent = sentBody(rowsShape(media), budget);
-  const main = sql`WITH ${withSource}${rows} SELECT ${countSql}::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body ${sent.from}`;
+  const main = sql`WITH ${withSource}${rows} SELECT ${countSql}::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body, ${RESPONSE_COLUMNS} ${sent.from}`;
   const out: ReadStatements = { main: compile(main) };
   if (count === 'planned' || count === 'estimated') {
     const explainWith = source?.with ? sql`WITH ${source.with} ` : sql``;

@@ -7,6 +7,7 @@ import { catalog, compile, ident, join, qualified, sql, text, type Fragment } fr
 import type { RoutineCall } from '../plan/types.js';
 import { scalarShape, sentBody, topBudget, type ReadBounds, type RowSource, type Statement } from './read.js';
 import { typed } from './expressions.js';
+import { RESPONSE_COLUMNS } from './settings.js';
 
 const ARGS = ident('pgrst_args');
 
@@ -61,10 +62,10 @@ export function scalarStatement(call: RoutineCall, bounds: ReadBounds = {}): Sta
   const rows = sql`WITH pgrst_rows AS (SELECT ${c.call} AS "pgrst_scalar"${args})`;
   if (r.kind === 'void')
     return compile(
-      sql`${rows} SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body FROM pgrst_rows`,
+      sql`${rows} SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, NULL::text AS body, ${RESPONSE_COLUMNS} FROM pgrst_rows`,
     );
   const sent = sentBody(scalarShape(r.setOf), topBudget(bounds));
   return compile(
-    sql`${rows} SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body ${sent.from}`,
+    sql`${rows} SELECT NULL::text AS total_result_set, pg_catalog.count(*)::int AS page_total, ${sent.body} AS body, ${RESPONSE_COLUMNS} ${sent.from}`,
   );
 }

@@ -8,7 +8,7 @@ import { catalogue, type ApiError } from '../errors/catalogue.js';
 import { defined } from '../invariant.js';
 import type { ActionPlan, CallAction, ExplainAction, InspectAction, WriteAction } from '../plan/action.js';
 import { ESTIMATE_THRESHOLD } from '../query/read.js';
-import { isSendableHeader, readsResponseSettings } from '../query/settings.js';
+import { isSendableHeader, readsResponseSettings, responseSettingsRow } from '../query/settings.js';
 import type { ApiRequest, MediaType } from '../request/types.js';
 import type { Relation, Routine } from '../schema-cache/types.js';
 
@@ -95,16 +95,17 @@ export function respond(
   results: Row[][],
   limits: { maxResponseBytes?: number; describe?: DescribeSchema },
 ): GatewayResponse {
-  // A read, write or call ends with the read of its response settings (plan/action.ts).
-  const settled = readsResponseSettings(plan);
-  const made = answer(plan, settled ? results.slice(0, -1) : results, limits);
-  const res = settled ? withSettings(made, results.at(-1)?.[0]) : made;
+  // A plan that may write ends with the read of its response settings (plan/action.ts); a read
+  // and a read-only call read them in their statement (query/settings.ts).
+  const made = answer(plan, readsResponseSettings(plan) ? results.slice(0, -1) : results, limits);
+  const settings = responseSettingsRow(plan, results);
+  const res = settings ? withSettings(made, settings) : made;
   return plan.profile === undefined ? res : { ...res, headers: { ...res.headers, 'Content-Profile': plan.profile } };
 }
 
 /** The status and headers the request's SQL set (response.status, response.headers), over the answer's. */
-function withSettings(res: GatewayResponse, settings: Row | undefined): GatewayResponse {
-  const { headers, status } = settings ?? {};
+function withSettings(res: GatewayResponse, settings: Row): GatewayResponse {
+  const { response_headers: headers, response_status: status } = settings;
   const set = typeof headers === 'string' && headers !== '' ? settingHeaders(headers) : undefined;
   return {
     ...res,
