@@ -5,6 +5,7 @@ import {
   catalog,
   claim,
   compile,
+  count,
   ident,
   join,
   qualified,
@@ -128,7 +129,7 @@ export function compileNode(node: ReadNode, row: RowRef, from: Fragment, options
   ];
   const order = node.order.map((o) => orderSql(o, row));
   let orderLimit = order.length > 0 ? sql` ORDER BY ${join(order)}` : sql``;
-  if (node.limit !== undefined) orderLimit = sql`${orderLimit} LIMIT ${text(String(node.limit))}::int8`;
+  if (node.limit !== undefined) orderLimit = sql`${orderLimit} LIMIT ${count(node.limit)}`;
   if (node.offset !== undefined && node.offset > 0)
     orderLimit = sql`${orderLimit} OFFSET ${text(String(node.offset))}::int8`;
   return {
