@@ -18,7 +18,12 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export function startTestApp(databaseUrl: string, env: Record<string, string> = {}): TestApp {
+/** `login`: where the server's pool logs in, if not the database itself (a proxy in front of it). */
+export function startTestApp(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  login: string = serverUrl(databaseUrl),
+): TestApp {
   const config: Config = loadConfig({
     TALLY_JWT_SECRET: TEST_JWT_SECRET,
     DATABASE_URL: databaseUrl,
@@ -29,7 +34,7 @@ export function startTestApp(databaseUrl: string, env: Record<string, string> = 
   setLogLevel(config.logLevel);
   const ctx: AppContext = {
     config,
-    db: configuredPool(serverUrl(databaseUrl), config),
+    db: configuredPool(login, config),
     jwt: jwtKeys(config.jwtSecret!, config.jwtPreviousSecret),
   };
   return { app: createApp(ctx), ctx, close: () => ctx.db.end({ timeout: 5 }) };

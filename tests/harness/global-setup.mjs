@@ -40,6 +40,13 @@ export default async function globalSetup() {
         'synchronous_commit=off',
         '-c',
         'full_page_writes=off',
+        // Loaded for tests/request-costs.test.ts, which counts the statements functions and
+        // triggers run in its own database (ALTER DATABASE … SET pg_stat_statements.track); off
+        // everywhere else.
+        '-c',
+        'shared_preload_libraries=pg_stat_statements',
+        '-c',
+        'pg_stat_statements.track=none',
       ],
       onLog: () => {},
       onError: () => {},

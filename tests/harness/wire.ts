@@ -41,6 +41,8 @@ export interface WireProxy {
   total(include?: (applicationName: string) => boolean): WireCounts;
   /** The text of every statement the matching connections ran, for messages. */
   statementLog(include?: (applicationName: string) => boolean): string[];
+  /** No statement sent through the proxy waits for its answer. */
+  idle(): boolean;
   close(): Promise<void>;
 }
 
@@ -103,7 +105,7 @@ class Conversation implements WireConnection {
   private awaitingSslByte = false;
   private ready = false;
   /** Syncs and Queries sent and not answered by a ReadyForQuery yet. */
-  private outstanding = 0;
+  outstanding = 0;
   private status = 'I';
   /** Statements run since the last ReadyForQuery, and whether one of them failed. */
   private ranSinceReady = 0;
@@ -233,6 +235,7 @@ export async function wireProxy(targetUrl: string): Promise<WireProxy> {
     statementLog(include) {
       return matching(include).flatMap((c) => c.log);
     },
+    idle: () => conversations.every((c) => c.outstanding === 0),
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of open) s.destroy();
