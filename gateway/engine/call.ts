@@ -30,7 +30,7 @@ export interface GatewayRequest {
   body?: unknown;
   /**
    * The HTTP request the surface answers with this call, for SQL to read (request.headers,
-   * request.cookies, request.path: request/settings.ts): its headers as Node read them, and the
+   * request.cookies, request.path: request/http-context.ts): its headers as Node read them, and the
    * path it was sent to below the API's root when that is the call's own (/rest/v1). Absent, the
    * call has no headers or cookies and its path is the one /rest/v1 would have for it.
    */

@@ -30,7 +30,7 @@ import {
 } from './sql.js';
 import { errorFields, log } from './log.js';
 import type { EngineConfig } from './config.js';
-import type { RequestSettings } from './request/settings.js';
+import type { HttpContext } from './request/http-context.js';
 
 /**
  * What every transaction of a deployment shares, from its configuration: made once per gateway
@@ -68,7 +68,7 @@ export interface TransactionMode {
 export type TransactionOptions = TransactionSettings &
   TransactionMode & {
     auth: AuthContext;
-    request: RequestSettings;
+    request: HttpContext;
     /** The claims are a SET LOCAL of their own (SchemaCache.propagatesSetLocal), not a setting of the setup statement. */
     setLocalClaims?: boolean;
   };
@@ -122,7 +122,7 @@ const ROLLBACK = compile(sql`ROLLBACK`);
 
 /**
  * Role, statement timeout and search_path of the transaction, the claims, and the HTTP request's
- * headers, cookies, method and path (request/settings.ts), as SET LOCAL sets them: parameters of
+ * headers, cookies, method and path (request/http-context.ts), as SET LOCAL sets them: parameters of
  * the one prepared statement every request sends anyway, so they cost no statement, no parse and
  * no round trip. A distributed database (Citus) does not copy set_config() to its workers, so
  * there the claims, which row-level security reads on every server, are a SET LOCAL of their own

@@ -28,7 +28,7 @@ import {
 } from './plan/action.js';
 import { saveStatement } from './query/idempotency.js';
 import { refuseDeepJson, routineName } from './request/parse.js';
-import { requestSettings, type RequestSettings } from './request/settings.js';
+import { httpContext, type HttpContext } from './request/http-context.js';
 import { affectedRows, respond, singularError, type DescribeSchema } from './response/index.js';
 import { ChangeWatch } from './changes.js';
 import { SchemaCacheHolder } from './schema-cache/index.js';
@@ -114,7 +114,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
-    const tx = { ...settings, request: requestSettings(req), setLocalClaims: cache.propagatesSetLocal === true };
+    const tx = { ...settings, request: httpContext(req), setLocalClaims: cache.propagatesSetLocal === true };
     const changes = changeLogOf(plan, auth, ctx.config);
     const caller = changes ? withRequestId(auth, changes.requestClaim) : auth;
     if (plan.idempotency) return idempotentWrite(ctx, tx, caller, plan, plan.idempotency, limits);
@@ -151,7 +151,7 @@ function planned(
 }
 
 /** A gateway's transaction settings with the request's own. */
-type RequestTransaction = TransactionSettings & { request: RequestSettings; setLocalClaims: boolean };
+type RequestTransaction = TransactionSettings & { request: HttpContext; setLocalClaims: boolean };
 
 /** Runs a plan's statements in one transaction, ended as the plan says (see execute.ts). */
 function execute(

@@ -1,11 +1,11 @@
-import { requestSettings } from '../../gateway/engine/request/settings.js';
+import { httpContext } from '../../gateway/engine/request/http-context.js';
 
 // What SQL reads of a call that has no HTTP request of its own (an MCP tool call), and of the
 // Cookie header PostgREST's way.
 
-describe('requestSettings', () => {
+describe('httpContext', () => {
   const call = (relation: string, http?: { headers: Record<string, string>; path?: string }) =>
-    requestSettings({ method: 'POST', relation, query: new URLSearchParams(), headers: {}, http });
+    httpContext({ method: 'POST', relation, query: new URLSearchParams(), headers: {}, http });
 
   it('gives a call without an HTTP request no headers or cookies, and the path /rest/v1 would have', () => {
     expect(call('rpc/fund_summary')).toEqual({

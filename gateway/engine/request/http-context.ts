@@ -15,7 +15,7 @@ import type { GatewayRequest, HttpHeaders } from '../call.js';
 import { routineName } from './parse.js';
 
 /** The four values, as the setup statement sets them. */
-export interface RequestSettings {
+export interface HttpContext {
   headers: string;
   cookies: string;
   method: string;
@@ -32,7 +32,7 @@ const CREDENTIALS: ReadonlySet<string> = new Set(['authorization', 'proxy-author
  * call) there are no headers or cookies; the method is always the call's, and the path, unless
  * the surface gives the one it was sent to, the call's own path below /rest/v1.
  */
-export function requestSettings(req: GatewayRequest): RequestSettings {
+export function httpContext(req: GatewayRequest): HttpContext {
   const http = req.http;
   return {
     headers: http ? headersJson(http.headers) : NONE,
