@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { ApiError, catalogue as engineCatalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
 import { appCatalogue, catalogue, toApiError } from '../../gateway/errors.js';
 import { packageRoot as root } from '../../gateway/paths.js';
+import { toApiError as engineToApiError } from '../../gateway/engine/errors/translate.js';
+import { constraintMessage } from '../../gateway/fields.js';
 import { page } from '../harness/docs.js';
 
 // The catalogues are the one list of errors: the engine's (PostgREST's) and the app's own. The
@@ -169,5 +171,51 @@ describe('toApiError, the one way anything thrown on a surface becomes an answer
       { code: 'TLY000', message: 'Internal server error', details: null, hint: expect.any(String) },
     ]);
     expect(JSON.stringify(error.body())).not.toMatch(/secret|SELECT/);
+  });
+});
+
+describe('a constraint error raised on a Citus shard', () => {
+  // What a coordinator passes on of a worker's error: SQLSTATE, message and detail, no
+  // constraint or table field, and the shard's names in the message.
+  const fromShard = (code: string, message: string) =>
+    Object.assign(new Error(message), { name: 'PostgresError', code, message });
+  const context = {
+    anonymous: false,
+    readOnlyWrite: false,
+    readOnlyTransaction: false,
+    statementTimeoutMs: 1000,
+    describeConstraint: constraintMessage,
+  };
+  const answer = (err: unknown) => {
+    const body = engineToApiError(err, context).error.body();
+    return [body.message, body.details];
+  };
+
+  it("gets the deployment's sentence for its check constraint, as on one Postgres", () => {
+    expect(
+      answer(
+        fromShard(
+          '23514',
+          'new row for relation "funds_102086" violates check constraint "funds_contribution_schedule_complete"',
+        ),
+      ),
+    ).toEqual([
+      constraintMessage({ code: '23514', message: '', constraint_name: 'funds_contribution_schedule_complete' }),
+      'constraint: funds_contribution_schedule_complete',
+    ]);
+  });
+
+  it("names an index-backed or foreign-key constraint without the shard's suffix", () => {
+    expect(
+      answer(
+        fromShard(
+          '23503',
+          'insert or update on table "personal_transactions_102040" violates foreign key constraint "personal_transactions_category_id_fkey_102040"',
+        ),
+      ),
+    ).toEqual([
+      'category_id must be one of the expense categories (see the live list)',
+      'constraint: personal_transactions_category_id_fkey',
+    ]);
   });
 });

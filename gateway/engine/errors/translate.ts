@@ -127,7 +127,27 @@ const BYTE_BUDGET_ERROR = /"pgrst read bytes (\d+) over (\d+)"/;
  * message, detail and hint. Messages name tables, columns and constraints (useful to a client),
  * never SQL text.
  */
-function fromPgError(err: PgErrorLike, ctx: PgErrorContext): ApiError {
+/**
+ * The error with the constraint it names, as Postgres itself gives it. A Citus coordinator
+ * passes on an error a worker raised for a shard with its SQLSTATE, message, detail and hint
+ * only: the constraint is then read from the message, and an index-backed constraint's shard
+ * suffix (as "funds_pkey_102086" of relation "funds_102086") is taken off, so that the
+ * deployment's sentence for it applies on every node as on one Postgres.
+ */
+function withConstraint(err: PgErrorLike): PgErrorLike {
+  if (err.constraint_name !== undefined || !err.code.startsWith('23')) return err;
+  const constraint = /violates (?:[a-z -]+ )?constraint "(.+?)"/.exec(err.message)?.[1];
+  if (constraint === undefined) return err;
+  const shard = /(?:relation|table) ".+?_(\d+)"/.exec(err.message)?.[1];
+  const suffix = shard === undefined ? undefined : `_${shard}`;
+  return {
+    ...err,
+    constraint_name: suffix && constraint.endsWith(suffix) ? constraint.slice(0, -suffix.length) : constraint,
+  };
+}
+
+function fromPgError(raw: PgErrorLike, ctx: PgErrorContext): ApiError {
+  const err = withConstraint(raw);
   if (err.code === 'PGRST') return raisedError(err);
   const budget = err.code === '22P02' ? BYTE_BUDGET_ERROR.exec(err.message) : null;
   if (budget) return catalogue.responseTooLarge(Number(budget[1]), Number(budget[2]), true);
