@@ -74,10 +74,19 @@ describe('a body that cannot be read as sent', () => {
     expect(await contacts()).toBe(before);
   });
 
-  it('a gzip body that is not gzip is a 400 (PGRST102), and nothing is written', async () => {
+  it('a gzip body that is not gzip is a 400 (PGRST102; on /mcp a JSON-RPC parse error), and nothing is written', async () => {
     const before = await contacts();
     for (const { path, res } of await answersIn('gzip')) {
       expect(`${path} ${res.status}`).toBe(`${path} 400`);
+      if (path.startsWith('/mcp')) {
+        // What an MCP host shows its agent: a JSON-RPC error, not a REST body.
+        expect(res.body).toEqual({
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32700, message: expect.stringMatching(/^Parse error: /) },
+        });
+        continue;
+      }
       expect(res.body.code).toBe('PGRST102');
       shape(res.body);
     }
