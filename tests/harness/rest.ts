@@ -31,8 +31,8 @@ export function fixtureText(name: string): Promise<string> {
  * that waited for another file's same GRANT failed on Postgres 15 with a unique violation on
  * pg_auth_members once that one committed.)
  */
-export async function runFixture(admin: Sql, text: string): Promise<void> {
-  const clusterWide = /^(CREATE ROLE \w+ NOLOGIN|GRANT [\w, ]+ TO authenticator);$/gm;
+export async function runFixture(admin: Sql, text: string, login = 'authenticator'): Promise<void> {
+  const clusterWide = new RegExp(`^(CREATE ROLE \\w+ NOLOGIN|GRANT [\\w, ]+ TO ${login});$`, 'gm');
   for (const [, statement] of text.matchAll(clusterWide)) {
     await admin.unsafe(
       `DO $$ BEGIN ${statement}; EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
