@@ -24,5 +24,5 @@ COPY policies ./policies
 USER node
 EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD node -e "fetch('http://127.0.0.1:'+process.env.PORT+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# Migrate and apply policies (both idempotent), then serve; no demo data in a deployment.
-CMD ["sh", "-c", "node dist/gateway/cli/main.js migrate && node dist/gateway/cli/main.js policies apply && exec node dist/gateway/cli/main.js serve"]
+# Migrate (idempotent; the policies included), then serve; no demo data in a deployment.
+CMD ["sh", "-c", "node dist/gateway/cli/main.js migrate && exec node dist/gateway/cli/main.js serve"]

@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import postgres from 'postgres';
 import { adminClient } from '../gateway/db/connect.js';
 import { freePort } from '../gateway/db/free-port.js';
-import { applyPolicies, migrate } from '../gateway/db/migrate.js';
+import { migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusMissing, startCitusCluster, type PgNode } from '../tests/scale/harness/citus.js';
 import { generateDataset, type Dataset } from './data.js';
@@ -139,7 +139,6 @@ export async function citusCase(options: {
     const datasets: Dataset[] = [];
     for (const url of [plainUrl, citusUrl]) {
       await migrate(url);
-      await applyPolicies(url);
       const owner = adminClient(url);
       try {
         datasets.push(

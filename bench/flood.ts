@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminClient } from '../gateway/db/connect.js';
 import { startEmbedded } from '../gateway/db/embedded.js';
-import { applyPolicies, migrate } from '../gateway/db/migrate.js';
+import { migrate } from '../gateway/db/migrate.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { packageRoot } from '../gateway/paths.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
@@ -291,7 +291,6 @@ async function main(): Promise<void> {
   let tally: ReturnType<typeof startProcess> | undefined;
   try {
     await migrate(pg.url);
-    await applyPolicies(pg.url);
     const setup = await populate(pg.url, secret);
     const port = await freePort();
     tally = startProcess(['dist/gateway/cli/main.js', 'serve'], {

@@ -31,7 +31,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminClient } from '../gateway/db/connect.js';
 import { localSecrets, startEmbedded } from '../gateway/db/embedded.js';
-import { applyPolicies, migrate } from '../gateway/db/migrate.js';
+import { migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusCase, type CitusReport } from './citus.js';
 import { compareBuilds } from './against.js';
@@ -373,7 +373,6 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   try {
     await migrate(pg.url);
-    await applyPolicies(pg.url);
     const owner = adminClient(pg.url);
     let dataset: Dataset;
     try {

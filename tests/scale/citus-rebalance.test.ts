@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { createWorkspace } from '../../gateway/admin/workspaces.js';
 import { accessToken, startTestApp, type TestApp } from '../harness/app.js';
 import { tokenFor } from '../harness/fixtures.js';
@@ -34,7 +34,6 @@ beforeAll(async () => {
   url = await cluster.createDatabase(DB);
   third = await cluster.startServer('worker3'); // not in the database yet: it joins in the test
   await migrate(url);
-  await applyPolicies(url);
   sql = postgres(url, { max: 6, onnotice: () => {} });
   // Tally logs in as authenticator, as `tally serve` does.
   process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD = randomBytes(18).toString('base64url');

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { jwtKeys } from '../../gateway/auth/jwt.js';
 import { loadConfig } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
 import { TEST_JWT_SECRET } from '../harness/app.js';
@@ -77,7 +77,6 @@ beforeAll(async () => {
   cluster = await startCitusCluster({ workers: 2 });
   ownerUrl = await cluster.createDatabase(DB);
   await migrate(ownerUrl);
-  await applyPolicies(ownerUrl);
   owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
   a = await workspaceWithData(owner, 'Route A');
   b = await workspaceWithData(owner, 'Route B');

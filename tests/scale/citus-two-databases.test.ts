@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { accessToken, startTestApp } from '../harness/app.js';
 import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from '../harness/rest.js';
@@ -29,7 +29,6 @@ afterAll(async () => {
 async function tallyDatabase(name: string) {
   const url = await cluster.createDatabase(name);
   await migrate(url);
-  await applyPolicies(url);
   const owner = postgres(url, { max: 2, onnotice: () => {} });
   owners.push(owner);
   await owner`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`;

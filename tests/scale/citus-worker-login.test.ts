@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
-import { applyPolicies, migrate } from '../../gateway/db/migrate.js';
+import { migrate } from '../../gateway/db/migrate.js';
 import { accessToken, startTestApp, type TestApp } from '../harness/app.js';
 import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from '../harness/rest.js';
@@ -27,7 +27,6 @@ beforeAll(async () => {
   process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD = randomBytes(18).toString('base64url');
   url = await cluster.createDatabase(DB);
   await migrate(url);
-  await applyPolicies(url);
   owner = postgres(url, { max: 2, onnotice: () => {} });
   await owner`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`;
   const ws = await workspaceWithData(owner, 'Login A');
