@@ -2,14 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import request from 'supertest';
 import { tools } from '../mcp/tools.js';
-import { accessToken, startTestApp, type TestApp } from './harness/app.js';
-import { createTestDatabase, serverUrl, type TestDatabase } from './harness/db.js';
+import { accessToken, type TestApp } from './harness/app.js';
+import { COST_FIELDS as FIELDS, costMeter, type Cost, type CostMeter } from './harness/costs.js';
+import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { callEveryTool, toolCaller } from './harness/mcp-tools.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
-import { first } from './harness/present.js';
-import { waitFor } from './harness/wait.js';
-import { wireProxy, type WireCounts, type WireProxy } from './harness/wire.js';
 
 // What one request of each kind costs the database, counted on the wire between the server and
 // Postgres (tests/harness/wire.ts), never timed: the statements it ran, the round trips the
@@ -25,13 +23,8 @@ import { wireProxy, type WireCounts, type WireProxy } from './harness/wire.js';
 // counted apart: its poll is a cost per second, not per request.
 
 const TABLE = new URL('./request-costs.md', import.meta.url);
-const FIELDS = ['statements', 'roundTrips', 'commits', 'parses', 'nested'] as const;
 const HEADINGS = ['statements', 'round trips', 'commits', 'parses', 'statements in functions and triggers'];
 const SENDS = 4;
-
-type Cost = Pick<WireCounts, Exclude<(typeof FIELDS)[number], 'nested'>> & { nested: number };
-
-const notWatch = (name: string) => name !== 'tally-changes';
 
 /** The table's lines: request → its figures. */
 function committedTable(): Map<string, Cost> {
@@ -52,7 +45,7 @@ const tableLine = (name: string, c: Cost) => `| \`${name}\` | ${FIELDS.map((f) =
 
 describe('what each request costs the database', () => {
   let db: TestDatabase;
-  let proxy: WireProxy;
+  let meter: CostMeter;
   let t: TestApp;
   let exact: TestApp;
   let a: WorkspaceFixture;
@@ -65,61 +58,26 @@ describe('what each request costs the database', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    const { loaded } = first(
-      await db.admin<{ loaded: boolean }[]>`
-      SELECT 'pg_stat_statements' = ANY(string_to_array(current_setting('shared_preload_libraries'), ', ')) AS loaded`,
-    );
-    if (!loaded)
-      throw new Error(
-        'this test needs pg_stat_statements in shared_preload_libraries (the harness loads it in its own Postgres)',
-      );
-    // Statements of this database only, those inside functions and triggers included; in a
-    // schema of its own, out of the API's sight.
-    await db.admin.unsafe(`CREATE SCHEMA test_stats; CREATE EXTENSION pg_stat_statements SCHEMA test_stats`);
-    await db.admin.unsafe(`ALTER DATABASE ${db.name} SET pg_stat_statements.track = 'all'`);
+    meter = await costMeter(db);
     a = await workspaceWithData(db.admin, 'costs');
     const write = await tokenFor(db.admin, a.id, 'write');
     workspaceToken = write.token;
     jwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: write.id });
     const other = await tokenFor(db.admin, a.id, 'write');
     exactJwt = await accessToken({ role: 'api_write', workspace_id: a.id, scope: 'write', sub: other.id });
-    proxy = await wireProxy(serverUrl(db.url));
     // A pool of two: a request's statements meet a connection that has prepared them already.
-    t = startTestApp(db.url, restEnv({ TALLY_DB_POOL: '2' }), proxy.url);
+    t = meter.app(restEnv({ TALLY_DB_POOL: '2' }));
     // Under 1,000 requests a minute the limit is counted in the database at every request.
-    exact = startTestApp(db.url, restEnv({ TALLY_DB_POOL: '2', TALLY_RATE_LIMIT_PER_MINUTE: '600' }), proxy.url);
+    exact = meter.app(restEnv({ TALLY_DB_POOL: '2', TALLY_RATE_LIMIT_PER_MINUTE: '600' }));
   });
   afterAll(async () => {
-    await t.close();
-    await exact.close();
-    await proxy.close();
+    await meter.close();
     await db.drop();
   });
 
-  /**
-   * Statements run inside others in this database so far (pg_stat_statements, toplevel false),
-   * but those of the change watch's function, whose poll is counted apart. Nothing else runs
-   * here while a request is measured: its data is made before.
-   */
-  async function nestedSoFar(): Promise<number> {
-    const row = first(
-      await db.admin<{ n: string }[]>`
-      SELECT coalesce(sum(s.calls), 0)::text AS n FROM test_stats.pg_stat_statements s
-       WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-         AND NOT s.toplevel AND s.query NOT LIKE '%watched_relations%'
-         AND s.query NOT LIKE '%schema_version_row%' AND s.query NOT LIKE 'SELECT md5(coalesce(string_agg(t::text,%'`,
-    );
-    return Number(row.n);
-  }
-
-  /** Sends one request and records what it cost, once nothing it sent waits for an answer. */
+  /** Sends one request and records what it cost. */
   async function measure<T>(kind: string, send: () => Promise<T>): Promise<T> {
-    await waitFor(() => proxy.idle(), 'no statement in flight before the request');
-    const before = { ...proxy.total(notWatch), nested: await nestedSoFar() };
-    const result = await send();
-    await waitFor(() => proxy.idle(), `the statements of ${kind} answered`);
-    const after = { ...proxy.total(notWatch), nested: await nestedSoFar() };
-    const cost = Object.fromEntries(FIELDS.map((f) => [f, after[f] - before[f]])) as Cost;
+    const { result, cost } = await meter.measure(send);
     sends.set(kind, [...(sends.get(kind) ?? []), cost]);
     return result;
   }
