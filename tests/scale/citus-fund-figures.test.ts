@@ -1,0 +1,127 @@
+import postgres, { type Notice, type Sql } from 'postgres';
+import request from 'supertest';
+import { jwtKeys } from '../../gateway/auth/jwt.js';
+import { loadConfig } from '../../gateway/config.js';
+import type { AppContext } from '../../gateway/context.js';
+import { migrate } from '../../gateway/db/migrate.js';
+import { createPool } from '../../gateway/engine/pool.js';
+import { createApp, type App } from '../../gateway/server.js';
+import { accessToken, TEST_JWT_SECRET } from '../harness/app.js';
+import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
+import { TEST_API_KEY } from '../harness/rest.js';
+import { startCitusCluster, type CitusCluster } from './harness/citus.js';
+
+// On Citus, the figures of a workspace's funds cost the same commands to the workers whatever
+// the number of funds: rpc/fund_summaries is one statement on the workspace's shard (it was two
+// commands per fund, 4,000 at 2,000 funds, and 4.9 s), MCP list_funds reads it and the funds,
+// and a read of funds with the computed fields is one routed statement (the fields, functions of
+// one row, then run their two statements per fund on that shard's worker, which the
+// coordinator does not send). Counted from the coordinator's own log of the commands it sends
+// (citus.log_remote_commands); the time of each request at 2,000 funds is printed for the
+// record (speed belongs to the benchmark, not to an assertion).
+
+const DB = 'tally_figures';
+const FUNDS = { few: 2, many: 2000 };
+
+let cluster: CitusCluster;
+let owner: Sql;
+let app: App;
+let ctx: AppContext;
+let remote: string[] = [];
+const callers = {} as Record<keyof typeof FUNDS, { jwt: string; token: string }>;
+
+beforeAll(async () => {
+  cluster = await startCitusCluster({ workers: 2 });
+  const ownerUrl = await cluster.createDatabase(DB);
+  await migrate(ownerUrl);
+  owner = postgres(ownerUrl, { max: 2, onnotice: () => {} });
+  for (const [size, funds] of Object.entries(FUNDS) as [keyof typeof FUNDS, number][]) {
+    const ws = await workspaceWithData(owner, `Figures ${size}`);
+    await owner`
+      INSERT INTO public.funds (workspace_id, name, target_amount)
+      SELECT ${ws.id}, 'fund ' || i, 100 FROM generate_series(2, ${funds}) i`;
+    await owner`
+      INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id)
+      SELECT f.workspace_id, f.id, x.name, x.amount, x.category, 'cash'
+        FROM public.funds f, (VALUES ('in', 30, 'fund-income'), ('out', -10, 'hotel')) x(name, amount, category)
+       WHERE f.workspace_id = ${ws.id} AND f.name LIKE 'fund %'`;
+    const token = await tokenFor(owner, ws.id, 'write');
+    callers[size] = {
+      jwt: await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: token.id }),
+      token: token.token,
+    };
+  }
+  const config = loadConfig({
+    TALLY_JWT_SECRET: TEST_JWT_SECRET,
+    DATABASE_URL: ownerUrl,
+    TALLY_PUBLISHABLE_KEYS: TEST_API_KEY,
+    TALLY_RATE_LIMIT_PER_MINUTE: '100000',
+  });
+  const serverUrl = new URL(ownerUrl);
+  serverUrl.username = 'authenticator';
+  const db = createPool(serverUrl.toString(), {
+    size: 2,
+    acquireTimeoutMs: 30_000,
+    perKey: 2,
+    client: {
+      prepare: true,
+      connect_timeout: 10,
+      connection: { application_name: 'tally', 'citus.log_remote_commands': 'on', client_min_messages: 'notice' },
+      onnotice: (n: Notice) => {
+        if (String(n.message).startsWith('issuing ')) remote.push(String(n.message));
+      },
+    } as never,
+  });
+  ctx = { config, db, jwt: jwtKeys(TEST_JWT_SECRET) };
+  app = createApp(ctx);
+}, 900_000);
+
+afterAll(async () => {
+  await ctx?.db.end({ timeout: 5 });
+  await owner?.end();
+  await cluster?.stop();
+});
+
+const rest = (size: keyof typeof FUNDS, path: string) => () =>
+  request(app)
+    .get(`/rest/v1/${path}`)
+    .set({ apikey: TEST_API_KEY, Authorization: `Bearer ${callers[size].jwt}` })
+    .then((res) => {
+      expect({ path, status: res.status }).toEqual({ path, status: 200 });
+      expect((res.body as unknown[]).length).toBe(FUNDS[size]);
+    });
+
+const listFunds = (size: keyof typeof FUNDS) => () =>
+  request(app)
+    .post(`/mcp?token=${callers[size].token}`)
+    .set({ Accept: 'application/json, text/event-stream', 'Content-Type': 'application/json' })
+    .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_funds', arguments: {} } })
+    .then((res) => {
+      expect(res.body.result?.isError).toBeUndefined();
+      expect((res.body.result.structuredContent.funds as unknown[]).length).toBe(FUNDS[size]);
+    });
+
+const KINDS: Record<string, (size: keyof typeof FUNDS) => () => Promise<void>> = {
+  'GET /rest/v1/rpc/fund_summaries': (size) => rest(size, 'rpc/fund_summaries'),
+  'GET /rest/v1/funds?select=*,summary': (size) => rest(size, 'funds?select=*,summary'),
+  'GET /rest/v1/funds?select=id,balance': (size) => rest(size, 'funds?select=id,balance'),
+  'MCP tools/call list_funds': listFunds,
+};
+
+/** The commands the coordinator sent the workers for one request (the second of two), and its time. */
+async function commandsOf(send: () => Promise<void>): Promise<{ commands: number; ms: number }> {
+  await send();
+  remote = [];
+  const started = performance.now();
+  await send();
+  return { commands: remote.length, ms: Math.round(performance.now() - started) };
+}
+
+test.each(Object.keys(KINDS))('%s: the commands sent to the workers at 2,000 funds are those at 2', async (kind) => {
+  const few = await commandsOf(KINDS[kind]!('few'));
+  const many = await commandsOf(KINDS[kind]!('many'));
+  process.stdout.write(
+    `${kind}: ${many.commands} commands to the workers, ${many.ms} ms at ${FUNDS.many} funds (${few.ms} ms at ${FUNDS.few})\n`,
+  );
+  expect({ kind, commands: many.commands }).toEqual({ kind, commands: few.commands });
+});
