@@ -159,3 +159,127 @@ describe('POST /api/v1/activity/{id}/undo', () => {
     expect(names).toEqual(expect.arrayContaining(['table', 'record_id', 'since', 'limit', 'offset']));
   });
 });
+
+describe('POST /api/v1/activity/undo: several changes at once, as rpc/undo_changes', () => {
+  /** The expenses as the database holds them, by id (undefined: none). */
+  const rows = (ids: string[]) => Promise.all(ids.map((id) => stored(id)));
+
+  it('undoes a list of ids newest first, all or nothing, with a dry run that changes nothing', async () => {
+    const one = await created('Batch one', 1);
+    const two = await created('Batch two', 2);
+    await api('patch', `personal_transactions/${two}`).send({ amount: 22 }).expect(200);
+    const ids = [...(await changesOf(one)), ...(await changesOf(two))].map((c) => c.id);
+
+    const preview = await api('post', 'activity/undo').send({ activity_ids: ids, dry_run: true }).expect(200);
+    expect(preview.body).toEqual([
+      { undone: ids[1], table_name: 'personal_transactions', record_id: two, action: 'update', activity_id: null },
+      expect.objectContaining({ undone: ids[2], record_id: two, action: 'delete', activity_id: null }),
+      expect.objectContaining({ undone: ids[0], record_id: one, action: 'delete', activity_id: null }),
+    ]);
+    expect(await rows([one, two])).toEqual([
+      { name: 'Batch one', amount: '1' },
+      { name: 'Batch two', amount: '22' },
+    ]);
+
+    const done = await api('post', 'activity/undo').send({ activity_ids: ids }).expect(200);
+    expect(done.body.map((u: { undone: string; action: string }) => [u.undone, u.action])).toEqual([
+      [ids[1], 'update'],
+      [ids[2], 'delete'],
+      [ids[0], 'delete'],
+    ]);
+    expect(done.body.every((u: { activity_id: string | null }) => typeof u.activity_id === 'string')).toBe(true);
+    expect(done.headers['tally-changes']).toBe('3');
+    expect(await rows([one, two])).toEqual([undefined, undefined]);
+  });
+
+  it('undoes one request by its Tally-Request-Id, and everything of the token since a moment', async () => {
+    const res = await api('post', 'personal_transactions').send(expense('By request', 4)).expect(201);
+    const byRequest = res.body.id as string;
+    await api('post', 'activity/undo').send({ request_id: res.headers['tally-request-id'] }).expect(200);
+    expect(await stored(byRequest)).toBeUndefined();
+
+    const since = (await db.admin<{ t: string }[]>`SELECT clock_timestamp()::text AS t`)[0]!.t;
+    const kept = await created('Kept since', 5);
+    await api('patch', `personal_transactions/${kept}`).send({ amount: 6 }).expect(200);
+    await api('delete', `personal_transactions/${kept}`).expect(200);
+    const made = await created('Made since', 7);
+    const undone = await api('post', 'activity/undo')
+      .send({ since: new Date(since).toISOString() })
+      .expect(200);
+    expect(undone.body.map((u: { action: string }) => u.action)).toEqual(['delete', 'insert', 'update', 'delete']);
+    // As before the moment: the one made since is gone, the one made and deleted since too.
+    expect(await rows([kept, made])).toEqual([undefined, undefined]);
+  });
+
+  it('refuses all of it when one change is in the way (409), or unknown (404): nothing is undone', async () => {
+    const first = await created('Blocked first', 1);
+    const second = await created('Blocked second', 2);
+    const [insert] = await changesOf(second);
+    await api('patch', `personal_transactions/${second}`).send({ amount: 3 }).expect(200);
+    const [update] = await changesOf(second);
+    const [firstInsert] = await changesOf(first);
+    const refused = await api('post', 'activity/undo')
+      .send({ activity_ids: [firstInsert!.id, insert!.id] })
+      .expect(409);
+    expect(refused.body).toMatchObject({
+      code: 'PT409',
+      hint: `Undo change ${update!.id} first, or change the record by hand`,
+    });
+    expect(await rows([first, second])).toEqual([
+      { name: 'Blocked first', amount: '1' },
+      { name: 'Blocked second', amount: '3' },
+    ]);
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    const missing = await api('post', 'activity/undo')
+      .send({ activity_ids: [firstInsert!.id, unknown] })
+      .expect(404);
+    expect(missing.body.code).toBe('PT404');
+    expect(await stored(first)).toEqual({ name: 'Blocked first', amount: '1' });
+    // Workspace B names A's change: it is not in B's activity.
+    await api('post', 'activity/undo', jwtB)
+      .send({ activity_ids: [firstInsert!.id] })
+      .expect(404);
+    expect(await stored(first)).toEqual({ name: 'Blocked first', amount: '1' });
+  });
+
+  it('checks the body before anything runs: exactly one way, ids that are UUIDs, no unknown field', async () => {
+    const cases: [unknown, RegExp][] = [
+      [{}, /exactly one of: activity_ids, request_id, since/],
+      [{ activity_ids: [], since: '2026-01-01T00:00:00Z' }, /exactly one of|at least 1/],
+      [{ activity_ids: ['nope'] }, /activity_ids\.0 must be a UUID/],
+      [{ since: 'yesterday' }, /since must be an ISO 8601 date-time/],
+      [{ request_id: '00000000-0000-4000-8000-000000000000', everything: true }, /everything is not a known field/],
+      [{ activity_ids: Array.from({ length: 1001 }, () => '00000000-0000-4000-8000-000000000000') }, /activity_ids/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await api('post', 'activity/undo').send(body as object);
+      expect([res.status, res.body.code, res.body.message]).toEqual([400, 'PGRST102', expect.stringMatching(message)]);
+    }
+    await api('post', 'activity/undo').set('Content-Type', 'application/json').send('').expect(400);
+  });
+
+  it('is documented in the OpenAPI document, with its request and answer schemas', async () => {
+    const doc = (await request(t.app).get('/api/v1/openapi.json').expect(200)).body as {
+      paths: Record<string, Record<string, Record<string, unknown>>>;
+      components: { schemas: Record<string, { properties?: Record<string, unknown> }> };
+    };
+    expect(doc.paths['/activity/undo']!.post).toMatchObject({
+      operationId: 'undo_changes',
+      requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/UndoRequest' } } } },
+    });
+    expect(Object.keys(doc.components.schemas.UndoRequest!.properties!).sort()).toEqual([
+      'activity_ids',
+      'dry_run',
+      'request_id',
+      'since',
+      'token_id',
+    ]);
+    expect(Object.keys(doc.components.schemas.Undone!.properties!).sort()).toEqual([
+      'action',
+      'activity_id',
+      'record_id',
+      'table_name',
+      'undone',
+    ]);
+  });
+});

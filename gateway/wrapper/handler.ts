@@ -282,6 +282,23 @@ function resourceRoutes(resource: Resource, bodyOf: BodyOf): Route<RouteHandler>
         sendJson(c.x.res, 200, await changeOne(c, 'DELETE', resource, recordId(c, resource))),
       ),
     );
+  for (const action of resource.collectionActions ?? [])
+    routes.push(
+      route('POST', `${collection}/${action.name}`, async (c) => {
+        const body = await bodyOf(c, action.request);
+        const headers = { 'content-type': 'application/json' };
+        passThrough(
+          c,
+          await gateway(c, {
+            method: 'POST',
+            relation: `rpc/${action.routine}`,
+            query: new URLSearchParams(),
+            body,
+            headers,
+          }),
+        );
+      }),
+    );
   for (const action of resource.actions ?? [])
     routes.push(
       route('POST', `${member}/${action.name}`, async (c) => {

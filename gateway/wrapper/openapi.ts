@@ -114,7 +114,40 @@ function resourcePaths(resource: Resource, schemas: WrapperSchemas): Record<stri
   };
   for (const action of resource.actions ?? [])
     paths[`/${resource.path}/{id}/${action.name}`] = actionPath(resource, action);
+  for (const action of resource.collectionActions ?? [])
+    paths[`/${resource.path}/${action.name}`] = collectionActionPath(resource, action);
   return paths;
+}
+
+/** POST /{path}/{name}: a function called with the request's body (resources.ts CollectionAction). */
+function collectionActionPath(
+  resource: Resource,
+  action: NonNullable<Resource['collectionActions']>[number],
+): Record<string, unknown> {
+  return {
+    post: {
+      operationId: action.operationId,
+      tags: [resource.path],
+      summary: action.summary,
+      description: action.description,
+      parameters: [idempotencyKeyHeader()],
+      requestBody: { required: true, content: content(ref(action.request)) },
+      responses: {
+        200: {
+          description: 'What the function returned',
+          content: content({ type: 'array', items: ref(action.returns) }),
+        },
+        400: response('BadRequest'),
+        404: errorResponse("A change named is not in the workspace's activity (PT404)"),
+        409: errorResponse(
+          'A change cannot be undone: its record changed again since, or it was undone already (PT409; the message names the change in the way)',
+        ),
+        413: errorResponse('More than 1000 changes to undo at once (PT413)'),
+        422: response('IdempotencyKeyReused'),
+        ...COMMON_ERRORS,
+      },
+    },
+  };
 }
 
 /** POST /{path}/{id}/{name}: a function called with the record's id (resources.ts Action). */

@@ -37,6 +37,22 @@ interface Action {
   returns: string;
 }
 
+/**
+ * POST /{path}/{name}: a function of the database (/rest/v1/rpc/{routine}) called with the
+ * request's body, checked against the request schema `request` first; the answer is what the
+ * function returns.
+ */
+interface CollectionAction {
+  name: string;
+  operationId: string;
+  summary: string;
+  description: string;
+  routine: string;
+  request: RequestSchemaName;
+  /** Response schema of one row the function returns (it returns a list). */
+  returns: string;
+}
+
 /** GET /{path}/{id} of a resource whose record is more than its row. */
 interface Detail {
   operationId: string;
@@ -66,6 +82,7 @@ export interface Resource {
   /** One record is more than its row (otherwise the row, `select=*`). */
   detail?: Detail;
   actions?: Action[];
+  collectionActions?: CollectionAction[];
 }
 
 export const RESOURCES: Resource[] = [
@@ -185,6 +202,22 @@ export const RESOURCES: Resource[] = [
         routine: 'undo_change',
         argument: 'activity_id',
         returns: 'Activity',
+      },
+    ],
+    collectionActions: [
+      {
+        name: 'undo',
+        operationId: 'undo_changes',
+        summary: 'Undo several changes at once: a list of ids, one request, or a token since a moment',
+        description:
+          'Undoes the changes newest first, all or nothing: activity_ids (1 to 1000 changes), request_id (every ' +
+          "change of one request, its Tally-Request-Id), or since (every change of the caller's token at or after " +
+          'that moment, or of token_id; a change undone within the range cancels out with its undo). A refusal ' +
+          '(409 PT409) names the change in the way and nothing is undone; more than 1000 changes is 413 (PT413). ' +
+          'dry_run: true answers what it would do and changes nothing. Answers each record put back, in order.',
+        routine: 'undo_changes',
+        request: 'UndoRequest',
+        returns: 'Undone',
       },
     ],
   },

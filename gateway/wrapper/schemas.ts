@@ -1,5 +1,5 @@
 import type { Lookups } from '../lookups.js';
-import { financeFields, financeRecords, nullable, type JsonSchema } from '../fields.js';
+import { financeFields, financeRecords, nullable, uuid, type JsonSchema } from '../fields.js';
 
 export type { JsonSchema } from '../fields.js';
 
@@ -27,6 +27,7 @@ export interface WrapperSchemas extends Record<RequestSchemaName, JsonSchema> {
   Contact: JsonSchema;
   Participant: JsonSchema;
   Activity: JsonSchema;
+  Undone: JsonSchema;
   Category: JsonSchema;
   PaymentMethod: JsonSchema;
   Error: JsonSchema;
@@ -44,6 +45,7 @@ export const REQUEST_SCHEMAS = [
   'FundUpdate',
   'ContactCreate',
   'ContactUpdate',
+  'UndoRequest',
 ] as const;
 
 export type RequestSchemaName = (typeof REQUEST_SCHEMAS)[number];
@@ -109,6 +111,7 @@ function requestSchemas(lookups: Lookups): Record<RequestSchemaName, JsonSchema>
       },
       'Fields of a fund to change; status may be set to any of the three values',
     ),
+    UndoRequest: undoRequest(),
     ContactCreate: object(contactFields, ['name'], 'A new contact'),
     ContactUpdate: patch(
       {
@@ -119,6 +122,39 @@ function requestSchemas(lookups: Lookups): Record<RequestSchemaName, JsonSchema>
       },
       'Fields of a contact to change (null clears an optional one)',
     ),
+  };
+}
+
+/**
+ * What POST /activity/undo undoes (public.undo_changes), named in exactly one way: each of the
+ * three ways is a branch of oneOf that requires its property (validate.ts says it in a sentence).
+ */
+function undoRequest(): JsonSchema {
+  return {
+    type: 'object',
+    description:
+      "What to undo, named in one way: activity_ids, request_id, or since (the caller's token's changes, or token_id's)",
+    properties: {
+      activity_ids: {
+        type: 'array',
+        items: uuid('A change'),
+        minItems: 1,
+        maxItems: 1000,
+        uniqueItems: true,
+        description: 'The changes to undo (GET /activity lists them; a write names its own in Tally-Activity-Id)',
+      },
+      request_id: uuid('Every change of one request (its Tally-Request-Id header)'),
+      since: {
+        type: 'string',
+        format: 'date-time',
+        description: 'Every change of the token at or after this moment (ISO 8601), e.g. 2026-11-28T10:00:00Z',
+      },
+      token_id: uuid("With since: another write token of the workspace than the caller's"),
+      dry_run: { type: 'boolean', description: 'Only answer what the undo would do; change nothing (default false)' },
+    },
+    additionalProperties: false,
+    // (Each branch names its property among its own properties too: ajv's strict mode wants it.)
+    oneOf: ['activity_ids', 'request_id', 'since'].map((way) => ({ properties: { [way]: true }, required: [way] })),
   };
 }
 
@@ -144,6 +180,7 @@ function recordSchemas(): Pick<
   | 'Contact'
   | 'Participant'
   | 'Activity'
+  | 'Undone'
   | 'Category'
   | 'PaymentMethod'
 > {
@@ -164,6 +201,24 @@ function recordSchemas(): Pick<
     Contact: whole(Contact),
     Participant: whole(Participant),
     Activity: activityRecord(),
+    Undone: record(
+      {
+        undone: { type: 'string', format: 'uuid', description: 'The change undone' },
+        table_name: { type: 'string' },
+        record_id: { type: 'string', description: "The record's id (a fund participant: fund_id/contact_id)" },
+        action: {
+          type: 'string',
+          enum: ['insert', 'update', 'delete'],
+          description: 'What the undo does to the record: insert brings it back, update reverts it, delete removes it',
+        },
+        activity_id: {
+          type: ['string', 'null'],
+          format: 'uuid',
+          description: "The undo's own change (null in a dry run)",
+        },
+      },
+      'A record an undo puts back, in the order it is done (newest change first)',
+    ),
     ...lookupRecords(),
   };
 }

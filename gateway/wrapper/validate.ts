@@ -115,6 +115,13 @@ export function describeError(error: ErrorObject, schema: Record<string, unknown
       return `${field} must be greater than ${p.limit as number}`;
     case 'exclusiveMaximum':
       return `${field} must be less than ${p.limit as number}`;
+    case 'oneOf': {
+      // Branches that each require one property (UndoRequest): exactly one of them is given.
+      const ways = ((error.schema as { required?: string[] }[] | undefined) ?? []).map((b) =>
+        (b.required ?? []).join(' and '),
+      );
+      return `${field} must give exactly one of: ${ways.join(', ')}`;
+    }
     case DECIMALS:
       return `${field} must have at most ${(error.schema as number) ?? 0} decimal places`;
     case 'pattern': {
@@ -146,7 +153,8 @@ export function validateBody(
   if (validate(body)) return body as Record<string, unknown>;
   const schema = compiledSchemas.schemas[name];
   // A wrong type of the whole body makes every other error noise.
-  const errors = validate.errors ?? [];
+  // A branch of oneOf that does not match says so through the oneOf's own error.
+  const errors = (validate.errors ?? []).filter((e) => !e.schemaPath.startsWith('#/oneOf/'));
   const rootType = errors.find((e) => e.instancePath === '' && e.keyword === 'type');
   const problems = [...new Set((rootType ? [rootType] : errors).map((e) => describeError(e, schema)))];
   throw catalogue.invalidBody(
