@@ -38,6 +38,7 @@ const ON_CITUS = [
   'wrapper-activity',
   'wrapper-etag',
   'sql-definitions',
+  'budgets',
 ];
 
 export default {

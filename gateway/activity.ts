@@ -1,41 +1,68 @@
-// The activity log's retention: every change of a workspace's records is kept for
-// TALLY_ACTIVITY_RETENTION_DAYS (sql/app/definitions/activity.sql writes it; tally.prune_activity deletes
-// what is older); the same sweep deletes the idempotency keys older than their 24 hours
-// (sql/app/definitions/idempotency.sql). A serving process prunes at start and then every hour; with
-// several processes each does, and a delete of what another already deleted costs nothing.
+// What the activity log and the idempotency keys keep (sql/app/definitions/activity.sql and
+// idempotency.sql). Every hour: the log's changes older than TALLY_ACTIVITY_RETENTION_DAYS, and
+// the keys older than their 24 hours, are deleted. Every minute: the log of a workspace past half
+// its budget (TALLY_ACTIVITY_BUDGET_BYTES) loses its oldest changes, but none of the last 24
+// hours, back to half (a write that would take it past the whole budget is refused in its own
+// transaction). A serving process sweeps at start and then on those timers; with several
+// processes each does, and a delete of what another already deleted costs nothing.
 
 import type { Pool } from './engine/pool.js';
+import type { Config } from './config.js';
 import { log } from './engine/log.js';
 
-const EVERY_MS = 60 * 60 * 1000;
+const HOUR_MS = 60 * 60 * 1000;
+const MINUTE_MS = 60 * 1000;
 
-/** Deletes the activity older than `days`; returns how many rows went. */
-async function pruneActivity(db: Pool, days: number): Promise<number> {
-  const [row] = await db<{ n: string }[]>`SELECT tally.prune_activity(${days})::text AS n`;
+/** Runs one of the sweep's functions; answers how many rows it deleted. */
+async function sweep(db: Pool, run: (db: Pool) => Promise<{ n: string }[]>): Promise<number> {
+  const [row] = await run(db);
   return Number(row?.n ?? 0);
 }
 
-/** Deletes the expired idempotency keys; returns how many went. */
-async function pruneIdempotencyKeys(db: Pool): Promise<number> {
-  const [row] = await db<{ n: string }[]>`SELECT tally.prune_idempotency_keys()::text AS n`;
-  return Number(row?.n ?? 0);
+/** The hourly sweep: the retention of the log, and the keys' 24 hours. */
+async function expire(db: Pool, days: number): Promise<void> {
+  const gone = await sweep(db, (db) => db<{ n: string }[]>`SELECT tally.prune_activity(${days})::text AS n`);
+  if (gone > 0) log.info({ rows: gone, days }, 'activity older than the retention pruned');
+  const keys = await sweep(db, (db) => db<{ n: string }[]>`SELECT tally.prune_idempotency_keys()::text AS n`);
+  if (keys > 0) log.info({ rows: keys }, 'idempotency keys older than 24 hours pruned');
 }
 
-/** Prunes now and every hour until the returned function is called (the timer keeps no process alive). */
-export function keepActivity(db: Pool, days: number): () => void {
+/** The sweep of every minute: each workspace's log within its budget, one transaction per workspace. */
+async function keepWithinBudget(db: Pool, budget: number): Promise<void> {
+  const over = await db<{ ws: string }[]>`SELECT tally.activity_over_budget(${budget}) AS ws`;
+  for (const { ws } of over) {
+    const gone = await sweep(
+      db,
+      (db) => db<{ n: string }[]>`SELECT tally.prune_activity_budget(${ws}, ${budget})::text AS n`,
+    );
+    if (gone > 0) log.info({ rows: gone, budget, workspace: ws }, 'activity pruned to keep a log within its budget');
+  }
+}
+
+/** Runs `work` now and every `ms` until the returned function is called (the timer keeps no process alive). */
+function every(ms: number, work: () => Promise<void>, what: string): () => void {
   const run = async (): Promise<void> => {
     try {
-      const gone = await pruneActivity(db, days);
-      if (gone > 0) log.info({ rows: gone, days }, 'activity older than the retention pruned');
-      const keys = await pruneIdempotencyKeys(db);
-      if (keys > 0) log.info({ rows: keys }, 'idempotency keys older than 24 hours pruned');
+      await work();
     } catch (err) {
-      // The next hour tries again; a failed sweep loses nothing.
-      log.warn({ err: String(err) }, 'pruning the activity log or the idempotency keys failed');
+      // The next run tries again; a failed sweep loses nothing.
+      log.warn({ err: String(err) }, `${what} failed`);
     }
   };
   void run();
-  const timer = setInterval(() => void run(), EVERY_MS);
+  const timer = setInterval(() => void run(), ms);
   timer.unref();
   return () => clearInterval(timer);
+}
+
+/** Sweeps the log and the keys as the configuration says, until the returned function is called. */
+export function keepActivity(
+  db: Pool,
+  config: Pick<Config, 'activityRetentionDays' | 'activityBudgetBytes'>,
+): () => void {
+  const stops = [
+    every(HOUR_MS, () => expire(db, config.activityRetentionDays), 'pruning the activity log or the idempotency keys'),
+    every(MINUTE_MS, () => keepWithinBudget(db, config.activityBudgetBytes), 'pruning the activity log to its budget'),
+  ];
+  return () => stops.forEach((stop) => stop());
 }

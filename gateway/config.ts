@@ -40,6 +40,10 @@ export interface Config extends EngineConfig, HttpLimits {
   signInFailuresPerAddress: number;
   /** How many days of the activity log (every change of a workspace's records) are kept. */
   activityRetentionDays: number;
+  /** Bytes a workspace's activity log may hold (its entries as text); undos may take it to twice that. */
+  activityBudgetBytes: number;
+  /** Bytes the idempotency keys of a workspace may hold in stored answers (those of the last 24 hours). */
+  idempotencyBudgetBytes: number;
   /** Browser origins besides Tally's own (loopback at its port) that may call /mcp. */
   mcpAllowedOrigins: string[];
   /** Statements are prepared on their connection (PostgREST's db-prepared-statements); off behind a transaction pooler. */
@@ -209,6 +213,9 @@ const ENVIRONMENT = z.object({
   TALLY_SIGN_IN_FAILURES_PER_ACCOUNT: integer(1, 1000),
   TALLY_SIGN_IN_FAILURES_PER_ADDRESS: integer(1, 100_000),
   TALLY_ACTIVITY_RETENTION_DAYS: integer(1, 36_500),
+  TALLY_ACTIVITY_BUDGET_BYTES: integer(4096, 2 ** 40),
+  TALLY_IDEMPOTENCY_BUDGET_BYTES: integer(1024, 2 ** 40),
+  TALLY_IDEMPOTENCY_MAX_ANSWER_BYTES: integer(1024, 1024 * 1024 * 1024),
   TALLY_MCP_ALLOWED_ORIGINS: list(/./, 'origins').transform((items, ctx) =>
     items?.map((raw) => {
       const url = URL.canParse(raw) ? new URL(raw) : undefined;
@@ -323,11 +330,7 @@ export function loadConfig(env: Env = process.env): Config {
     aggregatesEnabled: e.TALLY_DB_AGGREGATES_ENABLED,
     planEnabled: e.TALLY_DB_PLAN_ENABLED,
     tenantColumn: tenantColumn === '' ? undefined : tenantColumn,
-    // Tally's keys of idempotent creates, per workspace (sql/app/definitions/idempotency.sql).
-    idempotency: { claim: 'tally.idempotency_claim', save: 'tally.idempotency_save' },
-    // The activity log's request id and the report of a write's changes (sql/169_undo_stack.sql).
-    changes: { requestClaim: 'request_id', report: 'tally.report_changes' },
-    activityRetentionDays: e.TALLY_ACTIVITY_RETENTION_DAYS ?? 365,
+    ...storesOf(e, fail),
     mcpAllowedOrigins: e.TALLY_MCP_ALLOWED_ORIGINS ?? [],
     preparedStatements: e.TALLY_DB_PREPARED_STATEMENTS,
     trustProxy: e.TALLY_TRUST_PROXY,
@@ -350,6 +353,35 @@ function rolesOf(e: Environment, fail: Fail): Pick<Config, 'anonRole' | 'apiRole
     if (!apiRoles.includes(r))
       fail('TALLY_DB_READ_ONLY_ROLES', `must name roles of TALLY_DB_API_ROLES ("${r}" is not one)`);
   return { anonRole, apiRoles, readOnlyRoles };
+}
+
+/**
+ * What Tally keeps per workspace, and within which budgets: its activity log (kept for
+ * TALLY_ACTIVITY_RETENTION_DAYS, within 64 MiB) and its idempotency keys (32 MiB of answers,
+ * each at most 1 MiB, which must fit the keys' budget); the database's functions that keep them
+ * (sql/app/definitions/activity.sql, idempotency.sql) read the budgets in a writing request's claims.
+ */
+function storesOf(
+  e: Environment,
+  fail: Fail,
+): Pick<
+  Config,
+  'idempotency' | 'changes' | 'writeClaims' | 'activityRetentionDays' | 'activityBudgetBytes' | 'idempotencyBudgetBytes'
+> {
+  const activityBudgetBytes = e.TALLY_ACTIVITY_BUDGET_BYTES ?? 64 * 1024 * 1024;
+  const idempotencyBudgetBytes = e.TALLY_IDEMPOTENCY_BUDGET_BYTES ?? 32 * 1024 * 1024;
+  const maxAnswerBytes = e.TALLY_IDEMPOTENCY_MAX_ANSWER_BYTES ?? Math.min(1024 * 1024, idempotencyBudgetBytes);
+  if (maxAnswerBytes > idempotencyBudgetBytes)
+    fail('TALLY_IDEMPOTENCY_MAX_ANSWER_BYTES', 'must be at most TALLY_IDEMPOTENCY_BUDGET_BYTES');
+  return {
+    idempotency: { claim: 'tally.idempotency_claim', save: 'tally.idempotency_save', maxAnswerBytes },
+    // The activity log's request id and the report of a write's changes.
+    changes: { requestClaim: 'request_id', report: 'tally.report_changes' },
+    writeClaims: { activity_budget: activityBudgetBytes, idempotency_budget: idempotencyBudgetBytes },
+    activityRetentionDays: e.TALLY_ACTIVITY_RETENTION_DAYS ?? 365,
+    activityBudgetBytes,
+    idempotencyBudgetBytes,
+  };
 }
 
 /** The pool's size, the part kept for the server's own statements, and one tenant's share. */

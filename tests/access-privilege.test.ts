@@ -220,10 +220,14 @@ describe('least privilege', () => {
             ...everyRole,
             ...undo,
             'check_category_domain',
+            // A write counts what it adds to its workspace's log and keys, against their budgets.
+            'count_activity',
+            'count_keys',
             'current_workspace_currency',
             // A keyed create claims its key and stores its answer, for the workspace of its claims only.
             'idempotency_claim',
             'idempotency_save',
+            'refuse',
             'report_changes',
           ].sort(),
         ),

@@ -259,7 +259,7 @@ describe('retention', () => {
       )[0]!.id;
     const old = await aged(40);
     const recent = await aged(10);
-    const stop = keepActivity(t.ctx.db, 30);
+    const stop = keepActivity(t.ctx.db, { ...t.ctx.config, activityRetentionDays: 30 });
     try {
       await waitFor(
         async () => (await db.admin`SELECT 1 FROM public.activity WHERE id = ${old}`).length === 0,

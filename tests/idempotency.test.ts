@@ -172,7 +172,7 @@ describe('/rest/v1: a repeated POST with its key', () => {
     await restPost('personal_transactions', expense('Swept key'), old).expect(201);
     await db.admin`UPDATE tally.idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = ${old}`;
     // The server's hourly sweep (with the activity log's) deletes it; a live key stays.
-    const stop = keepActivity(t.ctx.db, 365);
+    const stop = keepActivity(t.ctx.db, t.ctx.config);
     try {
       await waitFor(async () => (await keyRecords(old)) === 0, 'the expired key to be swept');
     } finally {
@@ -205,6 +205,36 @@ describe('/rest/v1: a repeated POST with its key', () => {
     expect(undos.length).toBe(1);
     // Without the key the second undo is refused: the record is gone.
     await restPost('rpc/undo_change', { activity_id: change!.id }).expect(409);
+  });
+
+  it('keeps no answer larger than TALLY_IDEMPOTENCY_MAX_ANSWER_BYTES (1 MiB): a 14.9 MB answer is refused, nothing written or stored', async () => {
+    // A fund with 478 transactions, and a create of one more that embeds the fund's ledger 95
+    // times: a body of about a hundred bytes whose answer is 14.9 MB (it was stored whole).
+    const fund = (await restPost('funds', { name: 'Wide ledger' }).expect(201)).body[0].id as string;
+    await db.admin`INSERT INTO public.fund_transactions (workspace_id, fund_id, name, amount, category_id, method_id)
+      SELECT ${a.id}, ${fund}, 'Ledger line ' || g, 10 + g, 'other', 'cash' FROM generate_series(1, 478) g`;
+    const select = `*,funds(${Array.from({ length: 95 }, (_, i) => `t${i}:fund_transactions(*)`).join(',')})`;
+    const line = { fund_id: fund, name: 'Wide answer', amount: 1, category_id: 'other', method_id: 'cash' };
+    const wide = await restPost(`fund_transactions?select=${encodeURIComponent(select)}`, line, 'wide-answer').expect(
+      400,
+    );
+    expect(wide.body).toMatchObject({
+      code: 'TLY022',
+      message: expect.stringMatching(
+        /^The answer of this request is too large to keep for its Idempotency-Key: 14\d{6} bytes$/,
+      ),
+      hint: 'Ask for a smaller answer (Prefer: return=minimal, or fewer columns and embeds in select), or send the request without Idempotency-Key',
+    });
+    expect(await keyRecords('wide-answer')).toBe(0);
+    expect(
+      await db.admin`SELECT 1 FROM public.fund_transactions WHERE fund_id = ${fund} AND name = 'Wide answer'`,
+    ).toHaveLength(0);
+    // The same create, answered with its record alone, is kept: what a retry needs.
+    await restPost('fund_transactions', line, 'wide-answer').expect(201);
+    const [kept] = await db.admin<
+      { bytes: number }[]
+    >`SELECT bytes FROM tally.idempotency_keys WHERE key = 'wide-answer'`;
+    expect(kept!.bytes).toBeLessThan(1000);
   });
 
   it('a read token with a key is refused as a read-only write, and keeps no key', async () => {

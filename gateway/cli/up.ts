@@ -246,7 +246,7 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   // surfaces (/rest/v1, health) are served.
   const surfaces = app ? SURFACES : SURFACES.filter((s) => !s.app);
   // Nor does a write there call the app's functions (its keys, its change log): they are not there.
-  const served = app ? config : { ...config, idempotency: undefined, changes: undefined };
+  const served = app ? config : { ...config, idempotency: undefined, changes: undefined, writeClaims: undefined };
   const server = await listen(
     createApp(
       { config: served, db: pool, jwt: jwtKeys(await jwtSecretFor(config, db), config.jwtPreviousSecret) },
@@ -256,8 +256,8 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     config.host,
     config,
   );
-  // The activity log of the app's records is kept for the configured number of days.
-  const stopPruning = app ? keepActivity(pool, config.activityRetentionDays) : () => {};
+  // The activity log of the app's records is kept for the configured days, within its budget.
+  const stopPruning = app ? keepActivity(pool, config) : () => {};
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;

@@ -53,6 +53,13 @@ export interface EngineConfig {
    * and a write's transaction is as PostgREST's.
    */
   changes?: ChangeLog;
+  /**
+   * Claims a deployment adds to those of every transaction that may write (a caller's token
+   * cannot set them: whatever it said under their names is replaced): values its database
+   * functions read there, as Tally's budgets of a workspace's log and keys. Set with the claims,
+   * so every node of a distributed database sees them.
+   */
+  writeClaims?: Record<string, string | number>;
 }
 
 /**
@@ -80,6 +87,11 @@ interface ChangeLog {
 export interface IdempotencyStore {
   claim: string;
   save: string;
+  /**
+   * The largest answer (its headers and body, in bytes) a key keeps: a keyed write whose answer
+   * is larger is refused and rolled back (TLY022). Undefined: any answer the write may give.
+   */
+  maxAnswerBytes?: number;
 }
 
 /** What a gateway call runs against: its configuration and the pool of the server's login. */

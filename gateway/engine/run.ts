@@ -6,7 +6,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { AuthContext, GatewayCall, GatewayRequest, GatewayResponse } from './call.js';
-import type { EngineContext } from './config.js';
+import type { EngineContext, IdempotencyStore } from './config.js';
 import { ApiError, catalogue, whileReloading } from './errors/catalogue.js';
 import type { ErrorWording } from './errors/translate.js';
 import type { Row } from 'postgres';
@@ -115,8 +115,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
     const tx = { ...settings, request: httpContext(req), setLocalClaims: cache.propagatesSetLocal === true };
-    const changes = changeLogOf(plan, auth, ctx.config);
-    const caller = changes ? withRequestId(auth, changes.requestClaim) : auth;
+    const caller = writingCaller(ctx.config, auth, changeLogOf(plan, auth, ctx.config));
     if (plan.idempotency) return idempotentWrite(ctx, tx, caller, plan, plan.idempotency, limits);
     const { rows, timing, verified } = await execute(ctx, tx, caller, plan);
     try {
@@ -128,11 +127,18 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
 }
 
 /**
- * The caller's claims with a fresh request id (EngineConfig.changes): the log names this
- * request's changes by it. Whatever the token's claims said under that name is replaced.
+ * The caller of a transaction with a change log of its own (changeLogOf: it may write, for a
+ * tenant), with the deployment's write claims (EngineConfig.writeClaims: the budgets its
+ * workspace's log and keys are held to) and a fresh request id (the log names this request's
+ * changes by it). Whatever the token's claims said under those names is replaced.
  */
-function withRequestId(auth: AuthContext, claim: string): AuthContext {
-  return { ...auth, claims: { ...auth.claims, [claim]: randomUUID() } };
+function writingCaller(
+  config: EngineContext['config'],
+  auth: AuthContext,
+  changes: EngineContext['config']['changes'],
+): AuthContext {
+  if (!changes) return auth;
+  return { ...auth, claims: { ...auth.claims, ...config.writeClaims, [changes.requestClaim]: randomUUID() } };
 }
 
 /** The call's plan; a name it misses while the schema cache reloads is said to be maybe coming. */
@@ -201,7 +207,7 @@ async function idempotentWrite(
   const decide: Decide = (results) => {
     const end = typeof checks === 'function' ? checks(results) : checks;
     if (end !== 'commit') return end;
-    response = respond(plan, results, limits);
+    response = keptAnswer(respond(plan, results, limits), store);
     return { last: saveStatement(store, key.key, response) };
   };
   const guard = { statement: key.claim, stop: (rows: Row[]) => storedAnswer(rows, key) };
@@ -214,6 +220,17 @@ async function idempotentWrite(
   );
   if (stopped instanceof ApiError) throw stopped.withTiming(timing);
   return { ...(stopped ?? defined(response, 'the response of a committed write')), timing, verified };
+}
+
+/**
+ * The answer a key is to keep, within the store's bound (IdempotencyStore.maxAnswerBytes): a
+ * larger one is refused, and the write with it (thrown while deciding: rolled back).
+ */
+function keptAnswer(answer: Stored, store: IdempotencyStore): Stored {
+  if (store.maxAnswerBytes === undefined) return answer;
+  const bytes = Buffer.byteLength(JSON.stringify(answer.headers)) + Buffer.byteLength(answer.body ?? '');
+  if (bytes > store.maxAnswerBytes) throw catalogue.keptAnswerTooLarge(bytes, store.maxAnswerBytes);
+  return answer;
 }
 
 /** The claim's row: undefined when this request claimed the key, else the stored answer, or a 422 when the key was another request's. */

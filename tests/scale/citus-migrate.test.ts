@@ -74,6 +74,8 @@ describe('tally migrate on a Citus coordinator', () => {
     expect(placed['activity']).toBe('distributed by workspace_id');
     // So do its idempotency keys: a keyed create claims its key on the shard it writes.
     expect(placed['tally.idempotency_keys']).toBe('distributed by workspace_id');
+    // And what they take of its budgets: a write counts them on the shard it writes.
+    expect(placed['tally.workspace_usage']).toBe('distributed by workspace_id');
     for (const t of REFERENCE) expect(placed[t]).toBe('reference');
     for (const t of COORDINATOR_LOCAL) expect(placed[t]).toBe('citus local');
     // Written on every request or often: plain tables of the coordinator, outside Citus.
@@ -81,7 +83,7 @@ describe('tally migrate on a Citus coordinator', () => {
       expect(placed[t]).toBeUndefined();
     const groups = await citus<{ n: number }[]>`
       SELECT count(DISTINCT colocationid)::int AS n FROM pg_dist_partition
-       WHERE logicalrelid = ANY (${[...TENANT.map((t) => 'public.' + t), 'public.activity', 'tally.idempotency_keys']}::regclass[])`;
+       WHERE logicalrelid = ANY (${[...TENANT.map((t) => 'public.' + t), 'public.activity', 'tally.idempotency_keys', 'tally.workspace_usage']}::regclass[])`;
     expect(groups[0]!.n).toBe(1);
   });
 
@@ -223,6 +225,9 @@ describe('the whole migration set on plain PostgreSQL 15', () => {
       // The idempotency keys: the owner's sweep, and the write role for its workspace's keys.
       { rel: 'tally.idempotency_keys', qual: 'true' },
       { rel: 'tally.idempotency_keys', qual: '(workspace_id = tally.current_workspace_id())' },
+      // What a workspace's log and keys take: the owner's sweeps, and the write role's count of its own.
+      { rel: 'tally.workspace_usage', qual: 'true' },
+      { rel: 'tally.workspace_usage', qual: '(workspace_id = tally.current_workspace_id())' },
     ]);
     const before = await layout(plain);
     expect(await migrate(plainUrl)).toEqual([]);

@@ -623,6 +623,16 @@ export const catalogue = {
       hint: 'Send the same request again to get its answer, or use a new key for a new request',
     }),
   ),
+  keptAnswerTooLarge: entry(
+    'TLY022',
+    400,
+    'a write sent with an Idempotency-Key answers more than TALLY_IDEMPOTENCY_MAX_ANSWER_BYTES, more than its key keeps for a retry (nothing is written)',
+    (bytes: number, limit: number) => ({
+      message: `The answer of this request is too large to keep for its Idempotency-Key: ${bytes} bytes`,
+      details: `A key keeps an answer of at most ${limit} bytes for its retries; nothing was written`,
+      hint: 'Ask for a smaller answer (Prefer: return=minimal, or fewer columns and embeds in select), or send the request without Idempotency-Key',
+    }),
+  ),
   responseTooLarge: entry(
     'TLY010',
     400,

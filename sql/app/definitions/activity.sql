@@ -198,7 +198,8 @@ REVOKE EXECUTE ON FUNCTION tally.record_activity() FROM PUBLIC;
 -- it changed, a cascade's rows not counted: 0 when it changed nothing), Tally-Activity-Id (their
 -- ids, oldest first, up to 100) and Tally-Request-Id (what they share). Run as the caller, in
 -- the request's transaction (on Citus a router read of the workspace's shard, on the
--- connection that wrote it); it appends to the headers the request's SQL may have set.
+-- connection that wrote it); it appends to the headers the request's SQL may have set. It also
+-- counts what the request's entries take against the workspace's budget (tally.count_activity).
 CREATE OR REPLACE FUNCTION tally.report_changes() RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -209,17 +210,27 @@ DECLARE
   request uuid;
   made integer;
   ids text;
+  taken bigint;
+  undoing boolean;
   headers text := coalesce(current_setting('response.headers', true), '');
 BEGIN
   IF ws IS NULL OR NOT coalesce(claims ->> 'request_id' ~ '^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$', false) THEN
     RETURN;
   END IF;
   request := (claims ->> 'request_id')::uuid;
-  SELECT count(*), string_agg(a.id::text, ', ' ORDER BY a.at, a.id) FILTER (WHERE a.n <= 100)
-    INTO made, ids
-    FROM (SELECT x.id, x.at, row_number() OVER (ORDER BY x.at, x.id) AS n
+  SELECT count(*) FILTER (WHERE NOT a.cascaded),
+         string_agg(a.id::text, ', ' ORDER BY a.at, a.id) FILTER (WHERE NOT a.cascaded AND a.n <= 100),
+         coalesce(sum(a.bytes), 0), coalesce(bool_and(a.undo_of IS NOT NULL), false)
+    INTO made, ids, taken, undoing
+    FROM (SELECT x.id, x.at, x.cascaded, x.bytes, x.undo_of,
+                 row_number() OVER (PARTITION BY x.cascaded ORDER BY x.at, x.id) AS n
             FROM public.activity x
-           WHERE x.workspace_id = ws AND x.request_id = request AND NOT x.cascaded) a;
+           WHERE x.workspace_id = ws AND x.request_id = request) a;
+  IF taken > 0 THEN
+    PERFORM tally.count_activity(ws, request, taken, undoing,
+                                 CASE WHEN claims ->> 'activity_budget' ~ '^[0-9]{1,18}$'
+                                      THEN (claims ->> 'activity_budget')::bigint END);
+  END IF;
   IF trim(headers) = '' THEN
     headers := '[]';
   END IF;
@@ -232,6 +243,74 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION tally.report_changes() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tally.report_changes() TO anon, api_read, api_write;
+
+-- A refusal as the gateway answers it (RAISE SQLSTATE 'PGRST'): code, status, sentences, headers.
+CREATE OR REPLACE FUNCTION tally.refuse(code text, status integer, message text, details text, hint text,
+                                        headers jsonb DEFAULT '{}') RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RAISE SQLSTATE 'PGRST' USING
+    MESSAGE = jsonb_build_object('code', code, 'message', message, 'details', details, 'hint', hint)::text,
+    DETAIL = jsonb_build_object('status', status, 'headers', headers)::text;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.refuse(text, integer, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.refuse(text, integer, text, text, text, jsonb) TO api_write;
+
+-- Counts `taken` bytes of entries of `request` against the activity log's budget of workspace
+-- `ws` (the claim `activity_budget` the server sets; none: counted, never refused). The log holds
+-- at most its budget: a request that would take it past is refused, nothing of it written, with
+-- a Retry-After of when the sweep (tally.prune_activity_budget, every minute) can make room, and
+-- one whose changes alone take more than a quarter of the budget is refused for good. An undo
+-- (every entry of the request undoes one) may take the log up to twice its budget: what the log
+-- holds can always be undone.
+CREATE OR REPLACE FUNCTION tally.count_activity(ws uuid, request uuid, taken bigint, undoing boolean, budget bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  total bigint;
+  cap bigint := budget * CASE WHEN undoing THEN 2 ELSE 1 END;
+  recent bigint;
+  frees timestamptz;
+  retry bigint := 60;
+BEGIN
+  INSERT INTO tally.workspace_usage AS u (workspace_id, activity_bytes) VALUES (ws, taken)
+  ON CONFLICT (workspace_id) DO UPDATE SET activity_bytes = u.activity_bytes + excluded.activity_bytes
+  RETURNING u.activity_bytes INTO total;
+  IF budget IS NULL OR (total <= cap AND taken <= budget / 4) THEN
+    RETURN;
+  END IF;
+  IF taken > budget / 4 THEN
+    PERFORM tally.refuse('PT413', 413,
+      format('This request''s changes take %s bytes of the activity log, more than a quarter of the workspace''s budget (%s bytes)',
+             taken, budget),
+      'Nothing was written', 'Change fewer records at once');
+  END IF;
+  -- The sweep leaves half the budget and every change of the last 24 hours: room comes at its
+  -- next run, or once enough of those changes are older.
+  SELECT coalesce(sum(a.bytes), 0) INTO recent FROM public.activity a
+   WHERE a.workspace_id = ws AND a.at >= now() - interval '24 hours' AND a.request_id IS DISTINCT FROM request;
+  IF recent + taken > cap THEN
+    SELECT x.at INTO frees
+      FROM (SELECT a.at, sum(a.bytes) OVER (ORDER BY a.at, a.id) AS freed FROM public.activity a
+             WHERE a.workspace_id = ws AND a.at >= now() - interval '24 hours' AND a.request_id IS DISTINCT FROM request) x
+     WHERE x.freed >= recent + taken - cap ORDER BY x.at LIMIT 1;
+    retry := retry + greatest(ceil(extract(epoch FROM coalesce(frees, now()) + interval '24 hours' - now())), 0)::bigint;
+  END IF;
+  PERFORM tally.refuse('PT429', 429,
+    format('The activity log of this workspace is full: with this request''s changes it would hold %s bytes, its budget is %s%s',
+           total, budget, CASE WHEN undoing THEN ' (twice that for an undo)' ELSE '' END),
+    'Nothing was written. Changes of the last 24 hours are kept for undo; older ones are pruned to make room every minute',
+    'Retry after the seconds of Retry-After, or ask the operator for a larger budget (TALLY_ACTIVITY_BUDGET_BYTES)',
+    jsonb_build_object('Retry-After', retry::text));
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.count_activity(uuid, uuid, bigint, boolean, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.count_activity(uuid, uuid, bigint, boolean, bigint) TO api_write;
 
 -- Tracks a table's changes in the activity log (idempotent): it (re)makes the table's trigger.
 -- citus.enable_unsafe_triggers: on a distributed table the trigger runs on the shard of the row
@@ -265,20 +344,99 @@ SELECT tally.track_activity(t)
   FROM unnest(ARRAY['public.personal_transactions', 'public.contacts', 'public.funds',
                     'public.fund_transactions', 'public.fund_participants']::regclass[]) AS t;
 
--- Keeps `days` of activity (the server runs it now and then: TALLY_ACTIVITY_RETENTION_DAYS). One
--- DELETE, not a data-modifying WITH, which has no distributed plan on Citus; GET DIAGNOSTICS
--- counts it on both.
+-- Keeps `days` of activity (the server runs it every hour: TALLY_ACTIVITY_RETENTION_DAYS), and
+-- subtracts what went from each workspace's count. A DELETE per workspace, not a data-modifying
+-- WITH, which has no distributed plan on Citus; each is routed to the workspace's shard there.
 CREATE OR REPLACE FUNCTION tally.prune_activity(days integer) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  gone bigint;
+  cutoff timestamptz := now() - make_interval(days => greatest(days, 1));
+  ws uuid;
+  size integer;
+  freed bigint;
+  gone bigint := 0;
 BEGIN
-  DELETE FROM public.activity WHERE at < now() - make_interval(days => greatest(days, 1));
-  GET DIAGNOSTICS gone = ROW_COUNT;
+  FOR ws IN SELECT DISTINCT a.workspace_id FROM public.activity a WHERE a.at < cutoff LOOP
+    freed := 0;
+    FOR size IN DELETE FROM public.activity a WHERE a.workspace_id = ws AND a.at < cutoff RETURNING a.bytes LOOP
+      freed := freed + size;
+      gone := gone + 1;
+    END LOOP;
+    UPDATE tally.workspace_usage u SET activity_bytes = greatest(u.activity_bytes - freed, 0) WHERE u.workspace_id = ws;
+  END LOOP;
   RETURN gone;
 END
 $$;
 REVOKE EXECUTE ON FUNCTION tally.prune_activity(integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tally.prune_activity(integer) TO authenticator;
+
+-- The workspaces whose log holds more than half its budget (the server prunes each, every
+-- minute, with tally.prune_activity_budget: TALLY_ACTIVITY_BUDGET_BYTES).
+-- PL/pgSQL: a SQL function would be inlined into the caller's statement, which Citus cannot
+-- plan around a distributed table.
+CREATE OR REPLACE FUNCTION tally.activity_over_budget(budget bigint) RETURNS SETOF uuid
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY SELECT u.workspace_id FROM tally.workspace_usage u WHERE u.activity_bytes > budget / 2;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.activity_over_budget(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.activity_over_budget(bigint) TO authenticator;
+
+-- Keeps the log of workspace `ws` within its budget: past half of it, it loses its oldest
+-- changes, whole requests at a time (a fund's delete with the transactions it took), back to
+-- half, which leaves room for the next writes. A change of the last 24 hours is never pruned,
+-- so an undo a write offered works for at least a day; the workspace's row notes the newest
+-- change pruned, which an undo of an older one names. The workspace's row is locked first and
+-- its count made anew from the log (the changes SQL in the database made are counted then too):
+-- a request that counts its own changes meanwhile waits, and is added after. Answers how many
+-- changes went.
+CREATE OR REPLACE FUNCTION tally.prune_activity_budget(ws uuid, budget bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  kept_after timestamptz := now() - interval '24 hours';
+  total bigint;
+  boundary timestamptz;
+  requests uuid[];
+  size integer;
+  stamp timestamptz;
+  freed bigint := 0;
+  newest timestamptz;
+  gone bigint := 0;
+BEGIN
+  PERFORM 1 FROM tally.workspace_usage u WHERE u.workspace_id = ws FOR UPDATE;
+  SELECT coalesce(sum(a.bytes), 0) INTO total FROM public.activity a WHERE a.workspace_id = ws;
+  IF total > budget / 2 THEN
+    -- The oldest changes, up to the one that frees enough (all of those older than a day if none does).
+    SELECT x.at INTO boundary
+      FROM (SELECT a.at, sum(a.bytes) OVER (ORDER BY a.at, a.id) AS freed FROM public.activity a
+             WHERE a.workspace_id = ws AND a.at < kept_after) x
+     WHERE x.freed >= total - budget / 2 ORDER BY x.at LIMIT 1;
+    -- Their requests, whole, but none with a change of the last day.
+    requests := ARRAY(SELECT a.request_id FROM public.activity a
+                       WHERE a.workspace_id = ws
+                         AND a.request_id IN (SELECT o.request_id FROM public.activity o
+                                               WHERE o.workspace_id = ws AND o.at < kept_after
+                                                 AND o.at <= coalesce(boundary, kept_after))
+                       GROUP BY a.request_id HAVING max(a.at) < kept_after);
+    FOR size, stamp IN DELETE FROM public.activity a WHERE a.workspace_id = ws AND a.request_id = ANY (requests)
+                       RETURNING a.bytes, a.at LOOP
+      freed := freed + size;
+      newest := greatest(newest, stamp);
+      gone := gone + 1;
+    END LOOP;
+  END IF;
+  UPDATE tally.workspace_usage u
+     SET activity_bytes = total - freed, activity_pruned_until = greatest(u.activity_pruned_until, newest)
+   WHERE u.workspace_id = ws;
+  RETURN gone;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.prune_activity_budget(uuid, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.prune_activity_budget(uuid, bigint) TO authenticator;

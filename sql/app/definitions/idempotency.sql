@@ -58,7 +58,9 @@ BEGIN
 END
 $$;
 
--- Stores the response of the request that claimed the key, in its transaction.
+-- Stores the response of the request that claimed the key, in its transaction, and counts what
+-- the record takes against the workspace's budget for its keys (tally.count_keys). A key claimed
+-- again after it expired holds its old answer's count until now: the difference is counted.
 CREATE OR REPLACE FUNCTION tally.idempotency_save(idempotency_key text, response_status integer, response_headers jsonb,
                                        response_body text)
 RETURNS void
@@ -68,10 +70,19 @@ AS $$
 DECLARE
   -- A value: Citus routes the statement by it (and refuses the claims' function inside it).
   ws uuid := tally.current_workspace_id();
+  claims jsonb := tally.jwt_claims();
+  -- The answer, the key, and 150 for the row's other columns (its fingerprint among them).
+  size integer := octet_length(idempotency_key) + octet_length(coalesce(response_headers::text, ''))
+                  + octet_length(coalesce(response_body, '')) + 150;
+  counted integer;
 BEGIN
+  SELECT k.bytes INTO counted FROM tally.idempotency_keys k WHERE k.workspace_id = ws AND k.key = idempotency_key;
   UPDATE tally.idempotency_keys
-     SET status = response_status, headers = response_headers, body = response_body
+     SET status = response_status, headers = response_headers, body = response_body, bytes = size
    WHERE workspace_id = ws AND key = idempotency_key;
+  PERFORM tally.count_keys(ws, idempotency_key, size - coalesce(counted, 0),
+                           CASE WHEN claims ->> 'idempotency_budget' ~ '^[0-9]{1,18}$'
+                                THEN (claims ->> 'idempotency_budget')::bigint END);
 END
 $$;
 
@@ -80,17 +91,77 @@ REVOKE EXECUTE ON FUNCTION tally.idempotency_claim(text, text), tally.idempotenc
 GRANT EXECUTE ON FUNCTION tally.idempotency_claim(text, text), tally.idempotency_save(text, integer, jsonb, text)
   TO api_write;
 
--- Deletes the keys older than 24 hours (the server runs it with the activity log's sweep). One
--- DELETE, not a data-modifying WITH: Citus has a distributed plan for it.
+-- Counts `added` bytes of the record of `idempotency_key` against the budget of workspace `ws`
+-- for its keys (the claim `idempotency_budget` the server sets; none: counted, never refused).
+-- The keys of the last 24 hours hold at most the budget: a keyed write whose answer would take
+-- them past is refused, nothing of it written, with a Retry-After of when enough of them expire.
+-- A key is never dropped before its 24 hours to make room, since a retry with it would then
+-- write twice. The count holds the expired keys the hourly sweep has not deleted yet, so past
+-- the budget the keys of the last 24 hours are added up before anything is refused.
+CREATE OR REPLACE FUNCTION tally.count_keys(ws uuid, idempotency_key text, added bigint, budget bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  total bigint;
+  live bigint;
+  frees timestamptz;
+BEGIN
+  INSERT INTO tally.workspace_usage AS u (workspace_id, key_bytes) VALUES (ws, added)
+  ON CONFLICT (workspace_id) DO UPDATE SET key_bytes = u.key_bytes + excluded.key_bytes
+  RETURNING u.key_bytes INTO total;
+  IF budget IS NULL OR total <= budget OR added <= 0 THEN
+    RETURN;
+  END IF;
+  SELECT coalesce(sum(k.bytes), 0) INTO live FROM tally.idempotency_keys k
+   WHERE k.workspace_id = ws AND k.created_at >= now() - interval '24 hours';
+  IF live <= budget THEN
+    RETURN;
+  END IF;
+  SELECT x.created_at INTO frees
+    FROM (SELECT k.created_at, sum(k.bytes) OVER (ORDER BY k.created_at, k.key) AS freed FROM tally.idempotency_keys k
+           WHERE k.workspace_id = ws AND k.created_at >= now() - interval '24 hours' AND k.key <> idempotency_key) x
+   WHERE x.freed >= live - budget ORDER BY x.created_at LIMIT 1;
+  IF frees IS NULL THEN
+    PERFORM tally.refuse('PT413', 413,
+      format('This request''s answer takes %s bytes, more than the budget of the workspace''s idempotency keys (%s bytes)',
+             added, budget),
+      'Nothing was written', 'Ask for a smaller answer (Prefer: return=minimal), or send it without Idempotency-Key');
+  END IF;
+  PERFORM tally.refuse('PT429', 429,
+    format('The idempotency keys of this workspace are full: the answers of the last 24 hours would take %s bytes with this one, its budget is %s',
+           live, budget),
+    'Nothing was written. A key keeps its answer for 24 hours, so that a retry with it never writes twice',
+    'Retry after the seconds of Retry-After (when older keys expire), ask for a smaller answer (Prefer: return=minimal), or send it without Idempotency-Key',
+    jsonb_build_object('Retry-After', greatest(ceil(extract(epoch FROM frees + interval '24 hours' - now())), 1)::bigint::text));
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.count_keys(uuid, text, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.count_keys(uuid, text, bigint, bigint) TO api_write;
+
+-- Deletes the keys older than 24 hours (the server runs it with the activity log's hourly
+-- sweep), and subtracts them from their workspaces' counts. A DELETE per workspace, not a
+-- data-modifying WITH: Citus routes each to the workspace's shard.
 CREATE OR REPLACE FUNCTION tally.prune_idempotency_keys() RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  gone bigint;
+  cutoff timestamptz := now() - interval '24 hours';
+  ws uuid;
+  size integer;
+  freed bigint;
+  gone bigint := 0;
 BEGIN
-  DELETE FROM tally.idempotency_keys WHERE created_at < now() - interval '24 hours';
-  GET DIAGNOSTICS gone = ROW_COUNT;
+  FOR ws IN SELECT DISTINCT k.workspace_id FROM tally.idempotency_keys k WHERE k.created_at < cutoff LOOP
+    freed := 0;
+    FOR size IN DELETE FROM tally.idempotency_keys k WHERE k.workspace_id = ws AND k.created_at < cutoff
+                RETURNING k.bytes LOOP
+      freed := freed + size;
+      gone := gone + 1;
+    END LOOP;
+    UPDATE tally.workspace_usage u SET key_bytes = greatest(u.key_bytes - freed, 0) WHERE u.workspace_id = ws;
+  END LOOP;
   RETURN gone;
 END
 $$;

@@ -321,6 +321,7 @@ DECLARE
   targets uuid[];
   preview tally.undone[];
   missing uuid;
+  pruned timestamptz;
 BEGIN
   IF ws IS NULL THEN
     RAISE SQLSTATE '42501' USING MESSAGE = 'An undo belongs to a workspace, and this request names none';
@@ -337,6 +338,13 @@ BEGIN
                       ORDER BY a.at DESC, a.id DESC);
     SELECT w INTO missing FROM unnest(wanted) w WHERE NOT w = ANY (targets) LIMIT 1;
     IF missing IS NOT NULL THEN
+      -- Where the log starts, when its budget pruned it (the retention's days are the server's).
+      SELECT u.activity_pruned_until INTO pruned FROM tally.workspace_usage u WHERE u.workspace_id = ws;
+      IF pruned IS NOT NULL THEN
+        RAISE SQLSTATE 'PT404' USING MESSAGE = format('No change %s in this workspace''s activity', missing),
+          DETAIL = format('The log keeps the changes after %s: older ones were pruned to keep it within its budget', pruned),
+          HINT = 'List the activity for the id of the change to undo';
+      END IF;
       RAISE SQLSTATE 'PT404' USING MESSAGE = format('No change %s in this workspace''s activity', missing),
         HINT = 'List the activity for the id of the change to undo (it may be older than the log keeps)';
     END IF;

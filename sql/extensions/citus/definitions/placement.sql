@@ -36,9 +36,9 @@ BEGIN
 END
 $$;
 
--- The tables placed with the workspaces' records: the tenant tables, and the idempotency keys,
--- which no API role reads but which are written in the transactions of those records, so they
--- must live on the same shard.
+-- The tables placed with the workspaces' records: the tenant tables, and the idempotency keys and
+-- the workspaces' usage of their budgets, which no API role reads but which are written in the
+-- transactions of those records, so they must live on the same shard.
 CREATE OR REPLACE FUNCTION tally.tenant_tables() RETURNS SETOF regclass
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -49,7 +49,7 @@ AS $$
           AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped)
           AND EXISTS (SELECT 1 FROM unnest(ARRAY['anon', 'api_read', 'api_write']) r(role)
                        WHERE has_table_privilege(r.role, c.oid, 'SELECT, INSERT, UPDATE, DELETE')))
-      OR c.oid = to_regclass('tally.idempotency_keys')
+      OR c.oid IN (to_regclass('tally.idempotency_keys'), to_regclass('tally.workspace_usage'))
    ORDER BY c.oid
 $$;
 
