@@ -22,7 +22,7 @@ import { toolCaller, type ToolResult } from './harness/mcp-tools.js';
 // set how many (the suite's defaults keep the file within about a minute on a loaded machine);
 // TALLY_UNDO_PROPERTY_SEED repeats a run fast-check reported.
 
-const RUNS = Number(process.env.TALLY_UNDO_PROPERTY_RUNS ?? 150);
+const RUNS = Number(process.env.TALLY_UNDO_PROPERTY_RUNS ?? 300);
 const MCP_RUNS = Number(process.env.TALLY_UNDO_PROPERTY_MCP_RUNS ?? 6);
 /** fast-check's seed of a run to repeat (it prints the seed of a failing one). */
 const SEED = process.env.TALLY_UNDO_PROPERTY_SEED ? Number(process.env.TALLY_UNDO_PROPERTY_SEED) : undefined;
@@ -32,7 +32,9 @@ let db: TestDatabase, t: TestApp, a: WorkspaceFixture;
 const agents: { id: string; token: string; sql: Sql }[] = [];
 
 beforeAll(async () => {
-  ({ db, t, a } = await setUpFinance(restEnv({ TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: '60000' }), ['Prop A', 'Prop B']));
+  // A log as large as the runs make it: thousands of sequences of one workspace are not a budget's test.
+  const env = restEnv({ TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: '60000', TALLY_ACTIVITY_BUDGET_BYTES: String(2 ** 40) });
+  ({ db, t, a } = await setUpFinance(env, ['Prop A', 'Prop B']));
   for (let i = 0; i < 2; i++) {
     const token = await tokenFor(db.admin, a.id, 'write');
     agents.push({ ...token, sql: postgres(db.url, { max: 1, onnotice: () => {} }) });
@@ -92,22 +94,33 @@ interface Side {
   undo(agent: 0 | 1, change: string): Promise<{ removed: string[] } | { first: string | undefined }>;
 }
 
-/** One request of an agent through SQL: the role and claims the gateway sets, a fresh request id, the report at the end. */
+/**
+ * One request of an agent through SQL: the role and claims the gateway sets, a fresh request id,
+ * the report at the end. As the gateway sends them, in one round trip: the setup, the request's
+ * statement and the report are queued at once (each then() called in that order), so the
+ * connection runs them one after the other without waiting for each answer; a refusal of the
+ * statement fails the report after it, and the transaction rolls back.
+ */
 async function request<T>(
   agent: 0 | 1,
   fn: (tx: TransactionSql) => Promise<T>,
 ): Promise<{ result: T; changes: string[] }> {
   const { id, sql } = agents[agent]!;
   const claims = { role: 'api_write', workspace_id: a.id, scope: 'write', sub: id, request_id: randomUUID() };
+  const setup = `${claimsStatement(JSON.stringify(claims)).text};
+    SELECT set_config('role', 'api_write', true), set_config('response.headers', '', true)`;
   return sql.begin(async (tx) => {
-    await tx.unsafe(claimsStatement(JSON.stringify(claims)).text);
-    await tx`SELECT set_config('role', 'api_write', true), set_config('response.headers', '', true)`;
-    const result = await fn(tx);
-    const [report] = await tx<{ headers: string }[]>`
-      SELECT current_setting('response.headers', true) AS headers FROM tally.report_changes()`;
-    const headers = Object.assign({}, ...(JSON.parse(report!.headers) as Record<string, string>[]));
+    const ready = tx
+      .unsafe(setup)
+      .simple()
+      .then(() => undefined);
+    const result = fn(tx);
+    const report = tx<{ headers: string }[]>`
+      SELECT current_setting('response.headers', true) AS headers FROM tally.report_changes()`.then((rows) => rows);
+    const [, made, [row]] = await Promise.all([ready, result, report]);
+    const headers = Object.assign({}, ...(JSON.parse(row!.headers) as Record<string, string>[]));
     const ids = headers['Tally-Activity-Id'] as string | undefined;
-    return { result, changes: ids ? ids.split(', ') : [] };
+    return { result: made, changes: ids ? ids.split(', ') : [] };
   }) as Promise<{ result: T; changes: string[] }>;
 }
 
@@ -220,6 +233,16 @@ async function perform(side: Side, run: Run, o: Op): Promise<void> {
   }
 }
 
+/** Where a sequence starts, in one statement: the workspace's expenses (whole, and their ids) and the moment. */
+async function start(): Promise<{ before: string[]; since: string; records: string[] }> {
+  const [row] = await db.admin<{ since: string; rows: string[]; ids: string[] }[]>`
+    SELECT clock_timestamp()::text AS since,
+           coalesce(array_agg(to_jsonb(p)::text ORDER BY p.id), '{}') AS rows,
+           coalesce(array_agg(p.id::text ORDER BY p.id), '{}') AS ids
+      FROM public.personal_transactions p WHERE p.workspace_id = ${a.id}`;
+  return { before: row!.rows, since: row!.since, records: row!.ids };
+}
+
 /** The workspace's expenses, whole. */
 const snapshot = async () =>
   (
@@ -251,11 +274,7 @@ async function undoEverything(since: string, oneByOne: boolean): Promise<void> {
 }
 
 async function check(side: Side, steps: Op[][], oneByOne: boolean): Promise<void> {
-  const before = await snapshot();
-  const since = (await db.admin<{ since: string }[]>`SELECT clock_timestamp()::text AS since`)[0]!.since;
-  const records = (
-    await db.admin<{ id: string }[]>`SELECT id FROM public.personal_transactions WHERE workspace_id = ${a.id}`
-  ).map((r) => r.id);
+  const { before, since, records } = await start();
   const run: Run = { records, createdBy: [new Set(), new Set()], offered: [[], []], named: [] };
   for (const s of steps) await Promise.all(s.map((o) => perform(side, run, o)));
 
