@@ -32,6 +32,8 @@ export interface AgainstOptions {
   seconds: number;
   rounds: number;
   connections: number;
+  /** The cases to measure (CASE_TITLES' ids); all of them when empty. */
+  only: string[];
   log: (line: string) => void;
 }
 
@@ -81,6 +83,7 @@ const CASE_TITLES: Record<string, string> = {
   one: 'GET /rest/v1/personal_transactions?id=eq.<id> (one row)',
   insert: 'POST /rest/v1/personal_transactions (one row, return=minimal)',
   mcp: 'MCP tools/call list_expenses {limit: 20}',
+  'mcp-ping': 'MCP ping (the transport and server alone, no tool)',
 };
 
 const WATCH = 'tally-changes';
@@ -217,7 +220,12 @@ async function oneExpenseId(ownerUrl: string, workspace: string): Promise<string
   }
 }
 
-function casesOf(data: GeneratedData, expenseId: string): Map<string, Request> {
+function casesOf(data: GeneratedData, expenseId: string, only: string[]): Map<string, Request> {
+  const all = allCases(data, expenseId);
+  return only.length ? new Map([...all].filter(([id]) => only.includes(id))) : all;
+}
+
+function allCases(data: GeneratedData, expenseId: string): Map<string, Request> {
   const rest = { apikey: data.apikey, authorization: `Bearer ${data.main.jwt}` };
   return new Map<string, Request>([
     [
@@ -234,21 +242,17 @@ function casesOf(data: GeneratedData, expenseId: string): Map<string, Request> {
         body: JSON.stringify({ name: 'Bench write', amount: 12.5, category_id: 'essentials', method_id: 'cash' }),
       },
     ],
-    [
-      'mcp',
-      {
-        method: 'POST',
-        path: `/mcp?token=${encodeURIComponent(data.main.token)}`,
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: 1,
-          method: 'tools/call',
-          params: { name: 'list_expenses', arguments: { limit: 20 } },
-        }),
-      },
-    ],
+    ['mcp', mcp({ method: 'tools/call', params: { name: 'list_expenses', arguments: { limit: 20 } } })],
+    ['mcp-ping', mcp({ method: 'ping' })],
   ]);
+  function mcp(message: object): Request {
+    return {
+      method: 'POST',
+      path: `/mcp?token=${encodeURIComponent(data.main.token)}`,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
+    };
+  }
 }
 
 const subtract = (a: WireCounts, b: WireCounts): WireCounts => ({
@@ -309,7 +313,7 @@ export async function compareBuilds(o: AgainstOptions): Promise<AgainstReport> {
       const base = `http://127.0.0.1:${tallyPort}`;
       await waitReady(`${base}/readyz`, serve.child, serve.output);
       const expense = await oneExpenseId(prepared.ownerUrl, prepared.data.main.id);
-      builds.push({ ...prepared, child: serve.child, base, cases: casesOf(prepared.data, expense) });
+      builds.push({ ...prepared, child: serve.child, base, cases: casesOf(prepared.data, expense, o.only) });
     }
     // Every case must answer 2xx (and MCP no tool error) before it is measured.
     for (const b of builds)

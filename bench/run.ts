@@ -20,7 +20,8 @@
 // BENCH_AGAINST=<a built checkout of another commit> runs instead the comparison of
 // bench/against.ts: CPU, statements, round trips and commits per request of this build against
 // that one (BENCH_AGAINST_ROUNDS, default 4; BENCH_AGAINST_ROWS, default 200000; 8 connections
-// unless BENCH_CONNECTIONS says otherwise), written to bench/results/against.json.
+// unless BENCH_CONNECTIONS says otherwise; BENCH_CASES=mcp,mcp-ping measures only those), written
+// to bench/results/against.json.
 
 import autocannon, { type Result } from 'autocannon';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -348,6 +349,7 @@ async function main(): Promise<void> {
       seconds: SECONDS,
       rounds: num('BENCH_AGAINST_ROUNDS', 4),
       connections: env.BENCH_CONNECTIONS ? CONNECTIONS[0]! : 8,
+      only: env.BENCH_CASES ? env.BENCH_CASES.split(',') : [],
       log,
     });
     const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'against.json');

@@ -1,7 +1,7 @@
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { isJSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
-import type { GatewayCall } from '../gateway/engine/call.js';
 import { ApiError, catalogue } from '../gateway/errors.js';
 import { bodyReader, parseJson } from '../gateway/body.js';
 import { bearerToken } from '../gateway/auth/bearer.js';
@@ -9,8 +9,9 @@ import { requestsLeft, takeRequests } from '../gateway/auth/ratelimit.js';
 import { oneWorkspaceToken, RecentTokens, serveWorkspaceRequest } from '../gateway/auth/workspace-token.js';
 import { header, queryOf, sendBody, sendJson as sendJsonAs, type Exchange, type Handler } from '../gateway/http.js';
 import type { LookupCache } from '../gateway/lookups.js';
-import { ErrorCode, mcpServer, toolErrorText } from './server.js';
-import { selectedTools, type McpCaller } from './tools.js';
+import { SharedServer, type RpcAnswer } from './requests.js';
+import { ErrorCode, paramsRefusal, toolErrorText, type McpContext } from './server.js';
+import { selectedTools } from './tools.js';
 
 // The MCP URL is /mcp?token=<workspace token>, or Authorization: Bearer <workspace
 // token>. No OAuth: a client registers it with Client ID and Secret left empty. The transport
@@ -18,13 +19,14 @@ import { selectedTools, type McpCaller } from './tools.js';
 // message and gets its answer as JSON, so any number of Tally processes can serve one client.
 //
 // The messages are the SDK's to answer, as over stdio: its stateless transport
-// (WebStandardStreamableHTTPServerTransport, one per request, with the caller's Server of
-// server.ts) checks Accept, Content-Type, the message and the protocol version header, answers a
-// notification 202, and dispatches the request. Its web Response is written here only once the
-// token is confirmed (serveWorkspaceRequest: a token this process found valid in the last minute
-// is checked in the transaction of each of the tool's gateway calls, or looked up before the
-// answer goes out), which the SDK's node transport, writing to the response itself, could not
-// wait for. What stays Tally's own, before the SDK sees a request: the path; the Origin check
+// (WebStandardStreamableHTTPServerTransport, one per request as the SDK requires) checks Accept,
+// Content-Type, the message and the protocol version header, answers a notification 202, and
+// hands the request to the one Server of the process (requests.ts) with the caller's context.
+// The answer is written here only once the token is confirmed (serveWorkspaceRequest: a token
+// this process found valid in the last minute is checked in the transaction of each of the
+// tool's gateway calls, or looked up before the answer goes out), which the SDK's node
+// transport, writing to the response itself, could not wait for. What stays Tally's own, before
+// the SDK sees a request: the path; the Origin check
 // (Tally's own origins are those of the port the request came in on, which the SDK's fixed list
 // cannot say); POST only (the stateless transport would hold a GET open as an event stream); the
 // body, read within the body limit and parsed with numbers a double holds exactly (the SDK's
@@ -42,14 +44,14 @@ const BATCH_REFUSED =
 const MCP_TOKEN_HINT =
   'Put the workspace token in the MCP server URL: /mcp?token=tally_ws_… (or send Authorization: Bearer tally_ws_…)';
 
-/** A JSON-RPC error answer. */
-interface RpcAnswer {
+/** A JSON-RPC error answer of the transport. */
+interface RpcRefusal {
   jsonrpc: '2.0';
   id: string | number | null;
   error: { code: number; message: string };
 }
 
-const rpcError = (id: string | number | null, code: number, message: string): RpcAnswer => ({
+const rpcError = (id: string | number | null, code: number, message: string): RpcRefusal => ({
   jsonrpc: '2.0',
   id,
   error: { code, message },
@@ -59,7 +61,7 @@ const rpcError = (id: string | number | null, code: number, message: string): Rp
 class Refusal {
   constructor(
     readonly status: number,
-    readonly body: RpcAnswer,
+    readonly body: RpcRefusal,
     readonly headers: Record<string, string> = {},
   ) {}
 }
@@ -170,8 +172,9 @@ function webRequest(req: IncomingMessage): Request {
   return new Request(`http://tally${req.url ?? MCP_PATH}`, { method: 'POST', headers });
 }
 
-/** Writes the SDK's answer: its status, headers and body. */
-async function send(res: ServerResponse, answer: Response): Promise<void> {
+/** Writes the answer to a request, or the SDK transport's own: its status, headers and body. */
+async function send(res: ServerResponse, answer: Response | RpcAnswer): Promise<void> {
+  if (!(answer instanceof Response)) return sendJson(res, 200, answer);
   answer.headers.forEach((value, name) => res.setHeader(name, value));
   res.statusCode = answer.status;
   sendBody(res, answer.body ? await answer.text() : undefined);
@@ -219,25 +222,25 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
   const allowedOrigins = new Set(ctx.config.mcpAllowedOrigins);
   // Tokens found valid a moment ago, checked again in the transaction of each gateway call.
   const recent = new RecentTokens();
+  const server = new SharedServer();
 
-  /** The SDK's answer to one authenticated POST whose body is `body`; a refusal is thrown. */
-  const serve = async (
-    req: IncomingMessage,
-    body: unknown,
-    caller: McpCaller,
-    call: GatewayCall,
-    loaded: ReadonlySet<string> | undefined,
-  ): Promise<Response> => {
+  /**
+   * The answer to one authenticated POST whose body is `body`: the SDK transport's own (a refusal
+   * of its checks, 202 for a notification), or the Server's answer to the request it passed on.
+   */
+  const serve = async (req: IncomingMessage, body: unknown, context: McpContext): Promise<Response | RpcAnswer> => {
     if (Array.isArray(body)) throw refuse(400, ErrorCode.InvalidRequest, BATCH_REFUSED);
-    const { server, connect } = mcpServer(call, caller, await lookups.get(), { loaded });
-    // Stateless: no session id, a new transport per request, the answer as one JSON body.
+    // Stateless: no session id, a new transport per request (the SDK's rule). It hands on a
+    // request once its checks pass, to the one Server (requests.ts); notifications go nowhere.
+    // The answer is written as the transport would (JSON, application/json), not made into the
+    // bytes of a web Response and read back.
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
-    await connect(transport);
-    try {
-      return await transport.handleRequest(webRequest(req), { parsedBody: body });
-    } finally {
-      void server.close();
-    }
+    const answered = new Promise<RpcAnswer>((resolve) => {
+      transport.onmessage = (message) => {
+        if (isJSONRPCRequest(message)) resolve(paramsRefusal(message) ?? server.answer(message, context));
+      };
+    });
+    return Promise.race([transport.handleRequest(webRequest(req), { parsedBody: body }), answered]);
   };
 
   return async (x) => {
@@ -254,19 +257,18 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
         x.address,
         () => presentedToken(req, queryOf(req)),
         { call: x.call, recent, identified: (known) => (x.auth = known) },
-        ({ token, auth, rateKey }, checked) =>
-          serve(
-            req,
-            body,
-            {
+        async ({ token, auth, rateKey }, checked) =>
+          serve(req, body, {
+            call: checked,
+            caller: {
               auth,
               scope: token.scope,
               charge: (hits) => takeRequests(ctx, rateKey, hits),
               rateLimit: () => requestsLeft(ctx, rateKey),
             },
-            checked,
+            lookups: await lookups.get(),
             loaded,
-          ),
+          }),
       );
       await send(res, reply);
     } catch (err) {

@@ -4,12 +4,17 @@ import {
   CallToolRequestSchema,
   InitializeRequestSchema,
   isJSONRPCRequest,
+  LATEST_PROTOCOL_VERSION,
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
   ReadResourceRequestSchema,
+  SUPPORTED_PROTOCOL_VERSIONS,
   type CallToolResult,
+  type JSONRPCErrorResponse,
+  type JSONRPCRequest,
   type Tool as ToolDefinition,
 } from '@modelcontextprotocol/sdk/types.js';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ErrorObject, ValidateFunction } from 'ajv';
@@ -32,14 +37,15 @@ import {
   type ToolResult,
 } from './tools.js';
 
-// What Tally's MCP server answers, whatever carries the messages: one SDK Server per caller
-// (mcpServer), whose methods tools/list, tools/call, resources/list and resources/read are
-// answered here. HTTP (http.ts, one Server and stateless transport per request) and stdio
-// (stdio.ts, one Server for the session) both serve it. tools/list answers a list built once per
-// version of the lookup lists (and per scope: a read-only token is offered the read tools only),
-// and tools/call validates arguments with ajv against the same JSON Schemas, built from the field
-// rules of gateway/fields.ts; so answering one request costs a few closures, not a schema
-// conversion.
+// What Tally's MCP server answers, whatever carries the messages: the SDK's Server (mcpServer),
+// whose methods tools/list, tools/call, resources/list and resources/read are answered here for
+// the context of each request (McpContext: the caller, the gateway call, the lookup lists, the
+// tools loaded). stdio (stdio.ts) has one Server for its session and caller; HTTP one Server for
+// every request of the process, each request bringing its caller (requests.ts). tools/list
+// answers a list built once per version of the lookup lists (and per scope: a read-only token is
+// offered the read tools only), and tools/call validates arguments with ajv against the same
+// JSON Schemas, built from the field rules of gateway/fields.ts; so answering one request costs a
+// few closures, not a schema conversion or a Server.
 
 const SERVER_INFO = { name: 'tally', version: '1.0.0' };
 
@@ -216,79 +222,74 @@ function argumentErrors(name: string, errors: ErrorObject[], schema: JsonSchema)
   return `Invalid arguments for ${name}: ${[...new Set(problems)].join('; ')}.`;
 }
 
-/** The MCP methods Tally serves, for one caller; params as the protocol shapes them (the transport checks them). */
-export interface McpMethods {
-  listTools(): { tools: ToolDefinition[] };
-  callTool(params: { name: string; arguments?: Record<string, unknown> }): Promise<CallToolResult>;
-  listResources(): { resources: Record<string, string>[] };
-  readResource(params: { uri: string }): Promise<{ contents: { uri: string; mimeType: string; text: string }[] }>;
+/** What one request is answered for: who calls, through which gateway call, with which lookup lists and tools. */
+export interface McpContext {
+  call: GatewayCall;
+  caller: McpCaller;
+  lookups: Lookups;
+  /** The tools loaded (?toolsets=, ?read_only=); undefined for all of them. */
+  loaded?: ReadonlySet<string>;
 }
 
-/** The methods for `caller`, with the lookup lists `lookups` gives at the time of each call. */
-function mcpMethods(
-  call: GatewayCall,
-  caller: McpCaller,
-  lookups: () => Lookups,
-  loaded?: ReadonlySet<string>,
-): McpMethods {
-  const context = (idempotencyKey?: string): ToolContext => ({
-    db: new TableClient(call, caller.auth, idempotencyKey),
-    caller,
-    lookups: lookups(),
-  });
-  return {
-    listTools: () => {
-      const list = catalogFor(lookups()).list[caller.scope];
-      return loaded ? { tools: list.tools.filter((t) => loaded.has(t.name)) } : list;
-    },
+const toolContext = (ctx: McpContext, idempotencyKey?: string): ToolContext => ({
+  db: new TableClient(ctx.call, ctx.caller.auth, idempotencyKey),
+  caller: ctx.caller,
+  lookups: ctx.lookups,
+});
 
-    async callTool({ name, arguments: args = {} }) {
-      const compiled = catalogFor(lookups()).byName.get(name);
-      if (!compiled || (loaded && !loaded.has(name)))
-        throw new RpcError(ErrorCode.InvalidParams, `Unknown tool "${name}": tools/list shows the tools of this token`);
-      const fail = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });
-      if (caller.scope === 'read' && !isReadTool(compiled.tool)) return fail(toolErrorText(readOnlyError()));
-      if (!compiled.validate(args)) return fail(argumentErrors(name, compiled.validate.errors ?? [], compiled.schema));
-      try {
-        // The key is the server's argument, not the tool's: its POSTs carry it (TableClient).
-        const { idempotency_key: key, ...own } = args;
-        const ctx = context(key as string | undefined);
-        const result = await compiled.tool.run(own, ctx);
-        const { structured, summary } = ctx.db.replayed ? replayed(result) : result;
-        // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
-        return {
-          content: [{ type: 'text', text: asData(`${summary}\n${JSON.stringify(structured)}`) }],
-          structuredContent: structured,
-        };
-      } catch (err) {
-        return fail(toolErrorText(err));
-      }
-    },
+function listTools({ lookups, caller, loaded }: McpContext): { tools: ToolDefinition[] } {
+  const list = catalogFor(lookups).list[caller.scope];
+  return loaded ? { tools: list.tools.filter((t) => loaded.has(t.name)) } : list;
+}
 
-    listResources: () => ({
-      resources: [
-        {
-          uri: WORKSPACE_URI,
-          name: 'workspace',
-          title: 'This workspace',
-          mimeType: 'application/json',
-          description:
-            "The workspace's name and currency, the token's scope, the rate limit left and the live category, method and fund kind lists",
-        },
-      ],
-    }),
+async function callTool(
+  ctx: McpContext,
+  { name, arguments: args = {} }: { name: string; arguments?: Record<string, unknown> },
+): Promise<CallToolResult> {
+  const compiled = catalogFor(ctx.lookups).byName.get(name);
+  if (!compiled || (ctx.loaded && !ctx.loaded.has(name)))
+    throw new RpcError(ErrorCode.InvalidParams, `Unknown tool "${name}": tools/list shows the tools of this token`);
+  const fail = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });
+  if (ctx.caller.scope === 'read' && !isReadTool(compiled.tool)) return fail(toolErrorText(readOnlyError()));
+  if (!compiled.validate(args)) return fail(argumentErrors(name, compiled.validate.errors ?? [], compiled.schema));
+  try {
+    // The key is the server's argument, not the tool's: its POSTs carry it (TableClient).
+    const { idempotency_key: key, ...own } = args;
+    const tc = toolContext(ctx, key as string | undefined);
+    const result = await compiled.tool.run(own, tc);
+    const { structured, summary } = tc.db.replayed ? replayed(result) : result;
+    // The records as JSON text too: a host that passes only `content` to the model keeps the ids.
+    return {
+      content: [{ type: 'text', text: asData(`${summary}\n${JSON.stringify(structured)}`) }],
+      structuredContent: structured,
+    };
+  } catch (err) {
+    return fail(toolErrorText(err));
+  }
+}
 
-    async readResource({ uri }) {
-      if (uri !== WORKSPACE_URI)
-        throw new RpcError(ErrorCode.InvalidParams, `Unknown resource ${uri}: resources/list shows ${WORKSPACE_URI}`);
-      try {
-        const info = await workspaceInfo(context());
-        return { contents: [{ uri: WORKSPACE_URI, mimeType: 'application/json', text: JSON.stringify(info) }] };
-      } catch (err) {
-        throw new RpcError(ErrorCode.InternalError, toolErrorText(err));
-      }
+const RESOURCES = {
+  resources: [
+    {
+      uri: WORKSPACE_URI,
+      name: 'workspace',
+      title: 'This workspace',
+      mimeType: 'application/json',
+      description:
+        "The workspace's name and currency, the token's scope, the rate limit left and the live category, method and fund kind lists",
     },
-  };
+  ],
+};
+
+async function readResource(ctx: McpContext, { uri }: { uri: string }) {
+  if (uri !== WORKSPACE_URI)
+    throw new RpcError(ErrorCode.InvalidParams, `Unknown resource ${uri}: resources/list shows ${WORKSPACE_URI}`);
+  try {
+    const info = await workspaceInfo(toolContext(ctx));
+    return { contents: [{ uri: WORKSPACE_URI, mimeType: 'application/json', text: JSON.stringify(info) }] };
+  } catch (err) {
+    throw new RpcError(ErrorCode.InternalError, toolErrorText(err));
+  }
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -310,49 +311,63 @@ const PARAMS: Record<string, [(params: unknown) => boolean, string]> = {
   'resources/read': [(p) => isObject(p) && typeof p.uri === 'string', 'uri (a string)'],
 };
 
+/** The answer to a request whose params have the wrong shape (PARAMS), or undefined when they fit. */
+export function paramsRefusal(request: JSONRPCRequest): JSONRPCErrorResponse | undefined {
+  const check = PARAMS[request.method];
+  if (!check || check[0](request.params)) return undefined;
+  return {
+    jsonrpc: '2.0',
+    id: request.id,
+    error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${request.method}: ${check[1]}` },
+  };
+}
+
+/** What a request handler of the SDK is given besides the request: here, the caller the transport passed on. */
+export type RequestExtra = { authInfo?: AuthInfo };
+
 /**
- * The SDK's Server for `caller`, answering with the methods above. `refresh` gives a long-lived
- * one (stdio) new lookup lists, new schemas, and tells the client its tool list changed.
+ * The SDK's Server answering Tally's methods, for whatever context `contextOf` finds for a
+ * request: stdio's one caller, or over HTTP the caller its transport passed with the request
+ * (mcp/requests.ts). The Server keeps nothing of a caller between requests.
  */
-export function mcpServer(
-  call: GatewayCall,
-  caller: McpCaller,
-  lookups: Lookups,
-  { listChanged = false, loaded }: { listChanged?: boolean; loaded?: ReadonlySet<string> } = {},
-) {
-  let current = lookups;
+export function mcpServer(contextOf: (extra: RequestExtra) => McpContext, { listChanged = false } = {}) {
   const server = new Server(SERVER_INFO, {
     capabilities: capabilities(listChanged),
     instructions: INSTRUCTIONS,
-    // Tally's tools validate with their own compiled schemas; the SDK would make an Ajv of its own.
+    // Tally's tools validate with their own compiled schemas; this one is the SDK's, made once per Server.
     jsonSchemaValidator: new AjvJsonSchemaValidator(),
   });
-  const methods = mcpMethods(call, caller, () => current, loaded);
-  server.setRequestHandler(ListToolsRequestSchema, () => methods.listTools());
-  server.setRequestHandler(CallToolRequestSchema, (request) => methods.callTool(request.params));
-  server.setRequestHandler(ListResourcesRequestSchema, () => methods.listResources());
-  server.setRequestHandler(ReadResourceRequestSchema, (request) => methods.readResource(request.params));
-  return {
-    server,
-    /** Connects the server to a transport; a request whose params have the wrong shape is answered -32602 (PARAMS). */
-    async connect(transport: Transport) {
-      await server.connect(transport);
-      const next = transport.onmessage;
-      transport.onmessage = (message, extra) => {
-        const request = isJSONRPCRequest(message) ? message : undefined;
-        const check = request ? PARAMS[request.method] : undefined;
-        if (request && check && !check[0](request.params))
-          return void transport.send({
-            jsonrpc: '2.0',
-            id: request.id,
-            error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${request.method}: ${check[1]}` },
-          });
-        next?.(message, extra);
-      };
-    },
-    refresh(next: Lookups) {
-      current = next;
-      if (server.transport) void server.sendToolListChanged();
-    },
+  // The SDK's own answer to initialize keeps the client's capabilities and name on the Server,
+  // for requests to the client that Tally never makes (sampling, elicitation, roots); a Server
+  // answering many clients (requests.ts) would keep one client's for the others. This answer is
+  // the SDK's without keeping them.
+  server.setRequestHandler(InitializeRequestSchema, ({ params }) => ({
+    protocolVersion: SUPPORTED_PROTOCOL_VERSIONS.includes(params.protocolVersion)
+      ? params.protocolVersion
+      : LATEST_PROTOCOL_VERSION,
+    capabilities: capabilities(listChanged),
+    serverInfo: SERVER_INFO,
+    instructions: INSTRUCTIONS,
+  }));
+  server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => listTools(contextOf(extra)));
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => callTool(contextOf(extra), request.params));
+  server.setRequestHandler(ListResourcesRequestSchema, () => RESOURCES);
+  server.setRequestHandler(ReadResourceRequestSchema, (request, extra) =>
+    readResource(contextOf(extra), request.params),
+  );
+  return server;
+}
+
+/**
+ * Connects a Server to a transport that delivers every message to it (stdio); a request whose
+ * params have the wrong shape is answered -32602 (PARAMS) without reaching the Server.
+ */
+export async function connectChecked(server: Server, transport: Transport): Promise<void> {
+  await server.connect(transport);
+  const next = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    const refused = isJSONRPCRequest(message) ? paramsRefusal(message) : undefined;
+    if (refused) return void transport.send(refused);
+    next?.(message, extra);
   };
 }

@@ -12,8 +12,8 @@ import {
 import { changesOf, createGateway } from '../gateway/engine/run.js';
 import { GATEWAY_OPTIONS } from '../gateway/deployment.js';
 import { catalogue } from '../gateway/errors.js';
-import { LookupCache } from '../gateway/lookups.js';
-import { mcpServer } from './server.js';
+import { LookupCache, type Lookups } from '../gateway/lookups.js';
+import { connectChecked, mcpServer } from './server.js';
 import { selectedTools, type ToolSelection } from './tools.js';
 
 // `tally mcp`: the same tools over stdio for desktop clients, with the workspace token from
@@ -40,21 +40,24 @@ export async function serveStdio(config: Config, selection: ToolSelection = {}):
   const token = await findWorkspaceToken(ctx, presented);
   if (!token.apiEnabled) throw apiSwitchedOff();
   const call = createGateway(ctx, GATEWAY_OPTIONS);
+  // No rate limit over stdio: one desktop client on its own process and token.
+  const caller = { auth: workspaceTokenAuth(token), scope: token.scope };
+  let current: Lookups;
+  const server = mcpServer(() => ({ call, caller, lookups: current, loaded }), { listChanged: true });
   // A desktop session lasts: new categories or methods reach its tool schemas when they change.
   const lookups = new LookupCache(call, changesOf(ctx), () => {
     lookups.get().then(
-      (l) => mcp.refresh(l),
+      (next) => {
+        current = next;
+        if (server.transport) void server.sendToolListChanged();
+      },
       () => {},
     );
   });
-  // No rate limit over stdio: one desktop client on its own process and token.
-  const mcp = mcpServer(call, { auth: workspaceTokenAuth(token), scope: token.scope }, await lookups.get(), {
-    listChanged: true,
-    loaded,
-  });
+  current = await lookups.get();
   const transport = new StdioServerTransport();
   transport.onclose = () => {
     void pool.end({ timeout: 2 }).then(() => db.stop());
   };
-  await mcp.connect(transport);
+  await connectChecked(server, transport);
 }

@@ -8,7 +8,7 @@ import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fi
 import { first, present } from './harness/present.js';
 import { waitFor } from './harness/wait.js';
 import { callEveryTool, READ_TOOLS } from './harness/mcp-tools.js';
-import { tools as defined } from '../mcp/tools.js';
+import { tools as defined, toolsets } from '../mcp/tools.js';
 
 // The MCP server through the SDK's own Client over Streamable HTTP, against the real server.
 
@@ -571,6 +571,85 @@ describe('authentication', () => {
 });
 
 describe('workspace isolation', () => {
+  it('one Server answers every request: concurrent calls of A and B, all with JSON-RPC id 1, each get their own answer', async () => {
+    type Answer = { result?: CallToolResult & { tools?: { name: string }[] }; error?: unknown };
+    const post = async (token: string, message: object, query = ''): Promise<Answer | number> => {
+      const res = await fetch(`${base}/mcp?token=${token}${query}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', ...message }),
+      });
+      return res.status === 200 ? ((await res.json()) as Answer) : res.status;
+    };
+    const tool = (name: string, args: Record<string, unknown> = {}) => ({
+      id: 1,
+      method: 'tools/call',
+      params: { name, arguments: args },
+    });
+    const callers = [
+      { who: 'A', token: writeA, workspace: a.id, name: 'Mcp A', tools: TOOLS.length },
+      { who: 'B', token: writeB, workspace: b.id, name: 'Mcp B', tools: TOOLS.length },
+      { who: 'A read', token: readA, workspace: a.id, name: 'Mcp A', tools: READ_TOOLS.length },
+    ];
+    const rounds = Array.from({ length: 12 }, (_, i) => i);
+    // Each caller's requests at once, every one with id 1, among cancellations that name the ids
+    // a shared Server could know a request by: none of them may reach another request.
+    const answers = await Promise.all(
+      rounds.flatMap((i) =>
+        callers.map(async (c) => {
+          const [workspace, expense, list, listed] = await Promise.all([
+            post(c.token, tool('get_workspace')),
+            post(
+              c.token,
+              tool('create_expense', {
+                name: `Shared ${c.who} ${i}`,
+                amount: 1,
+                category_id: 'other',
+                method_id: 'cash',
+              }),
+            ),
+            post(c.token, tool('list_expenses', { limit: 1000 })),
+            post(c.token, { id: 1, method: 'tools/list' }, i % 2 ? '&toolsets=contacts' : ''),
+            ...Array.from({ length: 5 }, (_, k) =>
+              post(c.token, { method: 'notifications/cancelled', params: { requestId: i * 15 + k, reason: 'x' } }),
+            ),
+          ]);
+          return { c, i, workspace, expense, list, listed };
+        }),
+      ),
+    );
+    const expensesOf = async (ws: string) =>
+      (await db.admin`SELECT id, name FROM public.personal_transactions WHERE workspace_id = ${ws}`).map(
+        (r) => r.id as string,
+      );
+    const own = { [a.id]: await expensesOf(a.id), [b.id]: await expensesOf(b.id) };
+    for (const { c, i, workspace, expense, list, listed } of answers) {
+      const result = (answer: Answer | number) => {
+        expect(answer).toMatchObject({ result: expect.anything() });
+        return (answer as Answer).result!;
+      };
+      expect(result(workspace).structuredContent).toMatchObject({
+        name: c.name,
+        scope: c.token === readA ? 'read' : 'write',
+      });
+      if (c.token === readA) expect(result(expense).isError).toBe(true);
+      else {
+        const made = result(expense).structuredContent as { expense: { id: string; name: string } };
+        expect(made.expense.name).toBe(`Shared ${c.who} ${i}`);
+        expect(own[c.workspace]).toContain(made.expense.id);
+      }
+      const seen = (result(list).structuredContent as { expenses: { id: string }[] }).expenses.map((e) => e.id);
+      expect(seen.filter((id) => !own[c.workspace]!.includes(id))).toEqual([]);
+      const names = result(listed).tools!.map((t) => t.name);
+      expect(names).toHaveLength(i % 2 ? (c.token === readA ? 1 : toolsets.contacts.length) : c.tools);
+    }
+    // Every create landed in its caller's workspace, once.
+    const shared =
+      await db.admin`SELECT workspace_id, name FROM public.personal_transactions WHERE name LIKE 'Shared %'`;
+    expect(shared).toHaveLength(rounds.length * 2);
+    for (const row of shared) expect(row.workspace_id).toBe(row.name.startsWith('Shared A') ? a.id : b.id);
+  });
+
   it('a token of B never sees or changes data of A', async () => {
     // A's expenses as they are now (the fixture's own expense was deleted by an earlier test).
     const { id: aExpense } = first(
