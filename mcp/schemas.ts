@@ -7,11 +7,11 @@ export type { JsonSchema };
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
-/** A date (whole UTC day) or a date-time, as the list filters accept. */
+/** A date (whole UTC day) or a date-time, as the list filters accept: the formats say which. */
 export const dateOrDateTime = (description: string): JsonSchema => ({
   type: 'string',
   anyOf: [{ format: 'date' }, { format: 'date-time' }],
-  description: `${description}: a date (2026-03-14) or date-time`,
+  description,
 });
 
 /** The start of a range: a date means from 00:00 UTC of that day. */
@@ -31,17 +31,9 @@ export function rangeEnd(value: string): ['lt' | 'lte', string] {
 
 export const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 1000;
-export const limit: JsonSchema = {
-  type: 'integer',
-  minimum: 1,
-  maximum: MAX_LIMIT,
-  description: `Page size (default ${DEFAULT_LIMIT})`,
-};
-export const offset: JsonSchema = {
-  type: 'integer',
-  minimum: 0,
-  description: "Records to skip: the previous page's next_offset (default 0)",
-};
+// What limit and offset mean, and their defaults, the instructions say once for every list.
+export const limit: JsonSchema = { type: 'integer', minimum: 1, maximum: MAX_LIMIT };
+export const offset: JsonSchema = { type: 'integer', minimum: 0 };
 export const search: JsonSchema = { type: 'string', minLength: 1, maxLength: 200 };
 
 /** What every list answers besides its records: where the next page starts, and the total when it is known. */

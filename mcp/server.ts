@@ -27,6 +27,7 @@ import type { Lookups } from '../gateway/lookups.js';
 import { createAjv, describeError } from '../gateway/wrapper/validate.js';
 import { errorFields, log } from '../gateway/log.js';
 import { TableClient, ToolError } from './gateway-client.js';
+import { DEFAULT_LIMIT } from './schemas.js';
 import {
   isReadTool,
   tools,
@@ -52,23 +53,18 @@ const SERVER_INFO = { name: 'tally', version: '1.0.0' };
 const INSTRUCTIONS =
   'Tally keeps the finances of one workspace: personal expenses, group funds with their transactions, and a contact roster. ' +
   'Amounts are in the workspace currency (get_workspace says which); fund transactions are positive for income and negative for expenses. ' +
-  'Category and payment method ids must be one of the values listed in each tool schema. Lists come in pages: pass next_offset as offset ' +
-  'while has_more is true. Every result carries its records as JSON after a one-line summary. ' +
+  'Category and payment method ids must be one of the values listed in each tool schema. ' +
+  `Lists come in pages: limit (1 to 1000, default ${DEFAULT_LIMIT}) and offset (default 0); pass next_offset as offset while has_more is true; ` +
+  'total is exact on the last page, null before it. Every result carries its records as JSON after a one-line summary. ' +
+  'A write answers its record, activity_id (the change it made: undo_change with it puts it back) and changed ' +
+  '(false: the record already had these values, nothing to undo). ' +
   'A create tool called twice records twice, unless both calls pass the same idempotency_key (a new UUID per record, ' +
   "kept for its retries): then the second writes nothing and answers the first call's records, with replayed: true.";
 
-/** The idempotency_key argument of the tools that create: the rule of the Idempotency-Key header, said briefly. */
-const IDEMPOTENCY_ARGUMENT: JsonSchema = {
-  ...IDEMPOTENCY_KEY,
-  description: 'A new UUID per record; the same on a retry writes nothing and answers the first result',
-};
+/** The idempotency_key argument of the tools that create: the header's rule; the instructions and RETRY_SAFE say what it does. */
+const { description: _, ...IDEMPOTENCY_ARGUMENT } = IDEMPOTENCY_KEY;
 /** What a create tool's description says about retries. */
-const RETRY_SAFE = ' A retry with the same idempotency_key writes nothing; without one, a repeat records again.';
-/** The member of a create's result that says it was replayed. */
-const REPLAYED: JsonSchema = {
-  type: 'boolean',
-  description: 'true: the first result of this idempotency_key, answered again; nothing was written now',
-};
+const RETRY_SAFE = ' A repeat records again unless it passes the same idempotency_key (a new UUID per record).';
 
 const WORKSPACE_URI = 'tally://workspace';
 
@@ -155,7 +151,7 @@ function catalogFor(lookups: Lookups): Catalog {
         title: tool.title,
         description: tool.creates ? tool.description + RETRY_SAFE : tool.description,
         inputSchema: published(schema) as ToolDefinition['inputSchema'],
-        outputSchema: outline(tool.creates ? { ...tool.output, replayed: REPLAYED } : tool.output, tool.output),
+        ...(ownShape(tool.output) ? { outputSchema: outline(tool.output) } : {}),
         annotations: tool.annotations,
       },
     });
@@ -172,15 +168,24 @@ function catalogFor(lookups: Lookups): Catalog {
 }
 
 /**
+ * Whether a result is of a shape of its own, which tools/list publishes as an output schema. A
+ * write's (its record, activity_id, changed, replayed) and a list's (its records and the page)
+ * are said once, by the instructions: as an output schema in every tool they were an eighth of
+ * tools/list, and told an agent nothing the instructions do not.
+ */
+const ownShape = (output: Record<string, JsonSchema>): boolean =>
+  !('activity_id' in output || 'activity_ids' in output || 'has_more' in output);
+
+/**
  * The output schema tools/list publishes: the result's members and their JSON types, required
  * as the tool answers them. The records' fields are not repeated in each tool (they were 44 % of
  * tools/list): every result carries its records, and the field rules are the input schemas'.
  */
-function outline(properties: Record<string, JsonSchema>, required: Record<string, JsonSchema>) {
+function outline(properties: Record<string, JsonSchema>) {
   const typed = Object.fromEntries(
     Object.entries(properties).map(([name, schema]) => [name, schema.type === undefined ? {} : { type: schema.type }]),
   );
-  return { type: 'object', properties: typed, required: Object.keys(required) } as ToolDefinition['outputSchema'];
+  return { type: 'object', properties: typed, required: Object.keys(properties) } as ToolDefinition['outputSchema'];
 }
 
 /**

@@ -399,7 +399,7 @@ describe('MCP: a create tool called again with its idempotency_key', () => {
       // A host may repeat an idempotent tool on its own: a repeat without the key records again.
       // A contact takes part in a fund once, so add_fund_participant's repeat is refused instead.
       expect([tl.name, tl.annotations.idempotentHint ?? false]).toEqual([tl.name, tl.name === 'add_fund_participant']);
-      expect(tl.description).toContain('A retry with the same idempotency_key writes nothing');
+      expect(tl.description).toContain('A repeat records again unless it passes the same idempotency_key');
       expect(tl.inputSchema.properties.idempotency_key).toMatchObject({ maxLength: 255, pattern: '^[!-~]+$' });
       expect(tl.inputSchema.required ?? []).not.toContain('idempotency_key');
     }

@@ -397,18 +397,21 @@ describe('schema details', () => {
   it('output schemas name the members of a result and their types; upper-case uuids are accepted', async () => {
     const client = await connect(writeA);
     const { tools } = await client.listTools();
-    expect(tools.find((t) => t.name === 'list_expenses')!.outputSchema).toEqual({
+    expect(tools.find((t) => t.name === 'spending_summary')!.outputSchema).toEqual({
       type: 'object',
       properties: {
-        expenses: { type: 'array' },
-        limit: { type: 'integer' },
-        offset: { type: 'integer' },
-        has_more: { type: 'boolean' },
-        next_offset: { type: ['integer', 'null'] },
-        total: { type: ['integer', 'null'] },
+        from_date: { type: ['string', 'null'] },
+        to_date: { type: ['string', 'null'] },
+        total: { type: 'number' },
+        count: { type: 'integer' },
+        by_category: { type: 'array' },
+        by_method: { type: 'array' },
+        by_month: { type: 'array' },
       },
-      required: ['expenses', 'limit', 'offset', 'has_more', 'next_offset', 'total'],
+      required: ['from_date', 'to_date', 'total', 'count', 'by_category', 'by_method', 'by_month'],
     });
+    // A list's members (its records and the page) are the instructions', said once for every list.
+    expect(tools.find((t) => t.name === 'list_expenses')!.outputSchema).toBeUndefined();
     const input = tools.find((t) => t.name === 'delete_expense')!.inputSchema as unknown as {
       properties: { id: { format: string } };
     };

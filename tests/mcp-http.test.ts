@@ -628,9 +628,11 @@ describe('lighter for hosts', () => {
       );
     }
     // The full list was 49,202 characters for 21 tools (output schemas repeating every record,
-    // the idempotency text six times); the measure of what a host loads.
-    expect(all.chars).toBeLessThan(32_000);
-    expect(expenses.chars).toBeLessThan(9_000);
+    // the idempotency text six times); the measure of what a host loads: now at most half of it
+    // for 25 tools.
+    expect(all.chars).toBeLessThanOrEqual(24_601);
+    expect(expenses.chars).toBeLessThanOrEqual(7_000);
+    expect(read.chars).toBeLessThanOrEqual(8_000);
   });
 
   it('marks the text of every result as untrusted data, so a note cannot pass for an instruction', async () => {

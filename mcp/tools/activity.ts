@@ -12,7 +12,7 @@ import {
   rangeStart,
   undoneRecord,
 } from '../schemas.js';
-import { READ, tool, type Tool } from './tool.js';
+import { READ, tool, UNDO, type Tool } from './tool.js';
 import { pageFields, pageText, paging, type Paging } from './shared.js';
 
 // The activity log: who changed what, and putting changes back. Undo works as a stack (see
@@ -83,11 +83,9 @@ export const activityTools: Tool[] = [
     name: 'list_activity',
     title: 'List changes: who changed what',
     description:
-      "Lists the changes of the workspace's records, newest first: every create, update and delete, made through any " +
-      'surface or by SQL in the database. Each change is compact: an update names only the fields it changed, as ' +
-      '[before, after]; a create or delete the record; by is the token that made it. Filters: table, record_id, action, ' +
-      "actor ('me': this token's changes), since and until (a date or date-time). Pages like the other lists. " +
-      'undo_change and undo_changes take the ids of changes.',
+      "Lists the changes of the workspace's records, newest first: every create, update and delete, through any " +
+      'surface or by SQL. An update names only the fields it changed, as [before, after]; a create or delete the ' +
+      'record; by is the token that made it. undo_change and undo_changes take their ids.',
     annotations: READ,
     required: [],
     input: () => ({
@@ -106,8 +104,8 @@ export const activityTools: Tool[] = [
         description:
           "Only changes by this token ('me'), by any workspace token ('token'), by a signed-in member, or by SQL run in the database",
       },
-      since: dateOrDateTime('Only changes at or after this moment (a date means from 00:00 UTC of that day)'),
-      until: dateOrDateTime('Only changes at or before this moment (a date includes that whole UTC day)'),
+      since: dateOrDateTime('Only changes at or after this moment (a date: from its start, UTC)'),
+      until: dateOrDateTime('Only changes at or before this moment (a date: its whole UTC day)'),
     }),
     output: { changes: array(change), ...pageOutput },
     async run(args, { db, caller }) {
@@ -133,13 +131,11 @@ export const activityTools: Tool[] = [
     name: 'undo_change',
     title: 'Undo a change',
     description:
-      'Puts the record of a change (an id from list_activity, or the activity_id a create_*, update_* or delete_* result ' +
-      'names) back as it was before it: a deleted record comes back with its id (a fund with the transactions and ' +
-      'participants its delete took), an update is reverted, a created record is deleted. Undo works as a stack: undoing ' +
-      'changes newest first always works (a change and its undo cancel out); when a later change of the record is in ' +
-      'the way, the refusal names it: undo that one first. The undo is itself a change in the log. For several changes ' +
-      'at once, all or nothing, use undo_changes.',
-    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      'Puts the record of a change (from list_activity, or the activity_id of a write) back as it was before it: a ' +
+      'deleted record comes back with its id (a fund with what its delete took), an update is reverted, a created ' +
+      'record is deleted. A stack: undoing newest first always works; when a later change is in the way, the refusal ' +
+      'names it: undo that one first. The undo is a change in the log too.',
+    annotations: UNDO,
     required: ['activity_id'],
     input: () => ({ activity_id: uuid('The id of the change to undo (list_activity shows them)') }),
     output: { undone: uuid('The change undone'), changes: array(change, 'The changes the undo made') },
@@ -156,21 +152,20 @@ export const activityTools: Tool[] = [
     name: 'undo_changes',
     title: 'Undo several changes',
     description:
-      'Undoes several changes at once, newest first, all or nothing: the changes named in activity_ids, or every change ' +
-      "this token made since a moment (since: 'undo everything I did since 10:00'). A refusal names the change in the " +
-      'way and nothing is undone. dry_run: true answers what it would do and changes nothing. Answers each record put ' +
-      'back (bring back, revert or remove) with the id of the undo, which undo_change can take to make the change again.',
-    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+      'Undoes several changes, newest first, all or nothing: those of activity_ids, or every change this token made ' +
+      "since a moment ('undo everything I did since 10:00'). A refusal names the change in the way. Answers each " +
+      'record put back with the id of its undo (undo_change of it redoes the change).',
+    annotations: UNDO,
     required: [],
     input: () => ({
       activity_ids: {
-        ...array(uuid('A change'), 'The changes to undo (list_activity shows them, write results name them)'),
+        ...array(uuid('A change'), 'The changes to undo'),
         minItems: 1,
         maxItems: 1000,
         uniqueItems: true,
       },
       since: dateOrDateTime('Undo every change of this token at or after this moment (instead of activity_ids)'),
-      dry_run: { type: 'boolean', description: 'Only say what the undo would do; change nothing (default false)' },
+      dry_run: { type: 'boolean', description: 'Only say what the undo would do' },
     }),
     output: {
       undone: array(undoneRecord, 'What the undo does to each record, in the order it is done'),

@@ -25,8 +25,7 @@ export const contactTools: Tool[] = [
   tool<Paging & { search?: string }>()({
     name: 'list_contacts',
     title: 'List contacts',
-    description:
-      'Lists the roster of members and participants by name, in pages; search finds text in the name, nickname or phone.',
+    description: 'Lists the roster of members and participants by name, in pages.',
     annotations: READ,
     required: [],
     input: () => ({ search: { ...search, description: 'Text to find in the name, nickname or phone' }, ...paging }),
@@ -65,7 +64,7 @@ export const contactTools: Tool[] = [
     name: 'update_contact',
     title: 'Update a contact',
     description:
-      'Changes the given fields of a contact (as create_contact describes them); others stay, null clears an optional one. An unknown id is an error.',
+      'Changes the given fields of a contact (as create_contact describes them); others stay, null clears an optional one.',
     annotations: UPDATE,
     required: ['id'],
     input: (f) => ({
@@ -97,7 +96,7 @@ export const contactTools: Tool[] = [
     name: 'delete_contact',
     title: 'Delete a contact',
     description:
-      'Permanently deletes a contact from the roster, and with it its taking part in funds (their transactions stay), and returns it. An unknown id is an error.',
+      'Permanently deletes a contact from the roster, and with it its taking part in funds (their transactions stay), and returns it.',
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The contact id (list_contacts shows them)') }),

@@ -43,8 +43,7 @@ export const expenseTools: Tool[] = [
   tool<ExpenseArgs>()({
     name: 'create_expense',
     title: 'Record an expense',
-    description:
-      'Records a personal expense in the workspace and returns it with its id. For several expenses at once use create_expenses.',
+    description: 'Records a personal expense and returns it with its id. For several at once use create_expenses.',
     annotations: CREATE,
     creates: true,
     required: ['name', 'amount', 'category_id', 'method_id'],
@@ -63,8 +62,8 @@ export const expenseTools: Tool[] = [
     name: 'create_expenses',
     title: 'Record many expenses',
     description:
-      'Records 1 to 100 expenses in one call, all or nothing: when one is invalid, none is written and the error names it ' +
-      "(expenses.3.amount …). Each expense counts as one request against the token's rate limit.",
+      'Records 1 to 100 expenses in one call, all or nothing: when one is invalid, none is written and the error names ' +
+      "it. Each expense counts as one request against the token's rate limit.",
     annotations: CREATE,
     creates: true,
     required: ['expenses'],
@@ -103,9 +102,7 @@ export const expenseTools: Tool[] = [
   tool<Paging & DateRange & { category_id?: string; method_id?: string; search?: string }>()({
     name: 'list_expenses',
     title: 'List expenses',
-    description:
-      'Lists expenses, newest first, filtered and in pages (total is exact on the last page only, null before it). ' +
-      'For sums over a period use spending_summary.',
+    description: 'Lists expenses, newest first, filtered and in pages. For sums over a period use spending_summary.',
     annotations: READ,
     required: [],
     input: (f) => ({
@@ -197,7 +194,7 @@ export const expenseTools: Tool[] = [
     name: 'update_expense',
     title: 'Update an expense',
     description:
-      'Changes the given fields of an expense (as create_expense describes them); others stay, note: null clears the note. An unknown id is an error.',
+      'Changes the given fields of an expense (as create_expense describes them); others stay, note: null clears the note.',
     annotations: UPDATE,
     required: ['id'],
     input: (f) => ({
@@ -224,7 +221,7 @@ export const expenseTools: Tool[] = [
   tool<ById>()({
     name: 'delete_expense',
     title: 'Delete an expense',
-    description: 'Permanently deletes an expense and returns what was deleted. An unknown id is an error.',
+    description: 'Permanently deletes an expense and returns what was deleted.',
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The expense id (list_expenses shows them)') }),

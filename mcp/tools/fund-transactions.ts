@@ -68,8 +68,7 @@ export const fundTransactionTools: Tool[] = [
   tool<Paging & DateRange & { fund_id?: string; category_id?: string }>()({
     name: 'list_fund_transactions',
     title: 'List fund transactions',
-    description:
-      'Lists fund transactions, newest first, of one fund (an unknown fund is an error) or of all, filtered and in pages.',
+    description: 'Lists fund transactions, newest first, of one fund or of all, filtered and in pages.',
     annotations: READ,
     required: [],
     input: (f) => ({
@@ -103,7 +102,7 @@ export const fundTransactionTools: Tool[] = [
     name: 'update_fund_transaction',
     title: 'Update a fund transaction',
     description:
-      'Changes the given fields of a fund transaction (as create_fund_transaction describes them; it stays in its fund); others stay. An unknown id is an error.',
+      'Changes the given fields of a fund transaction (as create_fund_transaction describes them; it stays in its fund); others stay.',
     annotations: UPDATE,
     required: ['id'],
     input: (f) => ({
@@ -129,7 +128,7 @@ export const fundTransactionTools: Tool[] = [
   tool<ById>()({
     name: 'delete_fund_transaction',
     title: 'Delete a fund transaction',
-    description: 'Permanently deletes a fund transaction and returns what was deleted. An unknown id is an error.',
+    description: 'Permanently deletes a fund transaction and returns what was deleted.',
     annotations: DELETE,
     required: ['id'],
     input: () => ({ id: uuid('The fund transaction id (list_fund_transactions shows them)') }),

@@ -112,3 +112,6 @@ export const CREATE: ToolAnnotations = { destructiveHint: false, openWorldHint: 
 export const UPDATE: ToolAnnotations = { destructiveHint: false, idempotentHint: true, openWorldHint: false };
 // A repeat finds the record gone and is refused.
 export const DELETE: ToolAnnotations = { idempotentHint: true, openWorldHint: false };
+// An undo may delete (the undo of a create), and undo_changes since a moment repeated would undo
+// the first call's own undos: MCP's defaults.
+export const UNDO: ToolAnnotations = { openWorldHint: false };
