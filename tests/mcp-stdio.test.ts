@@ -26,10 +26,10 @@ describe('tally mcp (stdio)', () => {
   });
   afterAll(() => db.drop());
 
-  function transport(token: string): StdioClientTransport {
+  function transport(token: string, options: string[] = []): StdioClientTransport {
     return new StdioClientTransport({
       command: process.execPath,
-      args: ['--import', 'tsx', 'gateway/cli/main.ts', 'mcp'],
+      args: ['--import', 'tsx', 'gateway/cli/main.ts', 'mcp', ...options],
       cwd: packageRoot,
       env: {
         PATH: process.env.PATH ?? '',
@@ -92,6 +92,44 @@ describe('tally mcp (stdio)', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('--toolsets and --read-only load only those tools: another one is an unknown tool, and nothing is written', async () => {
+    const { token } = await tokenFor(db.admin, ws.id, 'write');
+    const client = new Client({ name: 'desktop', version: '1' });
+    await client.connect(transport(token, ['--toolsets', 'funds,contacts', '--read-only']));
+    try {
+      const names = (await client.listTools()).tools.map((t) => t.name).sort();
+      expect(names).toEqual(['get_fund', 'list_contacts', 'list_fund_transactions', 'list_funds']);
+      const listed = (await client.callTool({ name: 'list_contacts', arguments: {} })) as CallToolResult;
+      expect(listed.isError).toBeFalsy();
+      // A write tool of a loaded toolset, and a read tool of another: neither is loaded.
+      for (const [name, args] of [
+        ['create_contact', { name: 'Not loaded' }],
+        ['list_expenses', {}],
+      ] as const)
+        await expect(client.callTool({ name, arguments: args })).rejects.toMatchObject({
+          code: -32602,
+          message: expect.stringContaining(`Unknown tool "${name}"`),
+        });
+      expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Not loaded'`).toHaveLength(0);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('refuses an unknown toolset, in one line', async () => {
+    const r = await tally(['mcp', '--toolsets', 'expenses,nope'], {
+      DATABASE_URL: db.url,
+      TALLY_DB_URI: serverUrl(db.url),
+      TALLY_JWT_SECRET: 'x'.repeat(32),
+      TALLY_TOKEN: (await tokenFor(db.admin, ws.id, 'write')).token,
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe(
+      'tally: Unknown toolset nope: the toolsets are workspace, expenses, funds, contacts, activity',
+    );
+    expect(r.stdout).toBe('');
   });
 
   it('refuses to start with an unknown token, in one line', async () => {
