@@ -143,11 +143,16 @@ function loadedTools(query: URLSearchParams): ReadonlySet<string> | undefined {
   }
 }
 
-/** A body the reader refused (not UTF-8, over the limit) as a JSON-RPC error, with the reader's status. */
+/**
+ * A body the reader refused (not as sent, over the limit, in a Content-Encoding or charset it
+ * does not decode) as a JSON-RPC error, with the reader's status and headers (a 415's
+ * Accept-Encoding): the error a host shows its agent.
+ */
 function unreadable(err: unknown): never {
   if (err instanceof ApiError && err.status === 400)
     throw refuse(400, ErrorCode.ParseError, `Parse error: ${err.message}`);
-  if (err instanceof ApiError && err.status === 413) throw refuse(413, -32000, toolErrorText(err));
+  if (err instanceof ApiError && (err.status === 413 || err.status === 415))
+    throw refuse(err.status, -32000, toolErrorText(err), err.headers);
   throw err;
 }
 
