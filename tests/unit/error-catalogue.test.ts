@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { ApiError, catalogue as engineCatalogue, type Entry } from '../../gateway/engine/errors/catalogue.js';
 import { appCatalogue, catalogue, toApiError } from '../../gateway/errors.js';
 import { packageRoot as root } from '../../gateway/paths.js';
-import { toApiError as engineToApiError } from '../../gateway/engine/errors/translate.js';
+import { toApiError as engineToApiError, isConnectionError } from '../../gateway/engine/errors/translate.js';
 import { constraintMessage } from '../../gateway/fields.js';
 import { page } from '../harness/docs.js';
 
@@ -171,6 +171,33 @@ describe('toApiError, the one way anything thrown on a surface becomes an answer
       { code: 'TLY000', message: 'Internal server error', details: null, hint: expect.any(String) },
     ]);
     expect(JSON.stringify(error.body())).not.toMatch(/secret|SELECT/);
+  });
+});
+
+describe("a connection failure: the database's own, or of a node behind it", () => {
+  // As postgres.js gives a server's ErrorResponse: its severity says whether the session ended.
+  const pgError = (code: string, severity: string, message: string) =>
+    Object.assign(new Error(message), { name: 'PostgresError', code, severity, message });
+  const answer = (err: unknown) => ({ code: toApiError(err).error.code, lost: isConnectionError(err) });
+  const workerDown = 'connection to the remote node 127.0.0.1:9702 failed with the following error: Connection refused';
+
+  it('keeps the connection that reports a Citus worker it cannot reach (an ERROR), and names the node: TLY006', () => {
+    expect(answer(pgError('08006', 'ERROR', workerDown))).toEqual({ code: 'TLY006', lost: false });
+    expect(answer(pgError('08001', 'ERROR', 'could not connect to server "remote"'))).toEqual({
+      code: 'TLY006',
+      lost: false,
+    });
+    // A worker refusing the request's role stays an operator's fault of its own.
+    const refused = `connection to the remote node 127.0.0.1:9702 failed with the following error: FATAL:  password authentication failed for user "api_read"`;
+    expect(answer(pgError('08006', 'ERROR', refused))).toEqual({ code: 'TLY004', lost: false });
+  });
+
+  it('gives up a connection whose session ended (FATAL)', () => {
+    expect(answer(pgError('08006', 'FATAL', 'connection failure'))).toEqual({ code: 'PGRST001', lost: true });
+    expect(answer(pgError('57P01', 'FATAL', 'terminating connection due to administrator command'))).toEqual({
+      code: 'PGRST001',
+      lost: true,
+    });
   });
 });
 

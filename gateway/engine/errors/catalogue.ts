@@ -588,6 +588,18 @@ export const catalogue = {
       hint: "An operator must fix it: run `tally migrate` against the coordinator (it gives each API role its secret in pg_dist_authinfo and on every worker), and check that the workers' pg_hba.conf admits the API roles from the coordinator",
     }),
   ),
+  nodeUnreachable: entry(
+    'TLY006',
+    503,
+    "a node behind the database (a worker of a sharded database, Citus; a foreign server) could not be reached for the request's data; the server's connection to the database is sound and kept",
+    () => ({
+      message: 'A database node is unreachable',
+      details:
+        "The database could not reach the node that holds this request's data; requests whose data other nodes hold are served. The server log names the node",
+      hint: `Retry in ${RETRY_AFTER_SECONDS} seconds; if it lasts, an operator must bring the node back`,
+      headers: retryLater,
+    }),
+  ),
   notIsolated: entry(
     'TLY005',
     403,

@@ -13,6 +13,8 @@ import { isSendableHeader } from '../query/settings.js';
 export interface PgErrorLike {
   code: string;
   message: string;
+  /** ERROR, FATAL, PANIC, …: after FATAL or PANIC the server ends the session. */
+  severity?: string;
   detail?: string;
   hint?: string;
   column_name?: string;
@@ -216,16 +218,26 @@ const LOST = new Set([
 /** admin_shutdown, crash_shutdown, cannot_connect_now: Postgres is stopping or starting. */
 const SHUTTING_DOWN = new Set(['57P01', '57P02', '57P03']);
 
+/**
+ * Whether the connection is gone: its socket (postgres.js's codes above), or its session, which
+ * Postgres ends after an error of severity FATAL or PANIC. An error of severity ERROR leaves the
+ * session and its connection as sound as any other, whatever its code: a connection failure
+ * (08xxx) reported that way is a node behind the server failing (a Citus worker, a foreign
+ * server), and the connection that reported it answers.
+ */
 export function isConnectionError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const code = (err as { code?: unknown }).code;
   if (typeof code !== 'string') return false;
-  return (
-    UNREACHABLE.has(code) ||
-    LOST.has(code) ||
-    (isPgError(err) && (SHUTTING_DOWN.has(code) || (code.startsWith('08') && !workerLoginRefused(err))))
-  );
+  return UNREACHABLE.has(code) || LOST.has(code) || (isPgError(err) && (SHUTTING_DOWN.has(code) || sessionEnded(err)));
 }
+
+/** The session ended with the error (FATAL, PANIC); without a severity, a connection failure is taken for one. */
+const sessionEnded = (err: PgErrorLike): boolean =>
+  err.severity === undefined ? err.code.startsWith('08') : err.severity === 'FATAL' || err.severity === 'PANIC';
+
+/** A node behind the database (a Citus worker, a foreign server) could not be reached: reported as an ERROR. */
+const nodeUnreachable = (err: PgErrorLike): boolean => err.code.startsWith('08') && !sessionEnded(err);
 
 /**
  * A node of a sharded database (a Citus worker) refused to let the coordinator in as the
@@ -270,6 +282,7 @@ function databaseReadOnly(err: PgErrorLike, pg?: PgErrorContext): boolean {
 export function toApiError(err: unknown, pg?: PgErrorContext): { error: ApiError; unexpected: boolean } {
   if (err instanceof ApiError) return { error: err, unexpected: false };
   if (isPgError(err) && workerLoginRefused(err)) return { error: catalogue.workerLoginRefused(), unexpected: false };
+  if (isPgError(err) && nodeUnreachable(err)) return { error: catalogue.nodeUnreachable(), unexpected: false };
   if (isConnectionError(err)) return { error: connectionError(err), unexpected: false };
   if (isPgError(err) && databaseReadOnly(err, pg)) return { error: catalogue.databaseReadOnly(), unexpected: false };
   if (pg && isPgError(err)) return { error: fromPgError(err, pg), unexpected: false };

@@ -59,6 +59,13 @@ export interface CitusCluster {
   dropDatabase(name: string): Promise<void>;
   /** Starts one more server with Citus loaded (e.g. a worker to add later). */
   startServer(name: string): Promise<PgNode>;
+  /**
+   * Stops a server of the cluster, as an outage does: a fast shutdown (its sessions are ended),
+   * or an immediate one (killed, as a crash: it recovers when started again).
+   */
+  stopNode(node: PgNode, mode?: 'fast' | 'immediate'): Promise<void>;
+  /** Starts a stopped server again, on its port, and waits until it accepts connections. */
+  startNode(node: PgNode): Promise<void>;
   /** Stops every server and removes the folder. Idempotent. */
   stop(): Promise<void>;
 }
@@ -155,13 +162,17 @@ export async function startCitusCluster(
       url: (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${database}`,
     };
     nodes.push(node);
+    await startNode(node);
+    return node;
+  }
+
+  async function startNode(node: PgNode): Promise<void> {
     await run(
       join(BIN, 'pg_ctl'),
-      ['-D', dataDir, '-l', join(base, `${name}.log`), '-w', '-t', '120', 'start'],
+      ['-D', node.dataDir, '-l', join(base, `${node.name}.log`), '-w', '-t', '120', 'start'],
       as,
       base,
     );
-    return node;
   }
 
   const cluster: CitusCluster = {
@@ -172,6 +183,9 @@ export async function startCitusCluster(
       return nodes.slice(1);
     },
     startServer,
+    startNode,
+    stopNode: (node, mode = 'fast') =>
+      run(join(BIN, 'pg_ctl'), ['-D', node.dataDir, '-m', mode, '-w', 'stop'], as, base),
     async createDatabase(name, workers = nodes.slice(1)) {
       return createCitusDatabase(nodes[0]!, workers, name);
     },

@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto';
+import postgres, { type Sql } from 'postgres';
+import request from 'supertest';
+import { migrate } from '../../gateway/db/migrate.js';
+import { accessToken, startTestApp, type TestApp } from '../harness/app.js';
+import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
+import { first } from '../harness/present.js';
+import { restEnv, TEST_API_KEY } from '../harness/rest.js';
+import { startCitusCluster, type CitusCluster, type PgNode } from './harness/citus.js';
+
+// Faults of a cluster, each costing only what it must. A worker stopped: the coordinator
+// reports it as a connection failure (08006) on the server's sound connection to it, which the
+// server threw away (a new connection for every request of the worker's workspaces, the others
+// slowed) and answered "the connection with the database was lost".
+
+const FIRST = 'tally_faults';
+let cluster: CitusCluster;
+let url: string;
+let owner: Sql;
+let app: TestApp;
+/** A workspace whose shards one worker holds, and a read token's JWT of it, by the worker's port. */
+const byWorker = new Map<number, { id: string; jwt: string }>();
+
+beforeAll(async () => {
+  cluster = await startCitusCluster({ workers: 2, passwords: true });
+  process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD = randomBytes(18).toString('base64url');
+  url = await cluster.createDatabase(FIRST);
+  await migrate(url);
+  owner = postgres(url, { max: 2, onnotice: () => {} });
+  await owner`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`;
+  for (let i = 0; byWorker.size < 2; i++) {
+    if (i === 20) throw new Error('twenty workspaces, and one worker holds them all');
+    const ws = await workspaceWithData(owner, `Faults ${i}`);
+    const { port } = first(
+      await owner<{ port: number }[]>`
+        SELECT n.nodeport AS port FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+         WHERE p.shardid = get_shard_id_for_distribution_column('public.personal_transactions', ${ws.id}::uuid)`,
+    );
+    if (byWorker.has(port)) continue;
+    const t = await tokenFor(owner, ws.id, 'read');
+    byWorker.set(port, {
+      id: ws.id,
+      jwt: await accessToken({ role: 'api_read', workspace_id: ws.id, scope: 'read', sub: t.id }),
+    });
+  }
+  // A long acquisition deadline: the load below queues behind the per-tenant share, never 429s.
+  app = startTestApp(url, restEnv({ TALLY_DB_POOL: '4', TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: '60000' }));
+}, 600_000);
+
+afterAll(async () => {
+  await app?.close();
+  await owner?.end({ timeout: 5 });
+  await cluster?.stop();
+});
+
+/** A read of the expenses of the workspace whose shards `worker` holds. */
+const readOn = (worker: PgNode, server = app) =>
+  request(server.app)
+    .get('/rest/v1/personal_transactions?select=id')
+    .set('apikey', TEST_API_KEY)
+    .set('authorization', `Bearer ${byWorker.get(worker.port)!.jwt}`);
+
+/** The server's connections to the coordinator, by backend. */
+const backends = async () =>
+  (
+    await owner<{ pid: number }[]>`
+      SELECT pid FROM pg_stat_activity WHERE usename = 'authenticator' AND datname = ${FIRST} ORDER BY pid`
+  ).map((r) => r.pid);
+
+/** The backends of `before` no longer there. */
+const gone = (before: number[], now: number[]) => before.filter((pid) => !now.includes(pid));
+
+test("a stopped worker costs only its own workspaces' requests: 503 TLY006 naming it, the connections kept", async () => {
+  const [up, down] = cluster.workers as [PgNode, PgNode];
+  // Every slot of the pool opened: requests of both workspaces at once, more than it holds.
+  const both = () => Promise.all([...Array<PgNode>(4).fill(up), ...Array<PgNode>(4).fill(down)].map((w) => readOn(w)));
+  expect((await both()).map((r) => r.status)).toEqual(Array(8).fill(200));
+  const before = await backends();
+  await cluster.stopNode(down);
+  try {
+    // Under load: each round reads both workspaces at once.
+    for (let round = 0; round < 3; round++) {
+      const answers = await both();
+      for (const served of answers.slice(0, 4))
+        expect([served.status, served.body]).toEqual([200, [expect.anything()]]);
+      for (const refused of answers.slice(4)) {
+        expect([refused.status, refused.body]).toEqual([
+          503,
+          {
+            code: 'TLY006',
+            message: 'A database node is unreachable',
+            details: expect.stringContaining('requests whose data other nodes hold are served'),
+            hint: expect.stringMatching(/^Retry in 2 seconds/),
+          },
+        ]);
+        expect(refused.headers['retry-after']).toBe('2');
+        // Nothing internal: no node's address, no role, no Citus wording.
+        expect(refused.text).not.toMatch(/127\.0\.0\.1|api_read|remote node/);
+      }
+    }
+    // The coordinator answered every time: every connection to it there was is still there (a
+    // destroyed one is replaced by a backend of another pid).
+    expect(gone(before, await backends())).toEqual([]);
+  } finally {
+    await cluster.startNode(down);
+  }
+  expect((await readOn(down)).status).toBe(200);
+  expect(gone(before, await backends())).toEqual([]);
+});
