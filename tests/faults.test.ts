@@ -419,3 +419,47 @@ describe('a burst of query shapes Postgres has not seen', () => {
     await expectFullPool();
   }, 60_000);
 });
+
+describe('a server that stops answering before a request has begun', () => {
+  it('costs the request the acquisition deadline, not the statement timeout and the watchdog', async () => {
+    // A statement timeout of ten minutes: the watchdog would wait that long and 2 s more. BEGIN,
+    // which Postgres answers at once, unanswered for the acquisition deadline (2 s) tells first.
+    const patient = startTestApp(
+      url,
+      restEnv({
+        TALLY_DB_STATEMENT_TIMEOUT_MS: '600000',
+        TALLY_DB_POOL_ACQUISITION_TIMEOUT_MS: '2000',
+        TALLY_DB_POOL: '2',
+        TALLY_DB_POOL_RESERVED: '1',
+        TALLY_RATE_LIMIT_PER_MINUTE: '100000',
+      }),
+    );
+    const patientServer = await listen(patient.app, 0, '127.0.0.1', patient.ctx.config);
+    const address = patientServer.address();
+    const at = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    const read = async () => {
+      const res = await fetch(`${at}/rest/v1/personal_transactions?select=id&limit=1`, {
+        headers,
+        signal: AbortSignal.timeout(60_000),
+      });
+      return { status: res.status, body: (await res.json()) as { code?: string } };
+    };
+    try {
+      expect((await read()).status).toBe(200);
+      // Every idle backend of the pools stops answering, its socket still open.
+      const stopped = signalBackends(await poolBackends('idle'), 'SIGSTOP');
+      expect(stopped.length).toBeGreaterThan(0);
+      try {
+        // Answered while every backend it had is still stopped: nothing else could have ended the wait.
+        const res = await read();
+        expect([res.status, res.body.code]).toEqual([503, 'PGRST001']);
+      } finally {
+        signalBackends(stopped, 'SIGCONT');
+      }
+      expect((await read()).status).toBe(200);
+    } finally {
+      await new Promise<void>((resolve) => patientServer.close(() => resolve()));
+      await patient.close();
+    }
+  }, 120_000);
+});

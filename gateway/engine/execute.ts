@@ -234,7 +234,7 @@ export async function runTransaction<T = never>(
     }
     const reserved = performance.now();
     const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
-    const tx = new Transaction(lease, opts);
+    const tx = new Transaction(lease, opts, db.acquireTimeoutMs);
     try {
       const answered = await tx.run(statements, decide, guard);
       lease.release();
@@ -293,6 +293,8 @@ class Transaction {
   constructor(
     private readonly lease: Lease,
     private readonly opts: TransactionOptions,
+    /** How long BEGIN may go unanswered (Pool.acquireTimeoutMs): see send(). */
+    private readonly answerMs: number,
   ) {
     this.deadline = opts.statementTimeoutMs > 0 ? opts.statementTimeoutMs + WATCHDOG_MARGIN_MS : 0;
   }
@@ -316,7 +318,7 @@ class Transaction {
       ...(pipelined ? [pipelined === 'commit' ? COMMIT : ROLLBACK] : []),
     ];
     this.open = true;
-    let settled = await this.send(guard ? head : [...head, ...body]);
+    let settled = await this.send(guard ? head : [...head, ...body], true);
     if (pipelined && !guard) this.open = false; // COMMIT of a failed transaction rolls it back
     // The caller's check is the last setup statement: did it run and raise nothing?
     const verified = opts.auth.verify !== undefined && settled[setup.length]?.status === 'fulfilled';
@@ -337,10 +339,32 @@ class Transaction {
     return { rows, verified };
   }
 
-  /** Sends statements pipelined and waits, up to the watchdog's deadline, for all of their answers. */
-  private send(statements: readonly CompiledSql[]): Promise<PromiseSettledResult<unknown>[]> {
+  /**
+   * Sends statements pipelined and waits, up to the watchdog's deadline, for all of their
+   * answers. The first batch starts with BEGIN, which Postgres answers at once, whatever runs
+   * after it: a connection that leaves it unanswered for as long as a request may wait for a
+   * connection is taken for lost then (a server stopped or cut off without closing the socket),
+   * not after the statement timeout and the watchdog's margin.
+   */
+  private send(statements: readonly CompiledSql[], begins = false): Promise<PromiseSettledResult<unknown>[]> {
     this.pending = statements.map((s) => run(this.lease.sql, s, s !== this.claims));
-    return watched(Promise.allSettled(this.pending), this.deadline);
+    const all = watched(Promise.allSettled(this.pending), this.deadline);
+    const begin = this.pending[0];
+    if (!begins || begin === undefined || this.answerMs <= 0 || (this.deadline > 0 && this.answerMs >= this.deadline))
+      return all;
+    return watched(
+      begin.then(
+        () => undefined,
+        () => undefined,
+      ),
+      this.answerMs,
+    ).then(
+      () => all,
+      (err: unknown) => {
+        all.catch(() => {}); // settled by destroy(): the connection is given up
+        throw err;
+      },
+    );
   }
 
   /** Ends the transaction as the plan decided from its results. */

@@ -75,6 +75,11 @@ export interface Pool extends Statement {
   /** A statement the server makes on behalf of `key` (a client address, a token): it counts against that key's share. */
   for(key: string): Statement;
   reserve(key?: string): Promise<Lease>;
+  /**
+   * How long a request waits for a connection that answers (PoolOptions.acquireTimeoutMs): a
+   * transaction's BEGIN unanswered for that long means a connection that is gone (execute.ts).
+   */
+  readonly acquireTimeoutMs: number;
   stats(): PoolStats;
   /** A client of its own (not a pool slot) for LISTEN and the schema cache's catalog reads. */
   control: Sql;
@@ -139,6 +144,7 @@ export function createPool(url: string, options: PoolOptions): Pool {
   return Object.assign(simpleStatement(reserve, undefined), {
     for: (key: string) => simpleStatement(reserve, key),
     reserve,
+    acquireTimeoutMs: options.acquireTimeoutMs,
     control,
     watch: {
       get sql() {
