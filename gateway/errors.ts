@@ -15,11 +15,11 @@
 
 import type { ServerResponse } from 'node:http';
 import { catalogue as engineCatalogue, entry } from './engine/errors/catalogue.js';
-import { toApiError } from './engine/errors/translate.js';
+import { loginRefused, toApiError } from './engine/errors/translate.js';
 import { errorFields, log } from './log.js';
 
 export { ApiError } from './engine/errors/catalogue.js';
-export { toApiError };
+export { loginRefused, toApiError };
 
 // Codes: PT### as PostgREST's convention (the status it names), TLY0xx the server, TLY1xx the
 // /api/v1 wrapper, TLY2xx the settings pages.

@@ -80,6 +80,18 @@ describe('Tally in front of your own database', () => {
     expect(r.stdout).not.toContain('Tally is up');
   });
 
+  it('serve stops at startup with one line naming TALLY_DB_URI when the database refuses its login', async () => {
+    const wrong = new URL(env.TALLY_DB_URI!);
+    wrong.password = 'not-its-password';
+    const r = await tally(['serve'], { ...env, TALLY_DB_URI: wrong.toString() });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      `tally: the database refused the server's login ${login} (TALLY_DB_URI): password authentication failed for user "${login}". ` +
+        'TALLY_DB_URI must hold its password: "tally migrate" sets it, unless another deployment on the cluster logs in with it (docs/deployment.md)\n',
+    );
+    expect(r.stdout).not.toContain('Tally is up');
+  });
+
   it('after migrate --gateway-only, serves the table over /rest/v1 under its own RLS, and nothing of the finance app', async () => {
     const m = await tally(['migrate', '--gateway-only'], env);
     expect(m.stderr).toBe('');

@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { tmpdir, userInfo } from 'node:os';
@@ -462,4 +463,36 @@ describe('a server that stops answering before a request has begun', () => {
       await patient.close();
     }
   }, 120_000);
+});
+
+describe("the server's login refused (another deployment on the cluster changed its password)", () => {
+  it('answers 503 PGRST000 with Retry-After, never a 500, says why in the log, and serves once the password is right', async () => {
+    const errors = jest.spyOn(log, 'error');
+    await admin`ALTER ROLE authenticator PASSWORD 'the-password-of-another-deployment'`;
+    try {
+      // Its open connections go on working; new ones are refused. End them, as a restart would.
+      await admin`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'authenticator'`;
+      await until(
+        'the server to meet the refused login',
+        async () => (await get('/rest/v1/personal_transactions?select=id')).status === 503,
+      );
+      for (let i = 0; i < 5; i++) {
+        const res = await get('/rest/v1/personal_transactions?select=id');
+        expect([res.status, res.code, Number(res.retryAfter) > 0]).toEqual([503, 'PGRST000', true]);
+      }
+      expect(await readyz()).toBe(503);
+      const lines = errors.mock.calls.filter(([, msg]) =>
+        String(msg).startsWith("the database refused the server's login"),
+      );
+      expect(lines.length).toBeGreaterThan(0);
+      expect(JSON.stringify(lines[0]![0])).toMatch(/28P01/);
+    } finally {
+      errors.mockRestore();
+      await admin`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`;
+    }
+    await until(
+      'the server to serve again',
+      async () => (await get('/rest/v1/personal_transactions?select=id')).status === 200,
+    );
+  }, 60_000);
 });

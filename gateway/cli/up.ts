@@ -29,6 +29,7 @@ import { createToken } from '../admin/tokens.js';
 import { createKey } from '../admin/keys.js';
 import { sha256 } from '../secrets.js';
 import { log } from '../log.js';
+import { loginRefused } from '../errors.js';
 import { oneRow } from '../engine/invariant.js';
 import { onStopSignal, type StopSignal } from './signals.js';
 
@@ -230,7 +231,7 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
     prepare = await preparedStatementsFor(loginUrl, config.preparedStatements);
   } catch (err) {
     await db.stop();
-    throw err;
+    throw startError(err, config, loginUrl);
   }
   const pool = configuredPool(loginUrl, { ...config, preparedStatements: prepare });
   let app: boolean;
@@ -240,7 +241,7 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   } catch (err) {
     await pool.end({ timeout: 1 });
     await db.stop();
-    throw err;
+    throw startError(err, config, loginUrl);
   }
   // In front of a database of its own, without the finance app's state, only the generic
   // surfaces (/rest/v1, health) are served.
@@ -265,6 +266,19 @@ async function serve(config: Config, db: Database, demo: DemoCredentials | undef
   // Taken before the banner, which is what a supervisor waits for before it may stop us.
   onStopSignal(stopper(server, pool, db, stopPruning));
   process.stdout.write(banner(config, db, base, app, demo, local).join('\n') + '\n');
+}
+
+/**
+ * What stops the start: a refusal of TALLY_DB_URI's login says so and what to do (the owner's
+ * URL may well work), anything else goes as it is.
+ */
+function startError(err: unknown, config: Config, loginUrl: string): unknown {
+  if (!config.dbUri || !loginRefused(err)) return err;
+  const user = decodeURIComponent(new URL(loginUrl).username);
+  return new Error(
+    `the database refused the server's login ${user} (TALLY_DB_URI): ${(err as Error).message}. ` +
+      `TALLY_DB_URI must hold its password: "tally migrate" sets it, unless another deployment on the cluster logs in with it (docs/deployment.md)`,
+  );
 }
 
 /**

@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import postgres, { type Options, type ReservedSql, type Row, type RowList, type Sql } from 'postgres';
 import { keepDriverClassesFast } from './driver-classes.js';
 import { catalogue, type ApiError } from './errors/catalogue.js';
-import { isConnectionError, isPgError } from './errors/translate.js';
+import { isConnectionError, isPgError, loginRefused } from './errors/translate.js';
 import { defined } from './invariant.js';
 import { errorFields, log } from './log.js';
 
@@ -115,9 +115,22 @@ export const WATCH_NAME = 'tally-changes';
 /** A single statement outside a request transaction (apikey, counters, settings) gets this long. */
 const SIMPLE_STATEMENT_MS = 5000;
 
+/** A refused login is logged at most this often: every request meets it until it is fixed. */
+const LOGIN_REFUSED_LOG_MS = 10_000;
+
 export function createPool(url: string, options: PoolOptions): Pool {
   const slots = new Slots(options.size, options.perKey, options.reserved ?? 0, () => slotClient(url, options.client));
   let ended = false;
+  let loginRefusedLoggedAt = -Infinity;
+  // Requests answer 503 (could not connect) meanwhile; the log says why, in words an operator acts on.
+  const logLoginRefused = (err: unknown) => {
+    if (Date.now() - loginRefusedLoggedAt < LOGIN_REFUSED_LOG_MS) return;
+    loginRefusedLoggedAt = Date.now();
+    log.error(
+      errorFields(err),
+      "the database refused the server's login: no new connection can be made, and requests answer 503 until its password (TALLY_DB_URI) is the role's again",
+    );
+  };
 
   async function reserve(key?: string): Promise<Lease> {
     if (ended) throw Object.assign(new Error('the pool has ended'), { code: 'CONNECTION_ENDED' });
@@ -128,6 +141,7 @@ export function createPool(url: string, options: PoolOptions): Pool {
       conn = await connectionOf(slot, options.acquireTimeoutMs - (Date.now() - started), options.acquireTimeoutMs);
     } catch (err) {
       slots.free(slot, key, true);
+      if (loginRefused(err)) logLoginRefused(err);
       throw err;
     }
     return leaseOf(conn, (destroy) => slots.free(slot, key, destroy));

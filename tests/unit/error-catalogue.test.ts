@@ -192,10 +192,14 @@ describe("a connection failure: the database's own, or of a node behind it", () 
     expect(answer(pgError('08006', 'ERROR', refused))).toEqual({ code: 'TLY004', lost: false });
   });
 
-  it('gives up a connection whose session ended (FATAL)', () => {
+  it('gives up a connection whose session ended (FATAL), and a refused login is "could not connect"', () => {
     expect(answer(pgError('08006', 'FATAL', 'connection failure'))).toEqual({ code: 'PGRST001', lost: true });
     expect(answer(pgError('57P01', 'FATAL', 'terminating connection due to administrator command'))).toEqual({
       code: 'PGRST001',
+      lost: true,
+    });
+    expect(answer(pgError('28P01', 'FATAL', 'password authentication failed for user "authenticator"'))).toEqual({
+      code: 'PGRST000',
       lost: true,
     });
   });

@@ -236,6 +236,15 @@ export function isConnectionError(err: unknown): boolean {
 const sessionEnded = (err: PgErrorLike): boolean =>
   err.severity === undefined ? err.code.startsWith('08') : err.severity === 'FATAL' || err.severity === 'PANIC';
 
+/**
+ * Refusals of a connection as it is made: the login (invalid_authorization_specification,
+ * invalid_password), the database's name, too many connections, a server starting up.
+ */
+const REFUSED_AT_START = /^(28|3D000$|53300$|57P03$)/;
+
+/** The database refused the server's own login (a wrong password, a role that may not log in). */
+export const loginRefused = (err: unknown): boolean => isPgError(err) && err.code.startsWith('28');
+
 /** A node behind the database (a Citus worker, a foreign server) could not be reached: reported as an ERROR. */
 const nodeUnreachable = (err: PgErrorLike): boolean => err.code.startsWith('08') && !sessionEnded(err);
 
@@ -257,7 +266,9 @@ const workerLoginRefused = (err: PgErrorLike): boolean =>
  */
 function connectionError(err: unknown): ApiError {
   const code = (err as { code?: string }).code ?? '';
-  return UNREACHABLE.has(code) || code === '57P03' ? catalogue.couldNotConnect() : catalogue.connectionLost();
+  return UNREACHABLE.has(code) || (isPgError(err) && REFUSED_AT_START.test(code))
+    ? catalogue.couldNotConnect()
+    : catalogue.connectionLost();
 }
 
 /**
