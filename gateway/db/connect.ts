@@ -56,22 +56,74 @@ export async function serverLoginUrl(config: Config, db: Database): Promise<stri
   return url.toString();
 }
 
+/** `tally migrate` would change the password of a login another deployment on the cluster logs in with. */
+class SharedLoginError extends Error {}
+
 /**
  * Gives the server's login the password it will log in with (`tally migrate`, `tally up`), so
  * that nobody types an ALTER ROLE. A TALLY_DB_URI naming another user is left to its DBA.
+ * The login is the cluster's, not the database's: deployments of several databases on one
+ * cluster share it, and its comment lists the databases whose deployments log in with its
+ * password (sql/gateway/definitions/login.sql). A password that logs in already is left as it
+ * is, this database joining the list; another is set only while no other database's deployment
+ * is listed: the change would lock that deployment's servers out (every new connection refused,
+ * its requests answered 503), so the run stops instead, saying what they must share.
  */
 export async function provisionServerLogin(config: Config, db: Database): Promise<void> {
   if (!config.dbUri && !db.embedded) return;
   const url = new URL(await serverLoginUrl(config, db));
   if (decodeURIComponent(url.username) !== AUTHENTICATOR_ROLE || url.password === '') return;
+  const password = decodeURIComponent(url.password);
   const admin = adminClient(db.url);
   try {
-    // Only once the migration that makes the function has run (migrate --count can stop before).
-    const [ready] =
-      await admin`SELECT 1 FROM pg_proc WHERE oid = to_regprocedure('tally.set_login_password(text, text)')`;
-    if (ready) await admin`SELECT tally.set_login_password(${AUTHENTICATOR_ROLE}, ${decodeURIComponent(url.password)})`;
+    // Only once the migration that makes the functions has run (migrate --count can stop before).
+    const [state] = await admin<{ ready: boolean; listed: boolean }[]>`
+      SELECT to_regprocedure('tally.set_login_password(text, text)') IS NOT NULL AS ready,
+             to_regprocedure('tally.share_login_password(text)') IS NOT NULL AS listed`;
+    if (!state?.ready) return;
+    // Definitions older than the list (an embedded start of an older home): set, as they did.
+    if (!state.listed) return void (await admin`SELECT tally.set_login_password(${AUTHENTICATOR_ROLE}, ${password})`);
+    const refused = await loginRefusal(url.toString());
+    if (refused === undefined) return void (await admin`SELECT tally.share_login_password(${AUTHENTICATOR_ROLE})`);
+    const others = await otherDeployments(admin);
+    if (others.length > 0) throw sharedLoginError(others, refused);
+    await admin`SELECT tally.set_login_password(${AUTHENTICATOR_ROLE}, ${password})`;
   } finally {
     await admin.end();
+  }
+}
+
+/** The other databases of the cluster whose deployments log in with the login's password. */
+async function otherDeployments(admin: Sql): Promise<string[]> {
+  const rows = await admin<{ name: string }[]>`
+    SELECT name FROM unnest(tally.login_databases(${AUTHENTICATOR_ROLE})) AS name WHERE name <> current_database()`;
+  return rows.map((r) => r.name);
+}
+
+function sharedLoginError(others: string[], refused: Error): SharedLoginError {
+  return new SharedLoginError(
+    `not changing the password of ${AUTHENTICATOR_ROLE}: the login is shared by every database of this cluster, ` +
+      `and the deployments of these databases log in with the password it has, which TALLY_DB_URI's is not: ` +
+      `${others.join(', ')} (TALLY_DB_URI: ${refused.message}). Give this deployment that same password (TALLY_DB_URI), or, to change it for all of them, ` +
+      `run ALTER ROLE ${AUTHENTICATOR_ROLE} PASSWORD '…' as the owner and update every deployment's TALLY_DB_URI`,
+  );
+}
+
+/** Why `url` does not log in (a refused login, no server there), or undefined when it does. */
+async function loginRefusal(url: string): Promise<Error | undefined> {
+  const sql = postgres(url, {
+    max: 1,
+    connect_timeout: 5,
+    target_session_attrs: targetSessionAttrs(url),
+    onnotice: () => {},
+  } as never);
+  try {
+    await sql`SELECT 1`;
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  } finally {
+    await sql.end({ timeout: 1 });
   }
 }
 

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
+import { loadConfig } from '../../gateway/config.js';
+import { provisionServerLogin } from '../../gateway/db/connect.js';
 import { migrate } from '../../gateway/db/migrate.js';
 import { accessToken, startTestApp, type TestApp } from '../harness/app.js';
 import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
@@ -11,9 +13,12 @@ import { startCitusCluster, type CitusCluster, type PgNode } from './harness/cit
 // Faults of a cluster, each costing only what it must. A worker stopped: the coordinator
 // reports it as a connection failure (08006) on the server's sound connection to it, which the
 // server threw away (a new connection for every request of the worker's workspaces, the others
-// slowed) and answered "the connection with the database was lost".
+// slowed) and answered "the connection with the database was lost". And `authenticator` is
+// the cluster's login, whose password `tally migrate` set: a second deployment migrated with
+// its own locked the first one's servers out, which then answered 500.
 
 const FIRST = 'tally_faults';
+const SECOND = 'tally_faults_second';
 let cluster: CitusCluster;
 let url: string;
 let owner: Sql;
@@ -106,4 +111,65 @@ test("a stopped worker costs only its own workspaces' requests: 503 TLY006 namin
   }
   expect((await readOn(down)).status).toBe(200);
   expect(gone(before, await backends())).toEqual([]);
+});
+
+describe("a second deployment on the cluster, with a password of its own for the cluster's login", () => {
+  let secondUrl: string;
+  beforeAll(async () => {
+    secondUrl = await cluster.createDatabase(SECOND);
+    await migrate(secondUrl);
+  }, 300_000);
+  afterAll(() => cluster.dropDatabase(SECOND));
+
+  /** What `tally migrate` of a deployment ends with: its TALLY_DB_URI's password for the login. */
+  const provision = (database: string, password: string) => {
+    const login = new URL(database);
+    login.username = 'authenticator';
+    login.password = password;
+    const config = loadConfig({
+      DATABASE_URL: database,
+      TALLY_DB_URI: login.toString(),
+      TALLY_JWT_SECRET: 'x'.repeat(40),
+    });
+    return provisionServerLogin(config, { url: database, embedded: false, stop: async () => {} });
+  };
+  const refusal = (databases: string) =>
+    `not changing the password of authenticator: the login is shared by every database of this cluster, and the deployments of these databases log in with the password it has, which TALLY_DB_URI's is not: ${databases} (TALLY_DB_URI: password authentication failed for user "authenticator")`;
+
+  test('cannot lock the first out: its `tally migrate` refuses to change the password, and says what to share', async () => {
+    const [worker] = cluster.workers as [PgNode];
+    await expect(provision(secondUrl, 'a-password-of-its-own')).rejects.toThrow(refusal(FIRST));
+    // A server of the first deployment started now (new connections) logs in and serves.
+    const fresh = startTestApp(url, restEnv());
+    try {
+      expect((await readOn(worker, fresh)).status).toBe(200);
+    } finally {
+      await fresh.close();
+    }
+    // With the first deployment's password, the second is provisioned (nothing to change), and
+    // joins the deployments that log in with it: now the first may not change it either.
+    await provision(secondUrl, process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!);
+    await expect(provision(url, 'a-new-password-of-the-first')).rejects.toThrow(refusal(SECOND));
+    expect((await readOn(worker)).status).toBe(200);
+    const [role] = await owner<{ databases: string[] }[]>`SELECT tally.login_databases('authenticator') AS databases`;
+    expect(role!.databases).toEqual([FIRST, SECOND]);
+  });
+
+  test('a password changed anyway (by hand) is a 503 to a new server of the first, never a 500; a running one keeps its connections', async () => {
+    const [worker] = cluster.workers as [PgNode];
+    expect((await readOn(worker)).status).toBe(200);
+    const before = await backends();
+    await owner`ALTER ROLE authenticator PASSWORD 'changed-by-hand'`;
+    const fresh = startTestApp(url, restEnv());
+    try {
+      const res = await readOn(worker, fresh);
+      expect([res.status, res.body.code, res.headers['retry-after']]).toEqual([503, 'PGRST000', '2']);
+      // The running server's connections logged in before the change: they go on serving.
+      expect((await readOn(worker)).status).toBe(200);
+      expect(gone(before, await backends())).toEqual([]);
+    } finally {
+      await fresh.close();
+      await owner`SELECT tally.set_login_password('authenticator', ${process.env.TALLY_TEST_AUTHENTICATOR_PASSWORD!})`;
+    }
+  });
 });

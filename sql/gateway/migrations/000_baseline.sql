@@ -85,7 +85,8 @@ DROP EVENT TRIGGER IF EXISTS tally_schema_changed;
 DROP FUNCTION IF EXISTS tally.jwt_claims(), tally.publishable_key_active(bytea),
   tally.rate_limit_take(text, integer, integer), tally.rate_limit_take_if_fits(text, integer, integer, integer),
   tally.rate_limit_undo(text), tally.rate_limit_reset(text), tally.rate_limit_get(text),
-  tally.set_login_password(text, text), tally.schema_changed(), tally.bump_schema_version(),
+  tally.set_login_password(text, text), tally.share_login_password(text), tally.login_databases(text),
+  tally.schema_changed(), tally.bump_schema_version(),
   tally.change_version();
 DROP TABLE IF EXISTS tally.watched_relations, tally.schema_version_row, tally.rate_limits, public.publishable_keys;
 DROP SCHEMA IF EXISTS tally;
