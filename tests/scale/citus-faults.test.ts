@@ -23,7 +23,7 @@ let cluster: CitusCluster;
 let url: string;
 let owner: Sql;
 let app: TestApp;
-/** A workspace whose shards one worker holds, and a read token's JWT of it, by the worker's port. */
+/** A workspace whose shards one worker holds, and a write token's JWT of it, by the worker's port. */
 const byWorker = new Map<number, { id: string; jwt: string }>();
 
 beforeAll(async () => {
@@ -42,10 +42,10 @@ beforeAll(async () => {
          WHERE p.shardid = get_shard_id_for_distribution_column('public.personal_transactions', ${ws.id}::uuid)`,
     );
     if (byWorker.has(port)) continue;
-    const t = await tokenFor(owner, ws.id, 'read');
+    const t = await tokenFor(owner, ws.id, 'write');
     byWorker.set(port, {
       id: ws.id,
-      jwt: await accessToken({ role: 'api_read', workspace_id: ws.id, scope: 'read', sub: t.id }),
+      jwt: await accessToken({ role: 'api_write', workspace_id: ws.id, scope: 'write', sub: t.id }),
     });
   }
   // A long acquisition deadline: the load below queues behind the per-tenant share, never 429s.
@@ -64,6 +64,19 @@ const readOn = (worker: PgNode, server = app) =>
     .get('/rest/v1/personal_transactions?select=id')
     .set('apikey', TEST_API_KEY)
     .set('authorization', `Bearer ${byWorker.get(worker.port)!.jwt}`);
+
+/** A new expense in the workspace whose shards `worker` holds. */
+const writeOn = (worker: PgNode, name: string) =>
+  request(app.app)
+    .post('/rest/v1/personal_transactions')
+    .set('apikey', TEST_API_KEY)
+    .set('authorization', `Bearer ${byWorker.get(worker.port)!.jwt}`)
+    .set('prefer', 'return=minimal')
+    .send({ name, amount: 1, category_id: 'essentials', method_id: 'cash' });
+
+/** The expenses named `name` the database holds. */
+const written = async (name: string) =>
+  Number(first(await owner<{ n: string }[]>`SELECT count(*) AS n FROM personal_transactions WHERE name = ${name}`).n);
 
 /** The server's connections to the coordinator, by backend. */
 const backends = async () =>
@@ -103,6 +116,9 @@ test("a stopped worker costs only its own workspaces' requests: 503 TLY006 namin
         expect(refused.text).not.toMatch(/127\.0\.0\.1|api_read|remote node/);
       }
     }
+    // A write of the stopped worker's workspace is refused alike, one of the other's is made.
+    const [refused, made] = await Promise.all([writeOn(down, 'during the outage'), writeOn(up, 'beside the outage')]);
+    expect([refused.status, refused.body.code, made.status]).toEqual([503, 'TLY006', 201]);
     // The coordinator answered every time: every connection to it there was is still there (a
     // destroyed one is replaced by a backend of another pid).
     expect(gone(before, await backends())).toEqual([]);
@@ -111,6 +127,8 @@ test("a stopped worker costs only its own workspaces' requests: 503 TLY006 namin
   }
   expect((await readOn(down)).status).toBe(200);
   expect(gone(before, await backends())).toEqual([]);
+  // Nothing of the refused write was kept.
+  expect([await written('during the outage'), await written('beside the outage')]).toEqual([0, 1]);
 });
 
 describe("a second deployment on the cluster, with a password of its own for the cluster's login", () => {
