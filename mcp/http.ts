@@ -128,7 +128,10 @@ function loadedTools(query: URLSearchParams): ReadonlySet<string> | undefined {
     .getAll('toolsets')
     .flatMap((v) => v.split(','))
     .filter((v) => v !== '');
-  const readOnly = query.get('read_only');
+  // Once at most: with read_only=false&read_only=true the first was taken, so a URL given
+  // read_only=true at its end (by whoever hands it to an agent) still loaded the write tools.
+  const [readOnly = null, ...more] = query.getAll('read_only');
+  if (more.length > 0) throw refuse(400, ErrorCode.InvalidParams, 'read_only must be given once');
   if (toolsets.length === 0 && readOnly === null) return undefined;
   if (readOnly !== null && readOnly !== 'true' && readOnly !== 'false')
     throw refuse(

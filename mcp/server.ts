@@ -302,23 +302,31 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /**
  * The shape of the params of each method Tally answers, and how to say it. The SDK's Server
  * answers params of the wrong shape as an internal error (-32603) or with zod's report; Tally
- * answers invalid params (-32602) with one sentence, before the SDK sees the message.
+ * answers invalid params (-32602) with one sentence, before the SDK sees the message. A Map, not
+ * an object: the method is the client's, and "constructor" or "__proto__" would find Object's
+ * own members (a 500 over HTTP, no answer at all over stdio).
  */
-const PARAMS: Record<string, [(params: unknown) => boolean, string]> = {
-  initialize: [
-    (params) => InitializeRequestSchema.shape.params.safeParse(params).success,
-    'protocolVersion (a string), capabilities and clientInfo {name, version}',
+const PARAMS = new Map<string, [(params: unknown) => boolean, string]>([
+  [
+    'initialize',
+    [
+      (params) => InitializeRequestSchema.shape.params.safeParse(params).success,
+      'protocolVersion (a string), capabilities and clientInfo {name, version}',
+    ],
   ],
-  'tools/call': [
-    (p) => isObject(p) && typeof p.name === 'string' && (p.arguments === undefined || isObject(p.arguments)),
-    'name (a string) and arguments (an object)',
+  [
+    'tools/call',
+    [
+      (p) => isObject(p) && typeof p.name === 'string' && (p.arguments === undefined || isObject(p.arguments)),
+      'name (a string) and arguments (an object)',
+    ],
   ],
-  'resources/read': [(p) => isObject(p) && typeof p.uri === 'string', 'uri (a string)'],
-};
+  ['resources/read', [(p) => isObject(p) && typeof p.uri === 'string', 'uri (a string)']],
+]);
 
 /** The answer to a request whose params have the wrong shape (PARAMS), or undefined when they fit. */
 export function paramsRefusal(request: JSONRPCRequest): JSONRPCErrorResponse | undefined {
-  const check = PARAMS[request.method];
+  const check = PARAMS.get(request.method);
   if (!check || check[0](request.params)) return undefined;
   return {
     jsonrpc: '2.0',

@@ -215,7 +215,9 @@ describe('the protocol', () => {
   });
 
   it('an unknown method is -32601 with the id', async () => {
-    for (const method of ['foo/bar', 'prompts/list', 'logging/setLevel', 'completion/complete']) {
+    // Names of Object's own members too: a lookup of the method in a plain object found them (500).
+    const methods = ['foo/bar', 'prompts/list', 'logging/setLevel', 'completion/complete'];
+    for (const method of [...methods, 'constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
       const res = await rpc(method, {}, 'x').expect(200);
       expect(res.body).toEqual({ jsonrpc: '2.0', id: 'x', error: { code: -32601, message: 'Method not found' } });
     }
@@ -617,6 +619,22 @@ describe('lighter for hosts', () => {
       message: expect.stringContaining('Unknown tool "create_contact"'),
     });
     expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'No'`).toHaveLength(0);
+    // read_only twice is refused, whatever the order: the first value was taken, so a URL given
+    // read_only=true at its end still loaded the write tools.
+    for (const query of ['&read_only=false&read_only=true', '&read_only=true&read_only=true']) {
+      const twice = await post(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 3,
+          method: 'tools/call',
+          params: { name: 'create_contact', arguments: { name: 'Twice' } },
+        }),
+        {},
+        `/mcp?token=${token}${query}`,
+      ).expect(400);
+      expect(twice.body).toEqual(transportError(-32602, 'read_only must be given once'));
+    }
+    expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Twice'`).toHaveLength(0);
     for (const query of ['&toolsets=nope', '&read_only=yes']) {
       const bad = await post(
         '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
