@@ -119,11 +119,23 @@ function parseBody(raw: string | undefined): unknown {
   }
 }
 
+/** The query parameters of the /mcp URL. */
+const MCP_PARAMETERS = ['token', 'toolsets', 'read_only'];
+
 /**
  * The tools this URL loads: ?toolsets=expenses,funds (areas, comma-separated or repeated; all
- * when none) and ?read_only=true (the read tools only); undefined for every tool.
+ * when none) and ?read_only=true (the read tools only); undefined for every tool. Another
+ * parameter is refused: ?read-only=true (the CLI's spelling) or ?readOnly=true was ignored, and
+ * loaded the write tools of a write token unnoticed.
  */
 function loadedTools(query: URLSearchParams): ReadonlySet<string> | undefined {
+  const unknown = [...query.keys()].find((name) => !MCP_PARAMETERS.includes(name));
+  if (unknown !== undefined)
+    throw refuse(
+      400,
+      ErrorCode.InvalidParams,
+      `Unknown query parameter ${JSON.stringify(unknown).slice(0, 100)}: the /mcp URL takes ${MCP_PARAMETERS.join(', ')}`,
+    );
   const toolsets = query
     .getAll('toolsets')
     .flatMap((v) => v.split(','))

@@ -634,6 +634,22 @@ describe('lighter for hosts', () => {
       ).expect(400);
       expect(twice.body).toEqual(transportError(-32602, 'read_only must be given once'));
     }
+    // A parameter /mcp does not read is refused: a misspelt read_only loaded the write tools.
+    for (const query of ['&read-only=true', '&readOnly=true', '&READ_ONLY=true', '&tools=expenses']) {
+      const misspelt = await post(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 3,
+          method: 'tools/call',
+          params: { name: 'create_contact', arguments: { name: 'Twice' } },
+        }),
+        {},
+        `/mcp?token=${token}${query}`,
+      ).expect(400);
+      expect(misspelt.body).toEqual(
+        transportError(-32602, /^Unknown query parameter ".+": the \/mcp URL takes token, toolsets, read_only$/),
+      );
+    }
     expect(await db.admin`SELECT 1 FROM public.contacts WHERE name = 'Twice'`).toHaveLength(0);
     for (const query of ['&toolsets=nope', '&read_only=yes']) {
       const bad = await post(
