@@ -8,6 +8,8 @@
 // spread. Beside the CPU: what Postgres ran per request, counted on the wire by a proxy in front
 // of each server's database connections (statements, parses, round trips, commits) and by
 // pg_stat_statements with track_planning (nested statements, planning and execution time).
+// With this build alone (measureBuilds), the same figures for bench/cpu.ts, which sets them
+// against the committed baseline.
 
 import autocannon from 'autocannon';
 import { execFileSync, type ChildProcess } from 'node:child_process';
@@ -25,9 +27,7 @@ import { packageRoot } from '../gateway/paths.js';
 import { wireProxy, type WireCounts, type WireProxy } from '../tests/harness/wire.js';
 import { cpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 
-export interface AgainstOptions {
-  /** The other build: a checkout with `dist/` built (npm ci && npm run build). */
-  against: string;
+export interface MeasureOptions {
   rows: number;
   seconds: number;
   rounds: number;
@@ -35,6 +35,11 @@ export interface AgainstOptions {
   /** The cases to measure (CASE_TITLES' ids); all of them when empty. */
   only: string[];
   log: (line: string) => void;
+}
+
+export interface AgainstOptions extends MeasureOptions {
+  /** The other build: a checkout with `dist/` built (npm ci && npm run build). */
+  against: string;
 }
 
 interface Build {
@@ -72,13 +77,13 @@ interface CostWindow {
   plans: number;
 }
 
-interface CaseCost {
+export interface CaseCost {
   build: string;
   case: string;
   windows: CostWindow[];
 }
 
-const CASE_TITLES: Record<string, string> = {
+export const CASE_TITLES: Record<string, string> = {
   list: 'GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20',
   one: 'GET /rest/v1/personal_transactions?id=eq.<id> (one row)',
   insert: 'POST /rest/v1/personal_transactions (one row, return=minimal)',
@@ -263,18 +268,69 @@ const subtract = (a: WireCounts, b: WireCounts): WireCounts => ({
   rollbacks: a.rollbacks - b.rollbacks,
 });
 
-export interface AgainstReport {
+export interface CostReport {
   builds: string[];
   settings: { rows: number; seconds: number; rounds: number; connections: number };
   costs: CaseCost[];
   /** The change watch of each build: what its poll costs a second, apart from requests. */
   watch: Record<string, { statementsPerSecond: number; commitsPerSecond: number }>;
+}
+
+export interface AgainstReport extends CostReport {
+  /** Each build's figures per request, by case (bench/cpu-baseline.json's are copied from these). */
+  perRequest: Record<string, Record<string, PerRequest>>;
   /** This build's CPU per request (Tally + its Postgres backends) over the other's, per case. */
   ratios: Record<string, { mean: number; min: number; max: number }>;
 }
 
+/** What a request of a case cost a build: CPU ms (Tally's, its Postgres backends'), and per request on the wire. */
+export interface PerRequest {
+  tallyMs: number;
+  postgresMs: number;
+  statements: number;
+  roundTrips: number;
+  commits: number;
+  nested: number;
+}
+
+const r3 = (n: number) => Math.round(n * 1000) / 1000;
+
+/** A case's windows summed, per answered request. */
+export function perRequest(c: CaseCost): PerRequest {
+  const n = c.windows.reduce((t, w) => t + w.requests, 0);
+  const sum = (f: (w: CostWindow) => number) => r3(c.windows.reduce((t, w) => t + f(w), 0) / n);
+  return {
+    tallyMs: sum((w) => w.tallyCpuMs),
+    postgresMs: sum((w) => w.postgresCpuMs),
+    statements: sum((w) => w.wire.statements),
+    roundTrips: sum((w) => w.wire.roundTrips),
+    commits: sum((w) => w.wire.commits),
+    nested: sum((w) => w.nestedStatements),
+  };
+}
+
 /** Runs the comparison; see the top of this file. */
 export async function compareBuilds(o: AgainstOptions): Promise<AgainstReport> {
+  const report = await measureBuilds([packageRoot, o.against], o);
+  const ratios: AgainstReport['ratios'] = {};
+  for (const id of new Set(report.costs.map((c) => c.case))) {
+    const [mine, theirs] = report.builds.map((b) => report.costs.find((c) => c.build === b && c.case === id)!.windows);
+    const cpu = (w: CostWindow) => (w.tallyCpuMs + w.postgresCpuMs) / w.requests;
+    const each = mine!.map((w, i) => cpu(w) / cpu(theirs![i]!));
+    const total = (ws: CostWindow[]) =>
+      ws.reduce((t, w) => t + w.tallyCpuMs + w.postgresCpuMs, 0) / ws.reduce((t, w) => t + w.requests, 0);
+    const r2 = (n: number) => Math.round(n * 100) / 100;
+    ratios[id] = { mean: r2(total(mine!) / total(theirs!)), min: r2(Math.min(...each)), max: r2(Math.max(...each)) };
+  }
+  const perBuild = (b: string) =>
+    Object.fromEntries(report.costs.filter((c) => c.build === b).map((c) => [c.case, perRequest(c)]));
+  const compared = { ...report, perRequest: Object.fromEntries(report.builds.map((b) => [b, perBuild(b)])), ratios };
+  printReport(compared, o.log);
+  return compared;
+}
+
+/** What each case costs each build (a checkout with `dist/` built; the first is usually this one). */
+export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<CostReport> {
   const home = await mkdtemp(join(tmpdir(), 'tally-bench-against-'));
   await chmod(home, 0o755);
   const dataDir = join(home, 'pgdata');
@@ -298,7 +354,7 @@ export async function compareBuilds(o: AgainstOptions): Promise<AgainstReport> {
   const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
     await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`;
-    for (const [i, dir] of [packageRoot, o.against].entries()) {
+    for (const [i, dir] of dirs.entries()) {
       const prepared = await prepareBuild(dir, i, { ownerUrl: pg.url, loginPassword, jwtSecret, rows: o.rows }, o.log);
       const tallyPort = await freePort();
       const serve = startProcess([join(dir, 'dist/gateway/cli/main.js'), 'serve'], {
@@ -394,25 +450,13 @@ export async function compareBuilds(o: AgainstOptions): Promise<AgainstReport> {
         commitsPerSecond: Math.round((d.commits / seconds) * 100) / 100,
       };
     });
-    const ratios: AgainstReport['ratios'] = {};
-    for (const id of caseIds) {
-      const [mine, theirs] = builds.map((b) => costs.get(`${b.name} ${id}`)!.windows);
-      const cpu = (w: CostWindow) => (w.tallyCpuMs + w.postgresCpuMs) / w.requests;
-      const each = mine!.map((w, i) => cpu(w) / cpu(theirs![i]!));
-      const total = (ws: CostWindow[]) =>
-        ws.reduce((t, w) => t + w.tallyCpuMs + w.postgresCpuMs, 0) / ws.reduce((t, w) => t + w.requests, 0);
-      const r2 = (n: number) => Math.round(n * 100) / 100;
-      ratios[id] = { mean: r2(total(mine!) / total(theirs!)), min: r2(Math.min(...each)), max: r2(Math.max(...each)) };
-    }
     for (const b of builds) o.log(await topStatements(admin, b));
-    const report: AgainstReport = {
+    const report: CostReport = {
       builds: builds.map((b) => b.name),
       settings: { rows: o.rows, seconds: o.seconds, rounds: o.rounds, connections: o.connections },
       costs: [...costs.values()],
       watch,
-      ratios,
     };
-    printReport(report, o.log);
     return report;
   } finally {
     await admin.end();

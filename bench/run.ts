@@ -14,7 +14,9 @@
 // BENCH_MANY_WORKSPACES (1000; 0 skips the many-workspaces case), BENCH_MCP_SESSIONS (100),
 // BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CITUS_ROWS (20000: case k's
 // expenses), BENCH_CASES (e.g. c,d: only these besides the baseline and (a); n is the noisy
-// neighbour), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
+// neighbour; cpu the CPU per request against bench/cpu-baseline.json, bench/cpu.ts, on a
+// Postgres of its own: BENCH_CPU_ROWS, 200000, BENCH_CPU_ROUNDS, 4; BENCH_CASES=cpu runs it
+// alone, into bench/results/cpu-latest.json), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
 // into bench/results/profiles), BENCH_OUT (the JSON file).
 //
 // BENCH_AGAINST=<a built checkout of another commit> runs instead the comparison of
@@ -36,6 +38,7 @@ import { migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusCase, type CitusReport } from './citus.js';
 import { compareBuilds } from './against.js';
+import { CPU_TARGETS, cpuAgainstBaseline, type CpuReport } from './cpu.js';
 import { cpuMsOf, memoryOf, postgresCpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
@@ -341,7 +344,33 @@ async function startPgBouncer(
   }
 }
 
+/** Case (cpu)'s settings: those its baseline was measured with, unless told otherwise. */
+const cpuOptions = () => ({
+  rows: num('BENCH_CPU_ROWS', 200_000),
+  seconds: 5,
+  rounds: num('BENCH_CPU_ROUNDS', 4),
+  connections: 8,
+  log,
+});
+
 async function main(): Promise<void> {
+  if (env.BENCH_CASES === 'cpu') {
+    // Case (cpu) alone: it needs none of the run's servers.
+    const cpu = await cpuAgainstBaseline(cpuOptions());
+    for (const [id, most] of Object.entries(CPU_TARGETS)) {
+      const measured = cpu.ratios[id]?.sum;
+      log(
+        `Target ${id} CPU per request vs ${cpu.baseline.commit}: <= ${most}×, measured ${measured}× → ${measured !== undefined && measured <= most ? 'met' : 'NOT met'}`,
+      );
+    }
+    const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'cpu-latest.json');
+    await writeFile(
+      out,
+      JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...cpu }, null, 2) + '\n',
+    );
+    log(`\nWrote ${out}`);
+    return;
+  }
   if (env.BENCH_AGAINST) {
     const report = await compareBuilds({
       against: env.BENCH_AGAINST,
@@ -841,6 +870,19 @@ async function main(): Promise<void> {
       } else citus = ran;
     }
     const citusAt = (name: string) => citus?.figures.find((f) => f.case === name && f.connections === 16)?.ratio;
+    // Case (cpu): CPU per request against the committed baseline, on a Postgres of its own.
+    let cpu: CpuReport | undefined;
+    if (!only || only.has('cpu')) cpu = await cpuAgainstBaseline(cpuOptions());
+    const cpuTargets = Object.fromEntries(
+      Object.entries(CPU_TARGETS).map(([id, most]) => [
+        `${id}CpuPerRequestVsBaseline`,
+        target(
+          `<= ${most}× ${cpu?.baseline.commit ?? 'the baseline'}'s (Tally + Postgres)`,
+          cpu?.ratios[id]?.sum,
+          (v) => v <= most,
+        ),
+      ]),
+    );
 
     const targets: Record<string, { target: string; measured: number | null; met: boolean }> = {
       restReadVsFloorAt16: target('>= 0.85× floor', at('a')?.ratioToBaseline, (v) => v >= 0.85),
@@ -881,6 +923,8 @@ async function main(): Promise<void> {
       mcpThroughputManySessionsVs16: target(`>= 0.9 (${mcpSessions} sessions hold)`, mcpHold, (v) => v >= 0.9),
       citusReadVsPlainPostgresAt16: target('>= 0.5× plain PostgreSQL 15', citusAt('k read'), (v) => v >= 0.5),
       citusInsertVsPlainPostgresAt16: target('>= 0.5× plain PostgreSQL 15', citusAt('k insert'), (v) => v >= 0.5),
+      ...cpuTargets,
+      cpuCommitsPerListRead: target('1', cpu?.measured.list?.commits, (v) => v <= 1.05),
     };
 
     log('');
@@ -941,6 +985,7 @@ async function main(): Promise<void> {
       transactionsPerRead: { tally: txPerRead, baseline: baselineTx },
       memory: { tally: tallyMemory, baseline: baselineMemory, postgraphile: postgraphileMemory },
       citus: citus ?? null,
+      cpu: cpu ?? null,
       targets,
       totalSeconds: Math.round((Date.now() - started) / 1000),
     };
