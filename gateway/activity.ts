@@ -39,14 +39,24 @@ async function keepWithinBudget(db: Pool, budget: number): Promise<void> {
   }
 }
 
-/** Runs `work` now and every `ms` until the returned function is called (the timer keeps no process alive). */
-function every(ms: number, work: () => Promise<void>, what: string): () => void {
+/**
+ * Runs `work` now and every `ms` until the returned function is called (the timer keeps no
+ * process alive). A tick that comes while the last run is still at work is skipped: a sweep of
+ * many workspaces that takes longer than its interval would otherwise start again on top of
+ * itself, each run holding a connection of the pool.
+ */
+export function every(ms: number, work: () => Promise<void>, what: string): () => void {
+  let running = false;
   const run = async (): Promise<void> => {
+    if (running) return;
+    running = true;
     try {
       await work();
     } catch (err) {
       // The next run tries again; a failed sweep loses nothing.
       log.warn({ err: String(err) }, `${what} failed`);
+    } finally {
+      running = false;
     }
   };
   void run();
