@@ -234,9 +234,11 @@ describe('/api/v1 wrapper routes', () => {
       ]);
       expect(funds.body[0]).toEqual({ id: 'clothing', name: 'Clothing', for_expenses: true, for_funds: true });
       expect((await api().get('/categories')).body).toHaveLength(21);
-      const bad = await api().get('/categories?domain=cars');
-      expect(bad.status).toBe(400);
-      expect(bad.body.message).toBe('domain must be one of: expenses, funds');
+      // Names every object has (constructor, toString, __proto__) are no choice either.
+      for (const domain of ['cars', 'constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+        const bad = await api().get(`/categories?domain=${domain}`);
+        expect([domain, bad.status, bad.body.message]).toEqual([domain, 400, 'domain must be one of: expenses, funds']);
+      }
       const methods = await api().get('/payment_methods');
       expect(methods.body.map((m: { id: string }) => m.id)).toEqual([
         'bank-transfer',

@@ -353,7 +353,8 @@ function lookupRoute({ path, query: fixed, choice }: LookupList): Route<RouteHan
     const query = new URLSearchParams(fixed);
     const chosen = choice && queryOf(c.x.req).get(choice.param);
     if (choice && chosen !== null && chosen !== undefined) {
-      const flag = choice.flags[chosen];
+      // Own keys only: 'constructor' or 'toString' is a member of every object, not a choice.
+      const flag = Object.hasOwn(choice.flags, chosen) ? choice.flags[chosen] : undefined;
       if (!flag) throw catalogue.notOneOf(choice.param, Object.keys(choice.flags));
       query.set(flag, 'is.true');
     }
