@@ -139,3 +139,40 @@ test('a tenant table granted before its policy is refused everywhere until the p
   ]);
   expect(first(await s.db.admin`SELECT count(*)::int AS n FROM public.receipts WHERE note = 'planted'`).n).toBe(0);
 });
+
+test("a function that returns a tenant table's rows as a superuser owner (SECURITY DEFINER) is refused until it runs as its caller", async () => {
+  // Row-level security does not hold the owner a SECURITY DEFINER function runs as when that
+  // owner is a superuser or BYPASSRLS: it returned every workspace's rows to A, as a view owned
+  // so does (the test database's owner is a superuser).
+  await s.db.admin.begin(async (tx) => {
+    await tx`CREATE FUNCTION public.every_expense() RETURNS SETOF public.personal_transactions
+               LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp
+               AS 'SELECT * FROM public.personal_transactions'`;
+    await tx`GRANT EXECUTE ON FUNCTION public.every_expense() TO api_read`;
+    await tx`CREATE FUNCTION public.definer_marker() RETURNS int LANGUAGE sql STABLE AS 'SELECT 2'`;
+    await tx`GRANT EXECUTE ON FUNCTION public.definer_marker() TO api_read`;
+  });
+  await waitFor(
+    async () => (await rest('get', '/rest/v1/rpc/definer_marker')).status === 200,
+    'the reload that sees the function',
+  );
+  const refused = await rest('get', '/rest/v1/rpc/every_expense?select=workspace_id');
+  expect([refused.status, refused.body.code, refused.body.details]).toEqual([
+    403,
+    'TLY005',
+    expect.stringMatching(
+      /^public\.every_expense returns the tenant rows of public\.personal_transactions as its owner, whom row-level security does not hold/,
+    ),
+  ]);
+  const openapi = await rest('get', '/rest/v1/').set('accept', 'application/vnd.oai.openapi+json');
+  expect(JSON.stringify(openapi.body)).not.toContain('every_expense');
+
+  await s.db.admin`ALTER FUNCTION public.every_expense() SECURITY INVOKER`;
+  await waitFor(
+    async () => (await rest('get', '/rest/v1/rpc/every_expense?select=workspace_id')).status === 200,
+    'the reload that sees it run as its caller',
+  );
+  const served = await rest('get', '/rest/v1/rpc/every_expense?select=workspace_id');
+  expect(served.body.length).toBeGreaterThan(0);
+  expect(new Set(served.body.map((r: { workspace_id: string }) => r.workspace_id))).toEqual(new Set([s.a.id]));
+});

@@ -48,6 +48,35 @@ function tableReason(t: TenantRelationRow, column: string): string | undefined {
   return undefined;
 }
 
+/** Whether a relation holds tenants' rows: a tenant table, or a view that reads one (through views of views). */
+export function holdsTenantRows(tenants: TenantRelationRow[], views: ViewReadsRow[]): (oid: number) => boolean {
+  const tenantOids = new Set(tenants.map((t) => t.oid));
+  const viewByOid = new Map(views.map((v) => [v.oid, v]));
+  const reads = (oid: number, seen: Set<number>): boolean => {
+    if (tenantOids.has(oid)) return true;
+    const v = viewByOid.get(oid);
+    if (!v || seen.has(oid)) return false;
+    seen.add(oid);
+    return v.reads.some((r) => reads(r, seen));
+  };
+  return (oid) => reads(oid, new Set());
+}
+
+/**
+ * The reason a function is not isolated, or undefined: one that runs as its owner (SECURITY
+ * DEFINER), an owner row-level security does not hold (a superuser or BYPASSRLS), and returns a
+ * relation's tenant rows reads every tenant's, as such a view does.
+ */
+export function routineReason(
+  routine: { schema: string; name: string; bypass: boolean },
+  returned: { schema: string; name: string } | undefined,
+  tenantish: boolean,
+): string | undefined {
+  if (!routine.bypass || !tenantish) return undefined;
+  const rows = returned ? `the tenant rows of ${qualified(returned)}` : 'tenant rows';
+  return `${qualified(routine)} returns ${rows} as its owner, whom row-level security does not hold (a SECURITY DEFINER function of a superuser or BYPASSRLS role): make it SECURITY INVOKER, or owned by a role without BYPASSRLS`;
+}
+
 /**
  * Each relation of `candidates` that is not isolated, by oid, with the reason. `tenants` and
  * `views` cover every user schema (a view may read a table of a schema that is not exposed).
@@ -61,14 +90,7 @@ export function unisolatedRelations(
   const tenantByOid = new Map(tenants.map((t) => [t.oid, t]));
   const viewByOid = new Map(views.map((v) => [v.oid, v]));
   const memo = new Map<number, string | undefined>();
-  // Whether a relation holds tenants' rows: a tenant table, or a view that reads one.
-  const tenantish = (oid: number, seen: Set<number>): boolean => {
-    if (tenantByOid.has(oid)) return true;
-    const v = viewByOid.get(oid);
-    if (!v || seen.has(oid)) return false;
-    seen.add(oid);
-    return v.reads.some((r) => tenantish(r, seen));
-  };
+  const tenantish = holdsTenantRows(tenants, views);
   const reasonOf = (oid: number, seen: Set<number>): string | undefined => {
     if (memo.has(oid)) return memo.get(oid);
     const t = tenantByOid.get(oid);
@@ -81,7 +103,7 @@ export function unisolatedRelations(
         const inner = reasonOf(read, seen);
         const name = qualified(tenantByOid.get(read) ?? viewByOid.get(read) ?? { schema: '?', name: String(read) });
         if (inner) reason = `${qualified(v)} reads ${name}: ${inner}`;
-        else if (v.bypass && tenantish(read, new Set()))
+        else if (v.bypass && tenantish(read))
           reason = `${qualified(v)} reads the tenant rows of ${name} as its owner, whom row-level security does not hold (a superuser or BYPASSRLS role; a materialized view is read as no one): make it security_invoker, or owned by a role without BYPASSRLS`;
         if (reason) break;
       }

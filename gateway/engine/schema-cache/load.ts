@@ -15,7 +15,14 @@ import {
   type Withheld,
 } from './types.js';
 import { viewColumnOrigins } from './view-origins.js';
-import { unisolatedRelations, withheldByName, type TenantRelationRow, type ViewReadsRow } from './isolation.js';
+import {
+  holdsTenantRows,
+  routineReason,
+  unisolatedRelations,
+  withheldByName,
+  type TenantRelationRow,
+  type ViewReadsRow,
+} from './isolation.js';
 
 interface RelationRow {
   oid: number;
@@ -103,6 +110,8 @@ interface RoutineRow {
   base_type: string;
   is_array: boolean;
   description: string | null;
+  /** It runs as an owner that row-level security does not hold (SECURITY DEFINER of a superuser or BYPASSRLS role). */
+  bypass: boolean;
 }
 interface RoutineArgRow {
   oid: number;
@@ -227,9 +236,11 @@ const QUERIES: {
              t.oid = 'pg_catalog.void'::regtype AS ret_void,
              t.oid = 'pg_catalog.record'::regtype AS ret_record, t.typtype = 'p' AS ret_pseudo,
              ${TYPE_SQL} AS type_sql, ${BASE_TYPE} AS base_type, (t.typcategory = 'A' AND t.typelem <> 0) AS is_array,
-             pg_catalog.obj_description(p.oid, 'pg_proc') AS description
+             pg_catalog.obj_description(p.oid, 'pg_proc') AS description,
+             p.prosecdef AND (o.rolsuper OR o.rolbypassrls) AS bypass
         FROM pg_catalog.pg_proc p
         JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+        JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
         JOIN pg_catalog.pg_type t ON t.oid = p.prorettype ${TYPE_JOINS}
        WHERE pn.nspname = ANY(${p.schemas}) AND p.prokind = 'f'
        ORDER BY p.oid`,
@@ -382,7 +393,7 @@ function withhold(
   relations: Map<string, Relation>,
   tenantColumn: string | undefined,
 ): Unisolated {
-  if (!tenantColumn) return { oids: new Map(), byName: new Map() };
+  if (!tenantColumn) return { oids: new Map(), byName: new Map(), tenantish: () => false };
   const granted = new Set(rows.relations.filter((r) => r.granted).map((r) => r.oid));
   const candidates = [...byOid.values()].filter((r) => r.kind !== 'composite' && (r.hidden || granted.has(r.oid)));
   const oids = unisolatedRelations(candidates, rows.tenantRelations, rows.viewReads, tenantColumn);
@@ -392,13 +403,15 @@ function withhold(
     byOid.delete(oid);
     if (!rel.hidden) relations.delete(relationKey(rel.schema, rel.name));
   }
-  return { oids, byName };
+  return { oids, byName, tenantish: holdsTenantRows(rows.tenantRelations, rows.viewReads) };
 }
 
 /** What withhold() left out: by oid, and by schema.name (where functions are added). */
 interface Unisolated {
   oids: Map<number, Withheld>;
   byName: Map<string, Withheld>;
+  /** Whether a relation holds tenants' rows (a function returning them as a bypassing owner is withheld). */
+  tenantish: (oid: number) => boolean;
 }
 
 /**
@@ -797,13 +810,14 @@ function routinesOf(
   }
   const out = new Map<string, Routine[]>();
   for (const r of rows) {
-    // A function returning rows of a relation that is not isolated is withheld with it.
+    // A function returning rows of a relation that is not isolated is withheld with it, and one
+    // that returns a tenant relation's rows as an owner row-level security does not hold.
     const of = unisolated.oids.get(r.ret_relid);
-    if (of) {
-      unisolated.byName.set(relationKey(r.schema, r.name), {
-        kind: 'function',
-        reason: `${r.schema}.${r.name} returns its rows: ${of.reason}`,
-      });
+    const reason = of
+      ? `${r.schema}.${r.name} returns its rows: ${of.reason}`
+      : routineReason(r, byOid.get(r.ret_relid), unisolated.tenantish(r.ret_relid));
+    if (reason) {
+      unisolated.byName.set(relationKey(r.schema, r.name), { kind: 'function', reason });
       continue;
     }
     const routine = routineOf(r, args.get(r.oid) ?? [], byOid);
