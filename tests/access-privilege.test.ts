@@ -221,6 +221,7 @@ describe('least privilege', () => {
             ...undo,
             'check_category_domain',
             // A write counts what it adds to its workspace's log and keys, against their budgets.
+            'add_usage',
             'count_activity',
             'count_keys',
             'current_workspace_currency',

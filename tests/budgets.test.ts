@@ -62,11 +62,11 @@ async function usage(ws: string) {
   const [row] = await db.admin<
     { counted: string; logged: string; keys: string; stored: string; pruned: string | null }[]
   >`
-    SELECT coalesce((SELECT activity_bytes FROM tally.workspace_usage WHERE workspace_id = ${ws}), 0)::text AS counted,
+    SELECT coalesce((SELECT sum(activity_bytes) FROM tally.workspace_usage WHERE workspace_id = ${ws}), 0)::text AS counted,
            (SELECT coalesce(sum(bytes), 0) FROM public.activity WHERE workspace_id = ${ws})::text AS logged,
-           coalesce((SELECT key_bytes FROM tally.workspace_usage WHERE workspace_id = ${ws}), 0)::text AS keys,
+           coalesce((SELECT sum(key_bytes) FROM tally.workspace_usage WHERE workspace_id = ${ws}), 0)::text AS keys,
            (SELECT coalesce(sum(bytes), 0) FROM tally.idempotency_keys WHERE workspace_id = ${ws})::text AS stored,
-           (SELECT activity_pruned_until::text FROM tally.workspace_usage WHERE workspace_id = ${ws}) AS pruned`;
+           (SELECT activity_pruned_until::text FROM tally.workspace_usage WHERE workspace_id = ${ws} AND slot = 0) AS pruned`;
   return {
     counted: Number(row!.counted),
     logged: Number(row!.logged),
@@ -308,5 +308,35 @@ describe("a workspace's idempotency keys within their budget", () => {
     const u = await usage(k.id);
     expect(u.keys).toBe(u.stored);
     expect(await keyRows('fill-3')).toBe(1);
+  });
+});
+
+describe("a workspace's counts", () => {
+  it("never make one write of a workspace wait for another's commit", async () => {
+    // A write counts its bytes at its end and commits right after. With one row of counts per
+    // workspace, each write held that row until its commit, and the next write of the
+    // workspace waited: its writes went one commit at a time. Here a transaction holds every
+    // slot the workspace has (as writes in flight, or the budget's sweep, do) while B writes.
+    const b = (await db.admin<{ id: string }[]>`SELECT id FROM public.workspaces WHERE name = 'Budget B'`)[0]!.id;
+    expect((await rest('post', 'personal_transactions', jwtB).send(expenses(1, 'First of B')[0]!)).status).toBe(201);
+    const before = await usage(b);
+    const holder = await db.admin.reserve();
+    try {
+      await holder`BEGIN`;
+      const held = await holder`SELECT slot FROM tally.workspace_usage WHERE workspace_id = ${b} FOR UPDATE`;
+      expect(held.length).toBeGreaterThan(0);
+      const write = await rest('post', 'personal_transactions', jwtB).send(expenses(1, 'While held')[0]!);
+      expect(write.status).toBe(201);
+      await holder`COMMIT`;
+    } finally {
+      holder.release();
+    }
+    // Counted in a slot of its own: the count grew by what the log took (the fixture's own rows,
+    // made in SQL, were never counted).
+    const after = await usage(b);
+    expect(after.counted - before.counted).toBe(after.logged - before.logged);
+    expect(after.logged).toBeGreaterThan(before.logged);
+    const slots = await db.admin`SELECT slot FROM tally.workspace_usage WHERE workspace_id = ${b}`;
+    expect(slots.length).toBeGreaterThan(1);
   });
 });

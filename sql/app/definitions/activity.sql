@@ -259,6 +259,37 @@ $$;
 REVOKE EXECUTE ON FUNCTION tally.refuse(text, integer, text, text, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tally.refuse(text, integer, text, text, text, jsonb) TO api_write;
 
+-- Adds `activity` and `keys` bytes to the counts of workspace `ws` (tally.workspace_usage), in
+-- the caller's transaction, and answers the workspace's totals with them. A workspace's count is
+-- spread over slots: a write takes the first slot no open transaction holds, or a new one when
+-- every slot is held, so that the writes of one workspace never wait for each other's commits
+-- (one row per workspace, held from a write's count to its commit, put them in a line). A
+-- workspace has as many slots as it ever had writes counting at once, which its share of the
+-- pool bounds. The totals are the slots as committed, with this write's own.
+CREATE OR REPLACE FUNCTION tally.add_usage(ws uuid, activity bigint, keys bigint,
+                                           OUT activity_total bigint, OUT key_total bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  free integer;
+BEGIN
+  SELECT u.slot INTO free FROM tally.workspace_usage u WHERE u.workspace_id = ws
+   ORDER BY u.slot LIMIT 1 FOR UPDATE SKIP LOCKED;
+  IF free IS NULL THEN
+    SELECT coalesce(max(u.slot) + 1, 0) INTO free FROM tally.workspace_usage u WHERE u.workspace_id = ws;
+  END IF;
+  INSERT INTO tally.workspace_usage AS u (workspace_id, slot, activity_bytes, key_bytes)
+  VALUES (ws, free, activity, keys)
+  ON CONFLICT (workspace_id, slot) DO UPDATE
+    SET activity_bytes = u.activity_bytes + excluded.activity_bytes, key_bytes = u.key_bytes + excluded.key_bytes;
+  SELECT sum(u.activity_bytes), sum(u.key_bytes) INTO activity_total, key_total
+    FROM tally.workspace_usage u WHERE u.workspace_id = ws;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION tally.add_usage(uuid, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION tally.add_usage(uuid, bigint, bigint) TO api_write;
+
 -- Counts `taken` bytes of entries of `request` against the activity log's budget of workspace
 -- `ws` (the claim `activity_budget` the server sets; none: counted, never refused). The log holds
 -- at most its budget: a request that would take it past is refused, nothing of it written, with
@@ -278,9 +309,7 @@ DECLARE
   frees timestamptz;
   retry bigint := 60;
 BEGIN
-  INSERT INTO tally.workspace_usage AS u (workspace_id, activity_bytes) VALUES (ws, taken)
-  ON CONFLICT (workspace_id) DO UPDATE SET activity_bytes = u.activity_bytes + excluded.activity_bytes
-  RETURNING u.activity_bytes INTO total;
+  SELECT c.activity_total INTO total FROM tally.add_usage(ws, taken, 0) c;
   IF budget IS NULL OR (total <= cap AND taken <= budget / 4) THEN
     RETURN;
   END IF;
@@ -364,7 +393,8 @@ BEGIN
       freed := freed + size;
       gone := gone + 1;
     END LOOP;
-    UPDATE tally.workspace_usage u SET activity_bytes = greatest(u.activity_bytes - freed, 0) WHERE u.workspace_id = ws;
+    -- From the workspace's first slot: its sum is what counts.
+    UPDATE tally.workspace_usage u SET activity_bytes = u.activity_bytes - freed WHERE u.workspace_id = ws AND u.slot = 0;
   END LOOP;
   RETURN gone;
 END
@@ -381,7 +411,8 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  RETURN QUERY SELECT u.workspace_id FROM tally.workspace_usage u WHERE u.activity_bytes > budget / 2;
+  RETURN QUERY SELECT u.workspace_id FROM tally.workspace_usage u
+                GROUP BY u.workspace_id HAVING sum(u.activity_bytes) > budget / 2;
 END
 $$;
 REVOKE EXECUTE ON FUNCTION tally.activity_over_budget(bigint) FROM PUBLIC;
@@ -391,10 +422,11 @@ GRANT EXECUTE ON FUNCTION tally.activity_over_budget(bigint) TO authenticator;
 -- changes, whole requests at a time (a fund's delete with the transactions it took), back to
 -- half, which leaves room for the next writes. A change of the last 24 hours is never pruned,
 -- so an undo a write offered works for at least a day; the workspace's row notes the newest
--- change pruned, which an undo of an older one names. The workspace's row is locked first and
--- its count made anew from the log (the changes SQL in the database made are counted then too):
--- a request that counts its own changes meanwhile waits, and is added after. Answers how many
--- changes went.
+-- change pruned, which an undo of an older one names. The workspace's slots are locked first
+-- and its count made anew from the log (the changes SQL in the database made are counted then
+-- too), into its first slot. A request that counts its changes meanwhile does so in a slot of
+-- its own, which is left as it is: if it committed before the log was added up, its changes
+-- count twice until the next sweep, never less than they take. Answers how many changes went.
 CREATE OR REPLACE FUNCTION tally.prune_activity_budget(ws uuid, budget bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -409,8 +441,9 @@ DECLARE
   freed bigint := 0;
   newest timestamptz;
   gone bigint := 0;
+  locked integer[];
 BEGIN
-  PERFORM 1 FROM tally.workspace_usage u WHERE u.workspace_id = ws FOR UPDATE;
+  locked := ARRAY(SELECT u.slot FROM tally.workspace_usage u WHERE u.workspace_id = ws ORDER BY u.slot FOR UPDATE);
   SELECT coalesce(sum(a.bytes), 0) INTO total FROM public.activity a WHERE a.workspace_id = ws;
   IF total > budget / 2 THEN
     -- The oldest changes, up to the one that frees enough (all of those older than a day if none does).
@@ -433,8 +466,9 @@ BEGIN
     END LOOP;
   END IF;
   UPDATE tally.workspace_usage u
-     SET activity_bytes = total - freed, activity_pruned_until = greatest(u.activity_pruned_until, newest)
-   WHERE u.workspace_id = ws;
+     SET activity_bytes = CASE WHEN u.slot = 0 THEN total - freed ELSE 0 END,
+         activity_pruned_until = CASE WHEN u.slot = 0 THEN greatest(u.activity_pruned_until, newest) END
+   WHERE u.workspace_id = ws AND u.slot = ANY (locked);
   RETURN gone;
 END
 $$;

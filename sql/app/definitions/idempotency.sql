@@ -107,9 +107,7 @@ DECLARE
   live bigint;
   frees timestamptz;
 BEGIN
-  INSERT INTO tally.workspace_usage AS u (workspace_id, key_bytes) VALUES (ws, added)
-  ON CONFLICT (workspace_id) DO UPDATE SET key_bytes = u.key_bytes + excluded.key_bytes
-  RETURNING u.key_bytes INTO total;
+  SELECT c.key_total INTO total FROM tally.add_usage(ws, 0, added) c;
   IF budget IS NULL OR total <= budget OR added <= 0 THEN
     RETURN;
   END IF;
@@ -160,7 +158,8 @@ BEGIN
       freed := freed + size;
       gone := gone + 1;
     END LOOP;
-    UPDATE tally.workspace_usage u SET key_bytes = greatest(u.key_bytes - freed, 0) WHERE u.workspace_id = ws;
+    -- From the workspace's first slot: its sum is what counts.
+    UPDATE tally.workspace_usage u SET key_bytes = u.key_bytes - freed WHERE u.workspace_id = ws AND u.slot = 0;
   END LOOP;
   RETURN gone;
 END

@@ -339,7 +339,7 @@ BEGIN
     SELECT w INTO missing FROM unnest(wanted) w WHERE NOT w = ANY (targets) LIMIT 1;
     IF missing IS NOT NULL THEN
       -- Where the log starts, when its budget pruned it (the retention's days are the server's).
-      SELECT u.activity_pruned_until INTO pruned FROM tally.workspace_usage u WHERE u.workspace_id = ws;
+      SELECT u.activity_pruned_until INTO pruned FROM tally.workspace_usage u WHERE u.workspace_id = ws AND u.slot = 0;
       IF pruned IS NOT NULL THEN
         RAISE SQLSTATE 'PT404' USING MESSAGE = format('No change %s in this workspace''s activity', missing),
           DETAIL = format('The log keeps the changes after %s: older ones were pruned to keep it within its budget', pruned),
