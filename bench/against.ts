@@ -329,6 +329,16 @@ export async function compareBuilds(o: AgainstOptions): Promise<AgainstReport> {
   return compared;
 }
 
+/** BENCH_CPU_PROF=1: each build's server runs with --cpu-prof, its profile written when it stops. */
+const profileFlags = (index: number): string[] =>
+  process.env.BENCH_CPU_PROF === '1'
+    ? [
+        '--cpu-prof',
+        `--cpu-prof-dir=${join(packageRoot, 'bench', 'results', 'profiles')}`,
+        `--cpu-prof-name=build-${index}-${Date.now()}.cpuprofile`,
+      ]
+    : [];
+
 /** What each case costs each build (a checkout with `dist/` built; the first is usually this one). */
 export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<CostReport> {
   const home = await mkdtemp(join(tmpdir(), 'tally-bench-against-'));
@@ -357,7 +367,7 @@ export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<
     for (const [i, dir] of dirs.entries()) {
       const prepared = await prepareBuild(dir, i, { ownerUrl: pg.url, loginPassword, jwtSecret, rows: o.rows }, o.log);
       const tallyPort = await freePort();
-      const serve = startProcess([join(dir, 'dist/gateway/cli/main.js'), 'serve'], {
+      const serve = startProcess([...profileFlags(i), join(dir, 'dist/gateway/cli/main.js'), 'serve'], {
         DATABASE_URL: prepared.ownerUrl,
         TALLY_DB_URI: prepared.proxy.url,
         TALLY_JWT_SECRET: jwtSecret,
