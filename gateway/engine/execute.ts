@@ -223,14 +223,13 @@ export async function runTransaction<T = never>(
   decide?: Decide,
   guard?: Guard<T>,
 ): Promise<TransactionResult<T>> {
-  const errorContext = errorContextOf(opts);
   for (let attempt = 1; ; attempt++) {
     const asked = performance.now();
     let lease: Lease;
     try {
       lease = await db.reserve(shareKey(opts.auth, opts.tenantClaim));
     } catch (err) {
-      throw databaseError(err, errorContext); // the database is away: a 503 (errors/translate.ts)
+      throw databaseError(err, errorContextOf(opts)); // the database is away: a 503 (errors/translate.ts)
     }
     const reserved = performance.now();
     const timing = (): GatewayTiming => ({ poolMs: reserved - asked, dbMs: performance.now() - reserved });
@@ -238,14 +237,14 @@ export async function runTransaction<T = never>(
     try {
       const answered = await tx.run(statements, decide, guard);
       lease.release();
-      return { ...answered, timing: timing() };
+      return { rows: answered.rows, verified: answered.verified, stopped: answered.stopped, timing: timing() };
     } catch (err) {
       await tx.leave(err);
       if (attempt < ATTEMPTS && isTransientConflict(err)) {
         log.warn({ code: err.code, attempt }, 'transaction rolled back by a transient conflict; running it again');
         continue;
       }
-      throw databaseError(err, errorContext).withTiming(timing());
+      throw databaseError(err, errorContextOf(opts)).withTiming(timing());
     }
   }
 }

@@ -10,13 +10,7 @@ import type { EngineContext, IdempotencyStore } from './config.js';
 import { ApiError, catalogue, whileReloading } from './errors/catalogue.js';
 import type { ErrorWording } from './errors/translate.js';
 import type { Row } from 'postgres';
-import {
-  runTransaction,
-  transactionSettings,
-  type Decide,
-  type TransactionResult,
-  type TransactionSettings,
-} from './execute.js';
+import { runTransaction, transactionSettings, type Decide, type TransactionSettings } from './execute.js';
 import { defined } from './invariant.js';
 import {
   actionPlan,
@@ -106,7 +100,7 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
   const limits = { maxResponseBytes: ctx.config.maxResponseBytes, describe };
   return async (req: GatewayRequest, auth: AuthContext): Promise<GatewayResponse> => {
     refuseDeepJson(req.body);
-    const cache: SchemaCache = { ...(await holder.get()), viewer: auth.role };
+    const cache = viewOf(await holder.get(), auth.role);
     // The same read again (a client polling its list): parse, plan and SQL are done already.
     const key = readKey(ctx, req, auth);
     const cached = key === undefined ? undefined : compiledReadsOf(cache).get(key);
@@ -114,16 +108,44 @@ export function createGateway(ctx: EngineContext, options: GatewayOptions = {}):
     if (plan.kind === 'inspect' && !describe) throw catalogue.invalidPath();
     if (key !== undefined && plan.kind === 'read' && !cached) compiledReadsOf(cache).set(key, plan);
     // Outside the plan: a cached read's plan serves requests with other headers.
-    const tx = { ...settings, request: httpContext(req), setLocalClaims: cache.propagatesSetLocal === true };
+    const request = httpContext(req);
+    const setLocalClaims = cache.propagatesSetLocal === true;
     const caller = writingCaller(ctx.config, auth, changeLogOf(plan, auth, ctx.config));
-    if (plan.idempotency) return idempotentWrite(ctx, tx, caller, plan, plan.idempotency, limits);
-    const { rows, timing, verified } = await execute(ctx, tx, caller, plan);
+    if (plan.idempotency)
+      return idempotentWrite(ctx, { ...settings, request, setLocalClaims }, caller, plan, plan.idempotency, limits);
+    // The transaction's options in one object: every request makes it, and each copy of the
+    // settings on the way was an object more of the same members.
+    const { rows, timing, verified } = await runTransaction(
+      ctx.db,
+      { ...settings, ...plan.tx, request, setLocalClaims, auth: caller },
+      plan.statements,
+      decision(plan),
+    );
     try {
       return { ...respond(plan, rows, limits), timing, verified };
     } catch (err) {
       throw err instanceof ApiError ? err.withTiming(timing) : err; // 416, a body too large: after the database
     }
   };
+}
+
+/**
+ * The schema cache as a role sees it (SchemaCache.viewer: its errors name only what the role may
+ * read), one per role and cache: a request asked for a copy of the whole cache each time. Only
+ * the schema and the role's name are in it, nothing of a request or a workspace; a cache holds
+ * at most VIEWS of them (roles are a deployment's few), any other role gets a copy of its own.
+ */
+const views = new WeakMap<SchemaCache, Map<string, SchemaCache>>();
+const VIEWS = 64;
+function viewOf(cache: SchemaCache, role: string): SchemaCache {
+  let byRole = views.get(cache);
+  if (!byRole) views.set(cache, (byRole = new Map()));
+  let view = byRole.get(role);
+  if (!view) {
+    view = { ...cache, viewer: role };
+    if (byRole.size < VIEWS) byRole.set(role, view);
+  }
+  return view;
 }
 
 /**
@@ -158,16 +180,6 @@ function planned(
 
 /** A gateway's transaction settings with the request's own. */
 type RequestTransaction = TransactionSettings & { request: HttpContext; setLocalClaims: boolean };
-
-/** Runs a plan's statements in one transaction, ended as the plan says (see execute.ts). */
-function execute(
-  ctx: EngineContext,
-  settings: RequestTransaction,
-  auth: AuthContext,
-  plan: ActionPlan,
-): Promise<TransactionResult> {
-  return runTransaction(ctx.db, { ...settings, ...plan.tx, auth }, plan.statements, decision(plan));
-}
 
 /**
  * How the transaction ends: as the plan says, in the same round trip as its statements, unless
