@@ -24,5 +24,21 @@ export function clientAddress(req: IncomingMessage, trustProxy: boolean): string
  * given a /56 or a /64 and may send from any address in it, so a limit per address would be a
  * limit per guess.
  */
-export const addressKey = (address: string | undefined): string =>
-  address === undefined ? 'unknown' : ipKeyGenerator(address);
+export function addressKey(address: string | undefined): string {
+  if (address === undefined) return 'unknown';
+  let key = keys.get(address);
+  if (key === undefined) {
+    if (keys.size >= KNOWN_ADDRESSES) keys.clear();
+    keys.set(address, (key = ipKeyGenerator(address)));
+  }
+  return key;
+}
+
+/**
+ * The keys of the addresses seen last: every request asks for its address's key two or three
+ * times (its pool share, its request limit, its answer's bytes), and ipKeyGenerator tests the
+ * address against an IPv6 pattern of some 1,300 characters each time. The key depends on the
+ * address alone; the map is emptied when it holds KNOWN_ADDRESSES.
+ */
+const keys = new Map<string, string>();
+const KNOWN_ADDRESSES = 10_000;

@@ -94,6 +94,27 @@ function proxyStatus(err: unknown): string {
  * `rpc/{function}` (one percent-decoded segment each, a trailing slash allowed), or undefined.
  */
 function routeOf(path: string): string | undefined {
+  let route = routes.get(path);
+  if (route === undefined) {
+    route = parseRoute(path); // throws for a malformed escape: never kept
+    if (path.length > ROUTE_LENGTH) return route;
+    if (routes.size >= ROUTES) routes.clear();
+    routes.set(path, route ?? NO_ROUTE);
+  }
+  return route === NO_ROUTE ? undefined : route;
+}
+
+/**
+ * The routes of the paths asked for last: the same few paths come again and again, and each was
+ * split and percent-decoded anew. A route depends on its path alone; the map is emptied when it
+ * holds ROUTES, and a path longer than ROUTE_LENGTH is not kept.
+ */
+const routes = new Map<string, string | typeof NO_ROUTE>();
+const NO_ROUTE = Symbol('no route');
+const ROUTES = 1_000;
+const ROUTE_LENGTH = 256;
+
+function parseRoute(path: string): string | undefined {
   const parts = path.split('/').slice(1);
   if (parts.length > 1 && parts[parts.length - 1] === '') parts.pop();
   if (parts.length === 0 || (parts.length === 1 && parts[0] === '')) return '';

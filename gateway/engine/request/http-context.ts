@@ -46,15 +46,18 @@ export function httpContext(req: GatewayRequest): HttpContext {
  * The headers as one JSON object, without the Cookie header (request.cookies) and the
  * credentials. Node has already lower-cased the names and made a header sent twice one value
  * (joined with ", ", or the first for a header that takes one value, such as Content-Type); an
- * array (Set-Cookie) is joined the same way. The object has no prototype, so a header named
- * `__proto__` is a key like any other.
+ * array (Set-Cookie) is joined the same way. A header named `__proto__` is a key like any other
+ * (defined, not assigned). The object is a plain one: JSON.stringify of an object without a
+ * prototype, which V8 keeps as a dictionary, cost twice as much, on every request.
  */
 function headersJson(headers: HttpHeaders): string {
-  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  const out: Record<string, string> = {};
   for (const name in headers) {
     const value = headers[name];
     if (name === 'cookie' || CREDENTIALS.has(name) || value === undefined) continue;
-    out[name] = textOf(typeof value === 'string' ? value : value.join(', '));
+    const text = textOf(typeof value === 'string' ? value : value.join(', '));
+    if (name === '__proto__') Object.defineProperty(out, name, { value: text, enumerable: true, writable: true });
+    else out[name] = text;
   }
   return JSON.stringify(out);
 }
