@@ -79,18 +79,19 @@ export function routineReason(
 
 /**
  * Each relation of `candidates` that is not isolated, by oid, with the reason. `tenants` and
- * `views` cover every user schema (a view may read a table of a schema that is not exposed).
+ * `views` cover every user schema (a view may read a table of a schema that is not exposed);
+ * `tenantish` is holdsTenantRows of them.
  */
 export function unisolatedRelations(
   candidates: Relation[],
   tenants: TenantRelationRow[],
   views: ViewReadsRow[],
   column: string,
+  tenantish: (oid: number) => boolean,
 ): Map<number, Withheld> {
   const tenantByOid = new Map(tenants.map((t) => [t.oid, t]));
   const viewByOid = new Map(views.map((v) => [v.oid, v]));
   const memo = new Map<number, string | undefined>();
-  const tenantish = holdsTenantRows(tenants, views);
   const reasonOf = (oid: number, seen: Set<number>): string | undefined => {
     if (memo.has(oid)) return memo.get(oid);
     const t = tenantByOid.get(oid);

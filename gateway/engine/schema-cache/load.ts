@@ -396,14 +396,15 @@ function withhold(
   if (!tenantColumn) return { oids: new Map(), byName: new Map(), tenantish: () => false };
   const granted = new Set(rows.relations.filter((r) => r.granted).map((r) => r.oid));
   const candidates = [...byOid.values()].filter((r) => r.kind !== 'composite' && (r.hidden || granted.has(r.oid)));
-  const oids = unisolatedRelations(candidates, rows.tenantRelations, rows.viewReads, tenantColumn);
+  const tenantish = holdsTenantRows(rows.tenantRelations, rows.viewReads);
+  const oids = unisolatedRelations(candidates, rows.tenantRelations, rows.viewReads, tenantColumn, tenantish);
   const byName = withheldByName(oids, byOid);
   for (const oid of oids.keys()) {
     const rel = byOid.get(oid)!;
     byOid.delete(oid);
     if (!rel.hidden) relations.delete(relationKey(rel.schema, rel.name));
   }
-  return { oids, byName, tenantish: holdsTenantRows(rows.tenantRelations, rows.viewReads) };
+  return { oids, byName, tenantish };
 }
 
 /** What withhold() left out: by oid, and by schema.name (where functions are added). */
