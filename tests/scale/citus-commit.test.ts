@@ -1,16 +1,13 @@
-import postgres, { type Notice, type Sql, type TransactionSql } from 'postgres';
+import postgres, { type Sql, type TransactionSql } from 'postgres';
 import request from 'supertest';
-import { jwtKeys } from '../../gateway/auth/jwt.js';
-import { loadConfig } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
 import { migrate } from '../../gateway/db/migrate.js';
-import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
-import { TEST_JWT_SECRET } from '../harness/app.js';
 import { sqlState } from '../harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
+import { coordinatorContext } from './harness/coordinator.js';
 
 // One workspace's write commits on its shard in one phase. Citus commits a transaction that
 // wrote through more than one connection, or through its coordinator's COPY of intermediate
@@ -67,39 +64,18 @@ beforeAll(async () => {
   await owner`SELECT pg_reload_conf()`;
   a = await workspaceWithData(owner, 'Commit A');
   writeA = await tokenFor(owner, a.id, 'write');
-  const config = loadConfig({
-    TALLY_JWT_SECRET: TEST_JWT_SECRET,
-    DATABASE_URL: ownerUrl,
-    TALLY_PUBLISHABLE_KEYS: TEST_API_KEY,
-    TALLY_RATE_LIMIT_PER_MINUTE: '100000',
-  });
-  const serverUrl = new URL(ownerUrl);
-  serverUrl.username = 'authenticator';
-  const db = createPool(serverUrl.toString(), {
-    size: 2,
+  ctx = coordinatorContext(ownerUrl, {
     acquireTimeoutMs: 10_000,
-    perKey: 2,
-    client: {
-      prepare: true,
-      connect_timeout: 10,
-      connection: {
-        application_name: 'tally',
-        'citus.log_remote_commands': 'on',
-        'citus.log_intermediate_results': 'on',
-        client_min_messages: 'debug1',
-      },
-      onnotice: (n: Notice) => {
-        const message = String(n.message);
-        if (message.startsWith('issuing ')) remote.push(message);
-        if (/^Subplan \S+ will be (written to local file|sent to)/.test(message)) subplans.push(message);
-        // Not a request's: the server's poll of the watched lookup lists (tally.change_version(),
-        // on a timer of its own) reads them with Citus's local execution too.
-        const poll = /^executing the command locally: SELECT md5\(COALESCE\(string_agg\(\(t\.\*\)::text/.test(message);
-        if (message.startsWith('executing the command locally: ') && !poll) local.push(message);
-      },
-    } as never,
+    connection: { 'citus.log_intermediate_results': 'on', client_min_messages: 'debug1' },
+    onNotice: (message) => {
+      if (message.startsWith('issuing ')) remote.push(message);
+      if (/^Subplan \S+ will be (written to local file|sent to)/.test(message)) subplans.push(message);
+      // Not a request's: the server's poll of the watched lookup lists (tally.change_version(),
+      // on a timer of its own) reads them with Citus's local execution too.
+      const poll = /^executing the command locally: SELECT md5\(COALESCE\(string_agg\(\(t\.\*\)::text/.test(message);
+      if (message.startsWith('executing the command locally: ') && !poll) local.push(message);
+    },
   });
-  ctx = { config, db, jwt: jwtKeys(TEST_JWT_SECRET) };
   app = createApp(ctx);
   const exchanged = await request(app).post('/api/v1/token').set('Authorization', `Bearer ${writeA.token}`).expect(200);
   jwtA = exchanged.body.access_token as string;

@@ -1,15 +1,13 @@
-import postgres, { type Notice, type Sql } from 'postgres';
+import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
-import { jwtKeys } from '../../gateway/auth/jwt.js';
-import { loadConfig } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
 import { migrate } from '../../gateway/db/migrate.js';
-import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
-import { accessToken, TEST_JWT_SECRET } from '../harness/app.js';
+import { accessToken } from '../harness/app.js';
 import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
+import { coordinatorContext } from './harness/coordinator.js';
 
 // On Citus, the figures of a workspace's funds cost the same commands to the workers whatever
 // the number of funds: rpc/fund_summaries is one statement on the workspace's shard (it was two
@@ -51,28 +49,12 @@ beforeAll(async () => {
       token: token.token,
     };
   }
-  const config = loadConfig({
-    TALLY_JWT_SECRET: TEST_JWT_SECRET,
-    DATABASE_URL: ownerUrl,
-    TALLY_PUBLISHABLE_KEYS: TEST_API_KEY,
-    TALLY_RATE_LIMIT_PER_MINUTE: '100000',
-  });
-  const serverUrl = new URL(ownerUrl);
-  serverUrl.username = 'authenticator';
-  const db = createPool(serverUrl.toString(), {
-    size: 2,
+  ctx = coordinatorContext(ownerUrl, {
     acquireTimeoutMs: 30_000,
-    perKey: 2,
-    client: {
-      prepare: true,
-      connect_timeout: 10,
-      connection: { application_name: 'tally', 'citus.log_remote_commands': 'on', client_min_messages: 'notice' },
-      onnotice: (n: Notice) => {
-        if (String(n.message).startsWith('issuing ')) remote.push(String(n.message));
-      },
-    } as never,
+    onNotice: (message) => {
+      if (message.startsWith('issuing ')) remote.push(message);
+    },
   });
-  ctx = { config, db, jwt: jwtKeys(TEST_JWT_SECRET) };
   app = createApp(ctx);
 }, 900_000);
 

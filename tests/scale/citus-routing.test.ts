@@ -1,17 +1,14 @@
-import postgres, { type Notice, type Sql } from 'postgres';
+import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
-import { jwtKeys } from '../../gateway/auth/jwt.js';
-import { loadConfig } from '../../gateway/config.js';
 import type { AppContext } from '../../gateway/context.js';
 import { migrate } from '../../gateway/db/migrate.js';
-import { createPool } from '../../gateway/engine/pool.js';
 import { createApp, type App } from '../../gateway/server.js';
-import { TEST_JWT_SECRET } from '../harness/app.js';
 import { TENANT_TABLES, tokenFor, workspaceWithData, type WorkspaceFixture } from '../harness/fixtures.js';
 import { callEveryTool } from '../harness/mcp-tools.js';
 import { tools } from '../../mcp/tools.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
+import { coordinatorContext } from './harness/coordinator.js';
 
 /** The tenant tables with the workspace policy; the activity log has policies of its own. */
 const WORKSPACE_POLICY = TENANT_TABLES.filter((t) => t !== 'activity');
@@ -85,29 +82,13 @@ beforeAll(async () => {
   // on the coordinator and the API roles' sessions on the workers (Citus copies role settings).
   for (const role of ['authenticator', 'anon', 'api_read', 'api_write'])
     await owner.unsafe(`ALTER ROLE ${role} SET citus.multi_task_query_log_level = 'error'`);
-  const config = loadConfig({
-    TALLY_JWT_SECRET: TEST_JWT_SECRET,
-    DATABASE_URL: ownerUrl,
-    TALLY_PUBLISHABLE_KEYS: TEST_API_KEY,
-    TALLY_RATE_LIMIT_PER_MINUTE: '100000',
-  });
-  const serverUrl = new URL(ownerUrl);
-  serverUrl.username = 'authenticator';
-  const db = createPool(serverUrl.toString(), {
-    size: 2,
+  ctx = coordinatorContext(ownerUrl, {
     acquireTimeoutMs: 10_000,
-    perKey: 2,
-    client: {
-      prepare: true,
-      connect_timeout: 10,
-      connection: { application_name: 'tally', 'citus.log_remote_commands': 'on', client_min_messages: 'notice' },
-      onnotice: (n: Notice) => {
-        if (String(n.message).startsWith('issuing ')) remote.push(String(n.message));
-      },
-      debug: (connection: unknown, text: string, params: unknown[]) => record(connection, text, params),
-    } as never,
+    onNotice: (message) => {
+      if (message.startsWith('issuing ')) remote.push(message);
+    },
+    debug: (connection, text, params) => record(connection, text, params),
   });
-  ctx = { config, db, jwt: jwtKeys(TEST_JWT_SECRET) };
   app = createApp(ctx);
   const exchanged = await request(app).post('/api/v1/token').set('Authorization', `Bearer ${writeA.token}`).expect(200);
   jwtA = exchanged.body.access_token as string;
