@@ -1,5 +1,3 @@
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { isJSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AppContext } from '../gateway/context.js';
 import { ApiError, catalogue } from '../gateway/errors.js';
@@ -11,6 +9,7 @@ import { header, queryOf, sendBody, sendJson as sendJsonAs, type Exchange, type 
 import type { LookupCache } from '../gateway/lookups.js';
 import { SharedServer, type RpcAnswer } from './requests.js';
 import { ErrorCode, paramsRefusal, toolErrorText, type McpContext } from './server.js';
+import { transported } from './streamable.js';
 import { selectedTools } from './tools.js';
 
 // The MCP URL is /mcp?token=<workspace token>, or Authorization: Bearer <workspace
@@ -18,15 +17,15 @@ import { selectedTools } from './tools.js';
 // is MCP's Streamable HTTP in its stateless JSON-response mode: one POST carries one JSON-RPC
 // message and gets its answer as JSON, so any number of Tally processes can serve one client.
 //
-// The messages are the SDK's to answer, as over stdio: its stateless transport
-// (WebStandardStreamableHTTPServerTransport, one per request as the SDK requires) checks Accept,
-// Content-Type, the message and the protocol version header, answers a notification 202, and
-// hands the request to the one Server of the process (requests.ts) with the caller's context.
-// The answer is written here only once the token is confirmed (serveWorkspaceRequest: a token
-// this process found valid in the last minute is checked in the transaction of each of the
-// tool's gateway calls, or looked up before the answer goes out), which the SDK's node
-// transport, writing to the response itself, could not wait for. What stays Tally's own, before
-// the SDK sees a request: the path; the Origin check
+// The messages are the SDK's to answer, as over stdio: the one Server of the process
+// (requests.ts) answers each request with the caller's context. Before it, the checks of the
+// SDK's stateless transport (streamable.ts: Accept, Content-Type, the message's shape and the
+// protocol version header, in its words; a notification answered 202), made here rather than by
+// a transport of the SDK's built for each request. The answer is written here only once the
+// token is confirmed (serveWorkspaceRequest: a token this process found valid in the last minute
+// is checked in the transaction of each of the tool's gateway calls, or looked up before the
+// answer goes out), which the SDK's node transport, writing to the response itself, could not
+// wait for. What stays Tally's own, before the transport's checks: the path; the Origin check
 // (Tally's own origins are those of the port the request came in on, which the SDK's fixed list
 // cannot say); POST only (the stateless transport would hold a GET open as an event stream); the
 // body, read within the body limit and parsed with numbers a double holds exactly (the SDK's
@@ -184,20 +183,11 @@ function toolCallId(body: unknown): string | number | undefined {
 const sendJson = (res: ServerResponse, status: number, body: unknown): void =>
   sendJsonAs(res, status, body, 'application/json');
 
-/** The request as the SDK's transport reads it: its URL and headers (the body is given parsed). */
-function webRequest(req: IncomingMessage): Request {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers))
-    if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
-  return new Request(`http://tally${req.url ?? MCP_PATH}`, { method: 'POST', headers });
-}
-
-/** Writes the answer to a request, or the SDK transport's own: its status, headers and body. */
-async function send(res: ServerResponse, answer: Response | RpcAnswer): Promise<void> {
-  if (!(answer instanceof Response)) return sendJson(res, 200, answer);
-  answer.headers.forEach((value, name) => res.setHeader(name, value));
-  res.statusCode = answer.status;
-  sendBody(res, answer.body ? await answer.text() : undefined);
+/** Writes the answer to a request, or 202 with no body for a message that has none. */
+function send(res: ServerResponse, answer: RpcAnswer | undefined): void {
+  if (answer !== undefined) return sendJson(res, 200, answer);
+  res.statusCode = 202;
+  sendBody(res, undefined);
 }
 
 /** Refuses what is not a JSON-RPC POST to /mcp from an allowed page, before its body is read. */
@@ -245,22 +235,16 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
   const server = new SharedServer();
 
   /**
-   * The answer to one authenticated POST whose body is `body`: the SDK transport's own (a refusal
-   * of its checks, 202 for a notification), or the Server's answer to the request it passed on.
+   * The answer to one authenticated POST whose body is `body`: the Server's answer to its request,
+   * or undefined for a notification or a response (202). The transport's checks (streamable.ts)
+   * refuse what the SDK's stateless transport refused, with its status and error.
    */
-  const serve = async (req: IncomingMessage, body: unknown, context: McpContext): Promise<Response | RpcAnswer> => {
+  const serve = async (req: IncomingMessage, body: unknown, context: McpContext): Promise<RpcAnswer | undefined> => {
     if (Array.isArray(body)) throw refuse(400, ErrorCode.InvalidRequest, BATCH_REFUSED);
-    // Stateless: no session id, a new transport per request (the SDK's rule). It hands on a
-    // request once its checks pass, to the one Server (requests.ts); notifications go nowhere.
-    // The answer is written as the transport would (JSON, application/json), not made into the
-    // bytes of a web Response and read back.
-    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
-    const answered = new Promise<RpcAnswer>((resolve) => {
-      transport.onmessage = (message) => {
-        if (isJSONRPCRequest(message)) resolve(paramsRefusal(message) ?? server.answer(message, context));
-      };
-    });
-    return Promise.race([transport.handleRequest(webRequest(req), { parsedBody: body }), answered]);
+    const message = transported(req, body);
+    if ('refused' in message) throw refuse(message.refused.status, message.refused.code, message.refused.message);
+    if ('accepted' in message) return undefined;
+    return paramsRefusal(message.request) ?? server.answer(message.request, context);
   };
 
   return async (x) => {
@@ -290,7 +274,7 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
             loaded,
           }),
       );
-      await send(res, reply);
+      send(res, reply);
     } catch (err) {
       answerFailure(res, err, body);
     }

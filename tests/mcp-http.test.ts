@@ -86,6 +86,43 @@ describe('what the transport refuses', () => {
     }).expect(200);
   });
 
+  it('the Content-Type is read as a media type: none, or application/json only in a parameter, is 415', async () => {
+    const none = await request(app.app)
+      .post(`/mcp?token=${token}`)
+      .set('Accept', BOTH)
+      .send(Buffer.from('{"jsonrpc":"2.0","id":1,"method":"ping"}'))
+      .expect(415);
+    expect(none.body).toEqual(transportError(-32000, 'Unsupported Media Type: Content-Type must be application/json'));
+    await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { 'Content-Type': 'text/plain; a=application/json' }).expect(
+      415,
+    );
+    await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', { 'Content-Type': 'Application/JSON' }).expect(200);
+  });
+
+  it('checks Accept, then Content-Type, then the message, then the protocol version header', async () => {
+    const all = { Accept: 'text/html', 'Content-Type': 'text/plain', 'mcp-protocol-version': '1999-01-01' };
+    expect((await post('{"hello":1}', all).expect(406)).body.error.code).toBe(-32000);
+    expect((await post('{"hello":1}', { ...all, Accept: BOTH }).expect(415)).body.error.code).toBe(-32000);
+    const bad = { ...all, Accept: BOTH, 'Content-Type': 'application/json' };
+    expect((await post('{"hello":1}', bad).expect(400)).body).toEqual(
+      transportError(-32700, 'Parse error: Invalid JSON-RPC message'),
+    );
+    const version = await post('{"jsonrpc":"2.0","id":1,"method":"ping"}', bad).expect(400);
+    expect(version.body).toEqual(transportError(-32000, /^Bad Request: Unsupported protocol version: 1999-01-01/));
+  });
+
+  it('the protocol version header is checked on notifications and on an initialize whose params are not one', async () => {
+    const headers = { 'mcp-protocol-version': '1999-01-01' };
+    for (const body of [
+      '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+      '{"jsonrpc":"2.0","id":5,"result":{}}',
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":5}}',
+    ]) {
+      const res = await post(body, headers).expect(400);
+      expect(res.body).toEqual(transportError(-32000, /^Bad Request: Unsupported protocol version: 1999-01-01/));
+    }
+  });
+
   it('a body that is not JSON, or not an object or array, is a JSON-RPC parse error, before the token is looked at', async () => {
     for (const [body, message] of [
       ['{nope', 'Parse error: Invalid JSON'],
