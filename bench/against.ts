@@ -8,8 +8,9 @@
 // spread. Beside the CPU: what Postgres ran per request, counted on the wire by a proxy in front
 // of each server's database connections (statements, parses, round trips, commits) and by
 // pg_stat_statements with track_planning (nested statements, planning and execution time).
-// With this build alone (measureBuilds), the same figures for bench/cpu.ts, which sets them
-// against the committed baseline.
+// The request kinds, and how their writes keep finding rows, are bench/kinds.ts's. With this
+// build alone (measureBuilds), the same figures for bench/cpu.ts, which sets them against the
+// committed baseline.
 
 import autocannon from 'autocannon';
 import { execFileSync, type ChildProcess } from 'node:child_process';
@@ -25,6 +26,7 @@ import { freePort } from '../gateway/db/free-port.js';
 import { oneRow } from '../gateway/engine/invariant.js';
 import { packageRoot } from '../gateway/paths.js';
 import { wireProxy, type WireCounts, type WireProxy } from '../tests/harness/wire.js';
+import { KIND_TITLES, requestsFor, type Request } from './kinds.js';
 import { cpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 
 export interface MeasureOptions {
@@ -32,8 +34,8 @@ export interface MeasureOptions {
   seconds: number;
   rounds: number;
   connections: number;
-  /** The cases to measure (CASE_TITLES' ids); all of them when empty. */
-  only: string[];
+  /** The request kinds to measure (bench/kinds.ts's ids). */
+  kinds: string[];
   log: (line: string) => void;
 }
 
@@ -50,14 +52,9 @@ interface Build {
   proxy: WireProxy;
   child: ChildProcess;
   base: string;
+  /** The build's database as its owner: the rows a DELETE takes are inserted through it. */
+  owner: Sql;
   cases: Map<string, Request>;
-}
-
-interface Request {
-  method: 'GET' | 'POST';
-  path: string;
-  headers: Record<string, string>;
-  body?: string;
 }
 
 /** One window of load on one build's case: what it cost, per answered request. */
@@ -82,14 +79,6 @@ export interface CaseCost {
   case: string;
   windows: CostWindow[];
 }
-
-export const CASE_TITLES: Record<string, string> = {
-  list: 'GET /rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20',
-  one: 'GET /rest/v1/personal_transactions?id=eq.<id> (one row)',
-  insert: 'POST /rest/v1/personal_transactions (one row, return=minimal)',
-  mcp: 'MCP tools/call list_expenses {limit: 20}',
-  'mcp-ping': 'MCP ping (the transport and server alone, no tool)',
-};
 
 const WATCH = 'tally-changes';
 const notWatch = (name: string): boolean => name !== WATCH;
@@ -161,7 +150,7 @@ async function prepareBuild(
   index: number,
   cluster: { ownerUrl: string; loginPassword: string; jwtSecret: string; rows: number },
   log: (line: string) => void,
-): Promise<Omit<Build, 'child' | 'base'> & { data: GeneratedData; loginUrl: string }> {
+): Promise<Omit<Build, 'child' | 'base' | 'owner'> & { data: GeneratedData; loginUrl: string }> {
   const database = `bench_build_${index}`;
   const admin = postgres(cluster.ownerUrl, { max: 1, onnotice: () => {} });
   try {
@@ -212,54 +201,6 @@ async function prepareBuild(
   return { name: commitOf(dir), dir, database, ownerUrl, proxy, cases: new Map(), data, loginUrl };
 }
 
-async function oneExpenseId(ownerUrl: string, workspace: string): Promise<string> {
-  const owner = postgres(ownerUrl, { max: 1, onnotice: () => {} });
-  try {
-    return oneRow(
-      await owner<{ id: string }[]>`
-        SELECT id::text FROM public.personal_transactions WHERE workspace_id = ${workspace} ORDER BY occurred_at DESC LIMIT 1 OFFSET 100`,
-      'an expense',
-    ).id;
-  } finally {
-    await owner.end();
-  }
-}
-
-function casesOf(data: GeneratedData, expenseId: string, only: string[]): Map<string, Request> {
-  const all = allCases(data, expenseId);
-  return only.length ? new Map([...all].filter(([id]) => only.includes(id))) : all;
-}
-
-function allCases(data: GeneratedData, expenseId: string): Map<string, Request> {
-  const rest = { apikey: data.apikey, authorization: `Bearer ${data.main.jwt}` };
-  return new Map<string, Request>([
-    [
-      'list',
-      { method: 'GET', path: '/rest/v1/personal_transactions?select=*&order=occurred_at.desc&limit=20', headers: rest },
-    ],
-    ['one', { method: 'GET', path: `/rest/v1/personal_transactions?id=eq.${expenseId}&select=*`, headers: rest }],
-    [
-      'insert',
-      {
-        method: 'POST',
-        path: '/rest/v1/personal_transactions',
-        headers: { ...rest, 'content-type': 'application/json', prefer: 'return=minimal' },
-        body: JSON.stringify({ name: 'Bench write', amount: 12.5, category_id: 'essentials', method_id: 'cash' }),
-      },
-    ],
-    ['mcp', mcp({ method: 'tools/call', params: { name: 'list_expenses', arguments: { limit: 20 } } })],
-    ['mcp-ping', mcp({ method: 'ping' })],
-  ]);
-  function mcp(message: object): Request {
-    return {
-      method: 'POST',
-      path: `/mcp?token=${encodeURIComponent(data.main.token)}`,
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
-    };
-  }
-}
-
 const subtract = (a: WireCounts, b: WireCounts): WireCounts => ({
   statements: a.statements - b.statements,
   parses: a.parses - b.parses,
@@ -274,6 +215,8 @@ export interface CostReport {
   costs: CaseCost[];
   /** The change watch of each build: what its poll costs a second, apart from requests. */
   watch: Record<string, { statementsPerSecond: number; commitsPerSecond: number }>;
+  /** The kinds a build could not answer (a route or tool it lacks), each with its answer. */
+  skipped: Record<string, Record<string, string>>;
 }
 
 export interface AgainstReport extends CostReport {
@@ -314,7 +257,8 @@ export async function compareBuilds(o: AgainstOptions): Promise<AgainstReport> {
   const report = await measureBuilds([packageRoot, o.against], o);
   const ratios: AgainstReport['ratios'] = {};
   for (const id of new Set(report.costs.map((c) => c.case))) {
-    const [mine, theirs] = report.builds.map((b) => report.costs.find((c) => c.build === b && c.case === id)!.windows);
+    const [mine, theirs] = report.builds.map((b) => report.costs.find((c) => c.build === b && c.case === id)?.windows);
+    if (!mine || !theirs) continue; // a kind the other build cannot answer
     const cpu = (w: CostWindow) => (w.tallyCpuMs + w.postgresCpuMs) / w.requests;
     const each = mine!.map((w, i) => cpu(w) / cpu(theirs![i]!));
     const total = (ws: CostWindow[]) =>
@@ -361,6 +305,7 @@ export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<
   const jwtSecret = randomBytes(48).toString('base64url');
   const loginPassword = randomBytes(24).toString('base64url');
   const builds: Build[] = [];
+  const skipped: CostReport['skipped'] = {};
   const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
     await admin`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`;
@@ -378,30 +323,30 @@ export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<
       });
       const base = `http://127.0.0.1:${tallyPort}`;
       await waitReady(`${base}/readyz`, serve.child, serve.output);
-      const expense = await oneExpenseId(prepared.ownerUrl, prepared.data.main.id);
-      builds.push({ ...prepared, child: serve.child, base, cases: casesOf(prepared.data, expense, o.only) });
+      const owner = postgres(prepared.ownerUrl, { max: 1, onnotice: () => {} });
+      const build: Build = { ...prepared, child: serve.child, base, owner, cases: new Map() };
+      builds.push(build);
+      const { main, apikey } = prepared.data;
+      build.cases = await requestsFor(owner, { workspace: main.id, apikey, jwt: main.jwt, token: main.token }, o.kinds);
     }
-    // Every case must answer 2xx (and MCP no tool error) before it is measured.
-    for (const b of builds)
-      for (const [id, c] of b.cases) {
-        const res = await fetch(b.base + c.path, { method: c.method, headers: c.headers, body: c.body });
-        const text = await res.text();
-        if (!res.ok || text.includes('"isError":true'))
-          throw new Error(`${b.name} case ${id} answered ${res.status}: ${text.slice(0, 300)}`);
-      }
+    for (const [i, b] of builds.entries()) skipped[b.name] = await keepAnswering(b, i === 0);
     const caseIds = [...builds[0]!.cases.keys()];
     const drive = (b: Build, id: string, seconds: number) => {
       const c = b.cases.get(id)!;
+      const vary = c.vary;
       return autocannon({
         url: b.base + c.path,
         method: c.method,
         headers: c.headers,
         body: c.body,
+        requests: vary ? [{ setupRequest: (req) => ({ ...req, ...vary() }) }] : undefined,
         connections: o.connections,
         duration: seconds,
       });
     };
     const measure = async (b: Build, id: string): Promise<CostWindow> => {
+      // The rows the window's sends take are made before its CPU is read.
+      await b.cases.get(id)!.ready?.(o.seconds);
       const tally0 = cpuMsOf(b.child.pid);
       const pg0 = clusterCpu(dataDir, b.database);
       const wire0 = b.proxy.total(notWatch);
@@ -427,13 +372,17 @@ export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<
     };
     const costs = new Map<string, CaseCost>();
     for (const b of builds)
-      for (const id of caseIds) costs.set(`${b.name} ${id}`, { build: b.name, case: id, windows: [] });
+      for (const id of b.cases.keys()) costs.set(`${b.name} ${id}`, { build: b.name, case: id, windows: [] });
     // Warm-up: the JIT, every pool connection's prepared statements.
-    for (const id of caseIds) for (const b of builds) await drive(b, id, 3);
+    for (const id of caseIds)
+      for (const b of builds.filter((b) => b.cases.has(id))) {
+        await b.cases.get(id)!.ready?.(3);
+        await drive(b, id, 3);
+      }
     const watchStart = builds.map((b) => ({ at: Date.now(), counts: b.proxy.total((n) => n === WATCH) }));
     for (let round = 0; round < o.rounds; round++) {
       for (const id of caseIds) {
-        const order = round % 2 === 0 ? builds : [...builds].reverse();
+        const order = (round % 2 === 0 ? builds : [...builds].reverse()).filter((b) => b.cases.has(id));
         for (const b of order) {
           const w = await measure(b, id);
           costs.get(`${b.name} ${id}`)!.windows.push(w);
@@ -466,17 +415,40 @@ export async function measureBuilds(dirs: string[], o: MeasureOptions): Promise<
       settings: { rows: o.rows, seconds: o.seconds, rounds: o.rounds, connections: o.connections },
       costs: [...costs.values()],
       watch,
+      skipped,
     };
     return report;
   } finally {
     await admin.end();
     for (const b of builds) {
+      await b.owner.end();
       await stopProcess(b.child);
       await b.proxy.close();
     }
     await pg.stop();
     await rm(home, { recursive: true, force: true }).catch(() => {});
   }
+}
+
+/**
+ * Every kind must answer 2xx (and MCP no tool error) before it is measured. This build must answer
+ * all of them; another build (an older commit) is measured without the kinds it cannot answer,
+ * which are answered, with the answer, in the report.
+ */
+async function keepAnswering(b: Build, mustAnswer: boolean): Promise<Record<string, string>> {
+  const skipped: Record<string, string> = {};
+  for (const [id, c] of b.cases) {
+    await c.ready?.(1);
+    const sent = { ...c, ...c.vary?.() };
+    const res = await fetch(b.base + sent.path, { method: sent.method, headers: sent.headers, body: sent.body });
+    const text = await res.text();
+    if (res.ok && !text.includes('"isError":true')) continue;
+    const answer = `answered ${res.status}: ${text.slice(0, 300)}`;
+    if (mustAnswer) throw new Error(`${b.name} case ${id} ${answer}`);
+    skipped[id] = answer;
+    b.cases.delete(id);
+  }
+  return skipped;
 }
 
 /** The statements of a build's database that took the most time, with their calls, plans and times per call. */
@@ -501,12 +473,13 @@ async function topStatements(admin: Sql, b: Build): Promise<string> {
 function printReport(r: AgainstReport, log: (line: string) => void): void {
   const f = (n: number, d = 3) => (Number.isFinite(n) ? n.toFixed(d) : '');
   log('');
-  for (const [id, title] of Object.entries(CASE_TITLES)) log(`${id}: ${title}`);
+  const kinds = [...new Set(r.costs.map((c) => c.case))];
+  for (const id of kinds) log(`${id}: ${KIND_TITLES[id]}`);
   log(
     '| case | build | Tally CPU ms/req | Postgres CPU ms/req | sum (min–max of windows) | statements | nested | parses | round trips | commits | plan ms/req | execute ms/req |',
   );
   log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
-  for (const c of r.costs) {
+  for (const c of kinds.flatMap((id) => r.costs.filter((c) => c.case === id))) {
     const n = c.windows.reduce((t, w) => t + w.requests, 0);
     const sum = (f: (w: CostWindow) => number) => c.windows.reduce((t, w) => t + f(w), 0) / n;
     const each = c.windows.map((w) => (w.tallyCpuMs + w.postgresCpuMs) / w.requests);
@@ -533,6 +506,8 @@ function printReport(r: AgainstReport, log: (line: string) => void): void {
     );
   }
   log('');
+  for (const [build, kinds] of Object.entries(r.skipped))
+    for (const [id, answer] of Object.entries(kinds)) log(`Not measured on ${build}: ${id}, which it ${answer}`);
   for (const [build, w] of Object.entries(r.watch))
     log(`Change watch of ${build}: ${w.statementsPerSecond} statements and ${w.commitsPerSecond} commits a second`);
   for (const [id, ratio] of Object.entries(r.ratios))

@@ -1,6 +1,7 @@
 // The bench's figure of what a request costs: CPU time per request, Tally's process and its
 // Postgres backends (read from /proc), for the list read, the one-row read, the insert and MCP
-// list_expenses, each as a ratio to the committed baseline, bench/cpu-baseline.json. CPU per
+// list_expenses (or the kinds BENCH_CPU_KINDS names, bench/kinds.ts), each as a ratio to the
+// committed baseline, bench/cpu-baseline.json, where it has the kind. CPU per
 // request moves less than requests a second on a machine shared with other work, but it still
 // moves (±10–15 % between windows at a load average of 10): the ratio is a trend to read over
 // runs, the counts per request (tests/request-costs.md) are the guard. It is measured as the
@@ -13,7 +14,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../gateway/paths.js';
-import { CASE_TITLES, measureBuilds, perRequest, type MeasureOptions, type PerRequest } from './against.js';
+import { measureBuilds, perRequest, type MeasureOptions, type PerRequest } from './against.js';
+import { KIND_TITLES } from './kinds.js';
 
 interface CpuBaseline {
   commit: string;
@@ -39,9 +41,9 @@ const readCpuBaseline = (): CpuBaseline =>
 const r2 = (n: number) => Math.round(n * 100) / 100;
 
 /** Measures this build's CPU per request and sets it against the committed baseline. */
-export async function cpuAgainstBaseline(o: Omit<MeasureOptions, 'only'>): Promise<CpuReport> {
+export async function cpuAgainstBaseline(o: MeasureOptions): Promise<CpuReport> {
   const baseline = readCpuBaseline();
-  const report = await measureBuilds([packageRoot], { ...o, only: Object.keys(baseline.cases) });
+  const report = await measureBuilds([packageRoot], o);
   const measured: CpuReport['measured'] = {};
   const ratios: CpuReport['ratios'] = {};
   for (const c of report.costs) {
@@ -68,7 +70,7 @@ function printCpu(r: CpuReport, log: (line: string) => void): void {
   for (const [id, m] of Object.entries(r.measured)) {
     const x = r.ratios[id];
     log(
-      `| ${id}: ${CASE_TITLES[id]} | ${m.tallyMs} (${x?.tally ?? '?'}×) | ${m.postgresMs} (${x?.postgres ?? '?'}×) | ` +
+      `| ${id}: ${KIND_TITLES[id]} | ${m.tallyMs} (${x?.tally ?? '?'}×) | ${m.postgresMs} (${x?.postgres ?? '?'}×) | ` +
         `${x?.sum ?? '?'}× | ${m.statements} | ${m.roundTrips} | ${m.commits} |`,
     );
   }

@@ -16,13 +16,14 @@
 // expenses), BENCH_CASES (e.g. c,d: only these besides the baseline and (a); n is the noisy
 // neighbour; cpu the CPU per request against bench/cpu-baseline.json, bench/cpu.ts, on a
 // Postgres of its own: BENCH_CPU_ROWS, 200000, BENCH_CPU_ROUNDS, 4; BENCH_CASES=cpu runs it
-// alone, into bench/results/cpu-latest.json), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
+// alone, into bench/results/cpu-latest.json), BENCH_CPU_KINDS (the request kinds of case cpu and
+// of BENCH_AGAINST, bench/kinds.ts: list,one,insert,mcp by default, `all` for every kind), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
 // into bench/results/profiles), BENCH_OUT (the JSON file).
 //
 // BENCH_AGAINST=<a built checkout of another commit> runs instead the comparison of
 // bench/against.ts: CPU, statements, round trips and commits per request of this build against
 // that one (BENCH_AGAINST_ROUNDS, default 4; BENCH_AGAINST_ROWS, default 200000; 8 connections
-// unless BENCH_CONNECTIONS says otherwise; BENCH_CASES=mcp,mcp-ping measures only those), written
+// unless BENCH_CONNECTIONS says otherwise; BENCH_CPU_KINDS=mcp,mcp-ping measures only those), written
 // to bench/results/against.json.
 
 import autocannon, { type Result } from 'autocannon';
@@ -39,6 +40,7 @@ import { packageRoot } from '../gateway/paths.js';
 import { citusCase, type CitusReport } from './citus.js';
 import { compareBuilds } from './against.js';
 import { CPU_TARGETS, cpuAgainstBaseline, type CpuReport } from './cpu.js';
+import { kindsFrom } from './kinds.js';
 import { cpuMsOf, memoryOf, postgresCpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
@@ -357,10 +359,29 @@ const cpuOptions = () => ({
   seconds: 5,
   rounds: num('BENCH_CPU_ROUNDS', 4),
   connections: 8,
+  kinds: kindsFrom(env.BENCH_CPU_KINDS),
   log,
 });
 
 async function main(): Promise<void> {
+  if (env.BENCH_AGAINST) {
+    const report = await compareBuilds({
+      against: env.BENCH_AGAINST,
+      rows: num('BENCH_AGAINST_ROWS', 200_000),
+      seconds: SECONDS,
+      rounds: num('BENCH_AGAINST_ROUNDS', 4),
+      connections: env.BENCH_CONNECTIONS ? CONNECTIONS[0]! : 8,
+      kinds: kindsFrom(env.BENCH_CPU_KINDS),
+      log,
+    });
+    const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'against.json');
+    await writeFile(
+      out,
+      JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...report }, null, 2) + '\n',
+    );
+    log(`\nWrote ${out}`);
+    return;
+  }
   if (env.BENCH_CASES === 'cpu') {
     // Case (cpu) alone: it needs none of the run's servers.
     const cpu = await cpuAgainstBaseline(cpuOptions());
@@ -374,24 +395,6 @@ async function main(): Promise<void> {
     await writeFile(
       out,
       JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...cpu }, null, 2) + '\n',
-    );
-    log(`\nWrote ${out}`);
-    return;
-  }
-  if (env.BENCH_AGAINST) {
-    const report = await compareBuilds({
-      against: env.BENCH_AGAINST,
-      rows: num('BENCH_AGAINST_ROWS', 200_000),
-      seconds: SECONDS,
-      rounds: num('BENCH_AGAINST_ROUNDS', 4),
-      connections: env.BENCH_CONNECTIONS ? CONNECTIONS[0]! : 8,
-      only: env.BENCH_CASES ? env.BENCH_CASES.split(',') : [],
-      log,
-    });
-    const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'against.json');
-    await writeFile(
-      out,
-      JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...report }, null, 2) + '\n',
     );
     log(`\nWrote ${out}`);
     return;
