@@ -365,6 +365,11 @@ const cpuOptions = () => ({
 
 async function main(): Promise<void> {
   if (env.BENCH_AGAINST) {
+    // BENCH_CASES chose its requests once: say so rather than measure others than those asked for.
+    if (env.BENCH_CASES && env.BENCH_CASES !== 'cpu')
+      throw new Error(
+        `BENCH_AGAINST measures the kinds of BENCH_CPU_KINDS (BENCH_CPU_KINDS=${env.BENCH_CASES}?), not BENCH_CASES`,
+      );
     const report = await compareBuilds({
       against: env.BENCH_AGAINST,
       rows: num('BENCH_AGAINST_ROWS', 200_000),
