@@ -142,6 +142,7 @@ DECLARE
   new_row jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) END;
   rec jsonb := coalesce(new_row, old_row);
   key text;
+  col text;
   undoing text := nullif(current_setting('tally.undo_of', true), '');
   by_token boolean := claims ? 'role' AND claims ? 'workspace_id';
   ws uuid := (rec ->> 'workspace_id')::uuid;
@@ -165,8 +166,10 @@ BEGIN
     END IF;
     new_row := tally.changed_fields(to_jsonb(OLD), new_row, 'after');
   END IF;
-  SELECT string_agg(rec ->> k, '/' ORDER BY o) INTO key
-    FROM unnest(TG_ARGV[1:]) WITH ORDINALITY AS a (k, o);
+  -- The key's values joined by '/', in assignments, not a statement: every change runs this.
+  FOREACH col IN ARRAY TG_ARGV[1:] LOOP
+    key := concat_ws('/', key, rec ->> col);
+  END LOOP;
   request := tally.request_id(claims);
   -- As text, what a reader of the log gets, plus the entry's other columns.
   bytes := octet_length(coalesce(old_row::text, '')) + octet_length(coalesce(new_row::text, '')) + 160;
@@ -234,7 +237,8 @@ BEGIN
   IF trim(headers) = '' THEN
     headers := '[]';
   END IF;
-  PERFORM set_config('response.headers',
+  -- An assignment, not PERFORM: PL/pgSQL evaluates it without a statement of its own.
+  headers := set_config('response.headers',
     (headers::jsonb || jsonb_build_array(jsonb_build_object('Tally-Changes', made::text))
        || CASE WHEN made > 0 THEN jsonb_build_array(jsonb_build_object('Tally-Request-Id', request::text)) ELSE '[]' END
        || CASE WHEN ids IS NOT NULL THEN jsonb_build_array(jsonb_build_object('Tally-Activity-Id', ids)) ELSE '[]' END)::text,
@@ -309,7 +313,7 @@ DECLARE
   frees timestamptz;
   retry bigint := 60;
 BEGIN
-  SELECT c.activity_total INTO total FROM tally.add_usage(ws, taken, 0) c;
+  total := (tally.add_usage(ws, taken, 0)).activity_total;
   IF budget IS NULL OR (total <= cap AND taken <= budget / 4) THEN
     RETURN;
   END IF;

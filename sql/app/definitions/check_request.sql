@@ -7,12 +7,13 @@
 -- To change it, edit this file and run `tally migrate`: the file is applied again when its text
 -- changes, and every server picks the new check up with its next request.
 --
--- It reads the token and then its workspace in two single-table statements (each a plan PL/pgSQL
--- keeps). On a Citus coordinator, `tally migrate`'s Citus step (sql/extensions/citus/) puts
--- schema tally_shard before public in this function's search_path: there api_tokens and
--- workspaces name views of the one shard of each table that the node holds, so the two reads
--- do not go through Citus (which plans a statement on its tables anew at every call). The text
--- below is the same on every deployment.
+-- It reads the token and its workspace in one statement (a plan PL/pgSQL keeps): every request
+-- runs it, and each statement a function runs costs Postgres an executor's start and end
+-- besides its reads. On a Citus coordinator, `tally migrate`'s Citus step
+-- (sql/extensions/citus/) puts schema tally_shard before public in this function's search_path:
+-- there api_tokens and workspaces name views of the one shard of each table that the node holds,
+-- so the read does not go through Citus (which plans a statement on its tables anew at every
+-- call). The text below is the same on every deployment.
 CREATE OR REPLACE FUNCTION tally.check_request() RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -26,7 +27,6 @@ DECLARE
   needs_token boolean := api_role IN ('api_read', 'api_write') AND claims <> '{}';
   token_id uuid;
   token record;
-  enabled boolean;
 BEGIN
   IF NOT needs_token AND claims ->> 'sub' IS NULL THEN
     RETURN; -- no JWT (anon): RLS lets no tenant row through
@@ -45,12 +45,11 @@ BEGIN
     RAISE SQLSTATE 'PT401' USING MESSAGE = 'The access token does not belong to a workspace token',
       HINT = 'Exchange a workspace token at /api/v1/token for a new access token';
   END;
-  SELECT t.revoked_at, t.workspace_id, t.scope INTO token FROM api_tokens t WHERE t.id = token_id;
-  IF FOUND THEN
-    SELECT w.api_enabled INTO enabled FROM workspaces w WHERE w.id = token.workspace_id;
-  END IF;
+  SELECT t.revoked_at, t.workspace_id, t.scope, w.api_enabled AS enabled INTO token
+    FROM api_tokens t LEFT JOIN workspaces w ON w.id = t.workspace_id
+   WHERE t.id = token_id;
   -- No such token, or no such workspace: enabled is NULL.
-  IF enabled IS NULL OR token.revoked_at IS NOT NULL
+  IF token.enabled IS NULL OR token.revoked_at IS NOT NULL
      OR token.workspace_id::text IS DISTINCT FROM claims ->> 'workspace_id' THEN
     RAISE SQLSTATE 'PT401' USING MESSAGE = 'The workspace token behind this access token has been revoked',
       HINT = 'Ask a workspace owner for a new workspace token';
@@ -60,7 +59,7 @@ BEGIN
     RAISE SQLSTATE 'PT401' USING MESSAGE = 'The access token''s role does not match the scope of its workspace token',
       HINT = 'Exchange the workspace token at /api/v1/token for an access token';
   END IF;
-  IF NOT enabled THEN
+  IF NOT token.enabled THEN
     RAISE SQLSTATE 'PT403' USING MESSAGE = 'API access is switched off for this workspace',
       HINT = 'A workspace owner can switch it on in the workspace settings';
   END IF;

@@ -107,7 +107,7 @@ DECLARE
   live bigint;
   frees timestamptz;
 BEGIN
-  SELECT c.key_total INTO total FROM tally.add_usage(ws, 0, added) c;
+  total := (tally.add_usage(ws, 0, added)).key_total;
   IF budget IS NULL OR total <= budget OR added <= 0 THEN
     RETURN;
   END IF;

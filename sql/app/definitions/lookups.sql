@@ -18,9 +18,12 @@ DECLARE
   allowed text;
   known boolean;
 BEGIN
+  -- Both looked up in one statement: every insert runs it.
+  SELECT (SELECT CASE domain WHEN 'expenses' THEN c.for_expenses ELSE c.for_funds END
+            FROM categories c WHERE c.id = NEW.category_id),
+         NEW.method_id IS NULL OR EXISTS (SELECT 1 FROM payment_methods m WHERE m.id = NEW.method_id)
+    INTO offered, known;
   IF NEW.category_id IS NOT NULL THEN
-    SELECT CASE domain WHEN 'expenses' THEN for_expenses ELSE for_funds END INTO offered
-      FROM categories WHERE id = NEW.category_id;
     IF offered IS NULL OR NOT offered THEN
       SELECT string_agg(id, ', ' ORDER BY id) INTO allowed
         FROM categories WHERE CASE domain WHEN 'expenses' THEN for_expenses ELSE for_funds END;
@@ -34,17 +37,14 @@ BEGIN
         CONSTRAINT = TG_TABLE_NAME || '_category_id_fkey';
     END IF;
   END IF;
-  IF NEW.method_id IS NOT NULL THEN
-    known := EXISTS (SELECT 1 FROM payment_methods WHERE id = NEW.method_id);
-    IF NOT known THEN
-      SELECT string_agg(id, ', ' ORDER BY id) INTO allowed FROM payment_methods;
-      RAISE check_violation USING
-        MESSAGE = format('method_id "%s" is not a known payment method', NEW.method_id),
-        DETAIL = format('method_id must be one of: %s', allowed),
-        HINT = 'Read the payment methods',
-        COLUMN = 'method_id', TABLE = TG_TABLE_NAME,
-        CONSTRAINT = TG_TABLE_NAME || '_method_id_fkey';
-    END IF;
+  IF NOT known THEN
+    SELECT string_agg(id, ', ' ORDER BY id) INTO allowed FROM payment_methods;
+    RAISE check_violation USING
+      MESSAGE = format('method_id "%s" is not a known payment method', NEW.method_id),
+      DETAIL = format('method_id must be one of: %s', allowed),
+      HINT = 'Read the payment methods',
+      COLUMN = 'method_id', TABLE = TG_TABLE_NAME,
+      CONSTRAINT = TG_TABLE_NAME || '_method_id_fkey';
   END IF;
   RETURN NEW; -- NOT NULL reports a missing value, naming the column
 END

@@ -2,7 +2,7 @@
 -- (tally.check_category_domain) read the one shard of each table they look up, not the table:
 -- a statement naming a table Citus manages is handed to Citus, which plans it anew on every call
 -- (it refuses generic plans for them) and runs it through its local execution. Measured on a
--- 3-node cluster (one loaded two-core machine): the check's two reads cost 0.09-0.10 ms through
+-- 3-node cluster (one loaded two-core machine): the check's reads cost 0.09-0.10 ms through
 -- Citus, 0.009 ms on the shards; a category read 0.07 ms by EXECUTE after a look-up of the
 -- shard, 0.005 ms on the shard in a plain statement.
 --
