@@ -100,17 +100,21 @@ export function respond(
   const made = answer(plan, readsResponseSettings(plan) ? results.slice(0, -1) : results, limits);
   const settings = responseSettingsRow(plan, results);
   const res = settings ? withSettings(made, settings) : made;
-  return plan.profile === undefined ? res : { ...res, headers: { ...res.headers, 'Content-Profile': plan.profile } };
+  if (plan.profile === undefined) return res;
+  return { status: res.status, headers: { ...res.headers, 'Content-Profile': plan.profile }, body: res.body };
 }
 
 /** The status and headers the request's SQL set (response.status, response.headers), over the answer's. */
 function withSettings(res: GatewayResponse, settings: Row): GatewayResponse {
   const { response_headers: headers, response_status: status } = settings;
   const set = typeof headers === 'string' && headers !== '' ? settingHeaders(headers) : undefined;
+  const setStatus = typeof status === 'string' && status !== '';
+  // Most requests set neither: their answer is kept as it is, not copied (every read comes here).
+  if (!set && !setStatus) return res;
   return {
-    ...res,
-    status: typeof status === 'string' && status !== '' ? settingStatus(status) : res.status,
+    status: setStatus ? settingStatus(status) : res.status,
     headers: set ? { ...res.headers, ...set } : res.headers,
+    body: res.body,
   };
 }
 
