@@ -10,7 +10,7 @@ import { clientAddress } from './auth/address.js';
 import type { AuthContext, GatewayCall, GatewayTiming } from './engine/call.js';
 import { ApiError, catalogue, writeError } from './errors.js';
 import { log } from './log.js';
-import { Sending, type SendLimits } from './sending.js';
+import { Sending, type Held, type SendLimits } from './sending.js';
 
 /** Answers one request that the shell has taken in (thrown errors are answered by the shell). */
 export type Handler = (x: Exchange) => Promise<void> | void;
@@ -26,6 +26,8 @@ export class Exchange {
   /** The database time of the request's gateway calls so far (GatewayResponse.timing, ApiError.timing). */
   timing: GatewayTiming | undefined;
   readonly start = process.hrtime.bigint();
+  /** What its answer holds of the server's sending bounds (sending.ts); undefined when it was not admitted. */
+  held: Held | undefined;
   #address: string | undefined | null = null;
 
   constructor(
@@ -40,7 +42,7 @@ export class Exchange {
 
   /** Counts an answer's body against the client address's bytes waiting to be sent (sending.ts); throws its 429. */
   reserveSend(bytes: number): void {
-    this.sending.reserve(this.res, this.address, bytes);
+    if (this.held) this.sending.reserve(this.held, this.address, bytes);
   }
 
   /** The client's address (auth/address.ts): the socket's peer, or behind a trusted proxy the one it names. */
@@ -61,12 +63,17 @@ export class Exchange {
     }
   };
 
+  /**
+   * Adds a call's database time, and says it in Server-Timing: a header set now is written with
+   * the answer, whoever writes it (a surface, Express, the error writer).
+   */
   private addTiming(timing: GatewayTiming | undefined): void {
     if (timing === undefined) return;
     if (this.timing) {
       this.timing.poolMs += timing.poolMs;
       this.timing.dbMs += timing.dbMs;
-    } else this.timing = { ...timing };
+    } else this.timing = { poolMs: timing.poolMs, dbMs: timing.dbMs };
+    if (!this.res.headersSent) this.res.setHeader('Server-Timing', this.serverTiming()!);
   }
 
   /** The Server-Timing value: waiting for a pooled connection, then the transactions; undefined for none. */
@@ -91,28 +98,30 @@ const UNBOUNDED: SendLimits = { httpSendTimeoutMs: 0, httpSendBytesPerAddress: 0
  * `handle`. First, a connection with `limits.httpPipelineDepth` requests in flight is answered
  * 429 and closed, and every answer gets its send deadline (sending.ts). Before `handle`, a
  * malformed percent-escape in the path is the 400 every surface gives (routers decode paths for
- * their parameters, and would make it a 500); after it, when the response ends, the request log
- * line. Server-Timing is added when the headers are written, so it is on every answer that ran
- * a database transaction, errors included, whoever wrote it.
+ * their parameters, and would make it a 500); after it, when the response has been sent, the
+ * request log line. Server-Timing is set as each gateway call returns (Exchange.call), so it is
+ * on every answer that ran a database transaction, errors included, whoever wrote it.
  */
 export function serve(gateway: GatewayCall, trustProxy: boolean, handle: Handler, limits: SendLimits = UNBOUNDED) {
   const sending = new Sending(limits);
   return (req: IncomingMessage, res: ServerResponse): void => {
     const x = new Exchange(req, res, gateway, trustProxy, sending);
     (req as { [EXCHANGE]?: Exchange })[EXCHANGE] = x;
-    const writeHead = res.writeHead;
-    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
-      const timing = x.serverTiming();
-      if (timing) this.setHeader('Server-Timing', timing);
-      return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
-    } as typeof res.writeHead;
-    res.once('finish', () => logRequest(x));
-    if (!sending.admit(req, res)) return;
+    const held = (x.held = sending.admit(req, res));
+    // One listener for all the shell keeps until the response closes ('close' comes after
+    // 'finish', or without it when the connection went first): a listener each cost every request.
+    res.on('close', () => {
+      if (held) sending.release(held);
+      if (res.writableFinished) logRequest(x);
+    });
+    if (!held) return;
     const run = async (): Promise<void> => {
-      try {
-        decodeURIComponent(x.path);
-      } catch {
-        throw catalogue.pathEncoding();
+      if (x.path.includes('%')) {
+        try {
+          decodeURIComponent(x.path);
+        } catch {
+          throw catalogue.pathEncoding();
+        }
       }
       await handle(x);
     };
@@ -210,7 +219,8 @@ export function sendBody(res: ServerResponse, body: string | undefined): void {
     try {
       (res.req as { [EXCHANGE]?: Exchange })[EXCHANGE]?.reserveSend(bytes);
     } catch (err) {
-      for (const name of res.getHeaderNames()) if (!/^(access-control-|ratelimit)/.test(name)) res.removeHeader(name);
+      for (const name of res.getHeaderNames())
+        if (!/^(access-control-|ratelimit|server-timing$)/.test(name)) res.removeHeader(name);
       throw err;
     }
   }

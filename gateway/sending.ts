@@ -21,6 +21,18 @@ export interface SendLimits {
   httpPipelineDepth: number;
 }
 
+/**
+ * What the server holds for one answer until its response closes (Sending.release): its
+ * connection's place in flight, its send deadline, the bytes it counts against its address.
+ */
+export interface Held {
+  readonly socket: Socket;
+  timer: NodeJS.Timeout | undefined;
+  /** The address key its bytes count against (addressKey), once it reserved some. */
+  key: string | undefined;
+  bytes: number;
+}
+
 /** Per server (createApp): the connections' requests in flight, and each address's bytes waiting to be sent. */
 export class Sending {
   private readonly waiting = new Map<string, number>();
@@ -33,13 +45,14 @@ export class Sending {
    * Takes a request in, or answers it 429 and closes its connection when the connection has
    * httpPipelineDepth requests in flight already (a request is in flight until its answer is
    * sent). Requests the client pipelined after that one are not served at all: the connection
-   * ends after the 429, and the server stops reading from it. Returns whether to serve it.
+   * ends after the 429, and the server stops reading from it. Returns what the answer holds,
+   * for release() when its response closes, or undefined when the request is not to be served.
    */
-  admit(req: IncomingMessage, res: ServerResponse): boolean {
+  admit(req: IncomingMessage, res: ServerResponse): Held | undefined {
     const socket = req.socket;
     if (this.closing.has(socket)) {
       socket.pause();
-      return false;
+      return undefined;
     }
     const n = this.inFlight.get(socket) ?? 0;
     if (n >= this.limits.httpPipelineDepth) {
@@ -47,12 +60,12 @@ export class Sending {
       socket.pause();
       res.shouldKeepAlive = false;
       writeError(res, tooManyPipelined(this.limits.httpPipelineDepth));
-      return false;
+      return undefined;
     }
     this.inFlight.set(socket, n + 1);
-    res.once('close', () => this.inFlight.set(socket, (this.inFlight.get(socket) ?? 1) - 1));
-    this.deadline(res);
-    return true;
+    const held: Held = { socket, timer: undefined, key: undefined, bytes: 0 };
+    this.deadline(res, held);
+    return held;
   }
 
   /**
@@ -61,18 +74,29 @@ export class Sending {
    * already. One answer is always let through: a body larger than the bound is not refused to
    * a client that is waiting for nothing else.
    */
-  reserve(res: ServerResponse, address: string | undefined, bytes: number): void {
+  reserve(held: Held, address: string | undefined, bytes: number): void {
     const limit = this.limits.httpSendBytesPerAddress;
     if (limit <= 0) return;
-    const key = addressKey(address);
-    const held = this.waiting.get(key) ?? 0;
-    if (held > 0 && held + bytes > limit) throw tooMuchUnread(limit);
-    this.waiting.set(key, held + bytes);
-    res.once('close', () => {
-      const left = (this.waiting.get(key) ?? bytes) - bytes;
-      if (left > 0) this.waiting.set(key, left);
-      else this.waiting.delete(key);
-    });
+    const key = held.key ?? addressKey(address);
+    const waiting = this.waiting.get(key) ?? 0;
+    if (waiting > 0 && waiting + bytes > limit) throw tooMuchUnread(limit);
+    this.waiting.set(key, waiting + bytes);
+    held.key = key;
+    held.bytes += bytes;
+  }
+
+  /**
+   * Lets go of what an admitted answer held, when its response closes (sent, or its connection
+   * gone): its place in flight, its deadline, its bytes. One listener of the request shell calls
+   * it (http.ts serve): each listener put on every response was a cost of every request.
+   */
+  release(held: Held): void {
+    this.inFlight.set(held.socket, (this.inFlight.get(held.socket) ?? 1) - 1);
+    clearTimeout(held.timer);
+    if (held.key === undefined) return;
+    const left = (this.waiting.get(held.key) ?? held.bytes) - held.bytes;
+    if (left > 0) this.waiting.set(held.key, left);
+    else this.waiting.delete(held.key);
   }
 
   /**
@@ -81,16 +105,14 @@ export class Sending {
    * held the answer. An honest client reading a 16 MiB answer at 2 Mbit/s takes about a minute.
    * An answer the socket took whole at once (the kernel's buffers had room) needs no deadline.
    */
-  private deadline(res: ServerResponse): void {
+  private deadline(res: ServerResponse, held: Held): void {
     const ms = this.limits.httpSendTimeoutMs;
     if (ms <= 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    res.once('prefinish', () => {
+    res.on('prefinish', () => {
       if (!res.socket?.writableLength) return;
-      timer = setTimeout(() => res.destroy(), ms);
-      timer.unref();
+      held.timer = setTimeout(() => res.destroy(), ms);
+      held.timer.unref();
     });
-    res.once('close', () => clearTimeout(timer));
   }
 }
 
