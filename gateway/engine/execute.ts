@@ -15,7 +15,7 @@ import {
   type ErrorWording,
   type PgErrorContext,
 } from './errors/translate.js';
-import { WATCHDOG_MARGIN_MS, watched, type Lease, type Pool } from './pool.js';
+import { WATCHDOG_MARGIN_MS, watched, watchedFrom, type Lease, type Pool } from './pool.js';
 import {
   compile,
   compiledOnce,
@@ -355,23 +355,8 @@ class Transaction {
    */
   private send(statements: readonly CompiledSql[], begins = false): Promise<PromiseSettledResult<unknown>[]> {
     this.pending = statements.map((s) => run(this.lease.sql, s, s !== this.claims));
-    const all = watched(Promise.allSettled(this.pending), this.deadline);
-    const begin = this.pending[0];
-    if (!begins || begin === undefined || this.answerMs <= 0 || (this.deadline > 0 && this.answerMs >= this.deadline))
-      return all;
-    return watched(
-      begin.then(
-        () => undefined,
-        () => undefined,
-      ),
-      this.answerMs,
-    ).then(
-      () => all,
-      (err: unknown) => {
-        all.catch(() => {}); // settled by destroy(): the connection is given up
-        throw err;
-      },
-    );
+    const all = Promise.allSettled(this.pending);
+    return begins ? watchedFrom(all, this.deadline, this.pending[0], this.answerMs) : watched(all, this.deadline);
   }
 
   /** Ends the transaction as the plan decided from its results. */
