@@ -96,26 +96,36 @@ function originAllowed(req: IncomingMessage, allowed: ReadonlySet<string>): bool
  * The body as JSON: no body is `{}` (not a message: the SDK says so). Text that is not JSON, or
  * not an object or array, is a parse error (-32700). The tools work on the arguments' values, so
  * a number a double cannot hold exactly is refused here, naming where it is, rather than changed
- * on its way to the database: invalid params (-32602) of that message.
+ * on its way to the database: invalid params (-32602) of that message. The body is parsed once;
+ * only a refused one is parsed again, to say which of these it is.
  */
 function parseBody(raw: string | undefined): unknown {
   if (raw === undefined || raw === '') return {};
+  let body: unknown;
+  try {
+    body = parseJson(raw, { exactNumbers: true });
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    throw bodyRefusal(raw, err);
+  }
+  if (typeof body !== 'object' || body === null)
+    throw refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+  return body;
+}
+
+/** The refusal of a body the exact parse refused with `err`: not JSON, no message, or the message's invalid params. */
+function bodyRefusal(raw: string, err: ApiError): Refusal {
   let loose: unknown;
   try {
     loose = JSON.parse(raw);
   } catch {
-    throw refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
+    return refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON');
   }
   if (typeof loose !== 'object' || loose === null)
-    throw refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
-  try {
-    return parseJson(raw, { exactNumbers: true });
-  } catch (err) {
-    if (!(err instanceof ApiError)) throw err;
-    const id = (loose as { id?: unknown }).id;
-    const known = typeof id === 'string' || typeof id === 'number' ? id : null;
-    throw new Refusal(400, rpcError(known, ErrorCode.InvalidParams, toolErrorText(err)));
-  }
+    return refuse(400, ErrorCode.ParseError, 'Parse error: Invalid JSON-RPC message');
+  const id = (loose as { id?: unknown }).id;
+  const known = typeof id === 'string' || typeof id === 'number' ? id : null;
+  return new Refusal(400, rpcError(known, ErrorCode.InvalidParams, toolErrorText(err)));
 }
 
 /** The query parameters of the /mcp URL. */
@@ -252,14 +262,15 @@ export function mcpHandler(ctx: AppContext, lookups: LookupCache): Handler {
     let body: unknown;
     try {
       checkTransport(x, allowedOrigins);
-      const loaded = loadedTools(queryOf(req));
+      const query = queryOf(req);
+      const loaded = loadedTools(query);
       body = parseBody(await readBody(req, res).catch(unreadable));
       // A token taken on trust is confirmed before anything is answered (serveWorkspaceRequest).
       const reply = await serveWorkspaceRequest(
         ctx,
         res,
         x.address,
-        () => presentedToken(req, queryOf(req)),
+        () => presentedToken(req, query),
         { call: x.call, recent, identified: (known) => (x.auth = known) },
         async ({ token, auth, rateKey }, checked) =>
           serve(req, body, {

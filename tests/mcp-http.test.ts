@@ -151,6 +151,21 @@ describe('what the transport refuses', () => {
     expect(await db.admin`SELECT 1 FROM public.personal_transactions WHERE name = 'Exact'`).toHaveLength(0);
   });
 
+  it('a body the exact reading refuses is -32700 when it is no message, else invalid params of its id', async () => {
+    for (const body of ['1e400', '12345678901234567890.12']) {
+      const res = await post(body).expect(400);
+      expect(res.body).toEqual(transportError(-32700, 'Parse error: Invalid JSON-RPC message'));
+    }
+    const twice = await post('{"jsonrpc":"2.0","id":"k","method":"ping","id":"k"}').expect(400);
+    expect(twice.body).toEqual({
+      jsonrpc: '2.0',
+      id: 'k',
+      error: { code: -32602, message: expect.stringContaining('is given twice') },
+    });
+    const batch = await post('[1e400]').expect(400);
+    expect(batch.body).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32602, message: expect.any(String) } });
+  });
+
   it('JSON that is not one JSON-RPC message is 400, -32700', async () => {
     for (const body of [
       '',
