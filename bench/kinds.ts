@@ -1,8 +1,10 @@
 // The request kinds whose CPU per request bench/against.ts measures (and case (cpu) through it):
 // one request each, sent again and again by autocannon for seconds at a time. Every send of a
 // write must find what it writes, or it measures a request that does nothing: PATCH and the
-// upsert go round a fixed set of existing rows, a DELETE takes a row the database's owner inserted
-// before the window (outside what is measured), and the inserts only add rows.
+// upsert go round a fixed set of existing rows, and a DELETE takes a row the database's owner
+// inserted before the window (outside what is measured). The workspace also stays the size it
+// was: the rows an insert added are deleted after each window. Otherwise the reads measured after
+// them would read a larger table, the more so in the build that writes faster.
 
 import type { Sql } from 'postgres';
 import { oneRow } from '../gateway/engine/invariant.js';
@@ -49,6 +51,8 @@ export interface Request {
   vary?: () => { path: string; body?: string };
   /** A request that uses rows up: makes enough ready for `seconds` of sends, before they start. */
   ready?: (seconds: number) => Promise<void>;
+  /** A request that adds rows: deletes them, after its sends (and outside what is measured). */
+  tidy?: () => Promise<void>;
 }
 
 export interface KindData {
@@ -98,12 +102,14 @@ export async function requestsFor(owner: Sql, data: KindData, kinds: string[]): 
       path: '/rest/v1/personal_transactions',
       headers: write(),
       body: JSON.stringify(expense('Bench write')),
+      tidy: deleteNamed(owner, data.workspace, 'Bench write'),
     }),
     bulk: () => ({
       method: 'POST',
       path: '/rest/v1/personal_transactions',
       headers: write(),
-      body: JSON.stringify(Array.from({ length: 100 }, (_, i) => expense(`Bench bulk ${i}`))),
+      body: JSON.stringify(Array.from({ length: 100 }, () => expense('Bench bulk'))),
+      tidy: deleteNamed(owner, data.workspace, 'Bench bulk'),
     }),
     upsert: () =>
       roundTheRows(upserted, (id, n) => ({
@@ -124,7 +130,10 @@ export async function requestsFor(owner: Sql, data: KindData, kinds: string[]): 
     token: () => ({ method: 'POST', path: '/api/v1/token', headers: { authorization: `Bearer ${data.token}` } }),
     mcp: () => tool('list_expenses', { limit: 20 }),
     'mcp-get-fund': async () => tool('get_fund', { fund_id: await aFund(owner, data.workspace) }),
-    'mcp-create': () => tool('create_expense', expense('Bench MCP write')),
+    'mcp-create': () => ({
+      ...tool('create_expense', expense('Bench MCP write')),
+      tidy: deleteNamed(owner, data.workspace, 'Bench MCP write'),
+    }),
     'mcp-ping': () => mcp({ method: 'ping' }),
   };
   const requests = new Map<string, Request>();
@@ -177,6 +186,13 @@ function deletes(owner: Sql, workspace: string, headers: Record<string, string>)
   };
   return { method: 'DELETE', headers, ...next(), vary: next, ready };
 }
+
+/** Deletes the expenses of `name` an insert added, and vacuums them away. */
+const deleteNamed = (owner: Sql, workspace: string, name: string) => async () => {
+  const gone = await owner`
+    DELETE FROM public.personal_transactions WHERE workspace_id = ${workspace}::uuid AND name = ${name}`;
+  if (gone.count > 0) await owner`VACUUM public.personal_transactions`;
+};
 
 async function expenseIds(owner: Sql, workspace: string, count: number): Promise<string[]> {
   const rows = await owner<{ id: string }[]>`
