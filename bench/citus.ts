@@ -1,9 +1,9 @@
 // Case (k) of `npm run bench`: Tally on a Citus coordinator (two workers, Debian's PostgreSQL 15
 // with Citus, all on this machine) against Tally on one plain PostgreSQL 15 with the same data:
-// the list read of case (a) and the one-row insert of case (d). The plain server is started
-// like the cluster's nodes (Citus's library loaded, the extension not created in its database:
-// Postgres as a deployment without Citus has it). Each pair runs interleaved (plain, Citus,
-// Citus, plain) at the same connections. At one connection the difference of the mean latencies
+// the list read of case (a), the one-row insert of case (d), and the figures of 2,000 funds of
+// case (f). The plain server is started like the cluster's nodes (Citus's library loaded, the
+// extension not created in its database: Postgres as a deployment without Citus has it). Each
+// pair runs interleaved (plain, Citus, Citus, plain) at the same connections. At one connection the difference of the mean latencies
 // is what the coordinator's hop to a worker costs a request.
 
 import autocannon, { type Result } from 'autocannon';
@@ -14,7 +14,8 @@ import { freePort } from '../gateway/db/free-port.js';
 import { migrate } from '../gateway/db/migrate.js';
 import { packageRoot } from '../gateway/paths.js';
 import { citusMissing, startCitusCluster, type PgNode } from '../tests/scale/harness/citus.js';
-import { generateDataset, type Dataset } from './data.js';
+import { generateDataset, type BenchWorkspace, type Dataset } from './data.js';
+import { FUND_FIGURES_FUNDS, fundsWorkspace, timeFundFigures } from './funds.js';
 import { cpuMsOf, postgresCpuMsOf } from './proc.js';
 
 interface CitusFigures {
@@ -48,6 +49,8 @@ async function perRequest(counters: Counters, run: () => Promise<Result>) {
 
 export interface CitusReport {
   rows: number;
+  /** Case (f)'s requests at 2,000 funds, ms each (bench/funds.ts), on each server. */
+  fundFigures: { plain: Record<string, number>; citus: Record<string, number> };
   figures: CitusFigures[];
   /** At one connection: Citus's mean latency minus plain's, per request (list read, insert). */
   hopMs: { read: number; insert: number };
@@ -137,6 +140,7 @@ export async function citusCase(options: {
     await admin.end();
     const plainUrl = plainNode.url(DB);
     const datasets: Dataset[] = [];
+    const fundWorkspaces: BenchWorkspace[] = [];
     for (const url of [plainUrl, citusUrl]) {
       await migrate(url);
       const owner = adminClient(url);
@@ -151,6 +155,7 @@ export async function citusCase(options: {
             log: () => {},
           }),
         );
+        fundWorkspaces.push(await fundsWorkspace(owner, options.jwtSecret));
       } finally {
         await owner.end();
       }
@@ -231,11 +236,21 @@ export async function citusCase(options: {
         );
       }
     }
+    // Case (f) on both: the figures of 2,000 funds, plain first.
+    const [plainFunds, citusFunds] = fundWorkspaces as [BenchWorkspace, BenchWorkspace];
+    const fundFigures = {
+      plain: await timeFundFigures(plain.base, plainFunds, plainData.apikey),
+      citus: await timeFundFigures(citus.base, citusFunds, citusData.apikey),
+    };
+    for (const name of Object.keys(fundFigures.plain))
+      log(
+        `  (f) ${name} at ${FUND_FIGURES_FUNDS.toLocaleString('en')} funds: plain ${fundFigures.plain[name]} ms, Citus ${fundFigures.citus[name]} ms`,
+      );
     const hop = (name: string) => {
       const f = figures.find((x) => x.case === name && x.connections === 1);
       return f ? Math.round((f.citusMeanMs - f.plainMeanMs) * 100) / 100 : NaN;
     };
-    return { rows: options.rows, figures, hopMs: { read: hop('k read'), insert: hop('k insert') } };
+    return { rows: options.rows, fundFigures, figures, hopMs: { read: hop('k read'), insert: hop('k insert') } };
   } finally {
     for (const child of children) await stop(child);
     await cluster.stop();

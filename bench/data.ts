@@ -10,7 +10,7 @@ import { createToken } from '../gateway/admin/tokens.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { jwtKeys, signAccessToken } from '../gateway/auth/jwt.js';
 
-interface BenchWorkspace {
+export interface BenchWorkspace {
   id: string;
   rows: number;
   /** A write-scope access token (JWT) for the workspace, as the exchange would mint it. */
@@ -80,7 +80,12 @@ export interface DatasetOptions {
   log: (line: string) => void;
 }
 
-async function workspaceWithToken(sql: Sql, name: string, rows: number, secret: string): Promise<BenchWorkspace> {
+export async function workspaceWithToken(
+  sql: Sql,
+  name: string,
+  rows: number,
+  secret: string,
+): Promise<BenchWorkspace> {
   const ws = await createWorkspace(sql, name, 'USD', 'bench');
   const { id: tokenId, token } = await createToken(sql, ws.id, 'write', 'bench', 'bench');
   // One hour is longer than any benchmark run.

@@ -14,7 +14,7 @@
 // BENCH_MANY_WORKSPACES (1000; 0 skips the many-workspaces case), BENCH_MCP_SESSIONS (100),
 // BENCH_LARGE_ROWS (1000000; 0 skips the growth case), BENCH_CITUS_ROWS (20000: case k's
 // expenses), BENCH_CASES (e.g. c,d: only these besides the baseline and (a); n is the noisy
-// neighbour; cpu the CPU per request against bench/cpu-baseline.json, bench/cpu.ts, on a
+// neighbour; f the figures of 2,000 funds; cpu the CPU per request against bench/cpu-baseline.json, bench/cpu.ts, on a
 // Postgres of its own: BENCH_CPU_ROWS, 200000, BENCH_CPU_ROUNDS, 4; BENCH_CASES=cpu runs it
 // alone, into bench/results/cpu-latest.json), BENCH_CPU_KINDS (the request kinds of case cpu and
 // of BENCH_AGAINST, bench/kinds.ts: list,one,insert,mcp by default, `all` for every kind), BENCH_CPU_PROF=1 (Tally and the floor run with --cpu-prof
@@ -44,6 +44,7 @@ import { kindsFrom } from './kinds.js';
 import { cpuMsOf, memoryOf, postgresCpuMsOf, startProcess, stopProcess, waitReady } from './proc.js';
 import { postgraphileEntry } from './postgraphile-install.js';
 import { generateDataset, generateExpenses, type Dataset } from './data.js';
+import { FUND_FIGURES_FUNDS, FUND_FIGURES_TARGET_MS, fundsWorkspace, timeFundFigures } from './funds.js';
 import { createWorkspace } from '../gateway/admin/workspaces.js';
 import { freePort } from '../gateway/db/free-port.js';
 import { oneRow } from '../gateway/engine/invariant.js';
@@ -774,6 +775,20 @@ async function main(): Promise<void> {
           : null;
     }
 
+    // Case (f): the figures of a workspace of 2,000 funds, each request timed on its own.
+    let fundFigures: Record<string, number> | undefined;
+    if (!only || only.has('f')) {
+      const owner = adminClient(pg.url);
+      try {
+        const ws = await fundsWorkspace(owner, jwtSecret);
+        fundFigures = await timeFundFigures(tallyBase, ws, dataset.apikey);
+      } finally {
+        await owner.end();
+      }
+      for (const [name, ms] of Object.entries(fundFigures))
+        log(`  (f) ${name} at ${FUND_FIGURES_FUNDS.toLocaleString('en')} funds: ${ms} ms`);
+    }
+
     // A noisy neighbour: two read tokens of the main workspace keep ten reads running that last
     // until the statement timeout (a back-reference regex over every note); meanwhile another
     // workspace runs the list read at 4 connections and exchanges its token. Its reads and
@@ -899,6 +914,18 @@ async function main(): Promise<void> {
       ]),
     );
 
+    // The fund figures' targets: rpc/fund_summaries and the computed field summary.
+    const fundFigureTargets = (where: string, figures: Record<string, number> | undefined) =>
+      Object.fromEntries(
+        ['GET /rest/v1/rpc/fund_summaries', 'GET /rest/v1/funds?select=*,summary'].map((name) => [
+          `fundFigures ${name} on ${where}`,
+          target(
+            `< ${FUND_FIGURES_TARGET_MS} ms at ${FUND_FIGURES_FUNDS} funds`,
+            figures?.[name],
+            (v) => v < FUND_FIGURES_TARGET_MS,
+          ),
+        ]),
+      );
     const targets: Record<string, { target: string; measured: number | null; met: boolean }> = {
       restReadVsFloorAt16: target('>= 0.85× floor', at('a')?.ratioToBaseline, (v) => v >= 0.85),
       restReadP99VsFloorAt16: target("<= 1.2× floor's p99", at('a')?.p99RatioToBaseline, (v) => v <= 1.2),
@@ -936,6 +963,8 @@ async function main(): Promise<void> {
         (v) => v < 3000 && neighbour?.exchangeFailures === 0,
       ),
       mcpThroughputManySessionsVs16: target(`>= 0.9 (${mcpSessions} sessions hold)`, mcpHold, (v) => v >= 0.9),
+      ...fundFigureTargets('plain PostgreSQL', fundFigures),
+      ...fundFigureTargets('Citus', citus?.fundFigures.citus),
       citusReadVsPlainPostgresAt16: target('>= 0.5× plain PostgreSQL 15', citusAt('k read'), (v) => v >= 0.5),
       citusInsertVsPlainPostgresAt16: target('>= 0.5× plain PostgreSQL 15', citusAt('k insert'), (v) => v >= 0.5),
       ...cpuTargets,
@@ -999,6 +1028,7 @@ async function main(): Promise<void> {
       growth,
       transactionsPerRead: { tally: txPerRead, baseline: baselineTx },
       memory: { tally: tallyMemory, baseline: baselineMemory, postgraphile: postgraphileMemory },
+      fundFigures: fundFigures ?? null,
       citus: citus ?? null,
       cpu: cpu ?? null,
       targets,
