@@ -5,7 +5,7 @@ import type {
   JSONRPCRequest,
   JSONRPCResultResponse,
 } from '@modelcontextprotocol/sdk/types.js';
-import { mcpServer, type McpContext, type RequestExtra } from './server.js';
+import { callTool, ErrorCode, mcpServer, type McpContext, type RequestExtra } from './server.js';
 
 // One SDK Server answers every MCP request over HTTP, made once: a Server, its handlers and its
 // validator made for each request cost more CPU than the tool call they answered.
@@ -53,6 +53,8 @@ export class SharedServer implements Transport {
 
   /** The Server's answer to `request`, made for `context`, with the request's own id. */
   async answer(request: JSONRPCRequest, context: McpContext): Promise<RpcAnswer> {
+    const call = plainToolCall(request);
+    if (call) return toolCallAnswer(request.id, call, context);
     await this.connected;
     const id = ++this.lastId;
     return new Promise((resolve) => {
@@ -71,5 +73,39 @@ export class SharedServer implements Transport {
     if (!deliver) return;
     this.waiting.delete(message.id);
     deliver(message);
+  }
+}
+
+type ToolCall = { name: string; arguments?: Record<string, unknown> };
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The params of a tools/call that has its name and arguments only, as the Server's parse would pass them on unchanged. */
+function plainToolCall({ method, params }: JSONRPCRequest): ToolCall | undefined {
+  if (method !== 'tools/call' || !isPlainObject(params)) return undefined;
+  for (const key in params) if (key !== 'name' && key !== 'arguments') return undefined;
+  const { name, arguments: args } = params;
+  if (typeof name !== 'string') return undefined;
+  if (args === undefined) return { name };
+  if (!isPlainObject(args) || Object.hasOwn(args, '__proto__')) return undefined;
+  return { name, arguments: args };
+}
+
+/** The answer the Server gives a plain tools/call: its handler's result, or what the handler threw, as the Server writes an error. */
+async function toolCallAnswer(id: JSONRPCRequest['id'], call: ToolCall, context: McpContext): Promise<RpcAnswer> {
+  try {
+    return { result: await callTool(context, call), jsonrpc: '2.0', id };
+  } catch (err) {
+    const { code, message, data } = err as { code?: unknown; message?: string; data?: unknown };
+    return {
+      jsonrpc: '2.0',
+      id,
+      error: {
+        code: typeof code === 'number' && Number.isSafeInteger(code) ? code : ErrorCode.InternalError,
+        message: message ?? 'Internal error',
+        ...(data !== undefined && { data }),
+      },
+    };
   }
 }

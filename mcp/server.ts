@@ -247,7 +247,7 @@ function listTools({ lookups, caller, loaded }: McpContext): { tools: ToolDefini
   return loaded ? { tools: list.tools.filter((t) => loaded.has(t.name)) } : list;
 }
 
-async function callTool(
+export async function callTool(
   ctx: McpContext,
   { name, arguments: args = {} }: { name: string; arguments?: Record<string, unknown> },
 ): Promise<CallToolResult> {

@@ -329,6 +329,28 @@ describe('the protocol', () => {
 });
 
 describe('a normal answer', () => {
+  it('a tools/call of name and arguments only is answered as the Server answers it, byte for byte', async () => {
+    // _meta sends the same call through the Server's dispatch; the data tag is random in each.
+    const tagless = (text: string) => text.replace(/untrusted-data-[0-9a-f-]{36}/g, 'untrusted-data-');
+    const readToken = (await tokenFor(db.admin, ws.id, 'read')).token;
+    const calls: [Record<string, unknown>, string][] = [
+      [{ name: 'list_expenses', arguments: { limit: 3 } }, token],
+      [{ name: 'list_expenses' }, token],
+      [{ name: 'spending_summary', arguments: {} }, token],
+      [{ name: 'list_expenses', arguments: { limit: 0, colour: 'red' } }, token],
+      [{ name: 'delete_expense', arguments: { id: '00000000-0000-4000-8000-000000000000' } }, token],
+      [{ name: 'delete_expense', arguments: { id: '00000000-0000-4000-8000-000000000000' } }, readToken],
+      [{ name: 'nope', arguments: {} }, token],
+    ];
+    for (const [params, t] of calls) {
+      const send = (p: unknown) =>
+        post(JSON.stringify({ jsonrpc: '2.0', id: 'same', method: 'tools/call', params: p }), {}, `/mcp?token=${t}`);
+      const plain = await send(params).expect(200);
+      const served = await send({ ...params, _meta: {} }).expect(200);
+      expect(tagless(plain.text)).toBe(tagless(served.text));
+    }
+  });
+
   it('is JSON with the rate limit and Server-Timing headers', async () => {
     const res = await rpc('tools/call', { name: 'list_expenses', arguments: { limit: 20 } }, 42).expect(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
