@@ -23,11 +23,28 @@ const create = (fd: 1 | 2) => {
     {
       level,
       base: { service: 'tally' },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTime,
     },
     destination,
   );
 };
+
+/**
+ * pino's isoTime (`,"time":"2026-11-28T11:06:37.123Z"`), the date and time to the second made
+ * once a second: a Date and its toISOString() for each line cost 1.4-2 µs of every request,
+ * whose log line this is.
+ */
+export function isoTime(now = Date.now()): string {
+  const second = Math.floor(now / 1000);
+  if (second !== isoSecond) {
+    isoSecond = second;
+    isoPrefix = `,"time":"${new Date(second * 1000).toISOString().slice(0, 20)}`;
+  }
+  const ms = now - second * 1000;
+  return `${isoPrefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
+}
+let isoSecond = NaN;
+let isoPrefix = '';
 
 /** The process logger; a live binding, so logToStderr() reaches every module that imported it. */
 export let log = create(1);
