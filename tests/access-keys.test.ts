@@ -110,6 +110,21 @@ describe('publishable keys', () => {
     expect((await refusal(keys, newPublishableKey())).status).toBe(401);
   });
 
+  it('keeps the hashes of at most 1,000 keys, each of at most 128 characters', async () => {
+    // Each request's key is hashed once and kept: a client sending a new key each time, or a
+    // long one, must not grow the process.
+    const keys = new ApiKeys(pool, []);
+    const fromEnv = newPublishableKey();
+    const configured = new ApiKeys(pool, [fromEnv]);
+    await configured.check(fromEnv);
+    await configured.check(fromEnv);
+    expect(configured.hashedKeys).toBe(1);
+    await refusal(keys, 'x'.repeat(129));
+    expect(keys.hashedKeys).toBe(0);
+    for (let i = 0; i < 1_001; i++) await refusal(keys, `unknown-${i}`);
+    expect(keys.hashedKeys).toBe(1_000);
+  });
+
   it('refuses revocation of an unknown or already revoked key', async () => {
     const { id } = await createKey(db.admin, 'twice', 'test');
     await revokeKey(db.admin, id, 'test');
