@@ -425,11 +425,20 @@ const rowsOf = (settled: PromiseSettledResult<unknown>): Row[] => (settled as Pr
  * its role (every request without one shares one share).
  */
 function shareKey(auth: AuthContext, tenantClaim: string): string {
+  const known = tenantKeys.get(auth.claims);
+  if (known?.claim === tenantClaim) return known.key;
   const tenant = auth.claims[tenantClaim];
-  return (typeof tenant === 'string' && tenant !== '') || typeof tenant === 'number'
-    ? `tenant:${tenant}`
-    : `role:${auth.role}`;
+  if ((typeof tenant !== 'string' || tenant === '') && typeof tenant !== 'number') return `role:${auth.role}`;
+  const key = `tenant:${tenant}`;
+  tenantKeys.set(auth.claims, { claim: tenantClaim, key });
+  return key;
 }
+
+/**
+ * The tenant's key by claims object (claims are never changed once made): the one string every
+ * request of a verified JWT counts against, not a new one each time to hash into the pool's maps.
+ */
+const tenantKeys = new WeakMap<object, { claim: string; key: string }>();
 
 /**
  * The claims as JSON, and their SET LOCAL statement, made once per claims object: a caller that

@@ -291,6 +291,7 @@ class Slots {
 
   /** Gives free slots to waiters (next()) while any may take one. */
   private dispatch(): void {
+    if (this.waiting.length === 0) return; // every slot freed when nobody waits comes here
     for (const slot of this.slots) {
       if (slot.busy) continue;
       const i = this.next();
