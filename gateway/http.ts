@@ -79,8 +79,15 @@ export class Exchange {
   /** The Server-Timing value: waiting for a pooled connection, then the transactions; undefined for none. */
   serverTiming(): string | undefined {
     const t = this.timing;
-    return t ? `pool;dur=${t.poolMs.toFixed(2)}, db;dur=${t.dbMs.toFixed(2)}` : undefined;
+    return t ? `pool;dur=${fixed2(t.poolMs)}, db;dur=${fixed2(t.dbMs)}` : undefined;
   }
+}
+
+/** A duration in milliseconds with two decimals, as toFixed(2) writes it, without its runtime call. */
+function fixed2(ms: number): string {
+  const hundredths = Math.round(ms * 100);
+  const cents = hundredths % 100;
+  return `${(hundredths - cents) / 100}.${cents < 10 ? '0' : ''}${cents}`;
 }
 
 /** The Exchange of a request the shell took in: how an Express surface reaches it. */

@@ -74,7 +74,9 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
 /** Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do. */
 function isUnder(url: string, prefix: string): boolean {
   if (prefix === '/') return true;
-  if (url.length < prefix.length || url.slice(0, prefix.length).toLowerCase() !== prefix) return false;
+  if (url.length < prefix.length) return false;
+  // Most paths are sent in the prefix's own case: no copy of the URL's start then.
+  if (!url.startsWith(prefix) && url.slice(0, prefix.length).toLowerCase() !== prefix) return false;
   const next = url.charAt(prefix.length);
   return next === '' || next === '/' || next === '?';
 }

@@ -53,7 +53,8 @@ export function restHandler(ctx: AppContext): Handler {
     const raw = hasBody ? await readBody(req, res) : undefined;
     const response = await x.call(gatewayRequest(req, method, target, path || '/', raw), auth);
     res.statusCode = response.status;
-    for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+    const { headers } = response;
+    for (const name in headers) res.setHeader(name, headers[name]!);
     sendBody(res, response.body);
   };
 

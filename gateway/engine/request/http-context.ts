@@ -51,16 +51,26 @@ export function httpContext(req: GatewayRequest): HttpContext {
  * prototype, which V8 keeps as a dictionary, cost twice as much, on every request.
  */
 function headersJson(headers: HttpHeaders): string {
+  const json = headersJsonAs(headers, asSent);
+  // Bytes past ASCII are rare: the headers are read as UTF-8 (textOf) only when the JSON holds one.
+  return isAscii(json) ? json : headersJsonAs(headers, textOf);
+}
+
+function headersJsonAs(headers: HttpHeaders, text: (value: string) => string): string {
   const out: Record<string, string> = {};
   for (const name in headers) {
     const value = headers[name];
     if (name === 'cookie' || CREDENTIALS.has(name) || value === undefined) continue;
-    const text = textOf(typeof value === 'string' ? value : value.join(', '));
-    if (name === '__proto__') Object.defineProperty(out, name, { value: text, enumerable: true, writable: true });
-    else out[name] = text;
+    const read = text(typeof value === 'string' ? value : value.join(', '));
+    if (name === '__proto__') Object.defineProperty(out, name, { value: read, enumerable: true, writable: true });
+    else out[name] = read;
   }
   return JSON.stringify(out);
 }
+
+const asSent = (value: string): string => value;
+// eslint-disable-next-line no-control-regex
+const isAscii = (text: string): boolean => /^[\x00-\x7f]*$/.test(text);
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -69,8 +79,7 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
  * character, so `café` sent as UTF-8 arrives as `cafÃ©`); bytes that are not UTF-8 stay Latin-1.
  */
 function textOf(value: string): string {
-  // eslint-disable-next-line no-control-regex
-  if (/^[\x00-\x7f]*$/.test(value)) return value;
+  if (isAscii(value)) return value;
   try {
     return UTF8.decode(Buffer.from(value, 'latin1'));
   } catch {
