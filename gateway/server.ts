@@ -56,6 +56,8 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
   }
   // The longest first: /api/v1/docs (a page, on Express) before /api/v1 (a handler).
   paths.sort((a, b) => b.prefix.length - a.prefix.length);
+  // As much of a URL as tells which prefix it is under: the longest prefix and the character after it.
+  const headLength = (paths[0]?.prefix.length ?? 0) + 1;
 
   app.use((_req, _res, next) => next(catalogue.invalidPath('GET / lists what this server serves')));
   app.use(errorHandler);
@@ -63,21 +65,23 @@ export function createApp(ctx: AppContext, surfaces: Surface[] = SURFACES): App 
     call,
     trustProxy,
     (x) => {
-      const url = x.req.url ?? '/';
-      for (const { prefix, handle } of paths) if (isUnder(url, prefix)) return handle(x);
+      // Lower-cased once, not once per prefix compared.
+      const head = (x.req.url ?? '/').slice(0, headLength).toLowerCase();
+      for (const { prefix, handle } of paths) if (isUnder(head, prefix)) return handle(x);
       return toExpress(x);
     },
     ctx.config,
   );
 }
 
-/** Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do. */
-function isUnder(url: string, prefix: string): boolean {
+/**
+ * Whether a request URL's path is `prefix` or below it, ignoring case as Express's mounts do:
+ * `head` is the URL's start, lower-cased, at least one character longer than `prefix`.
+ */
+function isUnder(head: string, prefix: string): boolean {
   if (prefix === '/') return true;
-  if (url.length < prefix.length) return false;
-  // Most paths are sent in the prefix's own case: no copy of the URL's start then.
-  if (!url.startsWith(prefix) && url.slice(0, prefix.length).toLowerCase() !== prefix) return false;
-  const next = url.charAt(prefix.length);
+  if (!head.startsWith(prefix)) return false;
+  const next = head.charAt(prefix.length);
   return next === '' || next === '/' || next === '?';
 }
 

@@ -72,6 +72,16 @@ describe('the request shell, on every surface', () => {
     }
   });
 
+  it('finds a surface whatever the case of its path, as Express mounts do', async () => {
+    const rest = await request(t.app).get('/REST/V1/contacts?select=id').set('apikey', TEST_API_KEY).set(bearer());
+    expect([rest.status, Array.isArray(rest.body)]).toEqual([200, true]);
+    const api = await request(t.app).get('/Api/V1/contacts?select=id').set(bearer());
+    expect([api.status, Array.isArray(api.body.data ?? api.body)]).toEqual([200, true]);
+    expect((await request(t.app).get('/HEALTHZ')).status).toBe(200);
+    // A prefix is a whole segment: /rest/v1x is no path of /rest/v1.
+    expect((await request(t.app).get('/rest/v1x/contacts').set('apikey', TEST_API_KEY)).status).toBe(404);
+  });
+
   it('sends Server-Timing on every surface whose request ran a database transaction', async () => {
     for (const [name, send] of SURFACES.slice(0, 3)) {
       const res = await send();

@@ -215,18 +215,24 @@ class Slots {
     const k = key ?? KEYLESS;
     const free = this.takeFree(k);
     if (free) return free;
-    let timer: NodeJS.Timeout | undefined;
     return new Promise<Slot>((resolve, reject) => {
-      const waiter: Waiter = { key: k, grant: resolve };
-      this.waiting.push(waiter);
-      timer = setTimeout(() => {
+      // The timer is cleared where the slot is granted: no promise more (a finally) per wait.
+      const timer = setTimeout(() => {
         const i = this.waiting.indexOf(waiter);
         if (i < 0) return;
         this.waiting.splice(i, 1);
         reject(k === KEYLESS || this.underShare(k) ? catalogue.poolTimeout(timeoutMs) : tooManyConcurrent(this.perKey));
       }, timeoutMs);
+      const waiter: Waiter = {
+        key: k,
+        grant: (slot) => {
+          clearTimeout(timer);
+          resolve(slot);
+        },
+      };
+      this.waiting.push(waiter);
       this.dispatch();
-    }).finally(() => clearTimeout(timer));
+    });
   }
 
   /** Gives a slot back (`destroy`: with a fresh client in place of its own), then to the next waiter. */
