@@ -4,14 +4,19 @@
 
 export class Lru<K, V> {
   private readonly map = new Map<K, V>();
+  /** The key at the end of the map's order (the latest set or hit), or undefined. */
+  private newest: K | undefined;
 
   constructor(readonly limit: number) {}
 
   get(key: K): V | undefined {
     const value = this.map.get(key);
-    if (value !== undefined) {
+    // A hit on the newest key is where it is already: no delete and set again (the same
+    // key is asked for again and again: a client's token, its read).
+    if (value !== undefined && key !== this.newest) {
       this.map.delete(key);
       this.map.set(key, value);
+      this.newest = key;
     }
     return value;
   }
@@ -19,11 +24,13 @@ export class Lru<K, V> {
   set(key: K, value: V): void {
     this.map.delete(key);
     this.map.set(key, value);
+    this.newest = key;
     if (this.map.size > this.limit) this.map.delete(this.map.keys().next().value as K);
   }
 
   delete(key: K): void {
     this.map.delete(key);
+    if (key === this.newest) this.newest = undefined;
   }
 
   get size(): number {
