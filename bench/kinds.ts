@@ -175,9 +175,13 @@ function deletes(owner: Sql, workspace: string, headers: Record<string, string>)
     if (readiedFor > 0) perSecond = Math.max(perSecond, taken / readiedFor);
     const wanted = Math.ceil(perSecond * seconds * 2) - queue.length;
     if (wanted > 0) {
+      // Dated each a second apart, years before the workspace's rows: thousands with the one
+      // timestamp of their insert, at the top of a newest-first read, made MCP list_expenses
+      // (ordered by time, then id) read and sort all of them (1-4 ms of Postgres, not 0.4).
       const rows = await owner<{ id: string }[]>`
-        INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id)
-        SELECT ${workspace}::uuid, 'Bench delete', 3, 'other', 'cash' FROM generate_series(1, ${wanted}::int)
+        INSERT INTO public.personal_transactions (workspace_id, name, amount, category_id, method_id, occurred_at)
+        SELECT ${workspace}::uuid, 'Bench delete', 3, 'other', 'cash', now() - interval '10 years' - make_interval(secs => g)
+          FROM generate_series(1, ${wanted}::int) AS g
         RETURNING id::text`;
       queue.push(...rows.map((r) => r.id));
     }
