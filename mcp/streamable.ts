@@ -55,13 +55,38 @@ export function transported(req: IncomingMessage, body: unknown): Transported {
   if (!accept?.includes('application/json') || !accept.includes('text/event-stream'))
     return refused(406, -32000, NOT_ACCEPTABLE);
   if (!isJsonContentType(header(req, 'content-type'))) return refused(415, -32000, NOT_JSON);
-  const parsed = JSONRPCMessageSchema.safeParse(body);
-  if (!parsed.success) return refused(400, -32700, NOT_JSON_RPC);
-  const message = parsed.data;
+  const plain = plainRequest(body);
+  const message = plain ?? JSONRPCMessageSchema.safeParse(body).data;
+  if (message === undefined) return refused(400, -32700, NOT_JSON_RPC);
   // initialize negotiates the version in its params, so its header is not looked at. The method
   // is compared first: the SDK's schema of initialize costs more than every other check here.
   const initialize = 'method' in message && message.method === 'initialize' && isInitializeRequest(message);
   const refusal = initialize ? undefined : versionRefusal(req);
   if (refusal) return refusal;
-  return isJSONRPCRequest(message) ? { request: message } : { accepted: true };
+  const request = plain ?? (isJSONRPCRequest(message) ? message : undefined);
+  return request ? { request } : { accepted: true };
+}
+
+const REQUEST_MEMBERS = new Set(['jsonrpc', 'id', 'method', 'params']);
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A request the SDK's schema passes as it is, checked without it: the request's members only,
+ * version 2.0, an id that is a string or a safe integer, a method, and params that are an object
+ * without _meta (the one member of params the schema reads) or none. Anything else, valid or
+ * not, is the schema's to judge. The schema costs more than the rest of the transport's checks.
+ */
+function plainRequest(body: unknown): JSONRPCRequest | undefined {
+  if (!isObject(body)) return undefined;
+  for (const key in body) if (!REQUEST_MEMBERS.has(key)) return undefined;
+  const { jsonrpc, id, method, params } = body;
+  if (jsonrpc !== '2.0' || typeof method !== 'string') return undefined;
+  if (typeof id !== 'string' && !Number.isSafeInteger(id)) return undefined;
+  if (
+    params !== undefined &&
+    (!isObject(params) || Object.hasOwn(params, '_meta') || Object.hasOwn(params, '__proto__'))
+  )
+    return undefined;
+  return body as JSONRPCRequest;
 }

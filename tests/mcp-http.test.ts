@@ -177,6 +177,9 @@ describe('what the transport refuses', () => {
       '{"jsonrpc":"2.0","id":1,"method":5}',
       '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}',
       '{"jsonrpc":"2.0","id":1,"method":"ping","extra":true}',
+      '{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1.5}}}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping","params":[]}',
     ]) {
       const res = await post(body).expect(400);
       expect(res.body).toEqual(transportError(-32700, 'Parse error: Invalid JSON-RPC message'));
@@ -264,6 +267,8 @@ describe('the protocol', () => {
   it('ping answers an empty result with the id', async () => {
     expect((await rpc('ping', undefined, 'p-1').expect(200)).body).toEqual({ jsonrpc: '2.0', id: 'p-1', result: {} });
     expect((await rpc('ping', {}, 7).expect(200)).body).toEqual({ jsonrpc: '2.0', id: 7, result: {} });
+    const meta = { _meta: { progressToken: 'p', other: 1 }, more: true };
+    expect((await rpc('ping', meta, -3).expect(200)).body).toEqual({ jsonrpc: '2.0', id: -3, result: {} });
   });
 
   it('an unknown method is -32601 with the id', async () => {
