@@ -31,6 +31,8 @@ export interface Held {
   /** The address key its bytes count against (addressKey), once it reserved some. */
   key: string | undefined;
   bytes: number;
+  /** Let go of (release): its response closed. */
+  released: boolean;
 }
 
 /** Per server (createApp): the connections' requests in flight, and each address's bytes waiting to be sent. */
@@ -63,7 +65,7 @@ export class Sending {
       return undefined;
     }
     this.inFlight.set(socket, n + 1);
-    const held: Held = { socket, timer: undefined, key: undefined, bytes: 0 };
+    const held: Held = { socket, timer: undefined, key: undefined, bytes: 0, released: false };
     this.deadline(res, held);
     return held;
   }
@@ -76,7 +78,9 @@ export class Sending {
    */
   reserve(held: Held, address: string | undefined, bytes: number): void {
     const limit = this.limits.httpSendBytesPerAddress;
-    if (limit <= 0) return;
+    // An answer let go of already (its client went while it was being made) is sent to nobody:
+    // counted now, its bytes would never be let go of, and the address would be refused for ever.
+    if (limit <= 0 || held.released) return;
     const key = held.key ?? addressKey(address);
     const waiting = this.waiting.get(key) ?? 0;
     if (waiting > 0 && waiting + bytes > limit) throw tooMuchUnread(limit);
@@ -87,10 +91,12 @@ export class Sending {
 
   /**
    * Lets go of what an admitted answer held, when its response closes (sent, or its connection
-   * gone): its place in flight, its deadline, its bytes. One listener of the request shell calls
-   * it (http.ts serve): each listener put on every response was a cost of every request.
+   * gone), once: its place in flight, its deadline, its bytes. One listener of the request shell
+   * calls it (http.ts serve): each listener put on every response was a cost of every request.
    */
   release(held: Held): void {
+    if (held.released) return;
+    held.released = true;
     this.inFlight.set(held.socket, (this.inFlight.get(held.socket) ?? 1) - 1);
     clearTimeout(held.timer);
     if (held.key === undefined) return;

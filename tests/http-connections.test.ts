@@ -44,7 +44,13 @@ beforeAll(async () => {
     END $$;
     -- An answer larger than the kernel's socket buffers hold (a few MB): the rest waits in the server.
     CREATE FUNCTION public.big_answer() RETURNS text LANGUAGE sql AS $$ SELECT repeat('x', 32000000) $$;
-    GRANT EXECUTE ON FUNCTION public.wait_for_release(), public.big_answer() TO api_read;`);
+    CREATE FUNCTION public.big_answer_after_release() RETURNS text LANGUAGE plpgsql AS $$
+    BEGIN
+      PERFORM pg_catalog.pg_advisory_xact_lock_shared(${LOCK_KEY});
+      RETURN repeat('x', 32000000);
+    END $$;
+    GRANT EXECUTE ON FUNCTION public.wait_for_release(), public.big_answer(), public.big_answer_after_release()
+      TO api_read;`);
 });
 afterAll(async () => {
   server.closeAllConnections();
@@ -255,5 +261,55 @@ describe('answers a client does not take', () => {
     // The client goes away: its answer's bytes with it.
     c.socket.destroy();
     await waitFor(async () => (await fetchBig(to)).status === 200, 'room for a large answer again');
+  });
+
+  /** Requests the server works on: holding a pooled connection, or waiting for one. */
+  const working = () => {
+    const { size, free, waiting } = t.ctx.db.stats();
+    return size - free + waiting;
+  };
+
+  /** Runs `leave` while the test holds the lock the slow requests wait for, then lets them finish. */
+  async function whileHeld(to: number, leave: (c: Client) => Promise<void>): Promise<void> {
+    const owner = postgres(s.db.url, { max: 1, onnotice: () => {} });
+    await owner`SELECT pg_catalog.pg_advisory_lock(${LOCK_KEY})`;
+    try {
+      const c = await open(to);
+      await leave(c);
+    } finally {
+      await owner.end();
+    }
+    await waitFor(() => working() === 0, 'the abandoned requests to finish');
+  }
+
+  test('made after its client went, counts nothing against the address', async () => {
+    // The answer is made once the client has gone: its 32 MB were counted and never let go of,
+    // so the address was refused every answer after (429) until the server restarted.
+    const to = await start({ TALLY_HTTP_SEND_BYTES_PER_ADDRESS: String(40 * 1024 * 1024) });
+    await whileHeld(to, async (c) => {
+      c.socket.write(
+        `GET /rest/v1/rpc/big_answer_after_release HTTP/1.1\r\nHost: localhost\r\napikey: ${TEST_API_KEY}\r\nAuthorization: Bearer ${s.readA}\r\n\r\n`,
+      );
+      await waitFor(() => working() >= 1, 'the request to wait for the lock');
+      c.socket.destroy();
+    });
+    expect((await fetchBig(to)).status).toBe(200);
+  });
+
+  test('pipelined behind another whose client went, counts nothing against the address', async () => {
+    // The second answer waits for the first to be sent; the connection goes first: both
+    // responses close with it, the second's 32 MB let go of too.
+    const to = await start({ TALLY_HTTP_SEND_BYTES_PER_ADDRESS: String(40 * 1024 * 1024) });
+    await whileHeld(to, async (c) => {
+      const ask = (path: string) =>
+        `GET ${path} HTTP/1.1\r\nHost: localhost\r\napikey: ${TEST_API_KEY}\r\nAuthorization: Bearer ${s.readA}\r\n\r\n`;
+      c.socket.write(ask('/rest/v1/rpc/wait_for_release') + ask(BIG));
+      // Both taken in: the first waits for the lock, the second's answer is made and waits for it.
+      await waitFor(() => working() === 1, 'the first request to wait for the lock');
+      // Another large answer to the address is refused while the second's 32 MB are counted.
+      await waitFor(async () => (await fetchBig(to)).status === 429, 'the second answer to be counted');
+      c.socket.destroy();
+    });
+    expect((await fetchBig(to)).status).toBe(200);
   });
 });
