@@ -83,9 +83,12 @@ export class Exchange {
   }
 }
 
-/** A duration in milliseconds with two decimals, as toFixed(2) writes it, without its runtime call. */
+/**
+ * A duration in milliseconds with two decimals, without toFixed's runtime call: rounded half up
+ * (toFixed rounds the binary value, so 0.015 is "0.01" there and "0.02" here). Never negative.
+ */
 function fixed2(ms: number): string {
-  const hundredths = Math.round(ms * 100);
+  const hundredths = Math.round(Math.max(0, ms) * 100);
   const cents = hundredths % 100;
   return `${(hundredths - cents) / 100}.${cents < 10 ? '0' : ''}${cents}`;
 }
