@@ -279,6 +279,16 @@ async function transactionsPerRead(ownerUrl: string, base: string, c: Case): Pro
 
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
 
+/** Writes a run's results, dated and with the load average, to BENCH_OUT or bench/results/`name`. */
+async function writeResults(name: string, results: object): Promise<void> {
+  const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', name);
+  await writeFile(
+    out,
+    JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...results }, null, 2) + '\n',
+  );
+  log(`\nWrote ${out}`);
+}
+
 /** The one-minute load average, for the log lines. */
 const load1 = (): string => {
   const [one = NaN] = loadavg();
@@ -380,12 +390,7 @@ async function main(): Promise<void> {
       kinds: kindsFrom(env.BENCH_CPU_KINDS),
       log,
     });
-    const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'against.json');
-    await writeFile(
-      out,
-      JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...report }, null, 2) + '\n',
-    );
-    log(`\nWrote ${out}`);
+    await writeResults('against.json', report);
     return;
   }
   if (env.BENCH_CASES === 'cpu') {
@@ -397,12 +402,7 @@ async function main(): Promise<void> {
         `Target ${id} CPU per request vs ${cpu.baseline.commit}: <= ${most}×, measured ${measured}× → ${measured !== undefined && measured <= most ? 'met' : 'NOT met'}`,
       );
     }
-    const out = env.BENCH_OUT ?? join(packageRoot, 'bench', 'results', 'cpu-latest.json');
-    await writeFile(
-      out,
-      JSON.stringify({ measuredAt: new Date().toISOString(), loadavg: loadavg(), ...cpu }, null, 2) + '\n',
-    );
-    log(`\nWrote ${out}`);
+    await writeResults('cpu-latest.json', cpu);
     return;
   }
   const started = Date.now();
