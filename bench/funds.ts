@@ -8,33 +8,23 @@
 
 import type { Sql } from 'postgres';
 import { workspaceWithToken, type BenchWorkspace } from './data.js';
+import { restHeaders, toolCall, type Request } from './kinds.js';
 
 export const FUND_FIGURES_FUNDS = 2000;
 export const FUND_FIGURES_TARGET_MS = 300;
 
 /** The requests, by name: each answers every fund of the workspace. */
-const REQUESTS: Record<string, (ws: BenchWorkspace, apikey: string) => { path: string; init: RequestInit }> = {
+const REQUESTS: Record<string, (ws: BenchWorkspace, apikey: string) => Request> = {
   'GET /rest/v1/rpc/fund_summaries': (ws, apikey) => rest('rpc/fund_summaries', ws, apikey),
   'GET /rest/v1/funds?select=*,summary': (ws, apikey) => rest('funds?select=*,summary', ws, apikey),
   'GET /rest/v1/funds?select=id,balance': (ws, apikey) => rest('funds?select=id,balance', ws, apikey),
-  'MCP tools/call list_funds': (ws) => ({
-    path: `/mcp?token=${encodeURIComponent(ws.token)}`,
-    init: {
-      method: 'POST',
-      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'list_funds', arguments: {} },
-      }),
-    },
-  }),
+  'MCP tools/call list_funds': (ws) => toolCall(ws.token, 'list_funds', {}),
 };
 
-const rest = (path: string, ws: BenchWorkspace, apikey: string) => ({
+const rest = (path: string, ws: BenchWorkspace, apikey: string): Request => ({
+  method: 'GET',
   path: `/rest/v1/${path}`,
-  init: { headers: { apikey, authorization: `Bearer ${ws.jwt}` } },
+  headers: restHeaders(apikey, ws.jwt),
 });
 
 /**
@@ -80,11 +70,11 @@ export async function timeFundFigures(
 ): Promise<Record<string, number>> {
   const figures: Record<string, number> = {};
   for (const [name, make] of Object.entries(REQUESTS)) {
-    const { path, init } = make(ws, apikey);
+    const { method, path, headers, body: sent } = make(ws, apikey);
     const times: number[] = [];
     for (let i = 0; i <= sends; i++) {
       const started = performance.now();
-      const res = await fetch(base + path, init);
+      const res = await fetch(base + path, { method, headers, body: sent });
       const body: unknown = await res.json();
       const ms = performance.now() - started;
       if (res.status !== 200 || fundsIn(body) !== funds)

@@ -55,6 +55,24 @@ export interface Request {
   tidy?: () => Promise<void>;
 }
 
+/** The headers of a /rest/v1 request with a workspace's access token. */
+export const restHeaders = (apikey: string, jwt: string): Record<string, string> => ({
+  apikey,
+  authorization: `Bearer ${jwt}`,
+});
+
+/** A JSON-RPC message to /mcp with the workspace token in its URL, as an MCP client sends it. */
+export const mcpRequest = (token: string, message: object): Request => ({
+  method: 'POST',
+  path: `/mcp?token=${encodeURIComponent(token)}`,
+  headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+  body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
+});
+
+/** A tools/call of tool `name` with `args`. */
+export const toolCall = (token: string, name: string, args: object): Request =>
+  mcpRequest(token, { method: 'tools/call', params: { name, arguments: args } });
+
 export interface KindData {
   workspace: string;
   apikey: string;
@@ -71,15 +89,10 @@ const expense = (name: string, amount = 12.5) => ({ name, amount, category_id: '
  * connection of the build's database as its owner, kept open for the DELETE's rows.
  */
 export async function requestsFor(owner: Sql, data: KindData, kinds: string[]): Promise<Map<string, Request>> {
-  const rest = { apikey: data.apikey, authorization: `Bearer ${data.jwt}` };
+  const rest = restHeaders(data.apikey, data.jwt);
   const write = (prefer = 'return=minimal') => ({ ...rest, 'content-type': 'application/json', prefer });
-  const mcp = (message: object): Request => ({
-    method: 'POST',
-    path: `/mcp?token=${encodeURIComponent(data.token)}`,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, ...message }),
-  });
-  const tool = (name: string, args: object) => mcp({ method: 'tools/call', params: { name, arguments: args } });
+  const mcp = (message: object) => mcpRequest(data.token, message);
+  const tool = (name: string, args: object) => toolCall(data.token, name, args);
   // Rows the reads and the writes that go round take: ids of the workspace's expenses, apart.
   const ids = await expenseIds(owner, data.workspace, 2001);
   const [oneId] = ids;
