@@ -62,7 +62,7 @@ export const restHeaders = (apikey: string, jwt: string): Record<string, string>
 });
 
 /** A JSON-RPC message to /mcp with the workspace token in its URL, as an MCP client sends it. */
-export const mcpRequest = (token: string, message: object): Request => ({
+const mcpRequest = (token: string, message: object): Request => ({
   method: 'POST',
   path: `/mcp?token=${encodeURIComponent(token)}`,
   headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
