@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import postgres, { type Sql } from 'postgres';
 import request from 'supertest';
 import type { AppContext } from '../../gateway/context.js';
@@ -5,6 +6,7 @@ import { migrate } from '../../gateway/db/migrate.js';
 import { createApp, type App } from '../../gateway/server.js';
 import { accessToken } from '../harness/app.js';
 import { tokenFor, workspaceWithData } from '../harness/fixtures.js';
+import { defined } from '../../gateway/engine/invariant.js';
 import { TEST_API_KEY } from '../harness/rest.js';
 import { startCitusCluster, type CitusCluster } from './harness/citus.js';
 import { coordinatorContext } from './harness/coordinator.js';
@@ -107,3 +109,48 @@ test.each(Object.keys(KINDS))('%s: the commands sent to the workers at 2,000 fun
   );
   expect({ kind, commands: many.commands }).toEqual({ kind, commands: few.commands });
 });
+
+/**
+ * The private memory (kB) of every session the API roles hold on the workers: the sessions Citus
+ * opened from the coordinator, which it keeps between transactions. This machine runs the
+ * cluster, so /proc shows them.
+ */
+async function workerSessionsMemory(): Promise<number> {
+  let kB = 0;
+  for (const worker of cluster.workers) {
+    const sql = postgres(worker.url(DB), { max: 1, onnotice: () => {} });
+    try {
+      const sessions = await sql<{ pid: number }[]>`
+        SELECT pid FROM pg_stat_activity
+         WHERE datname = ${DB} AND backend_type = 'client backend'
+           AND usename IN ('api_read', 'api_write', 'anon')`;
+      for (const { pid } of sessions) {
+        const anonymous = /^Anonymous:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+        kB += Number(defined(anonymous ?? undefined, 'the Anonymous line of smaps_rollup')[1]);
+      }
+    } finally {
+      await sql.end();
+    }
+  }
+  return kB;
+}
+
+// A computed field's statements run on the worker, from inside the query on the shard, in a
+// session the coordinator keeps. Citus 13.2 added a plan to PL/pgSQL's kept plan at each call:
+// the worker's session grew about 240 MB per read of 2,000 funds with their summary (or their
+// balance, summary's field), until the worker ran out of memory. The field now plans at each
+// call (api_roles.sql), and the plans go with the call.
+test.each(['summary', 'balance'])(
+  "reads of the computed field %s leave the workers' sessions their size",
+  async (field) => {
+    const read = rest('many', `funds?select=id,${field}`);
+    await read(); // PL/pgSQL keeps a statement's plan from its sixth call
+    const before = await workerSessionsMemory();
+    for (let i = 0; i < 3; i += 1) await read();
+    const grown = (await workerSessionsMemory()) - before;
+    process.stdout.write(
+      `the workers' API sessions grew ${grown} kB over three reads of ${field} at ${FUNDS.many} funds\n`,
+    );
+    expect(grown).toBeLessThan(32 * 1024);
+  },
+);

@@ -8,5 +8,6 @@
 SELECT tally.place_tables();
 -- The pre-request check and the category trigger, reading the one shard of their tables (shards.sql).
 SELECT tally.bind_shards();
--- The API roles' logins on the workers, and the computed fields as distributed objects (api_roles.sql).
+-- The API roles' logins on the workers, and the computed fields as distributed objects that plan
+-- their statements at each call (api_roles.sql).
 SELECT tally.citus_api_roles();

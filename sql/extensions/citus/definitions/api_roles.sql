@@ -47,6 +47,17 @@ $$;
 -- so it must exist there; Citus copies a function to every node once it is one. Citus refuses to
 -- distribute a function in the transaction that distributed the table of its argument, so this
 -- runs after the placement has committed (after-migrate.sql).
+--
+-- And every such function in a procedural language (PL/pgSQL) plans its statements anew at each
+-- call (plan_cache_mode = force_custom_plan). Its statements read tables Citus manages, from
+-- inside the query on the shard, where that shard is local. Citus 13.2 runs such a statement
+-- through its local plan cache, which misses every time for a plan PL/pgSQL keeps (its check
+-- reads the task list, empty in a kept plan), and adds one more plan to the kept plan at every
+-- call. The worker's session grew 60 KB per call, 240 MB per read of 2,000 funds with their
+-- summary, for as long as the coordinator keeps its connection. A plan made for one call is
+-- freed with it, and it costs less (470 against 520 ms for 2,000 calls measured on a worker).
+-- Set on every run: a definition applied again comes without it. A SQL function is left alone:
+-- a SET clause would stop Postgres inlining it (balance(funds) is summary's field).
 CREATE OR REPLACE FUNCTION tally.citus_api_roles() RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -99,6 +110,17 @@ BEGIN
      ORDER BY p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'sql'), p.oid
   LOOP
     PERFORM create_distributed_function(fn.oid);
+  END LOOP;
+  FOR fn IN
+    SELECT p.oid::regprocedure AS oid
+      FROM pg_proc p
+      JOIN pg_type t ON t.oid = p.proargtypes[0]
+      JOIN pg_dist_partition d ON d.logicalrelid = t.typrelid AND d.partmethod = 'h'
+      JOIN pg_language l ON l.oid = p.prolang AND l.lanname NOT IN ('sql', 'internal', 'c')
+     WHERE p.pronargs = 1 AND p.prokind = 'f'
+       AND NOT coalesce('plan_cache_mode=force_custom_plan' = ANY (p.proconfig), false)
+  LOOP
+    EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', fn.oid);
   END LOOP;
 END
 $$;
