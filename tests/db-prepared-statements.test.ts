@@ -1,6 +1,6 @@
 import request from 'supertest';
 import type { App } from '../gateway/server.js';
-import type { Pool } from '../gateway/engine/pool.js';
+import { MAX_PREPARED_PER_CONNECTION, type Pool } from '../gateway/engine/pool.js';
 import { jwtKeys } from '../gateway/auth/jwt.js';
 import { loadConfig } from '../gateway/config.js';
 import { serverPool } from '../gateway/db/connect.js';
@@ -73,6 +73,30 @@ describe('prepared statements switch', () => {
         >`SELECT count(*)::int AS n FROM public.personal_transactions WHERE workspace_id = ${ws.id} AND name = 'unprepared'`,
       );
       expect(n).toBe(1);
+    } finally {
+      await pool.end({ timeout: 5 });
+    }
+  });
+
+  // Each new statement text a client sends is prepared on the connection and kept there, about
+  // 50 KB of the backend's memory each: reads that differ only in an alias grew one backend by
+  // 25 MB every 500 requests, for as long as the connection lived.
+  it('a connection keeps at most MAX_PREPARED_PER_CONNECTION statements prepared, however many shapes a client reads', async () => {
+    const { app, pool } = serverWith('');
+    try {
+      const rest = { apikey: TEST_API_KEY, authorization: `Bearer ${jwt}` };
+      const sessions = new Set<number>();
+      for (let i = 0; i < MAX_PREPARED_PER_CONNECTION + 100; i += 1) {
+        const res = await request(app)
+          .get(`/rest/v1/personal_transactions?select=id,a${i}:name&id=eq.${ws.expenseId}`)
+          .set(rest)
+          .expect(200);
+        expect(res.body).toEqual([{ id: ws.expenseId, [`a${i}`]: expect.any(String) }]);
+        if (i % 50 === 0) sessions.add(first(await pool<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`).pid);
+      }
+      expect(await preparedOf(pool)).toBeLessThanOrEqual(MAX_PREPARED_PER_CONNECTION);
+      // The connection was replaced once its statements passed the bound, not at every request.
+      expect(sessions.size).toBe(2);
     } finally {
       await pool.end({ timeout: 5 });
     }

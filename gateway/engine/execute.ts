@@ -354,7 +354,11 @@ class Transaction {
    * not after the statement timeout and the watchdog's margin.
    */
   private send(statements: readonly CompiledSql[], begins = false): Promise<PromiseSettledResult<unknown>[]> {
-    this.pending = statements.map((s) => run(this.lease.sql, s, s !== this.claims));
+    this.pending = statements.map((s) => {
+      if (s === this.claims) return run(this.lease.sql, s, false);
+      this.lease.prepared(s.text);
+      return run(this.lease.sql, s);
+    });
     const all = Promise.allSettled(this.pending);
     return begins ? watchedFrom(all, this.deadline, this.pending[0], this.answerMs) : watched(all, this.deadline);
   }

@@ -38,9 +38,21 @@ export interface PoolOptions {
 const NOT_YET_VALUE = Symbol('not yet');
 const NOT_YET = Promise.resolve(NOT_YET_VALUE);
 
+/**
+ * Distinct statements one connection keeps prepared. postgres.js prepares each new statement
+ * text once per connection and keeps it for the connection's life, and so does its backend:
+ * about 50 KB of the backend's memory for a list read. A client that varies its reads (an
+ * alias, a column, a filter) grew a backend by 25 MB every 500 requests, as long as the
+ * connection lived. Past this many, the connection is closed when it is released, and a fresh
+ * one takes its slot: an ordinary client sends far fewer shapes than this.
+ */
+export const MAX_PREPARED_PER_CONNECTION = 500;
+
 /** A reserved connection: release it when its work ended cleanly, destroy it otherwise. */
 export interface Lease {
   sql: ReservedSql;
+  /** Counts a statement sent prepared on this connection (MAX_PREPARED_PER_CONNECTION). */
+  prepared(text: string): void;
   release(): void;
   /** Cancels what the backend runs (`pending`: the queries in flight) and drops the connection. */
   destroy(pending?: Iterable<unknown>): void;
@@ -63,6 +75,8 @@ interface Slot {
   /** Stops the client from ever opening a connection again (see slotClient). */
   retire: () => void;
   busy: boolean;
+  /** The texts of the statements prepared on this client's connection. */
+  prepared: Set<string>;
 }
 
 interface Waiter {
@@ -120,6 +134,8 @@ const LOGIN_REFUSED_LOG_MS = 10_000;
 
 export function createPool(url: string, options: PoolOptions): Pool {
   const slots = new Slots(options.size, options.perKey, options.reserved ?? 0, () => slotClient(url, options.client));
+  // Without prepared statements (a transaction pooler between), there is nothing to count.
+  const counted = options.client.prepare !== false;
   let ended = false;
   let loginRefusedLoggedAt = -Infinity;
   // Requests answer 503 (could not connect) meanwhile; the log says why, in words an operator acts on.
@@ -144,7 +160,7 @@ export function createPool(url: string, options: PoolOptions): Pool {
       if (loginRefused(err)) logLoginRefused(err);
       throw err;
     }
-    return leaseOf(conn, (destroy) => slots.free(slot, key, destroy));
+    return leaseOf(conn, counted, slot, (destroy) => slots.free(slot, key, destroy));
   }
 
   const control = controlClient(url, options.client);
@@ -202,7 +218,7 @@ class Slots {
     private readonly reserved: number,
     private readonly newClient: () => Pick<Slot, 'client' | 'retire'>,
   ) {
-    this.slots = Array.from({ length: size }, () => ({ ...newClient(), busy: false }));
+    this.slots = Array.from({ length: size }, () => ({ ...newClient(), busy: false, prepared: new Set<string>() }));
     this.shared = size - reserved;
   }
 
@@ -242,6 +258,7 @@ class Slots {
       old.end({ timeout: 0 }).catch(() => {});
       slot.retire();
       Object.assign(slot, this.newClient());
+      slot.prepared = new Set();
     }
     slot.busy = false;
     this.hold(key ?? KEYLESS, -1);
@@ -348,16 +365,22 @@ async function connectionOf(slot: Slot, leftMs: number, deadlineMs: number): Pro
   }
 }
 
-/** A reserved connection as a Lease: `free` gives its slot back, once, destroyed or not. */
-function leaseOf(conn: ReservedSql, free: (destroy: boolean) => void): Lease {
+/**
+ * A reserved connection as a Lease: `free` gives its slot back, once, destroyed or not. Released
+ * with more than MAX_PREPARED_PER_CONNECTION statements prepared (when `counted`), it is closed.
+ */
+function leaseOf(conn: ReservedSql, counted: boolean, slot: Slot, free: (destroy: boolean) => void): Lease {
   let done = false;
   return {
     sql: conn,
+    prepared(text) {
+      if (counted) slot.prepared.add(text);
+    },
     release() {
       if (done) return;
       done = true;
       conn.release();
-      free(false);
+      free(slot.prepared.size > MAX_PREPARED_PER_CONNECTION);
     },
     destroy(pending = []) {
       if (done) return;
