@@ -190,6 +190,29 @@ describe('settings pages', () => {
       const replay = await request(t.app).get('/settings/api').set('Cookie', `tally_session=${secret}`).expect(303);
       expect(replay.headers.location).toBe('/settings/login');
     });
+
+    // Each sign-in stored a session until it expired (12 hours): one member signing in again
+    // and again grew tally.settings_sessions without end. sessions_per_member in
+    // sql/app/definitions/settings.sql.
+    it('a member holds at most 20 sessions: a further sign-in ends the oldest, the others go on', async () => {
+      const SESSIONS_PER_MEMBER = 20;
+      const many = 'many-devices@example.com';
+      await addMember(db.admin, ws.id, many, 'member', PASSWORD, 'test');
+      const secrets: string[] = [];
+      for (let i = 0; i < SESSIONS_PER_MEMBER + 5; i += 1) secrets.push((await signedIn(many)).secret);
+      const rows = await db.admin<{ token_hash: Buffer }[]>`
+        SELECT s.token_hash FROM tally.settings_sessions s JOIN public.user_credentials u ON u.id = s.user_id
+         WHERE u.email = ${many}`;
+      expect(rows.map((r) => r.token_hash.toString('hex')).sort()).toEqual(
+        secrets
+          .slice(-SESSIONS_PER_MEMBER)
+          .map((s) => hashOf(s).toString('hex'))
+          .sort(),
+      );
+      const oldest = await request(t.app).get('/settings/api').set('Cookie', `tally_session=${secrets[4]}`).expect(303);
+      expect(oldest.headers.location).toBe('/settings/login');
+      await request(t.app).get('/settings/api').set('Cookie', `tally_session=${secrets[5]}`).expect(200);
+    });
   });
 
   describe('the API page', () => {

@@ -97,7 +97,10 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT u.id, u.password_hash FROM user_credentials u WHERE lower(u.email) = lower(settings_credentials.email) $$;
 
--- A session after a good sign-in; sweeps ended sessions now and then.
+-- A session after a good sign-in; sweeps ended sessions now and then. A member holds at most
+-- sessions_per_member sessions: a sign-in past them ends the oldest (never the new one). Each
+-- sign-in stored a row until it expired, so a member signing in again and again grew the table
+-- without end.
 CREATE OR REPLACE FUNCTION tally.settings_session_create(uid uuid, session_hash bytea, csrf text, lifetime_seconds integer, client_addr text)
 RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -105,11 +108,15 @@ SET search_path = pg_catalog, public, tally, pg_temp
 AS $$
 DECLARE
   ends timestamptz := now() + make_interval(secs => lifetime_seconds);
+  sessions_per_member constant integer := 20;
 BEGIN
   IF random() < 0.05 THEN
     DELETE FROM settings_sessions s WHERE s.expires_at < now();
   END IF;
   INSERT INTO settings_sessions (token_hash, user_id, csrf_token, expires_at) VALUES (session_hash, uid, csrf, ends);
+  DELETE FROM settings_sessions s
+   WHERE s.token_hash IN (SELECT o.token_hash FROM settings_sessions o WHERE o.user_id = uid
+                           ORDER BY o.token_hash = session_hash DESC, o.created_at DESC OFFSET sessions_per_member);
   -- The member's failures from this address are forgotten; the address's good attempt is
   -- taken back (its earlier failures still count).
   DELETE FROM sign_in_failures f
