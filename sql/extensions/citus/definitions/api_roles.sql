@@ -97,30 +97,28 @@ BEGIN
   LOOP
     EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', fn.rel);
   END LOOP;
-  -- Order: a SQL function's body is checked when it is created on a worker, so one that calls
-  -- another (balance calls summary) comes after it; PL/pgSQL bodies are not checked, and a SQL
-  -- function was created after the functions its body calls (the same check ran here).
+  -- Each computed field: distributed, then (procedural) planned at each call. Order: a SQL
+  -- function's body is checked when it is created on a worker, so one that calls another
+  -- (balance calls summary) comes after it; PL/pgSQL bodies are not checked, and a SQL function
+  -- was created after the functions its body calls (the same check ran here).
   FOR fn IN
-    SELECT p.oid::regprocedure AS oid
+    SELECT p.oid::regprocedure AS oid,
+           EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid) AS distributed,
+           l.lanname NOT IN ('sql', 'internal', 'c')
+             AND NOT coalesce('plan_cache_mode=force_custom_plan' = ANY (p.proconfig), false) AS to_plan_per_call
       FROM pg_proc p
       JOIN pg_type t ON t.oid = p.proargtypes[0]
       JOIN pg_dist_partition d ON d.logicalrelid = t.typrelid AND d.partmethod = 'h'
+      JOIN pg_language l ON l.oid = p.prolang
      WHERE p.pronargs = 1 AND p.prokind = 'f'
-       AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
-     ORDER BY p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'sql'), p.oid
+     ORDER BY l.lanname = 'sql', p.oid
   LOOP
-    PERFORM create_distributed_function(fn.oid);
-  END LOOP;
-  FOR fn IN
-    SELECT p.oid::regprocedure AS oid
-      FROM pg_proc p
-      JOIN pg_type t ON t.oid = p.proargtypes[0]
-      JOIN pg_dist_partition d ON d.logicalrelid = t.typrelid AND d.partmethod = 'h'
-      JOIN pg_language l ON l.oid = p.prolang AND l.lanname NOT IN ('sql', 'internal', 'c')
-     WHERE p.pronargs = 1 AND p.prokind = 'f'
-       AND NOT coalesce('plan_cache_mode=force_custom_plan' = ANY (p.proconfig), false)
-  LOOP
-    EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', fn.oid);
+    IF NOT fn.distributed THEN
+      PERFORM create_distributed_function(fn.oid);
+    END IF;
+    IF fn.to_plan_per_call THEN
+      EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', fn.oid);
+    END IF;
   END LOOP;
 END
 $$;
