@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { schemaCacheOf } from '../gateway/engine/run.js';
+import { compiledReadsOf, schemaCacheOf } from '../gateway/engine/run.js';
 import { ChangeWatch } from '../gateway/engine/changes.js';
 import { SchemaCacheHolder } from '../gateway/engine/schema-cache/index.js';
 import { Lru } from '../gateway/engine/lru.js';
@@ -88,6 +88,24 @@ describe('compiled reads', () => {
           expect(res.body).toEqual([{ id: ws.expenseId, workspace_id: ws.id }]);
         }
       }
+    });
+
+    // A read's SQL grows with its select: 49 embeds of two levels in a URL of 1,900 characters
+    // made 77,000 characters of SQL, and 1,000 of them kept compiled took the heap 221 MB higher.
+    it('keeps a read compiled only up to COMPILED_READ_CHARS of key and SQL; a longer one is answered all the same', async () => {
+      const kept = async () => compiledReadsOf(await schemaCacheOf(t.ctx).get()).size;
+      const rest = { apikey: TEST_API_KEY, authorization: `Bearer ${jwtA}` };
+      const short = await request(t.app).get('/rest/v1/funds?select=id,t:fund_transactions(id)').set(rest).expect(200);
+      const before = await kept();
+      const nested = Array.from({ length: 49 }, (_, k) => `f${k}:funds(id,t:fund_transactions(id))`).join(',');
+      for (let i = 0; i < 3; i += 1) {
+        const res = await request(t.app).get(`/rest/v1/fund_kinds?select=id,${nested}&limit=1`).set(rest).expect(200);
+        expect(res.body[0].f48).toEqual(res.body[0].f0);
+      }
+      expect(await kept()).toBe(before);
+      // The short read is still kept: asked again, it is a hit, not a new entry.
+      await request(t.app).get('/rest/v1/funds?select=id,t:fund_transactions(id)').set(rest).expect(200, short.body);
+      expect(await kept()).toBe(before);
     });
   });
 });
