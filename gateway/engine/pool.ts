@@ -39,19 +39,20 @@ const NOT_YET_VALUE = Symbol('not yet');
 const NOT_YET = Promise.resolve(NOT_YET_VALUE);
 
 /**
- * Distinct statements one connection keeps prepared. postgres.js prepares each new statement
- * text once per connection and keeps it for the connection's life, and so does its backend:
- * about 50 KB of the backend's memory for a list read. A client that varies its reads (an
- * alias, a column, a filter) grew a backend by 25 MB every 500 requests, as long as the
- * connection lived. Past this many, the connection is closed when it is released, and a fresh
- * one takes its slot: an ordinary client sends far fewer shapes than this.
+ * Characters of statement text one connection keeps prepared. postgres.js prepares each new
+ * statement text once per connection and keeps it for the connection's life, and so does its
+ * backend, at about 50 bytes of memory a character: 50 KB for a list read, 2 MB for a read of 49
+ * embeds. A client that varies its reads (an alias, a column, a filter) grew a backend by 25 MB
+ * every 500 small reads, or 200 MB every 100 large ones, as long as the connection lived. Past
+ * this many characters (about 50 MB of the backend's memory), the connection is closed when it
+ * is released, and a fresh one takes its slot: an ordinary client's reads take far fewer.
  */
-export const MAX_PREPARED_PER_CONNECTION = 500;
+export const MAX_PREPARED_CHARS_PER_CONNECTION = 1_000_000;
 
 /** A reserved connection: release it when its work ended cleanly, destroy it otherwise. */
 export interface Lease {
   sql: ReservedSql;
-  /** Counts a statement sent prepared on this connection (MAX_PREPARED_PER_CONNECTION). */
+  /** Counts a statement sent prepared on this connection (MAX_PREPARED_CHARS_PER_CONNECTION). */
   prepared(text: string): void;
   release(): void;
   /** Cancels what the backend runs (`pending`: the queries in flight) and drops the connection. */
@@ -75,8 +76,9 @@ interface Slot {
   /** Stops the client from ever opening a connection again (see slotClient). */
   retire: () => void;
   busy: boolean;
-  /** The texts of the statements prepared on this client's connection. */
+  /** The texts of the statements prepared on this client's connection, and their characters. */
   prepared: Set<string>;
+  preparedChars: number;
 }
 
 interface Waiter {
@@ -218,7 +220,12 @@ class Slots {
     private readonly reserved: number,
     private readonly newClient: () => Pick<Slot, 'client' | 'retire'>,
   ) {
-    this.slots = Array.from({ length: size }, () => ({ ...newClient(), busy: false, prepared: new Set<string>() }));
+    this.slots = Array.from({ length: size }, () => ({
+      ...newClient(),
+      busy: false,
+      prepared: new Set<string>(),
+      preparedChars: 0,
+    }));
     this.shared = size - reserved;
   }
 
@@ -259,6 +266,7 @@ class Slots {
       slot.retire();
       Object.assign(slot, this.newClient());
       slot.prepared = new Set();
+      slot.preparedChars = 0;
     }
     slot.busy = false;
     this.hold(key ?? KEYLESS, -1);
@@ -367,20 +375,23 @@ async function connectionOf(slot: Slot, leftMs: number, deadlineMs: number): Pro
 
 /**
  * A reserved connection as a Lease: `free` gives its slot back, once, destroyed or not. Released
- * with more than MAX_PREPARED_PER_CONNECTION statements prepared (when `counted`), it is closed.
+ * with more than MAX_PREPARED_CHARS_PER_CONNECTION characters prepared (when `counted`), it is
+ * closed.
  */
 function leaseOf(conn: ReservedSql, counted: boolean, slot: Slot, free: (destroy: boolean) => void): Lease {
   let done = false;
   return {
     sql: conn,
     prepared(text) {
-      if (counted) slot.prepared.add(text);
+      if (!counted || slot.prepared.has(text)) return;
+      slot.prepared.add(text);
+      slot.preparedChars += text.length;
     },
     release() {
       if (done) return;
       done = true;
       conn.release();
-      free(slot.prepared.size > MAX_PREPARED_PER_CONNECTION);
+      free(slot.preparedChars > MAX_PREPARED_CHARS_PER_CONNECTION);
     },
     destroy(pending = []) {
       if (done) return;
