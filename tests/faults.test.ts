@@ -415,8 +415,12 @@ describe('a burst of query shapes Postgres has not seen', () => {
     const shape = () =>
       `categories?select=${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:categories(${alias()}:id,${alias()}:personal_transactions(${alias()}:id,${alias()}:name)))`;
     const outcomes = await Promise.all(Array.from({ length: 30 }, () => get(`/rest/v1/${shape()}`)));
+    // Thirty anonymous requests share one tenant's connections: on a busy machine the last of
+    // them may wait past the acquisition deadline on that share, and are told so (429 PT429).
     for (const o of outcomes)
-      expect(`${o.status} ${o.code ?? ''}`).toMatch(/^(200 |400 PGRST1\d\d|503 PGRST00[01]|504 (PGRST003|57014))$/);
+      expect(`${o.status} ${o.code ?? ''}`).toMatch(
+        /^(200 |400 PGRST1\d\d|429 PT429|503 PGRST00[01]|504 (PGRST003|57014))$/,
+      );
     await expectFullPool();
   }, 60_000);
 });
