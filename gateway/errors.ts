@@ -108,6 +108,16 @@ export const appCatalogue = {
     message: 'Bad request',
     details,
   })),
+  tooManyTokens: entry(
+    'TLY205',
+    409,
+    'a new workspace token, when the workspace has its maximum of active tokens (nothing is written)',
+    (max: number) => ({
+      message: `The workspace has ${max} active tokens, the most it may have`,
+      details: `A workspace has at most ${max} active tokens. Revoke a token to make room for a new one.`,
+      hint: 'Revoke a token to make room for a new one',
+    }),
+  ),
 } as const;
 
 /** Every error a surface may answer: the engine's and Tally's own. */

@@ -2,10 +2,26 @@ import type { ISql, Sql } from 'postgres';
 import { newWorkspaceToken, sha256 } from '../secrets.js';
 import { AdminError } from './workspaces.js';
 import { oneRow } from '../engine/invariant.js';
+import { catalogue } from '../errors.js';
 
 // Workspace tokens: minted for a scope, shown once, stored as SHA-256, revoked at once.
 
 export type Scope = 'read' | 'write';
+
+/**
+ * Active (not revoked) tokens a workspace may have: tally.create_token (sql/app/definitions/admin.sql)
+ * refuses one more, and this is the number its refusal names. Each token has a rate limit of its
+ * own, so a workspace minting tokens multiplied its rate; 50 is far more than the clients a
+ * workspace runs, and caps that multiple.
+ */
+const ACTIVE_TOKENS_PER_WORKSPACE = 50;
+
+/** The database's refusal of a token past ACTIVE_TOKENS_PER_WORKSPACE as TLY205; anything else as it is. */
+export function tokenRefusal(err: unknown): unknown {
+  return (err as { code?: unknown } | null)?.code === '54000'
+    ? catalogue.tooManyTokens(ACTIVE_TOKENS_PER_WORKSPACE)
+    : err;
+}
 
 export interface TokenInfo {
   id: string;
@@ -32,11 +48,13 @@ export async function createToken(
 ): Promise<{ id: string; token: string }> {
   if (label.length > 200) throw new AdminError('a token label has at most 200 characters');
   const token = newWorkspaceToken();
-  const { id } = oneRow(
-    await sql<{ id: string }[]>`
-    SELECT tally.create_token(${workspaceId}, ${scope}, ${label}, ${sha256(token)}, ${actor}) AS id`,
-    'tally.create_token',
+  const rows = await sql<{ id: string }[]>`
+    SELECT tally.create_token(${workspaceId}, ${scope}, ${label}, ${sha256(token)}, ${actor}) AS id`.catch(
+    (err: unknown) => {
+      throw tokenRefusal(err);
+    },
   );
+  const { id } = oneRow(rows, 'tally.create_token');
   return { id, token };
 }
 

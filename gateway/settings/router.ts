@@ -454,17 +454,9 @@ async function activeToken(db: Pool, s: Session, ws: MemberWorkspace, id: string
   return token;
 }
 
-function apiRoutes(router: Router, db: Pool): void {
-  router.get('/api', async (req, res) => {
-    const s = pageSession(req, res);
-    if (!s) return;
-    const done = query(req, 'done');
-    const workspaceId = query(req, 'workspace');
-    const created = takeCreated(req, res, s, workspaceId);
-    await renderApi(db, req, res, s, 200, { workspaceId, flash: done ? FLASH[done] : undefined, created });
-  });
-
-  router.post('/api/tokens', async (req, res) => {
+/** A new token of the workspace, shown once on the page its redirect leads to. */
+function mintToken(db: Pool): RequestHandler {
+  return async (req, res) => {
     const s = changeSession(req, res);
     const ws = await managedWorkspace(db, s, field(req, 'workspace'));
     const label = (field(req, 'label') ?? '').trim();
@@ -479,12 +471,32 @@ function apiRoutes(router: Router, db: Pool): void {
         error: err.message.replace(/^./, (c) => c.toUpperCase()),
       });
     }
-    const { token } = await createTokenAs(db, s, ws.id, scope, label);
+    let token;
+    try {
+      ({ token } = await createTokenAs(db, s, ws.id, scope, label));
+    } catch (err) {
+      // The workspace has its maximum of active tokens: said on the page, beside its tokens.
+      if (!(err instanceof ApiError) || err.code !== 'TLY205') throw err;
+      return renderApi(db, req, res, s, err.status, { workspaceId: ws.id, error: String(err.details) });
+    }
     // POST/redirect/GET, so that a reload cannot post the form again and mint a second token.
     // The secret reaches the next page in a one-time cookie (never in a URL), shown once.
     giveCreated(req, res, s, { token, scope, label, workspace: ws.id });
     res.redirect(303, `/settings/api?workspace=${encodeURIComponent(ws.id)}`);
+  };
+}
+
+function apiRoutes(router: Router, db: Pool): void {
+  router.get('/api', async (req, res) => {
+    const s = pageSession(req, res);
+    if (!s) return;
+    const done = query(req, 'done');
+    const workspaceId = query(req, 'workspace');
+    const created = takeCreated(req, res, s, workspaceId);
+    await renderApi(db, req, res, s, 200, { workspaceId, flash: done ? FLASH[done] : undefined, created });
   });
+
+  router.post('/api/tokens', mintToken(db));
 
   router.get('/api/tokens/:id/revoke', async (req, res) => {
     const s = pageSession(req, res);

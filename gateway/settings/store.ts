@@ -1,6 +1,6 @@
 import type { Pool } from '../engine/pool.js';
 import { newWorkspaceToken, sha256 } from '../secrets.js';
-import type { Scope } from '../admin/tokens.js';
+import { tokenRefusal, type Scope } from '../admin/tokens.js';
 import { oneRow } from '../engine/invariant.js';
 
 // The settings page's only way into the database: the tally.settings_* functions of
@@ -117,7 +117,6 @@ export function tokensOf(db: Pool, session: Session, workspaceId: string): Promi
     SELECT id, label, scope, created_at, last_used_at, revoked_at FROM tally.settings_tokens(${session.hash}, ${workspaceId})`;
 }
 
-/** Mints a token as the session's member; the secret is made here and only its hash is sent. */
 /** One change of a workspace's records, as its settings page lists it. */
 export interface ActivityRow {
   at: Date;
@@ -139,6 +138,10 @@ export function activityOf(db: Pool, session: Session, workspaceId: string, max:
       FROM tally.settings_activity(${session.hash}, ${workspaceId}, ${max})`;
 }
 
+/**
+ * Mints a token as the session's member; the secret is made here and only its hash is sent. A
+ * workspace at its maximum of active tokens is refused with TLY205 (an ApiError).
+ */
 export async function createTokenAs(
   db: Pool,
   session: Session,
@@ -147,11 +150,13 @@ export async function createTokenAs(
   label: string,
 ): Promise<{ id: string; token: string }> {
   const token = newWorkspaceToken();
-  const { id } = oneRow(
-    await db<{ id: string }[]>`
-    SELECT tally.settings_create_token(${session.hash}, ${workspaceId}, ${scope}, ${label}, ${sha256(token)}) AS id`,
-    'tally.settings_create_token',
+  const rows = await db<{ id: string }[]>`
+    SELECT tally.settings_create_token(${session.hash}, ${workspaceId}, ${scope}, ${label}, ${sha256(token)}) AS id`.catch(
+    (err: unknown) => {
+      throw tokenRefusal(err);
+    },
   );
+  const { id } = oneRow(rows, 'tally.settings_create_token');
   return { id, token };
 }
 

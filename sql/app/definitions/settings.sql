@@ -33,8 +33,7 @@ BEGIN
   END IF;
   INSERT INTO workspace_members (workspace_id, user_id, role) VALUES (ws, uid, member_role)
   ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = EXCLUDED.role;
-  INSERT INTO audit_log (workspace_id, actor, action, details)
-    VALUES (ws, actor, 'member.add', jsonb_build_object('email', lower(member_email), 'role', member_role,
+  PERFORM tally.audit(ws, actor, 'member.add', jsonb_build_object('email', lower(member_email), 'role', member_role,
       'user_created', is_new, 'password_set', hash IS NOT NULL));
   RETURN QUERY SELECT uid, is_new;
 END
@@ -242,7 +241,7 @@ BEGIN
   DELETE FROM sign_in_failures WHERE key = left('pair:' || client_addr || ' ' || lower(member_email), 400);
   UPDATE sign_in_failures SET failures = greatest(failures - 1, 0)
    WHERE key = left('addr:' || client_addr, 400) AND window_ends > clock_timestamp();
-  INSERT INTO audit_log (workspace_id, actor, action, details) VALUES (NULL, member_email, 'member.password', '{}');
+  PERFORM tally.audit(NULL, member_email, 'member.password', '{}');
 END
 $$;
 
