@@ -19,7 +19,7 @@ import { waitFor } from './harness/wait.js';
 const PASSWORD = 'correct horse battery staple';
 const ACTIVE_TOKENS = 50; // ACTIVE_TOKENS_PER_WORKSPACE, gateway/admin/tokens.ts
 const REVOKED_TOKENS = 50; // revoked_per_workspace, tally.revoke_token
-const AUDIT_ENTRIES = 1000; // entries_per_workspace, tally.audit
+const AUDIT_ENTRIES = 1000; // kept, tally.audit: per workspace, and per actor of entries of no workspace
 const REFUSAL = 'A workspace has at most 50 active tokens. Revoke a token to make room for a new one.';
 
 const csrfOf = (text: string): string => present(/name="csrf" value="([^"]+)"/.exec(text)?.[1], 'a csrf field');
@@ -240,5 +240,33 @@ describe('settings bounds per workspace', () => {
     const ids = oldest.map((o) => o.id);
     expect(await db.admin`SELECT id FROM tally.audit_log WHERE id = ANY(${ids}::bigint[])`).toEqual([]);
     expect(await auditEntries(other.id)).toBe(otherBefore);
+  });
+
+  it("keeps a member's 1,000 newest audit entries of no workspace: a password change deletes the oldest, not another actor's", async () => {
+    const { ws, agent } = await ownedWorkspace();
+    const owner = `owner-${ws.id}@example.com`;
+    const ofActor = (actor: string) =>
+      count(db.admin`SELECT count(*)::int AS n FROM tally.audit_log WHERE workspace_id IS NULL AND actor = ${actor}`);
+    // A full log of this member's password changes, and an operator's entry, older than both.
+    await db.admin`INSERT INTO tally.audit_log (workspace_id, actor, action, at) VALUES (NULL, 'operator', 'key.create', now() - interval '2 days')`;
+    await db.admin`
+      INSERT INTO tally.audit_log (workspace_id, actor, action, at)
+      SELECT NULL, ${owner}, 'prepared', now() - interval '1 day' FROM generate_series(1, ${AUDIT_ENTRIES})`;
+    const operatorBefore = await ofActor('operator');
+
+    const csrf = csrfOf((await agent.get('/settings/password').expect(200)).text);
+    await agent
+      .post('/settings/password')
+      .type('form')
+      .send({ csrf, current: PASSWORD, new: 'another long passphrase', repeat: 'another long passphrase' })
+      .expect(303);
+
+    expect(await ofActor(owner)).toBe(AUDIT_ENTRIES);
+    const newest = first(
+      await db.admin<{ action: string }[]>`
+        SELECT action FROM tally.audit_log WHERE workspace_id IS NULL AND actor = ${owner} ORDER BY id DESC LIMIT 1`,
+    );
+    expect(newest.action).toBe('member.password');
+    expect(await ofActor('operator')).toBe(operatorBefore);
   });
 });

@@ -3,23 +3,29 @@
 -- run as the database owner (the settings page's functions in settings.sql call them on behalf
 -- of a signed-in member). Every change is recorded in tally.audit_log.
 
--- An entry of the audit log. A workspace keeps its entries_per_workspace newest entries (1,000):
--- each entry past them deletes the oldest in the same transaction, so creating and revoking
--- tokens or switching the API on and off grows nothing without end. The delete reads only the
--- workspace's entries (1,001 at most, the log being kept at 1,000) by index, never the whole log.
--- Entries of no workspace (publishable keys, a member's own password) are not pruned here.
+-- An entry of the audit log. A workspace keeps its `kept` newest entries (1,000), and so does an
+-- actor its entries of no workspace (a member's own password changes, an operator's publishable
+-- keys): each entry past them deletes the oldest in the same transaction, so creating and
+-- revoking tokens, switching the API on and off or changing a password again and again grows
+-- nothing without end, and one actor's entries never push out another's. The delete reads only
+-- the workspace's (or the actor's) entries, 1,001 at most, by index, never the whole log.
 CREATE OR REPLACE FUNCTION tally.audit(entry_ws uuid, entry_actor text, entry_action text, entry_details jsonb) RETURNS void
 LANGUAGE plpgsql
 AS $$
 DECLARE
-  entries_per_workspace constant integer := 1000;
+  kept constant integer := 1000;
 BEGIN
   INSERT INTO tally.audit_log (workspace_id, actor, action, details) VALUES (entry_ws, entry_actor, entry_action, entry_details);
   IF entry_ws IS NOT NULL THEN
     DELETE FROM tally.audit_log a
      WHERE a.workspace_id = entry_ws
        AND a.id IN (SELECT o.id FROM tally.audit_log o WHERE o.workspace_id = entry_ws
-                     ORDER BY o.id DESC OFFSET entries_per_workspace);
+                     ORDER BY o.id DESC OFFSET kept);
+  ELSE
+    DELETE FROM tally.audit_log a
+     WHERE a.workspace_id IS NULL AND a.actor = entry_actor
+       AND a.id IN (SELECT o.id FROM tally.audit_log o WHERE o.workspace_id IS NULL AND o.actor = entry_actor
+                     ORDER BY o.id DESC OFFSET kept);
   END IF;
 END
 $$;
