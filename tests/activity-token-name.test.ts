@@ -4,7 +4,7 @@ import type { TestDatabase } from './harness/db.js';
 import type { TestApp } from './harness/app.js';
 import type { WorkspaceFixture } from './harness/fixtures.js';
 import { toolCaller } from './harness/mcp-tools.js';
-import { present } from './harness/present.js';
+import { csrfOf, present } from './harness/present.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
 import { setUpFinance, tearDown } from './harness/suite.js';
 
@@ -95,8 +95,6 @@ describe('the activity log names the token', () => {
 });
 
 describe('the settings page', () => {
-  const csrfOf = (text: string): string => present(/name="csrf" value="([^"]+)"/.exec(text)?.[1], 'a csrf field');
-
   async function pageOf(email: string, workspaceId: string, status = 200) {
     const agent = request.agent(t.app);
     const login = await agent.get('/settings/login').expect(200);

@@ -5,10 +5,11 @@ import { createToken } from '../gateway/admin/tokens.js';
 import { sha256 } from '../gateway/secrets.js';
 import { ApiError } from '../gateway/errors.js';
 import { startTestApp, type TestApp } from './harness/app.js';
+import { tearDown } from './harness/suite.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
 import { restEnv, TEST_API_KEY } from './harness/rest.js';
-import { first, present } from './harness/present.js';
+import { csrfOf, first, present } from './harness/present.js';
 import { waitFor } from './harness/wait.js';
 
 // What a settings user can grow, bounded per workspace: its active tokens (50, the 51st refused),
@@ -22,8 +23,6 @@ const REVOKED_TOKENS = 50; // revoked_per_workspace, tally.revoke_token
 const AUDIT_ENTRIES = 1000; // kept, tally.audit: per workspace, and per actor of entries of no workspace
 const REFUSAL = 'A workspace has at most 50 active tokens. Revoke a token to make room for a new one.';
 
-const csrfOf = (text: string): string => present(/name="csrf" value="([^"]+)"/.exec(text)?.[1], 'a csrf field');
-
 describe('settings bounds per workspace', () => {
   let db: TestDatabase;
   let t: TestApp;
@@ -32,10 +31,7 @@ describe('settings bounds per workspace', () => {
     db = await createTestDatabase();
     t = startTestApp(db.url, restEnv());
   });
-  afterAll(async () => {
-    await t.close();
-    await db.drop();
-  });
+  afterAll(() => tearDown(db, t));
   beforeEach(() => db.admin`DELETE FROM tally.rate_limits`);
 
   /** A fresh workspace with the owner signed in: the agent and the page's CSRF token. */

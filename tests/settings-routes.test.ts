@@ -7,7 +7,7 @@ import { sha256 } from '../gateway/secrets.js';
 import { startTestApp, type TestApp } from './harness/app.js';
 import { createTestDatabase, type TestDatabase } from './harness/db.js';
 import { tokenFor, workspaceWithData, type WorkspaceFixture } from './harness/fixtures.js';
-import { first, present } from './harness/present.js';
+import { csrfOf, first, present } from './harness/present.js';
 
 // The workspace settings pages: sign-in, sessions, CSRF, roles, and the changes
 // they make, checked in the responses and in the database.
@@ -15,7 +15,6 @@ import { first, present } from './harness/present.js';
 const PASSWORD = 'correct horse battery staple';
 const REFUSED = 'The email or password is not correct.';
 
-const csrfOf = (text: string): string => present(/name="csrf" value="([^"]+)"/.exec(text)?.[1], 'a csrf field');
 const cookieOf = (res: Response, name: string): string | undefined =>
   ([] as string[]).concat(res.headers['set-cookie'] ?? []).find((c) => c.startsWith(`${name}=`));
 const cookieValue = (header: string): string =>

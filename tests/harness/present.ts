@@ -11,3 +11,6 @@ export function present<T>(value: T | undefined, what = 'a value'): T {
 export function first<T>(items: readonly T[]): T {
   return present(items[0], 'a first element');
 }
+
+/** The CSRF token of a settings page's form, which every form post must send back. */
+export const csrfOf = (html: string): string => present(/name="csrf" value="([^"]+)"/.exec(html)?.[1], 'a csrf field');
